@@ -1,0 +1,5 @@
+import sys
+
+from pigviz.cli import main
+
+sys.exit(main())

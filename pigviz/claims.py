@@ -1,0 +1,65 @@
+"""Headline claims: every number a notebook states, re-derived in one place.
+
+A module that states numbers offers ``claims() -> list[Claim]``. ``pigviz verify`` runs them
+all; notebooks print the same ``Claim.value`` strings, so nbval and ``verify`` check one
+computation rather than two copies of it.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+__all__ = ["Claim", "CLAIM_MODULES", "collect_claims", "run_claims", "format_table"]
+
+# Modules whose claims `pigviz verify` re-derives, in teaching order.
+CLAIM_MODULES = [
+    "pigviz.stick_balance",
+    "pigviz.key_geometry",
+    "pigviz.simhash",
+    "pigviz.budget",
+    "pigviz.allocators",
+]
+
+
+@dataclass
+class Claim:
+    notebook: str      # e.g. "01" -- which lesson states it
+    text: str          # the sentence as a learner reads it
+    passed: bool
+    value: str         # the measured number, formatted
+    source: str = field(default="")
+
+    def row(self) -> tuple[str, str, str, str]:
+        return (self.notebook, self.text, self.value, "PASS" if self.passed else "FAIL")
+
+
+def collect_claims(modules=None) -> list[Claim]:
+    out: list[Claim] = []
+    for name in modules or CLAIM_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # lesson not written yet
+                continue
+            raise
+        for claim in module.claims():
+            claim.source = claim.source or name
+            out.append(claim)
+    return out
+
+
+def run_claims(modules=None) -> tuple[list[Claim], bool]:
+    claims = collect_claims(modules)
+    return claims, bool(claims) and all(c.passed for c in claims)
+
+
+def format_table(claims: list[Claim]) -> str:
+    rows = [("nb", "claim", "value", "result")] + [c.row() for c in claims]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    widths[1] = min(widths[1], 72)
+    lines = []
+    for r in rows:
+        text = r[1] if len(r[1]) <= widths[1] else r[1][: widths[1] - 1] + "…"
+        lines.append(f"{r[0]:<{widths[0]}}  {text:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}")
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
