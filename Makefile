@@ -2,7 +2,7 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup lab test test-fast notebooks verify bench
+.PHONY: setup lab test test-fast notebooks verify bench present site
 
 setup:
 	@bash scripts/setup.sh
@@ -30,3 +30,13 @@ verify: setup
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+## Presenter mode for a workshop: one notebook's prose, figures and widgets, no code.
+##   make present NB=01
+NB ?= 01
+present: setup
+	$(BIN)/voila $$(ls notebooks/$(NB)_*.ipynb | head -n 1) --strip_sources=True
+
+## A static HTML site of the executed notebooks (interactive plotly figures, works offline).
+site: setup
+	$(BIN)/python -c "from pigviz.site import build_site; print('wrote', build_site('site'))"

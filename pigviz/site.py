@@ -1,0 +1,120 @@
+"""A static HTML site of the executed notebooks, readable offline and without a kernel.
+
+Plotly figures stay interactive: every ``application/vnd.plotly.v1+json`` output becomes a
+``<div>`` drawn by ``Plotly.newPlot``, with one copy of plotly.js written next to the pages
+(found through a relative ``<script src>``, so the site works from ``file://`` too). Widgets
+need a kernel, so each widget output is replaced by a note that says how to run it live.
+"""
+from __future__ import annotations
+
+import copy
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+
+from pigviz._io import atomic_path
+
+__all__ = ["build_site", "NOTEBOOK_DIR"]
+
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+WIDGET_NOTE = (
+    '<div class="pigviz-widget-note" style="border:1px dashed #888;padding:0.6em 1em;'
+    'margin:0.4em 0;color:#444;background:#f7f7f7;font-family:sans-serif">'
+    "<b>Interactive widget.</b> It needs a running Python kernel: open this notebook with "
+    "<code>make lab</code> (or on Binder) and run its cells to use the controls.</div>"
+)
+
+
+def _plotly_html(fig_json: dict, div_id: str) -> str:
+    payload = json.dumps({"data": fig_json.get("data", []), "layout": fig_json.get("layout", {}),
+                          "config": {"responsive": True, "displaylogo": False}})
+    return (f'<div id="{div_id}" class="pigviz-static-plot" style="width:100%;min-height:420px"></div>\n'
+            f"<script>(function(){{var f={payload};"
+            f"Plotly.newPlot('{div_id}',f.data,f.layout,f.config);}})();</script>")
+
+
+def _convert_outputs(nb, stem: str) -> tuple[int, int]:
+    """Rewrite rich outputs in place; return (plots, widgets) converted."""
+    plots = widgets = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data")
+            if not data:
+                continue
+            if PLOTLY_MIME in data:
+                plots += 1
+                out["data"] = {"text/html": _plotly_html(data[PLOTLY_MIME], f"{stem}-plot-{plots}")}
+            elif WIDGET_MIME in data:
+                widgets += 1
+                out["data"] = {"text/html": WIDGET_NOTE}
+    return plots, widgets
+
+
+def _index_page(entries: list[tuple[str, str, int, int]]) -> str:
+    rows = "\n".join(
+        f'<li><a href="{html.escape(page)}">{html.escape(title)}</a>'
+        f' <span style="color:#666">({plots} interactive figure{"s" if plots != 1 else ""}'
+        f'{f", {widgets} widget(s) to run live" if widgets else ""})</span></li>'
+        for page, title, plots, widgets in entries
+    )
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>pigviz notebooks</title>
+<style>body{{font-family:sans-serif;max-width:48em;margin:2em auto;line-height:1.5}}</style></head>
+<body><h1>pigviz: the notebooks, in teaching order</h1>
+<p>How an LLM reads its KV cache at decode time, and how MagicPIG samples it instead.
+Figures are interactive (zoom, hover); widgets need a kernel: run <code>make lab</code>.</p>
+<ol>
+{rows}
+</ol></body></html>
+"""
+
+
+def _title(nb, fallback: str) -> str:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return fallback
+
+
+def build_site(out_dir: str | Path = "site", notebook_dir: str | Path = NOTEBOOK_DIR) -> Path:
+    """Export every ``NN_*.ipynb`` under ``notebook_dir`` to ``out_dir``; return the index path."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    import plotly
+
+    notebook_dir, out_dir = Path(notebook_dir), Path(out_dir)
+    notebooks = sorted(notebook_dir.glob("[0-9][0-9]_*.ipynb"))
+    if not notebooks:
+        raise FileNotFoundError(f"no notebooks (NN_name.ipynb) found in {notebook_dir}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    shutil.copyfile(plotly_js, out_dir / "plotly.min.js")
+
+    exporter = HTMLExporter(template_name="lab")
+    entries = []
+    for path in notebooks:
+        nb = nbformat.read(str(path), as_version=4)
+        nb = copy.deepcopy(nb)
+        plots, widgets = _convert_outputs(nb, path.stem)
+        body, _ = exporter.from_notebook_node(nb)
+        # require.js is only for classic-notebook widgets, and with it loaded plotly.js would
+        # register as an AMD module instead of the global `Plotly` the figures call.
+        body = re.sub(r'<script src="[^"]*require(\.min)?\.js"></script>', "", body)
+        # plotly.js must load before the first figure's script runs.
+        body = body.replace("<head>", '<head>\n<script src="plotly.min.js"></script>', 1)
+        page = f"{path.stem}.html"
+        with atomic_path(out_dir / page) as tmp:
+            tmp.write_text(body, encoding="utf-8")
+        entries.append((page, _title(nb, path.stem), plots, widgets))
+    index = out_dir / "index.html"
+    with atomic_path(index) as tmp:
+        tmp.write_text(_index_page(entries), encoding="utf-8")
+    return index
