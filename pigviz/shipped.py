@@ -1,0 +1,190 @@
+"""The small real-model capture that ships in ``data/``, so lessons need no model load.
+
+What ships (``data/smollm2_8k_capture.safetensors``, fp16, about 8.6 MB):
+
+* One prefill of the first 8192 tokens of ``texts.long_text()`` through SmolLM2-135M (fp32).
+* Four (layer, KV head) pairs, each with all 8192 post-RoPE keys and values, the last 64
+  queries of the three query heads that share that KV head, and the attention output the
+  model computed for them. Layers are fixed: 2 (early, almost no weight on position 0),
+  then 13, 19 and 25 (middle to late, where position 0 is an attention sink). In each, the
+  KV head kept is the one whose query heads put the most mean weight on position 0 --
+  computed from the full capture, not typed in.
+* All-layer summaries from the full fp32 capture: ``sink_weight`` (30 x 9), the mean weight
+  that the last 64 queries put on position 0, per (layer, query head); ``key_norm_pos0`` and
+  ``key_norm_median`` (30 x 3), per (layer, KV head).
+
+``data/manifest.json`` records each file's sha256, size, contents, the command that made it
+and the library versions. ``pigviz data regenerate`` rebuilds the file bit for bit.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from pigviz._io import sha256_file, write_json_atomic
+
+__all__ = [
+    "CAPTURE_FILE", "SHIPPED_LAYERS", "SHIPPED_N_TOKENS", "SHIPPED_LAST", "SHIPPED_MODEL",
+    "data_dir", "manifest_path", "read_manifest", "check_shipped", "load_shipped_capture",
+    "sink_weights", "key_norm_stats", "choose_kv_heads", "build_shipped_capture", "regenerate_shipped",
+]
+
+CAPTURE_FILE = "smollm2_8k_capture.safetensors"
+SHIPPED_MODEL = "smollm2-135m"
+SHIPPED_N_TOKENS = 8192
+SHIPPED_LAST = 64
+SHIPPED_LAYERS = (2, 13, 19, 25)
+REGENERATE_COMMAND = "pigviz data regenerate"
+MANIFEST_FORMAT = "pigviz-data-manifest-v1"
+_ENTRY_KEYS = ("sha256", "bytes", "what", "command", "pigviz_version", "torch_version", "transformers_version")
+
+
+def data_dir() -> Path:
+    """``$PIGVIZ_DATA_DIR`` if set, else the repository's ``data/`` folder."""
+    override = os.environ.get("PIGVIZ_DATA_DIR")
+    return Path(override).expanduser() if override else Path(__file__).resolve().parents[1] / "data"
+
+
+def manifest_path(directory=None) -> Path:
+    return Path(directory or data_dir()) / "manifest.json"
+
+
+def read_manifest(directory=None) -> dict:
+    """Parse ``manifest.json``; ValueError naming the file if it lacks the expected fields."""
+    import json
+
+    path = manifest_path(directory)
+    if not path.is_file():
+        raise FileNotFoundError(f"data manifest {path} does not exist; run `{REGENERATE_COMMAND}`")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if manifest.get("format") != MANIFEST_FORMAT or not isinstance(files, dict):
+        raise ValueError(f"{path} must be a {MANIFEST_FORMAT} manifest with a 'files' table")
+    for name, entry in files.items():
+        missing = [k for k in _ENTRY_KEYS if k not in entry]
+        if missing:
+            raise ValueError(f"{path}: entry {name!r} lacks {', '.join(missing)}")
+    return manifest
+
+
+def check_shipped(directory=None) -> list[str]:
+    """Problems found comparing every file in the manifest with what is on disk (empty = fine)."""
+    directory = Path(directory or data_dir())
+    problems = []
+    for name, entry in read_manifest(directory)["files"].items():
+        path = directory / name
+        if not path.is_file():
+            problems.append(f"{path} is missing")
+        elif path.stat().st_size != entry["bytes"] or sha256_file(path) != entry["sha256"]:
+            problems.append(f"{path} does not match its manifest sha256/size")
+    return problems
+
+
+def load_shipped_capture(*, verify: bool = True):
+    """The shipped ``Capture`` (fp16 tensors, fp32 summaries in ``.extras``)."""
+    from pigviz.capture import load_capture
+
+    path = data_dir() / CAPTURE_FILE
+    if verify:
+        entry = read_manifest()["files"].get(CAPTURE_FILE)
+        if entry is None:
+            raise ValueError(f"{manifest_path()} has no entry for {CAPTURE_FILE}")
+        if not path.is_file():
+            raise FileNotFoundError(f"shipped capture {path} is missing; run `{REGENERATE_COMMAND}`")
+        if sha256_file(path) != entry["sha256"]:
+            raise ValueError(f"{path} does not match the sha256 in {manifest_path()}; "
+                             f"restore it from git or run `{REGENERATE_COMMAND}`")
+    return load_capture(path)
+
+
+# -- summaries of a full capture ---------------------------------------------------------------
+def sink_weights(cap) -> "torch.Tensor":
+    """Mean causal-softmax weight on position 0 over the captured queries: ``(layers, Hq)`` fp32."""
+    import torch
+
+    return torch.stack([cap.attention_weights(row)[:, :, 0].mean(dim=1) for row in range(len(cap.layers))])
+
+
+def key_norm_stats(cap) -> tuple["torch.Tensor", "torch.Tensor"]:
+    """``(norm of key 0, median key norm)``, each ``(layers, Hkv)`` fp32."""
+    norms = cap.keys.float().norm(dim=-1)
+    return norms[:, :, 0].contiguous(), norms.median(dim=-1).values.contiguous()
+
+
+def choose_kv_heads(sink_weight, group_size: int, layers) -> list[list[int]]:
+    """Per layer in ``layers``, the KV head whose query heads put the most weight on position 0."""
+    per_kv = sink_weight.reshape(sink_weight.shape[0], -1, group_size).mean(dim=-1)
+    return [[int(per_kv[layer].argmax())] for layer in layers]
+
+
+def build_shipped_capture(model, tokenizer, *, progress: bool = True):
+    """Full fp32 capture -> all-layer summaries -> the four chosen pairs in fp16."""
+    import torch
+
+    from pigviz.capture import capture
+
+    full = capture(model, tokenizer, n_tokens=SHIPPED_N_TOKENS, last=SHIPPED_LAST, progress=progress)
+    sink = sink_weights(full)
+    key0, key_median = key_norm_stats(full)
+    small = full.subset(layers=list(SHIPPED_LAYERS),
+                        kv_heads=choose_kv_heads(sink, full.group_size, SHIPPED_LAYERS))
+    del full
+    small = small.astype(torch.float16)
+    small.extras = {"sink_weight": sink, "key_norm_pos0": key0, "key_norm_median": key_median}
+    return small
+
+
+def regenerate_shipped(out_dir=None, *, check: bool = False, progress: bool = True) -> dict:
+    """Rebuild the shipped capture. ``check=True`` compares its sha256 with the manifest and
+    writes nothing; otherwise the file and the manifest are (re)written in ``out_dir``
+    (default: ``data_dir()``). Returns ``{"path", "sha256", "expected", "match"}``."""
+    import torch
+
+    from pigviz.capture import save_capture
+    from pigviz.models import load_model
+
+    expected = None
+    if manifest_path().is_file():
+        expected = read_manifest()["files"].get(CAPTURE_FILE, {}).get("sha256")
+    model, tokenizer = load_model(SHIPPED_MODEL, device="cpu", progress=progress)
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        cap = build_shipped_capture(model, tokenizer, progress=progress)
+    finally:
+        torch.use_deterministic_algorithms(was_deterministic)
+
+    if check:
+        with tempfile.TemporaryDirectory(prefix="pigviz-regen-") as tmp:
+            digest = sha256_file(save_capture(cap, Path(tmp) / CAPTURE_FILE))
+        return {"path": None, "sha256": digest, "expected": expected, "match": digest == expected}
+
+    directory = Path(out_dir or data_dir())
+    path = save_capture(cap, directory / CAPTURE_FILE)
+    digest = sha256_file(path)
+    write_json_atomic(manifest_path(directory), _manifest(cap, path, digest))
+    return {"path": str(path), "sha256": digest, "expected": expected, "match": digest == expected}
+
+
+def _manifest(cap, path: Path, digest: str) -> dict:
+    meta = cap.metadata
+    pairs = ", ".join(f"layer {layer} KV head {heads[0]}" for layer, heads in zip(cap.layers, cap.kv_heads))
+    what = (f"SmolLM2-135M prefill of the first {meta['n_tokens']} tokens of the stdlib reference topics "
+            f"(pigviz.texts.long_text): post-RoPE keys and values of all positions and the last "
+            f"{meta['last']} queries (with the model's attention outputs) for {pairs}, fp16; plus fp32 "
+            f"all-layer summaries sink_weight (layers x query heads) and key_norm_pos0/key_norm_median "
+            f"(layers x KV heads) from the full fp32 capture.")
+    entry = {
+        "sha256": digest, "bytes": path.stat().st_size, "what": what, "command": REGENERATE_COMMAND,
+        "pigviz_version": meta["pigviz_version"], "torch_version": meta["torch_version"],
+        "transformers_version": meta["transformers_version"],
+        "python_version": sys.version.split()[0],
+        "model_revision": meta["model_revision"], "text_sha256": meta["text_sha256"],
+        "token_ids_sha256": meta["token_ids_sha256"], "layers": cap.layers, "kv_heads": cap.kv_heads,
+    }
+    return {"format": MANIFEST_FORMAT, "files": {CAPTURE_FILE: entry}}

@@ -1,0 +1,117 @@
+import json
+import shutil
+
+import pytest
+import torch
+
+from pigviz import shipped
+from pigviz._io import sha256_file
+from pigviz.cli import main
+
+
+@pytest.fixture(scope="module")
+def cap():
+    return shipped.load_shipped_capture()
+
+
+def test_manifest_matches_the_files_on_disk():
+    assert shipped.check_shipped() == []
+    entry = shipped.read_manifest()["files"][shipped.CAPTURE_FILE]
+    path = shipped.data_dir() / shipped.CAPTURE_FILE
+    assert entry["sha256"] == sha256_file(path) and entry["bytes"] == path.stat().st_size
+    assert entry["command"] == "pigviz data regenerate"
+
+
+def test_data_folder_stays_small():
+    total = sum(p.stat().st_size for p in shipped.data_dir().rglob("*") if p.is_file())
+    assert total < 10.5 * 2**20
+
+
+def test_shipped_capture_shapes_and_metadata(cap):
+    n_pairs = len(shipped.SHIPPED_LAYERS)
+    assert cap.queries.shape == (n_pairs, 3, shipped.SHIPPED_LAST, 64)
+    assert cap.keys.shape == cap.values.shape == (n_pairs, 1, shipped.SHIPPED_N_TOKENS, 64)
+    assert cap.keys.dtype == torch.float16 and cap.metadata["dtype"] == "float16"
+    assert cap.layers == list(shipped.SHIPPED_LAYERS)
+    assert cap.query_positions.tolist() == list(range(8192 - 64, 8192))
+    assert cap.extras["sink_weight"].shape == (30, 9)
+    assert cap.extras["key_norm_pos0"].shape == cap.extras["key_norm_median"].shape == (30, 3)
+    assert all(t.dtype == torch.float32 for t in cap.extras.values())
+    entry = shipped.read_manifest()["files"][shipped.CAPTURE_FILE]
+    for key in ("model_revision", "text_sha256", "token_ids_sha256", "torch_version", "transformers_version"):
+        assert entry[key] == cap.metadata[key], key
+    assert entry["layers"] == cap.layers and entry["kv_heads"] == cap.kv_heads
+
+
+def test_kept_kv_heads_follow_the_documented_rule(cap):
+    assert cap.kv_heads == shipped.choose_kv_heads(cap.extras["sink_weight"], cap.group_size, cap.layers)
+
+
+def test_shipped_tensors_agree_with_the_all_layer_summaries(cap):
+    """The fp16 tensors and the fp32 summaries come from the same prefill."""
+    from_tensors = shipped.sink_weights(cap)
+    summary = torch.stack([cap.extras["sink_weight"][layer, heads]
+                           for layer, heads in zip(cap.layers, cap.query_heads)])
+    torch.testing.assert_close(from_tensors, summary, atol=2e-3, rtol=1e-2)
+    key0, median = shipped.key_norm_stats(cap)
+    expected0 = torch.stack([cap.extras["key_norm_pos0"][layer, heads] for layer, heads in zip(cap.layers, cap.kv_heads)])
+    torch.testing.assert_close(key0, expected0, atol=1e-2, rtol=1e-3)
+
+
+def test_shipped_qkv_reproduce_the_models_outputs(cap):
+    for row in range(len(cap.layers)):
+        torch.testing.assert_close(cap.reference_outputs(row), cap.outputs[row].float(), atol=2e-2, rtol=1e-2)
+
+
+def test_early_layer_has_no_sink_and_later_ones_do(cap):
+    """Why these layers: layer 2 barely looks at position 0; the middle/late ones lean on it."""
+    sink = cap.extras["sink_weight"]
+    assert sink[2].max() < 1e-3
+    for layer in shipped.SHIPPED_LAYERS[1:]:
+        assert sink[layer].max() > 0.3
+
+
+def test_tampered_file_is_refused(tmp_path, monkeypatch):
+    for name in ("manifest.json", shipped.CAPTURE_FILE):
+        shutil.copy(shipped.data_dir() / name, tmp_path / name)
+    target = tmp_path / shipped.CAPTURE_FILE
+    raw = bytearray(target.read_bytes())
+    raw[-1] ^= 0xFF
+    target.write_bytes(bytes(raw))
+    monkeypatch.setenv("PIGVIZ_DATA_DIR", str(tmp_path))
+    assert shipped.check_shipped() and "does not match" in shipped.check_shipped()[0]
+    with pytest.raises(ValueError, match="pigviz data regenerate"):
+        shipped.load_shipped_capture()
+
+
+def test_broken_manifest_names_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIGVIZ_DATA_DIR", str(tmp_path))
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(ValueError, match="manifest.json"):
+        shipped.read_manifest()
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": shipped.MANIFEST_FORMAT,
+                                                         "files": {"x.bin": {"sha256": "0"}}}))
+    with pytest.raises(ValueError, match="lacks bytes"):
+        shipped.read_manifest()
+
+
+def test_cli_check_reports_a_mismatch(monkeypatch, capsys):
+    fake = {"path": None, "sha256": "a" * 64, "expected": "b" * 64, "match": False}
+    monkeypatch.setattr(shipped, "regenerate_shipped", lambda out_dir, check, progress: fake)
+    assert main(["data", "regenerate", "--check", "--quiet"]) == 1
+    assert "differs from the manifest" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_regeneration_reproduces_the_shipped_file_bit_for_bit(tmp_path):
+    from pigviz.models import ModelUnavailableError, bundled_gguf_path
+
+    try:
+        bundled_gguf_path(shipped.SHIPPED_MODEL)
+    except ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+    result = shipped.regenerate_shipped(tmp_path, progress=False)
+    assert result["match"], f"regenerated {result['sha256']} != manifest {result['expected']}"
+    rebuilt = json.loads((tmp_path / "manifest.json").read_text())
+    assert rebuilt == shipped.read_manifest()
