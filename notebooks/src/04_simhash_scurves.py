@@ -1,0 +1,214 @@
+# %% [markdown]
+# # SimHash S-curves: how likely is a key to be sampled?
+#
+# MagicPIG never reads every key. It hashes the keys into buckets ahead of time, hashes the
+# query the same way, and samples the keys that land where the query lands. The attention
+# correction then needs, for every sampled key, the probability `u` that it was sampled.
+# This lesson builds that probability from one random hyperplane up to MagicPIG's
+# "at least 2 of L tables" rule, and checks each step by hashing and counting.
+#
+# Everything here is synthetic: unit vectors at chosen angles. Real keys come at the end.
+
+# %%
+import pigviz; pigviz.setup_notebook()
+import numpy as np
+from pigviz import simhash as sh
+from pigviz.plots import simhash as plots
+
+# %% [markdown]
+# ## Hyperplanes and bits
+#
+# Draw a random vector `w` with independent Gaussian entries. The hyperplane through the
+# origin perpendicular to `w` splits space in two, and `sign(w · x)` says which side `x` is
+# on: one bit. `K` such hyperplanes give a `K`-bit code; read as a binary number, it names
+# a bucket. In two dimensions a hyperplane is a line, `K` lines cut the plane into `2K`
+# wedges, and every wedge is one bucket.
+#
+# Below: one table of three lines. Keys in the shaded wedge share the query's bucket.
+# The rings mark keys that collide with the query in at least 2 of 150 such tables (hover
+# over a key to see its count) -- that is the rule MagicPIG uses, and where we are heading.
+
+# %%
+demo = sh.plane_demo(K=3, L=150, min_hits=2, seed=0)
+print(f"keys sharing the query's bucket in table 1: {demo.same_bucket.sum()} of {len(demo.keys)}")
+print(f"keys colliding in at least 2 of {demo.L} tables: {demo.included.sum()} of {len(demo.keys)}")
+plots.plane_figure(demo)
+
+# %% [markdown]
+# The same thing in any dimension: `SimHash(dim, K, L, seed)` draws `K * L` hyperplanes and
+# packs each table's bits into an integer bucket id.
+
+# %%
+table = sh.SimHash(dim=64, K=10, L=150, seed=0)
+rng = np.random.default_rng(0)
+query = rng.standard_normal(64)
+print("query's bucket ids in the first 5 tables:", table.bucket_ids(query)[:5])
+print("hits of the query itself, of -query, of a random key:",
+      table.hits(query, np.stack([query, -query, rng.standard_normal(64)])))
+
+# %% [markdown]
+# ## One bit agrees with probability 1 − θ/π
+#
+# Take two vectors at angle θ. In their plane, a random line through the origin points in
+# a uniformly random direction. It separates them only if it passes between them, and a
+# line (which covers a direction and its opposite) does so with probability 2θ / 2π = θ/π.
+# In more dimensions, only the shadow of `w` on that plane matters, and that shadow is a
+# 2-D Gaussian, so nothing changes. Hence one bit agrees with probability
+#
+# $$p = 1 - \theta/\pi, \qquad \theta = \arccos(\cos(q, k)).$$
+#
+# Don't take it on trust: draw 20,000 hyperplanes and count.
+
+# %%
+angles = np.linspace(0, 180, 181)
+p_curve = sh.collision_probability(np.cos(np.radians(angles)))
+bits = sh.monte_carlo_bit_agreement(np.cos(np.radians(sh.CHECK_ANGLES_DEG)), n_planes=20_000, seed=0)
+print("angle  formula  counted    z")
+for a, e, f, z in zip(bits.angle_deg, bits.expected, bits.freq, bits.z_scores()):
+    print(f"{a:5.0f}  {e:7.3f}  {f:7.3f}  {z:+5.2f}")
+plots.bit_agreement_figure(angles, p_curve, bits)
+
+# %% [markdown]
+# The `z` column is the gap in standard errors. Values within about ±3 are what chance
+# alone produces, so the straight line holds.
+#
+# ## K bits make one table: p^K
+#
+# A key shares the query's bucket only if all `K` bits agree. With independent hyperplanes
+# that happens with probability `p^K`. More bits make the bucket narrower: close keys still
+# collide often, distant keys almost never, but even close keys miss a lot.
+
+# %%
+plots.one_table_figure(angles, {K: p_curve**K for K in (1, 2, 5, 10, 20)}, highlight=10)
+
+# %%
+for cos in (0.0, 0.9):
+    p = sh.collision_probability(cos)
+    print(f"cos = {cos:.1f} ({np.degrees(np.arccos(cos)):.0f} deg): p = {p:.3f}, "
+          f"one table of K = 10 collides with probability {p**10:.4f}")
+
+# %% [markdown]
+# One table alone is a poor sampler: a key at cos 0.9 is found only about one time in five.
+# The fix is more tables.
+#
+# ## L tables make an S-curve
+#
+# Build `L` tables from independent hyperplanes. The number of tables where a key collides
+# with the query is Binomial(L, p^K). A key found in at least one table has probability
+#
+# $$u_1 = 1 - (1 - p^K)^L .$$
+#
+# For small `p^K` this is about `L p^K`, still tiny; once `L p^K` passes 1 it saturates
+# near 1. Plotted against the angle it is an S: a cliff between "almost always" and
+# "almost never", whose position `K` sets and whose steepness `L` sharpens.
+#
+# ## At least 2 of L
+#
+# MagicPIG samples a key only if it collides in **at least two** tables. Subtract the
+# chance of exactly one hit as well:
+#
+# $$u = 1 - (1 - p^K)^L - L\,p^K (1 - p^K)^{L-1}.$$
+#
+# One lucky collision no longer suffices, so the cliff gets steeper and moves towards the
+# query. Below, both curves at the default (K, L) = (10, 150), with markers counted from
+# 300 independent sets of 150 tables (error bars: 95% intervals).
+#
+# To judge the gaps we use an exact binomial test rather than standard errors: far from the
+# query a key is expected in well under one of the 300 hashings, and there a single hit
+# would look like a "5 sigma" event while being quite ordinary. The p-value printed is the
+# chance of a count at least as far from the formula as the one seen, if the formula is
+# right. With 25 angles per curve, the smallest of them lands below 0.01 now and then by
+# luck alone; a wrong formula drives it to zero.
+
+# %%
+K, L = sh.DEFAULT_K, sh.DEFAULT_L
+counted = {m: sh.monte_carlo_inclusion(sh.MARKER_COS, K, L, m, n_trials=300, seed=m) for m in (1, 2)}
+curves = [
+    ("one table: p^K", p_curve**K, plots.COLORS["one_table"], "dot"),
+    (">= 1 of L tables", sh.inclusion_curve(angles, K, L, 1), plots.COLORS["hits1"], "solid"),
+    (">= 2 of L tables", sh.inclusion_curve(angles, K, L, 2), plots.COLORS["hits2"], "solid"),
+]
+markers = [(f"counted, >= {m} (300 hashings)", counted[m], plots.COLORS[f"hits{m}"]) for m in (1, 2)]
+for m in (1, 2):
+    print(f">= {m} of L: smallest p-value over {len(sh.MARKER_COS)} angles = {np.min(counted[m].p_values()):.3f}")
+plots.scurve_figure(angles, curves, markers, K=K, L=L)
+
+# %%
+for m in (1, 2):
+    c = sh.crossing_cos(K, L, m)
+    width = sh.transition_width_deg(K, L, m)
+    print(f">= {m} of {L}: u = 50% at cos {c:.3f} ({np.degrees(np.arccos(c)):.1f} deg); "
+          f"10% -> 90% takes {width:.1f} deg")
+
+# %% [markdown]
+# The formula only asks for `p`, which is a function of the angle. So MagicPIG knows each
+# sampled key's `u` exactly from its cosine with the query and can divide by it.
+#
+# ### Computing u without losing it
+#
+# Written as above, `u` subtracts numbers close to 1 from 1. For moderately distant keys
+# that works, but far keys have a tiny `u` and the subtraction returns rounding noise (even
+# negative numbers), while the correction needs `-log u` for every sampled key.
+# `sh.log_inclusion_probability` instead adds up the binomial terms for "at least 2 hits"
+# (all positive, so nothing cancels) in log space. The closed form and the stable version
+# side by side:
+
+# %%
+for angle in (60, 100, 140, 160, 175):
+    p = sh.collision_probability(np.cos(np.radians(angle)))
+    q = p**K
+    naive = 1 - (1 - q) ** L - L * q * (1 - q) ** (L - 1)
+    print(f"{angle:3d} deg: closed form {naive: .3e}   stable {sh.inclusion_probability(p, K, L):.3e}"
+          f"   log u = {sh.log_inclusion_probability(p, K, L):8.2f}")
+
+# %% [markdown]
+# ## What a query scans: L n / 2^K
+#
+# Each table has `2^K` buckets. If the `n` keys spread evenly, the query's bucket in one
+# table holds `n / 2^K` keys, and the query looks in `L` tables. For the 96k-token context
+# (n = 98,304) at (10, 150):
+
+# %%
+n = sh.NAPKIN_TOKENS
+print(f"L n / 2^K = {L} x {n:,} / {2**K:,} = {sh.expected_candidates(n, K, L):,.0f} table entries per query")
+
+# %% [markdown]
+# That count includes duplicates (a close key turns up in many tables) and assumes evenly
+# filled buckets, which real keys do not give you -- see the next lesson.
+#
+# ## Explore
+#
+# Move `K` to shift the cliff, `L` to sharpen it, and `min hits` to see how the threshold
+# trades recall for steepness. The markers are counted from fresh hashings each time
+# (fewer for large K x L, so every change stays fast); "Resample" draws new keys and
+# hyperplanes.
+
+# %%
+from pigviz.widgets.simhash import SimHashExplorer
+SimHashExplorer()
+
+# %% [markdown]
+# ## Headline numbers
+#
+# Every number stated above, recomputed (`pigviz verify` runs the same checks):
+
+# %%
+sh.print_claims()
+
+# %% [markdown]
+# ## Questions to try
+#
+# 1. At K = 10, which `L` puts the ">= 2" 50% point at 45 degrees? Use `sh.crossing_cos`.
+# 2. Keep the 50% point fixed while raising K: how must L grow, and what happens to
+#    `L n / 2^K`?
+# 3. With min hits = 1, what is `u` for an orthogonal key at (10, 150)? Why is it much
+#    larger than `p^K`?
+# 4. Set K = 20 in the widget. Why do the counted markers get wider error bars?
+# 5. Compare `sh.inclusion_probability(p, 10, 150)` with the closed form for p from 0.5
+#    down to 0.1. Below which p does the closed form stop being trustworthy, and why?
+
+# %% [markdown]
+# ## One real query's keys
+#
+# This section is filled from the real-model capture: the S-curve drawn over one real
+# query's keys, from data shipped with pigviz. (Added by a later lesson step.)
