@@ -1,0 +1,162 @@
+"""One decode step of one layer on the CPU: MagicPIG attend vs dense SDPA vs TopK.
+
+    python benchmarks/bench_attend.py                    # full table, about 2-3 minutes
+    python benchmarks/bench_attend.py --quick            # 8k only, a few seconds
+    python benchmarks/bench_attend.py --json out.json    # also save the rows
+    python benchmarks/bench_attend.py --threads 0        # torch's default thread count
+
+Shapes: SmolLM2-135M (9 query heads, 3 KV heads, d = 64) and a Llama-3.1-8B-like layer
+(32, 8, 128), at 8k, 32k and 96k tokens of synthetic keys with a real-model-like cone, a
+large-norm sink key at token 0 and a few planted keys per query head
+(:func:`pigviz.magicpig.synthetic_decode_step`). K/V are float32.
+
+Per row: index build time (once per layer), median time per step over several queries
+for MagicPIG attend, dense ``scaled_dot_product_attention`` (the reference; each KV head
+answers its group's queries in one call, reading K/V once)
+the same SDPA with ``enable_gqa=True`` (which copies K/V per query head on the CPU),
+and TopK at MagicPIG's measured budget; the speed-up dense/attend; bytes touched by
+attend relative to dense; the hash tables' memory relative to the KV cache (as stored,
+float32, and as a float16 cache would be); and each approximation's relative output
+error ||o_hat - o|| / ||o|| averaged over heads.
+
+Bytes counted for attend: the K and V rows it gathers (per query head), their stored
+|k - mean|, the token ids scanned in the query's buckets, the 2 offsets per table per
+head, the hyperplanes and one byte-sized hit counter per (head, token), written and read
+once. Dense reads every K and V row. TopK as an oracle must score every key first, so it
+can never be cheaper than dense here; it is timed to show that, and for its error.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from pigviz._io import write_json_atomic  # noqa: E402
+from pigviz.attention import topk_attention  # noqa: E402
+from pigviz.lsh_index import build_index  # noqa: E402
+from pigviz.magicpig import attend, synthetic_decode_step  # noqa: E402
+
+SHAPES = {"SmolLM2-135M": (9, 3, 64), "Llama-3.1-8B-like": (32, 8, 128)}
+
+
+def median_ms(fn, queries) -> float:
+    fn(queries[0])                                   # warm-up: caches, lazy tables
+    times = []
+    for q in queries:
+        t0 = time.perf_counter()
+        fn(q)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def rel_err(a, b) -> float:
+    return float(((a - b).norm(dim=-1) / b.norm(dim=-1)).mean())
+
+
+def attend_bytes(stats, index, Hkv: int, d: int) -> int:
+    H = stats["keys_read"].numel()
+    rows = int(stats["keys_read"].sum())
+    return (rows * (2 * d + 1) * 4                       # K, V rows and |k - mean|
+            + int(stats["candidates"].sum()) * 4         # token ids in the query's buckets
+            + H * index.L * 2 * 8                        # two offsets per table
+            + index.planes.nbytes
+            + 2 * H * index.n)                           # uint8 hit counters, cleared + scanned
+
+
+def run_row(shape: str, n: int, K: int, L: int, repeats: int, seed: int) -> dict:
+    H, Hkv, d = SHAPES[shape]
+    q0, k, v = synthetic_decode_step(H, Hkv, n, d, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    # Nearby queries (the next decode steps of the same heads), not one cached query.
+    queries = [q0 + 0.1 * torch.randn(q0.shape, generator=gen) for _ in range(repeats)]
+
+    t0 = time.perf_counter()
+    index = build_index(k, K=K, L=L, sinks=4, recent=64, seed=seed)
+    build_s = time.perf_counter() - t0
+
+    def sdpa(q):
+        # The G query heads of a group act as G query rows of their KV head: the same result
+        # as enable_gqa=True, which on the CPU copies K/V per query head and runs ~2.5x slower.
+        return F.scaled_dot_product_attention(q.view(1, Hkv, H // Hkv, d), k[None], v[None]).view(H, d)
+
+    def sdpa_gqa(q):
+        return F.scaled_dot_product_attention(q[None, :, None], k[None], v[None], enable_gqa=True)[0, :, 0]
+
+    magic_ms = median_ms(lambda q: attend(index, q, k, v), queries)
+    dense_ms = median_ms(sdpa, queries)
+    gqa_ms = median_ms(sdpa_gqa, queries[: max(3, repeats // 2)])
+    out, stats = attend(index, queries[0], k, v)
+    budget = stats["budget"]
+    topk_ms = median_ms(lambda q: topk_attention(q, k, v, budget), queries[: max(3, repeats // 2)])
+    dense = sdpa(queries[0])
+    kv_bytes = k.nbytes + v.nbytes
+    return {
+        "shape": shape, "n": n, "K": K, "L": L, "heads": H, "kv_heads": Hkv, "d": d,
+        "build_s": build_s, "attend_ms": magic_ms, "sdpa_ms": dense_ms, "sdpa_gqa_ms": gqa_ms, "topk_ms": topk_ms,
+        "speedup": dense_ms / magic_ms, "budget": budget,
+        "candidates_per_head": float(stats["candidates"].double().mean()),
+        "bytes_ratio": attend_bytes(stats, index, Hkv, d) / kv_bytes,
+        "table_bytes": index.table_bytes, "kv_bytes_fp32": kv_bytes,
+        "table_vs_kv_fp32": index.table_bytes / kv_bytes, "table_vs_kv_fp16": index.table_bytes / (kv_bytes / 2),
+        "err_magicpig": rel_err(out, dense), "err_topk": rel_err(topk_attention(queries[0], k, v, budget)[0], dense),
+    }
+
+
+def print_table(rows) -> None:
+    head = (f"{'shape':<18}{'n':>7}{'K,L':>8}{'build s':>9}{'attend ms':>11}{'SDPA ms':>9}{'gqa ms':>8}"
+            f"{'TopK ms':>9}{'SDPA/att':>9}{'budget':>8}{'bytes':>8}{'tbl/KV16':>9}{'err MP':>8}{'err TopK':>9}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['shape']:<18}{r['n']:>7}{r['K']:>4},{r['L']:<3}{r['build_s']:>9.1f}{r['attend_ms']:>11.1f}"
+              f"{r['sdpa_ms']:>9.1f}{r['sdpa_gqa_ms']:>8.1f}{r['topk_ms']:>9.1f}{r['speedup']:>8.1f}x{100 * r['budget']:>7.2f}%"
+              f"{100 * r['bytes_ratio']:>7.1f}%{r['table_vs_kv_fp16']:>9.2f}{r['err_magicpig']:>8.3f}{r['err_topk']:>9.3f}")
+    print("SDPA = dense reference (grouped queries, K/V read once); gqa = the same with enable_gqa=True;\n"
+          "SDPA/att = speed-up of attend over SDPA; bytes = bytes touched by attend / K+V bytes of dense;\n"
+          "tbl/KV16 = hash-table memory / KV cache in float16; err = mean ||o_hat - o|| / ||o|| over heads.",
+          flush=True)
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="8k context only, fewer repeats")
+    parser.add_argument("--repeats", type=int, default=7, help="queries timed per row (median)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for every method (0: torch's default). One thread keeps the "
+                             "medians stable on a shared machine: attend runs ~80 small ops, and each "
+                             "multi-threaded one waits for a core another process may hold")
+    parser.add_argument("--extra-L", type=int, default=200,
+                        help="also run this L at the longest context (0: skip) to land in a 2-5%% budget")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, help="write the rows here as JSON")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    contexts = [8192] if args.quick else [8192, 32768, 98304]
+    repeats = 3 if args.quick else args.repeats
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), float32 K/V, median of {repeats} steps")
+    rows = []
+    for shape in SHAPES:
+        for n in contexts:
+            configs = [(10, 150)]
+            if n == contexts[-1] and args.extra_L and not args.quick:
+                configs.append((10, args.extra_L))
+            for K, L in configs:
+                rows.append(run_row(shape, n, K, L, repeats, args.seed))
+                print(f"  done {shape} n={n} (K, L)=({K}, {L})", file=sys.stderr, flush=True)
+    sys.stderr.flush()
+    print_table(rows)
+    if args.json:
+        write_json_atomic(args.json, {"torch": torch.__version__, "threads": torch.get_num_threads(), "rows": rows})
+    return rows
+
+
+if __name__ == "__main__":
+    main()
