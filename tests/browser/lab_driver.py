@@ -6,11 +6,13 @@ import time
 from pathlib import Path
 
 PLOT_SELECTOR = ".js-plotly-plot"
+NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"  # the notebook in the active tab
 
 
 def open_notebook(page, server, name: str, timeout_ms: int = 60_000) -> None:
-    page.goto(server.url(f"lab/tree/{name}"))
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=timeout_ms)
+    # A fresh workspace per notebook: otherwise JupyterLab reopens the previous test's tabs.
+    page.goto(server.url(f"lab/workspaces/{name.split('.')[0]}/tree/{name}?reset"))
+    page.wait_for_selector(f"{NOTEBOOK} .jp-Cell", timeout=timeout_ms)
     accept_kernel_dialog(page)
     wait_kernel_idle(page, timeout_s=timeout_ms / 1000)
 
@@ -42,7 +44,7 @@ def wait_kernel_idle(page, timeout_s: float = 120) -> None:
 
 
 def run_all_cells(page, timeout_s: float = 300) -> None:
-    page.locator(".jp-Notebook .jp-Cell").first.click()
+    page.locator(f"{NOTEBOOK} .jp-Cell").first.click()
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
     time.sleep(1.0)

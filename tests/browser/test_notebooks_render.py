@@ -3,7 +3,9 @@ figure and widget actually drawn."""
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from .interactions import INTERACTIONS
 from .lab_driver import (count_outputs, error_cells, open_notebook, rendered_plots, run_all_cells,
                          save_notebook, wait_kernel_idle, widget_problems)
 
@@ -28,8 +30,20 @@ def test_notebook_runs_and_renders(name, page, lab_server, lab_root, artifacts_d
     assert not empty, f"{name}: {len(empty)} of {len(plots)} plots have an empty plot area: {empty}"
     assert not widget_problems(page), f"{name}: widgets failed to display: {widget_problems(page)}"
 
+    if name in INTERACTIONS:
+        INTERACTIONS[name](page)
+
     stem = name.removesuffix(".ipynb")
     page.screenshot(path=str(artifacts_dir / f"{stem}-top.png"))
     outputs = page.locator(".jp-OutputArea-output:has(.js-plotly-plot)")
-    for i in range(min(outputs.count(), 8)):
-        outputs.nth(i).screenshot(path=str(artifacts_dir / f"{stem}-plot{i}.png"))
+    shots = 0
+    for i in range(outputs.count()):
+        if shots == 10:
+            break
+        if outputs.nth(i).is_visible():  # e.g. a figure in a collapsed accordion is not
+            try:  # screenshots are artifacts for a person to look at, not assertions
+                outputs.nth(i).screenshot(path=str(artifacts_dir / f"{stem}-plot{shots}.png"), timeout=15_000)
+                shots += 1
+            except PlaywrightTimeout:
+                pass
+    lab_server.shutdown_kernels()  # one notebook's kernel at a time, as on a 2 GB Binder

@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -36,6 +37,8 @@ def voila_server(browser_tools, tmp_path):
             try:
                 urllib.request.urlopen(url + "api/status", timeout=2)
                 break
+            except urllib.error.HTTPError:
+                break  # any HTTP answer means the server is up
             except OSError:
                 if time.monotonic() > deadline:
                     pytest.fail("voila did not answer within 60 s")
@@ -55,7 +58,9 @@ def test_presenter_mode_slider_moves_the_plot(voila_server, page, artifacts_dir)
     handle = page.locator(".pigviz-budget-slider .noUi-handle").first
     handle.wait_for(timeout=120_000)
     page.wait_for_timeout(1000)
-    assert page.locator(".jp-InputArea").count() == 0, "presenter mode shows no code"
+    code = page.evaluate("""() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea')]
+        .map(e => e.innerText.trim()).filter(t => t.length > 0)""")
+    assert code == [], f"presenter mode shows no code, but shows: {code[:2]}"
     before = plot_data(page, "pigviz-sticks")
     assert before, "the stick-balance figure is drawn"
     handle.click()
