@@ -83,6 +83,24 @@ def _title(nb, fallback: str) -> str:
     return fallback
 
 
+def _copy_mathjax(out_dir: Path) -> str:
+    """Ship MathJax beside the pages (from jupyter-server-mathjax) so formulas render offline;
+    fall back to nbconvert's CDN address when that package is missing."""
+    try:
+        import jupyter_server_mathjax
+    except ImportError:
+        return HTMLExporterDefaults.MATHJAX_CDN
+    static = Path(jupyter_server_mathjax.__file__).parent / "static"
+    target = out_dir / "mathjax"
+    if not (target / "MathJax.js").exists():
+        shutil.copytree(static, target, dirs_exist_ok=True)
+    return "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+
+
+class HTMLExporterDefaults:
+    MATHJAX_CDN = "https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML-full,Safe"
+
+
 def build_site(out_dir: str | Path = "site", notebook_dir: str | Path = NOTEBOOK_DIR) -> Path:
     """Export every ``NN_*.ipynb`` under ``notebook_dir`` to ``out_dir``; return the index path."""
     import nbformat
@@ -98,7 +116,7 @@ def build_site(out_dir: str | Path = "site", notebook_dir: str | Path = NOTEBOOK
     plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     shutil.copyfile(plotly_js, out_dir / "plotly.min.js")
 
-    exporter = HTMLExporter(template_name="lab")
+    exporter = HTMLExporter(template_name="lab", mathjax_url=_copy_mathjax(out_dir))
     entries = []
     for path in notebooks:
         nb = nbformat.read(str(path), as_version=4)

@@ -29,4 +29,8 @@ def test_site_renders_offline(site, page, artifacts_dir):
         drawn = page.evaluate("""() => [...document.querySelectorAll('.pigviz-static-plot')]
             .filter(el => el.querySelector('.main-svg') && (el.data || []).length > 0).length""")
         assert drawn == n_plots, f"{href}: {drawn} of {n_plots} figures drawn"
+        if "$" in page.evaluate("() => document.body.innerText"):
+            page.wait_for_timeout(1500)
+            math = page.locator(".MathJax_CHTML, .MathJax, .MathJax_Display").count()
+            assert math > 0, f"{href}: formulas left as TeX source (MathJax did not load offline)"
         page.screenshot(path=str(artifacts_dir / f"site-{href.removesuffix('.html')}.png"))
