@@ -174,7 +174,7 @@ print(f"L n / 2^K = {L} x {n:,} / {2**K:,} = {sh.expected_candidates(n, K, L):,.
 
 # %% [markdown]
 # That count includes duplicates (a close key turns up in many tables) and assumes evenly
-# filled buckets, which real keys do not give you -- see the next lesson.
+# filled buckets, which real keys do not give you -- the last section of this notebook shows what real keys do.
 #
 # ## Explore
 #
@@ -210,5 +210,60 @@ sh.print_claims()
 # %% [markdown]
 # ## One real query's keys
 #
-# This section is filled from the real-model capture: the S-curve drawn over one real
-# query's keys, from data shipped with pigviz. (Added by a later lesson step.)
+# Everything above used unit vectors placed at chosen angles. Does the formula hold for a
+# real query and its real keys, hashed in 64 dimensions? Take the last query of layer 19,
+# head 6 of SmolLM2-135M, from the capture shipped with pigviz, and its keys centred as
+# MagicPIG does (notebooks 02 and 03 show where the keys live and why they are centred).
+#
+# For each key the formula gives u from cos(query, centred key) alone. Then hash the query
+# and the keys 200 times, each time with fresh hyperplanes at (K, L) = (10, 150), and count
+# how often each key is sampled. Counting all 8,124 hashed keys 200 times would be slow, so
+# 300 of them are counted: the 40 closest to the query, and the rest spread evenly over the
+# range of cosines. The grey bars show where all of the query's keys sit.
+
+# %%
+from pigviz import key_geometry as kg
+from pigviz import key_hashing as kh
+from pigviz.plots import key_geometry as pk
+
+curve = kh.shipped_real_scurve()
+best = int(curve.cos.argmax())
+print(f"layer {curve.layer}, head {curve.head}, query at position {curve.position}: {len(curve.cos_all):,} hashed keys, "
+      f"cos(query, centred key) from {curve.cos_all.min():+.2f} to {curve.cos_all.max():+.2f}")
+print(f"closest key: cos {curve.cos[best]:.2f}, formula u = {curve.formula[best]:.2f}, "
+      f"sampled in {curve.counted[best]:.0%} of {curve.n_hashings} hashings")
+print(f"{curve.coverage():.1%} of the {len(curve.keys)} counted keys have a 99% interval that contains u")
+print(f"the formula expects {curve.expected_sampled:,.0f} of the {len(curve.cos_all):,} keys to be sampled per hashing")
+pk.real_scurve_figure(curve)
+
+# %% [markdown]
+# Key by key, the counts follow the formula: its probability depends on the angle alone,
+# and real 64-dimensional keys obey it as well as the synthetic pairs did. Two more things
+# show up. The real keys fill only the bottom of the S: even the closest one is sampled
+# only part of the time, and the bulk of the keys sits near cos 0, where u is small but,
+# multiplied by thousands of keys, not negligible. That is why MagicPIG needs the correction
+# by u, and why it keeps the sink and the recent tokens out of the hashing and reads them
+# exactly.
+#
+# Move K and L below. The query and its keys were hashed once with the largest K and L the
+# sliders allow; each change recounts from those hashings (a table of K bits is the first K
+# bits of a larger table), so it is instant.
+
+# %%
+from pigviz.widgets.key_geometry import RealSCurveWidget
+
+RealSCurveWidget()
+
+# %% [markdown]
+# The real-query numbers, recomputed (`pigviz verify` runs the same checks):
+
+# %%
+kg.print_claims("04")
+
+# %% [markdown]
+# More questions:
+#
+# 6. Which (K, L) make the closest key's u pass 90%, and how many keys does the formula then
+#    expect this query to sample? Is that still a small fraction of 8,124?
+# 7. Set min hits to 1 in the widget. Which keys gain the most, the close ones or the bulk
+#    near cos 0?

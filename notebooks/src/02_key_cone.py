@@ -1,0 +1,198 @@
+# %% [markdown]
+# # 02 · Where the keys live: a cone, a sink, and a query that looks elsewhere
+#
+# MagicPIG wants to pick keys with random hyperplanes. Whether that can work depends on
+# where the keys sit in space, so before hashing anything we look at real ones.
+#
+# The keys below come from **SmolLM2-135M** reading 8,192 tokens of Python's reference
+# documentation. pigviz ships a small capture of that one prefill: for four layers, the
+# post-RoPE keys of one KV head at every position and the last 64 queries of its three
+# query heads, plus the attention weight on token 0 for every layer and head. No model is
+# loaded here; an optional cell further down recaptures it from the real model.
+#
+# Three things turn out to matter: the keys crowd into a **cone**; from the middle layers
+# on, the first token is an **attention sink**; and the queries point **away** from the
+# cone.
+
+# %%
+import pigviz
+
+pigviz.setup_notebook()
+
+import numpy as np
+
+from pigviz import key_geometry as kg
+from pigviz import key_projection as kp
+from pigviz.plots import key_geometry as pk
+
+cap = kg.shipped_capture()
+d = cap.keys.shape[-1]
+print(f"model: {cap.metadata['model_name']}, {cap.metadata['n_model_layers']} layers, "
+      f"{cap.metadata['n_model_heads']} query heads sharing {cap.metadata['n_model_kv_heads']} KV heads, d = {d}")
+positions = cap.query_positions.tolist()
+print(f"context: {cap.n_tokens:,} tokens; queries at positions {positions[0]}-{positions[-1]}")
+for layer, kv, heads in zip(cap.layers, cap.kv_heads, cap.query_heads):
+    print(f"  layer {layer:2d}: KV head {kv[0]} and its query heads {heads}")
+
+# %% [markdown]
+# **Optional: recapture from the real model.** The cell below loads SmolLM2-135M and runs the
+# same 8,192-token prefill that produced the shipped file (a minute or two on a laptop
+# CPU, about 2 GB of memory). It is switched off so the notebook runs in seconds; set
+# `RUN_LIVE = True` to check that nothing here depends on the shipped copy. Every cell
+# after it reads `cap`.
+
+# %%
+RUN_LIVE = False
+
+if RUN_LIVE:
+    from pigviz.models import load_model
+    from pigviz.shipped import build_shipped_capture
+
+    model, tokenizer = load_model("smollm2-135m")
+    cap = build_shipped_capture(model, tokenizer)
+    del model
+    print("recaptured:", cap.layers, cap.kv_heads)
+
+# %% [markdown]
+# ## 1. The sink: where attention parks
+#
+# For every layer and query head, how much of the softmax weight do the last 64 queries
+# put on the very first token? The outlined cells are the heads whose keys ship with
+# pigviz.
+
+# %%
+sink = kg.sink_table(cap)
+first_sink, per_layer = kg.sink_onset(cap)
+print(f"layers 0-{first_sink - 1}: at most {per_layer[:first_sink].max():.3f} of the weight on token 0")
+print(f"layers {first_sink}-{len(per_layer) - 1}: {per_layer[first_sink:].mean():.2f} on average, "
+      f"up to {sink['sink_weight'][first_sink:].max():.2f} in one head")
+pk.sink_heatmap_figure(sink["sink_weight"], kg.head_pairs(cap), None, cap.group_size, sink["norm_ratio"])
+
+# %% [markdown]
+# The early layers ignore token 0; from the first sink layer on, many heads hand it a large
+# share of everything they have. The softmax must give out a total weight of 1
+# even when nothing in the context is relevant, and the model has learnt to park the spare
+# weight on a token whose value changes the output little: a "none of the above".
+#
+# ## 2. Keys crowd into a cone
+#
+# Take each key's direction and compare it with the keys' average direction. Random
+# directions in 64 dimensions would be almost orthogonal to any fixed direction (the dotted
+# curve). Real keys are not: every captured head has its keys bunched on one side.
+
+# %%
+rows = kg.geometry_table(cap)
+random_keys = np.random.default_rng(0).standard_normal((cap.n_tokens, d))
+series = [(f"layer {layer}", kg.cos_to_mean_direction(kg.head_view(cap, layer, heads[0]).keys),
+           pk.LAYER_COLORS[i], "solid") for i, (layer, heads) in enumerate(zip(cap.layers, cap.query_heads))]
+series.append(("random directions", kg.cos_to_mean_direction(random_keys), "#555555", "dot"))
+print(f"cone width (mean cosine with the mean direction): "
+      f"{', '.join(f'layer {r.layer}: {r.cone_raw:.2f}' for r in rows[::cap.group_size])}; "
+      f"random: {kg.cone_width(random_keys):.2f}")
+pk.cosine_histogram_figure(series, "Keys crowd into a cone", "cos(key, mean key direction)",
+                           subtitle=f"all {cap.n_tokens:,} keys of each captured KV head")
+
+# %% [markdown]
+# ## 3. The query looks the other way
+#
+# Now measure the query against the keys. For the last query of layer 19, head 6, here is
+# the cosine with every one of its 8,192 keys. Almost all are negative: the query points
+# away from the cone. The table repeats the measurement against the mean key for every
+# captured head (mean over the 64 queries).
+
+# %%
+view = kg.head_view(cap, 19, 6)
+cos_q = kg.cos_with_query(view, -1)
+print(kg.format_geometry_table(rows))
+print(f"\nlayer 19, head 6, last query: {np.sum(cos_q > 0)} of its {len(cos_q):,} keys have a positive cosine "
+      f"with it, the sink key among them (cos {cos_q[0]:.2f})")
+pk.cosine_histogram_figure([("cos(query, key)", cos_q, pk.COLORS["raw"], "solid")],
+                           "One query against its keys", "cos(query, key)", marks=[("sink key", cos_q[0])],
+                           subtitle=f"layer 19, head 6, query at position {int(view.positions[-1])}")
+
+# %% [markdown]
+# In every captured head the queries sit more than 90 degrees from the mean key; only the
+# sink key (dotted line) and the few other keys counted above lean towards this query. Scores
+# `q · k / √d` are therefore mostly negative, and the interesting keys are the few that
+# lean less away than the rest.
+#
+# ## 4. The sink key is short, and still wins
+#
+# One might expect the sink key to be long, shouting over the others. In this model it is
+# the opposite: key 0 is a fraction of the median key's length. What makes it win is its
+# **direction**. It points towards the queries while the other keys point away, so its
+# small positive score beats their large negative ones.
+
+# %%
+print(kg.format_sink_table(rows))
+
+# %% [markdown]
+# "k0 wins" counts the queries for which token 0 outscores every key before the last 64
+# (recent tokens are left out: they are the other thing a query likes to read). Layer 2 has
+# no sink, and there token 0 is just another key.
+#
+# ## 5. The picture: keys in the plane of the query and the mean key
+#
+# A 64-dimensional cloud cannot be drawn, but a plane through it can. Take the plane spanned
+# by the mean key (x axis) and the query (y axis: the part of the query perpendicular to
+# the mean key). Each key is drawn at its **projection** onto that plane, so distances and
+# angles in the picture are squeezed versions of the real ones; the query itself lies in
+# the plane and is drawn exactly.
+#
+# The dashed lines are six random hashing hyperplanes, drawn where they cut this plane.
+# Together they make one table of a SimHash; the shaded wedge is the query's bucket.
+
+# %%
+cloud = kp.key_cloud(view, -1, "raw", n_planes=6)
+n_hashed = int(kg.non_exact_mask(cap.n_tokens).sum())
+print(f"keys in the query's wedge in the picture: {cloud.share_picture:.2%}; "
+      f"sharing its bucket under real {d}-d hashing: {cloud.share_real:.2%} of {n_hashed:,}")
+pk.key_cloud_figure(cloud, d, n_hashed)
+
+# %% [markdown]
+# The cloud sits far from the origin, on the side opposite the query, and the sink (star)
+# sits near the origin, off the cloud. Lines through the origin hardly cut the cloud, so
+# nearly every key lands in the same few buckets, and the query's bucket is almost empty.
+# That is the problem notebook 03 solves.
+#
+# ## 6. Explore
+#
+# Click an outlined cell of the heatmap to show that head's keys below (a cell whose keys
+# are not shipped shows the nearest outlined head instead, and says so). Move the query, toggle
+# centring (the subject of the next notebook) and change the number of hyperplanes; the
+# status line gives the share of keys that real 64-dimensional hashing puts in the query's
+# bucket next to the share the flat picture suggests.
+
+# %%
+from IPython.display import display
+
+from pigviz.widgets.key_geometry import KeyCloudWidget, SinkHeatmap
+
+cloud_widget = KeyCloudWidget(cap, layer=19, head=6)
+display(SinkHeatmap(cloud_widget))
+display(cloud_widget)
+
+# %% [markdown]
+# ## Headline numbers
+#
+# Every number this notebook states, recomputed from the shipped capture (`pigviz verify`
+# runs the same checks):
+
+# %%
+kg.print_claims("02")
+
+# %% [markdown]
+# ## Questions to try
+#
+# 1. Layer 2 has no sink. Is its cone wider or narrower than the sink layers' cones, and
+#    does its query point less far away?
+# 2. In the heatmap, find a sink layer where one head ignores token 0. What might that head
+#    be doing instead?
+# 3. With `kg.cos_with_query(view, i)`, which positions does the last query like best?
+#    How many of them are among the last 64 tokens?
+# 4. The sink key is short. What would happen to its attention weight if it were scaled to
+#    the median key length, with the same direction? Compute it from `view.keys` and
+#    `view.attention_weights`.
+# 5. In the widget, set one hyperplane and toggle between raw and centred keys. For
+#    centred keys the query's side holds about half of them, for raw keys it depends on the
+#    head and the query. Why?
