@@ -23,7 +23,7 @@ def check_int(name: str, value, lo: int | None = None, hi: int | None = None) ->
             raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     value = int(value)
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise ValueError(f"{name} must be in [{_fmt(lo)}, {_fmt(hi)}], got {value}")
+        raise ValueError(f"{name} must be in [{_fmt(lo, '-inf')}, {_fmt(hi, 'inf')}], got {value}")
     return value
 
 
@@ -47,7 +47,7 @@ def check_float(
     if too_low or too_high:
         left = "(" if lo_open else "["
         right = ")" if hi_open else "]"
-        raise ValueError(f"{name} must be in {left}{_fmt(lo)}, {_fmt(hi)}{right}, got {value}")
+        raise ValueError(f"{name} must be in {left}{_fmt(lo, '-inf')}, {_fmt(hi, 'inf')}{right}, got {value}")
     return value
 
 
@@ -84,7 +84,5 @@ def check_choice(name: str, value, choices) -> str:
     return value
 
 
-def _fmt(bound) -> str:
-    if bound is None:
-        return "-inf"
-    return str(bound)
+def _fmt(bound, missing: str) -> str:
+    return missing if bound is None else str(bound)

@@ -23,7 +23,7 @@ __all__ = [
     "contiguous_allocation", "paged_allocation", "OutOfPages", "PagedKVAllocator",
     "paged_admission_with_allocator", "prefix_sharing", "preemption_probability",
     "simulate_preemption", "assembly_table", "format_assembly", "contiguous_text", "paged_text",
-    "sharing_text", "preemption_text", "claims",
+    "sharing_text", "largest_sharing_gap", "preemption_text", "preemption_rate_check", "claims",
 ]
 
 KV_BUDGET_BYTES = int(REPLICA_KV_BUDGET_GIB * GIB)
@@ -42,12 +42,17 @@ def request_mix(n: int = 4000, seed: int = 5) -> np.ndarray:
     lognormal(5.5, 0.8) (median ~250) clipped to [8, 4000]. Python's ``random`` keeps
     the stream identical on every platform; prompt and output draws alternate."""
     n = check_int("n", n, 1, 10**6)
-    rng = random.Random(check_int("seed", seed))
+    rng = random.Random(_seed(seed))
     out = np.empty((n, 2), dtype=np.int64)
     for i in range(n):
         prompt, output = int(rng.lognormvariate(6.4, 1.0)), int(rng.lognormvariate(5.5, 0.8))
         out[i] = (min(max(prompt, 16), 128_000), min(max(output, 8), 4_000))
     return out
+
+
+def _seed(seed) -> int:
+    # random.Random hashes abs(seed), so a negative seed would silently repeat a positive one.
+    return check_int("seed", seed, 0, 2**63 - 1)
 
 
 def _requests(requests) -> np.ndarray:
@@ -249,7 +254,7 @@ def prefix_sharing(prefix_tokens: int, n_requests: int = 64, page_tokens: int = 
     n = check_int("n_requests", n_requests, 1, 100_000)
     pt = check_int("page_tokens", page_tokens, 1, 4096)
     bpt = check_int("bytes_per_token", bytes_per_token or replica_bytes_per_token(), 1)
-    rng = random.Random(check_int("seed", seed))
+    rng = random.Random(_seed(seed))
     private = [int(rng.lognormvariate(5.0, 0.9)) + int(rng.lognormvariate(5.5, 0.8)) for _ in range(n)]
     naive_pages = sum(-(-(prefix + x) // pt) for x in private)
 
@@ -278,10 +283,18 @@ def prefix_sharing(prefix_tokens: int, n_requests: int = 64, page_tokens: int = 
     }
 
 
+PREEMPTION_THRESHOLD = 0.85
+
+
 def preemption_probability(occupancy):
-    """The toy scheduler's chance to preempt per decision: 0 up to 85%, then ((occ-0.85)/0.15)^2."""
-    occ = np.clip(np.asarray(occupancy, dtype=float), 0.0, 1.0)
-    return np.clip(((occ - 0.85) / 0.15).clip(0.0, None) ** 2, 0.0, 1.0)
+    """The toy scheduler's chance to preempt per decision: 0 up to 85%, then ((occ-0.85)/0.15)^2.
+
+    ``occupancy`` is a fraction in [0, 1], scalar or array."""
+    occ = check_array("occupancy", occupancy, min_len=0)
+    if occ.size and (occ.min() < 0 or occ.max() > 1):
+        raise ValueError(f"occupancy must be in [0, 1], got values from {occ.min()} to {occ.max()}")
+    span = 1 - PREEMPTION_THRESHOLD
+    return np.clip((occ - PREEMPTION_THRESHOLD) / span, 0.0, None) ** 2
 
 
 def simulate_preemption(occupancy: float, n_decisions: int = 2000, seed: int = 3,
@@ -290,7 +303,7 @@ def simulate_preemption(occupancy: float, n_decisions: int = 2000, seed: int = 3
     later be prefilled again; returns the count, the tokens and the GPU-ms they cost."""
     occupancy = check_float("occupancy", occupancy, 0.0, 1.0)
     n = check_int("n_decisions", n_decisions, 1, 10**6)
-    rng = random.Random(check_int("seed", seed))
+    rng = random.Random(_seed(seed))
     p = float(preemption_probability(occupancy))
     preempted = tokens = 0
     for _ in range(n):
@@ -298,7 +311,7 @@ def simulate_preemption(occupancy: float, n_decisions: int = 2000, seed: int = 3
             preempted += 1
             tokens += int(rng.lognormvariate(6.4, 1.0))
     gpu_ms = tokens * recompute_seconds_per_token(n_params, H100_DENSE_BF16_FLOPS, tp) * 1e3
-    return {"occupancy": occupancy, "probability": p, "preempted": preempted,
+    return {"occupancy": occupancy, "probability": p, "n_decisions": n, "preempted": preempted,
             "tokens_reprefilled": tokens, "wasted_gpu_ms": gpu_ms}
 
 
@@ -352,10 +365,36 @@ def sharing_text(results: list[dict]) -> str:
                        for r in results])
 
 
+def largest_sharing_gap(results: list[dict]) -> dict:
+    """The :func:`prefix_sharing` row where the real allocator saves least next to the formula."""
+    if not results:
+        raise ValueError("results must hold at least one prefix_sharing() result")
+    worst = max(results, key=lambda r: r["formula_saved_fraction"] - r["saved_fraction"])
+    return {"prefix_tokens": worst["prefix_tokens"], "cow_copies": worst["cow_copies"],
+            "saved_fraction": worst["saved_fraction"], "formula_saved_fraction": worst["formula_saved_fraction"],
+            "gap_points": 100 * (worst["formula_saved_fraction"] - worst["saved_fraction"])}
+
+
 def preemption_text(sims: list[dict]) -> str:
-    return text_table(("occupancy", "P(preempt)", "preemptions", "tokens re-prefilled", "wasted GPU-s (TP4)"),
-                      [(f"{s['occupancy']:.0%}", f"{s['probability']:.3f}", s["preempted"],
-                        f"{s['tokens_reprefilled']:,}", f"{s['wasted_gpu_ms'] / 1e3:.1f}") for s in sims])
+    return text_table(("occupancy", "P(preempt)", "simulated rate", "preemptions", "tokens re-prefilled",
+                       "wasted GPU-s (TP4)"),
+                      [(f"{s['occupancy']:.0%}", f"{s['probability']:.3f}", f"{s['preempted'] / s['n_decisions']:.3f}",
+                        s["preempted"], f"{s['tokens_reprefilled']:,}", f"{s['wasted_gpu_ms'] / 1e3:.1f}")
+                       for s in sims])
+
+
+def preemption_rate_check(sims: list[dict]) -> list[dict]:
+    """Per simulation, how many binomial standard errors its preemption rate lies from P.
+
+    A simulation with P = 0 (or 1) has no spread: it passes only if it matches P exactly."""
+    rows = []
+    for s in sims:
+        p, n = s["probability"], s["n_decisions"]
+        rate = s["preempted"] / n
+        se = (p * (1 - p) / n) ** 0.5
+        z = (rate - p) / se if se > 0 else (0.0 if rate == p else float("inf"))
+        rows.append({"occupancy": s["occupancy"], "probability": p, "rate": rate, "z": z})
+    return rows
 
 
 def claims() -> list[Claim]:
@@ -390,9 +429,21 @@ def claims() -> list[Claim]:
     real = paged_admission_with_allocator(reqs, 16)
     claim("the refcounting allocator admits exactly the batch the page formula predicts",
           real.batch == p16.batch and real.held_bytes == p16.held_bytes, f"batch {real.batch}")
-    sims = {occ: simulate_preemption(occ) for occ in (0.60, 0.85, 0.90, 0.99)}
-    claim("nothing is preempted up to 85% occupancy",
-          sims[0.60]["preempted"] == sims[0.85]["preempted"] == 0, "0 and 0 preemptions")
+    gap = largest_sharing_gap([prefix_sharing(p) for p in (256, 1_000, 1_024, 4_096, 16_384)])
+    claim("with copy-on-write and page rounding the allocator still lands within a point of the formula",
+          0 <= gap["gap_points"] < 1.0,
+          f"{gap['gap_points']:.1f} points at {gap['prefix_tokens']:,} tokens ({gap['cow_copies']} copies)")
+    below = preemption_probability(np.linspace(0.0, PREEMPTION_THRESHOLD, 851))
+    sims = {occ: simulate_preemption(occ) for occ in (0.60, 0.85, 0.90, 0.95, 0.99)}
+    just_above = float(preemption_probability(PREEMPTION_THRESHOLD + 0.01))
+    claim("the toy scheduler never preempts up to 85% occupancy, and starts just above it",
+          below.max() == 0 and just_above > 0 and sims[0.60]["preempted"] == sims[0.85]["preempted"] == 0,
+          f"P <= 85%: {below.max():.0f}, P(86%) = {just_above:.4f}; "
+          f"{sims[0.60]['preempted']} and {sims[0.85]['preempted']} preemptions")
+    checks = [c for c in preemption_rate_check(sims.values()) if c["occupancy"] > PREEMPTION_THRESHOLD]
+    worst = max(abs(c["z"]) for c in checks)
+    claim("above 85% the simulated preemption rate follows P(preempt) (within 4 standard errors)",
+          worst < 4, f"largest |z| = {worst:.1f} over " + ", ".join(f"{c['occupancy']:.0%}" for c in checks))
     ratio = sims[0.99]["tokens_reprefilled"] / max(sims[0.90]["tokens_reprefilled"], 1)
     claim("at 99% occupancy over 5x more prompt tokens are re-prefilled than at 90%",
           ratio > 5, f"{ratio:.1f}x ({sims[0.99]['wasted_gpu_ms'] / 1e3:.0f} GPU-s at TP4)")

@@ -17,7 +17,8 @@ __all__ = [
     "kv_bytes_per_token", "kv_bytes", "read_time_s", "lsh_table_bytes", "bucket_metadata_bytes",
     "candidates_per_query", "key_bytes_per_head", "index_bill", "budget_report", "format_report",
     "recompute_seconds_per_token", "break_even_bandwidth", "fetch_or_recompute",
-    "break_even_table", "tier_verdicts", "format_bytes", "text_table", "model_table",
+    "break_even_by_timing", "break_even_table", "tier_verdicts", "tier_verdict_changes", "format_bytes", "text_table", "model_table",
+    "cache_vs_size",
     "break_even_text", "claims",
 ]
 
@@ -202,11 +203,23 @@ def model_table(context: int, dtype_bytes: int = 2, models=None, bandwidth_bytes
     for name in models or known_models():
         shape = _shape(name)
         nbytes = kv_bytes(shape, context, dtype_bytes)
-        rows.append((shape.name, f"{shape.layers} x {shape.kv_heads} x {shape.head_dim}",
+        rows.append((shape.name, f"{shape.params / 1e9:.2f} B" if shape.params else "?",
+                     f"{shape.layers} x {shape.kv_heads} x {shape.head_dim}",
                      f"{kv_bytes_per_token(shape, dtype_bytes):,} B", format_bytes(nbytes),
                      f"{read_time_s(nbytes, bandwidth_bytes_per_s) * 1e3:.2f} ms"))
-    return text_table(("model", "layers x KV heads x head_dim", "KV / token", f"KV at {context:,}",
+    return text_table(("model", "params", "layers x KV heads x head_dim", "KV / token", f"KV at {context:,}",
                        f"read at {bandwidth_bytes_per_s / 1e12:g} TB/s"), rows)
+
+
+def cache_vs_size(model_a, model_b, dtype_bytes: int = 2) -> dict:
+    """Parameter and KV-per-token ratios of two models (a over b), and a sentence saying so."""
+    a, b = _shape(model_a), _shape(model_b)
+    if not (a.params and b.params):
+        raise ValueError(f"cache_vs_size needs parameter counts; {a.name if not a.params else b.name} has none")
+    kv_a, kv_b = kv_bytes_per_token(a, dtype_bytes), kv_bytes_per_token(b, dtype_bytes)
+    text = (f"{a.name} vs {b.name}: {a.params / 1e9:.2f}B vs {b.params / 1e9:.2f}B parameters "
+            f"({a.params / b.params:.2f}x), {kv_a:,} B vs {kv_b:,} B of KV per token ({kv_a / kv_b:.2f}x)")
+    return {"params_ratio": a.params / b.params, "kv_ratio": kv_a / kv_b, "text": text}
 
 
 def break_even_text(bytes_per_token: int, n_params: float, reference_tp: int = 4) -> str:
@@ -245,10 +258,32 @@ def fetch_or_recompute(prefix_tokens: int, bytes_per_token: float, bandwidth_byt
                        tp: int = 1) -> dict:
     """Time to fetch a cached prefix vs to prefill it again, for one prefix length."""
     prefix_tokens = check_int("prefix_tokens", prefix_tokens, 1, MAX_CONTEXT)
+    bytes_per_token = check_float("bytes_per_token", bytes_per_token, 0, lo_open=True)
     fetch = prefix_tokens * bytes_per_token / check_float(
         "bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
     recompute = prefix_tokens * recompute_seconds_per_token(n_params, flops_per_gpu, tp)
     return {"fetch_s": fetch, "recompute_s": recompute, "fetch_wins": fetch < recompute}
+
+
+def break_even_by_timing(prefix_tokens: int, bytes_per_token: float, n_params: float,
+                         flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1,
+                         lo_bytes_per_s: float = 1e3, hi_bytes_per_s: float = 1e16) -> float:
+    """The bandwidth at which fetching this prefix stops losing to recomputing it, found by
+    bisection on :func:`fetch_or_recompute`'s two times rather than by the closed form."""
+    lo = check_float("lo_bytes_per_s", lo_bytes_per_s, 0, lo_open=True)
+    hi = check_float("hi_bytes_per_s", hi_bytes_per_s, lo, lo_open=True)
+
+    def fetch_wins(bandwidth):
+        return fetch_or_recompute(prefix_tokens, bytes_per_token, bandwidth, n_params, flops_per_gpu, tp)["fetch_wins"]
+
+    if fetch_wins(lo) or not fetch_wins(hi):
+        raise ValueError(f"the break-even lies outside [{lo:g}, {hi:g}] B/s; widen lo_bytes_per_s/hi_bytes_per_s")
+    for _ in range(200):  # geometric midpoints: the bracket spans many decades
+        mid = (lo * hi) ** 0.5
+        if mid in (lo, hi):
+            break
+        lo, hi = (lo, mid) if fetch_wins(mid) else (mid, hi)
+    return hi
 
 
 def break_even_table(bytes_per_token: float, n_params: float, tps=(1, 2, 4, 8),
@@ -265,6 +300,14 @@ def tier_verdicts(break_even_GBps: float, tiers: dict | None = None) -> list[dic
     return [{"tier": name, "GBps": bw, "vs_break_even": bw / break_even_GBps,
              "fetch_wins": bw > break_even_GBps}
             for name, bw in (tiers or STORAGE_TIERS_GBPS).items()]
+
+
+def tier_verdict_changes(bytes_per_token: float, n_params: float, tp_from: int, tp_to: int,
+                         tiers: dict | None = None) -> list[str]:
+    """Storage tiers whose fetch/recompute verdict differs between two tensor-parallel degrees."""
+    before, after = (tier_verdicts(break_even_bandwidth(bytes_per_token, n_params, tp=tp) / 1e9, tiers)
+                     for tp in (tp_from, tp_to))
+    return [a["tier"] for a, b in zip(before, after) if a["fetch_wins"] != b["fetch_wins"]]
 
 
 # --- headline numbers of notebook 05 -----------------------------------------------
@@ -302,6 +345,15 @@ def claims() -> list[Claim]:
           r["key_bytes_per_head"] == 25_165_824 and round(100 * r["candidate_share_of_key_bytes"], 2) == 0.23,
           f"{r['candidate_index_bytes']:,.0f} B = {r['candidate_share_of_key_bytes']:.3%}")
 
+    similar = cache_vs_size("Mistral-7B-v0.1", "Qwen2.5-7B")
+    claim("two models within 10% in size can differ over 2x in KV per token (Mistral-7B vs Qwen2.5-7B)",
+          abs(similar["params_ratio"] - 1) < 0.10 and similar["kv_ratio"] > 2,
+          f"{similar['params_ratio']:.2f}x params, {similar['kv_ratio']:.2f}x KV")
+    small = cache_vs_size("SmolLM2-135M", "Qwen2.5-0.5B")
+    claim("SmolLM2-135M, under a third the size of Qwen2.5-0.5B, caches more per token",
+          small["params_ratio"] < 1 / 3 and small["kv_ratio"] > 1,
+          f"{small['params_ratio']:.2f}x params, {small['kv_ratio']:.2f}x KV")
+
     big = get_model_shape("Llama-3.1-70B")
     per70 = big.kv_bytes_per_token(2)
     claim("a Llama-70B shape (80 x 8 x 128, fp16) caches 320 KiB per token",
@@ -316,16 +368,16 @@ def claims() -> list[Claim]:
     be = {row["tp"]: row["break_even_GBps"] for row in break_even_table(per70, 70e9)}
     claim("fetching a cached prefix beats recomputing it only above ~9.26 GB/s at TP4",
           _near(be[4], 9.26, 0.005), f"{be[4]:.2f} GB/s")
-    ratios = [fetch_or_recompute(n, per70, 7e9, 70e9, tp=4) for n in (128, 4096, 131_072)]
-    spread = {round(x["fetch_s"] / x["recompute_s"], 12) for x in ratios}
-    claim("the verdict does not depend on prefix length (128, 4k, 128k tokens agree)",
-          len(spread) == 1 and len({x["fetch_wins"] for x in ratios}) == 1,
-          f"fetch/recompute = {ratios[0]['fetch_s'] / ratios[0]['recompute_s']:.3f} for all")
+    timed = {n: break_even_by_timing(n, per70, 70e9, tp=4) / 1e9 for n in (128, 131_072)}
+    claim("timing fetch against recompute at 128 and 131,072 tokens finds that same break-even",
+          all(_near(t, be[4], 1e-9) for t in timed.values()),
+          " and ".join(f"{t:.2f}" for t in timed.values()) + " GB/s")
     claim("local NVMe (7 GB/s) is slower than recomputing at TP4",
           STORAGE_TIERS_GBPS["local NVMe"] < be[4], f"7 vs {be[4]:.2f} GB/s")
     fp8 = break_even_bandwidth(big.kv_bytes_per_token(1), 70e9, tp=4) / 1e9
     claim("FP8 KV halves the break-even to about 4.63 GB/s",
           _near(fp8, 4.63, 0.005) and _near(fp8, be[4] / 2, 1e-12), f"{fp8:.2f} GB/s")
-    claim("TP8 raises the break-even: faster recompute makes fetching harder to justify",
-          be[8] > be[4], f"{be[4]:.2f} -> {be[8]:.2f} GB/s")
+    flips = tier_verdict_changes(per70, 70e9, 4, 8)
+    claim("TP8 raises the break-even, yet no storage tier in the table changes its verdict",
+          be[8] > be[4] and not flips, f"{be[4]:.2f} -> {be[8]:.2f} GB/s; changed: {', '.join(flips) or 'none'}")
     return out

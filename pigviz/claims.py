@@ -18,6 +18,7 @@ CLAIM_MODULES = [
     "pigviz.simhash",
     "pigviz.budget",
     "pigviz.allocators",
+    "pigviz.study",
 ]
 
 
@@ -34,15 +35,22 @@ class Claim:
 
 
 def collect_claims(modules=None) -> list[Claim]:
+    """Every registered module's claims. A module that cannot be imported, has no
+    ``claims()``, or whose ``claims()`` raises becomes one FAIL claim naming it, so
+    ``pigviz verify`` reports it instead of skipping it or stopping at it."""
     out: list[Claim] = []
-    for name in modules or CLAIM_MODULES:
+    for name in CLAIM_MODULES if modules is None else modules:
         try:
             module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # lesson not written yet
-                continue
-            raise
-        for claim in module.claims():
+            produce = getattr(module, "claims", None)
+            if not callable(produce):
+                raise AttributeError(f"{name} has no claims() function")
+            found = list(produce())
+        except Exception as exc:  # noqa: BLE001 -- any failure is reported as a FAIL row
+            out.append(Claim(notebook="--", text=f"{name} states its claims", passed=False,
+                             value=f"{type(exc).__name__}: {exc}"[:200], source=name))
+            continue
+        for claim in found:
             claim.source = claim.source or name
             out.append(claim)
     return out

@@ -138,6 +138,15 @@ def _first(config: Mapping, key: str, default=None):
     return default
 
 
+def _config_int(config: Mapping, key: str, default=None):
+    """The first alias of ``key`` present, checked as a positive integer under the name the
+    config actually uses, so ``num_attention_heads: 0`` is reported as that field."""
+    for candidate in _FIELD_ALIASES.get(key, (key,)):
+        if config.get(candidate) is not None:
+            return check_int(candidate, config[candidate], 1)
+    return default
+
+
 def shape_from_config(config, name: str | None = None) -> ModelShape:
     """Build a shape from a config mapping or a ``transformers.PretrainedConfig``."""
     if hasattr(config, "to_dict") and not isinstance(config, Mapping):
@@ -152,9 +161,12 @@ def shape_from_config(config, name: str | None = None) -> ModelShape:
     if missing:
         wanted = ", ".join(_FIELD_ALIASES[key][0] for key in missing)
         raise ValueError(f"config is missing {wanted}; cannot work out the attention shape")
-    heads = _first(config, "attention_heads")
-    hidden = _first(config, "hidden_size")
-    head_dim = config.get("head_dim") or hidden // heads
+    heads = _config_int(config, "attention_heads")
+    hidden = _config_int(config, "hidden_size")
+    head_dim = _config_int(config, "head_dim") or hidden // heads
+    if head_dim < 1:
+        raise ValueError(f"hidden_size ({hidden}) must be at least num_attention_heads ({heads}) "
+                         f"when the config gives no head_dim")
     model_type = str(config.get("model_type", ""))
     bias = config.get("attention_bias")
     if bias is None:
@@ -162,21 +174,21 @@ def shape_from_config(config, name: str | None = None) -> ModelShape:
     name = name or config.get("name") or config.get("_name_or_path") or model_type or "custom model"
     shape = ModelShape(
         name=str(name),
-        layers=_first(config, "layers"),
+        layers=_config_int(config, "layers"),
         attention_heads=heads,
-        kv_heads=_first(config, "kv_heads", heads),
+        kv_heads=_config_int(config, "kv_heads", heads),
         head_dim=head_dim,
         hidden_size=hidden,
         params=None,
-        max_context=_first(config, "max_context"),
-        intermediate_size=_first(config, "intermediate_size"),
-        vocab_size=config.get("vocab_size"),
+        max_context=_config_int(config, "max_context"),
+        intermediate_size=_config_int(config, "intermediate_size"),
+        vocab_size=_config_int(config, "vocab_size"),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
         attention_bias=bool(bias),
-        sliding_window=config.get("sliding_window") if config.get("use_sliding_window", True) else None,
+        sliding_window=_config_int(config, "sliding_window") if config.get("use_sliding_window", True) else None,
         hf_id=str(config.get("hf_id") or config.get("_name_or_path") or ""),
     )
-    params = config.get("params")
+    params = _config_int(config, "params")
     if params is None and shape.intermediate_size and shape.vocab_size:
         params = count_params(shape)
     return dataclasses.replace(shape, params=params)

@@ -298,8 +298,11 @@ def _build_cache_entry(gguf: Path, digest: str, entry: Path, *, progress: bool) 
     try:
         _dequantise_into(gguf, tmp, progress=progress)
         (tmp / _SHA_FILE).write_text(digest + "\n", encoding="utf-8")
-        if entry.exists():          # stale or half-built entry from an older run
-            shutil.rmtree(entry)
+        # A parallel builder may have renamed a valid entry in while we were building: look
+        # again right before deleting, and then only move the stale one aside atomically.
+        if _cache_entry_valid(entry, digest):
+            return
+        _discard_stale(entry)
         try:
             os.rename(tmp, entry)
         except OSError:
@@ -308,6 +311,21 @@ def _build_cache_entry(gguf: Path, digest: str, entry: Path, *, progress: bool) 
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _discard_stale(entry: Path) -> None:
+    """Rename a stale or half-built entry out of the way, then delete it.
+
+    The rename is atomic, so a reader never sees a half-deleted entry under ``entry``."""
+    if not entry.exists():
+        return
+    graveyard = Path(tempfile.mkdtemp(prefix=f".{entry.name}.stale.", dir=entry.parent))
+    try:
+        os.rename(entry, graveyard / entry.name)
+    except FileNotFoundError:
+        pass                        # another builder discarded it first
+    finally:
+        shutil.rmtree(graveyard, ignore_errors=True)
 
 
 def _dequantise_into(gguf: Path, folder: Path, *, progress: bool) -> None:

@@ -63,9 +63,12 @@ def read_manifest(directory=None) -> dict:
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is not valid JSON: {exc}") from None
     files = manifest.get("files") if isinstance(manifest, dict) else None
-    if manifest.get("format") != MANIFEST_FORMAT or not isinstance(files, dict):
-        raise ValueError(f"{path} must be a {MANIFEST_FORMAT} manifest with a 'files' table")
+    if not isinstance(files, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise ValueError(f"{path} must be a {MANIFEST_FORMAT} manifest (a JSON object) with a 'files' table")
     for name, entry in files.items():
+        if not isinstance(entry, dict):
+            raise ValueError(f"{path}: entry {name!r} must be an object with {', '.join(_ENTRY_KEYS)}, "
+                             f"got {type(entry).__name__}")
         missing = [k for k in _ENTRY_KEYS if k not in entry]
         if missing:
             raise ValueError(f"{path}: entry {name!r} lacks {', '.join(missing)}")
@@ -167,7 +170,11 @@ def regenerate_shipped(out_dir=None, *, check: bool = False, progress: bool = Tr
     directory = Path(out_dir or data_dir())
     path = save_capture(cap, directory / CAPTURE_FILE)
     digest = sha256_file(path)
-    write_json_atomic(manifest_path(directory), _manifest(cap, path, digest))
+    manifest = _manifest(cap, path, digest)
+    if manifest_path().is_file():  # keep the entries of the other shipped files (e.g. study results)
+        manifest["files"].update({name: entry for name, entry in read_manifest()["files"].items()
+                                  if name != CAPTURE_FILE})
+    write_json_atomic(manifest_path(directory), manifest)
     return {"path": str(path), "sha256": digest, "expected": expected, "match": digest == expected}
 
 

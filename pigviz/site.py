@@ -10,17 +10,21 @@ from __future__ import annotations
 import copy
 import html
 import json
+import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 from pigviz._io import atomic_path
 
-__all__ = ["build_site", "NOTEBOOK_DIR"]
+__all__ = ["build_site", "install_tree", "NOTEBOOK_DIR"]
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# Written last into a copied folder: its presence means the copy finished.
+COMPLETE_MARKER = ".pigviz-copy-complete"
 
 WIDGET_NOTE = (
     '<div class="pigviz-widget-note" style="border:1px dashed #888;padding:0.6em 1em;'
@@ -91,10 +95,42 @@ def _copy_mathjax(out_dir: Path) -> str:
     except ImportError:
         return HTMLExporterDefaults.MATHJAX_CDN
     static = Path(jupyter_server_mathjax.__file__).parent / "static"
-    target = out_dir / "mathjax"
-    if not (target / "MathJax.js").exists():
-        shutil.copytree(static, target, dirs_exist_ok=True)
+    install_tree(static, out_dir / "mathjax")
     return "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+
+
+def install_tree(source: Path, target: Path) -> Path:
+    """Copy folder ``source`` to ``target`` so that ``target`` is either complete or absent.
+
+    The copy goes to a temporary sibling, gets :data:`COMPLETE_MARKER`, and is renamed into
+    place. A ``target`` without the marker (left by an interrupted copy) is replaced."""
+    source, target = Path(source), Path(target)
+    if (target / COMPLETE_MARKER).is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        shutil.copytree(source, tmp, dirs_exist_ok=True)
+        (tmp / COMPLETE_MARKER).write_text(str(source) + "\n", encoding="utf-8")
+        if (target / COMPLETE_MARKER).is_file():    # a parallel build finished first
+            return target
+        if target.exists():
+            stale = Path(tempfile.mkdtemp(prefix=f".{target.name}.stale.", dir=target.parent))
+            try:
+                os.rename(target, stale / target.name)
+            except FileNotFoundError:
+                pass
+            finally:
+                shutil.rmtree(stale, ignore_errors=True)
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / COMPLETE_MARKER).is_file():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
 
 
 class HTMLExporterDefaults:
@@ -114,7 +150,8 @@ def build_site(out_dir: str | Path = "site", notebook_dir: str | Path = NOTEBOOK
         raise FileNotFoundError(f"no notebooks (NN_name.ipynb) found in {notebook_dir}")
     out_dir.mkdir(parents=True, exist_ok=True)
     plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    shutil.copyfile(plotly_js, out_dir / "plotly.min.js")
+    with atomic_path(out_dir / "plotly.min.js") as tmp:
+        shutil.copyfile(plotly_js, tmp)
 
     exporter = HTMLExporter(template_name="lab", mathjax_url=_copy_mathjax(out_dir))
     entries = []

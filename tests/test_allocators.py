@@ -144,6 +144,54 @@ def test_preemption_is_seeded_and_zero_below_85_percent():
     assert s["wasted_gpu_ms"] == pytest.approx(s["tokens_reprefilled"] * 2 * 70e9 / (989.5e12 * 4) * 1e3)
 
 
+@pytest.mark.parametrize("bad,exc", [(float("nan"), ValueError), (float("inf"), ValueError), (1.01, ValueError),
+                                     (-0.2, ValueError), ([0.5, float("nan")], ValueError), ("high", TypeError)])
+def test_preemption_probability_refuses_bad_occupancy(bad, exc):
+    with pytest.raises(exc, match="occupancy"):
+        al.preemption_probability(bad)
+
+
+def test_preemption_probability_on_arrays():
+    grid = np.linspace(0, 1, 101)
+    p = al.preemption_probability(grid)
+    assert p.shape == grid.shape and np.all(np.isfinite(p))
+    assert np.all(p[grid <= 0.85] == 0) and np.all(p[grid > 0.85] > 0) and np.all(np.diff(p) >= 0)
+    assert al.preemption_probability([]).size == 0
+
+
+def test_preemption_rate_check_can_fail():
+    honest = al.simulate_preemption(0.95, n_decisions=5000)
+    assert abs(al.preemption_rate_check([honest])[0]["z"]) < 4
+    # A simulator that preempted at half the stated rate is caught ...
+    halved = dict(honest, preempted=honest["preempted"] // 2)
+    assert abs(al.preemption_rate_check([halved])[0]["z"]) > 10
+    # ... and so is one that preempts where the rule says it never does.
+    quiet = dict(al.simulate_preemption(0.5), preempted=1)
+    assert al.preemption_rate_check([quiet])[0]["z"] == float("inf")
+    text = al.preemption_text([honest])
+    assert "simulated rate" in text and f"{honest['preempted'] / 5000:.3f}" in text
+
+
+def test_largest_sharing_gap_finds_the_mid_page_prefix():
+    rows = [al.prefix_sharing(p) for p in (1_000, 1_024, 4_096)]
+    gap = al.largest_sharing_gap(rows)
+    assert gap["prefix_tokens"] == 1_000 and gap["cow_copies"] == 63
+    assert gap["gap_points"] == pytest.approx(100 * (rows[0]["formula_saved_fraction"] - rows[0]["saved_fraction"]))
+    with pytest.raises(ValueError, match="results"):
+        al.largest_sharing_gap([])
+
+
+@pytest.mark.parametrize("call", [
+    lambda: al.request_mix(10, seed=-5),
+    lambda: al.prefix_sharing(16, seed=-1),
+    lambda: al.simulate_preemption(0.9, seed=-3),
+])
+def test_negative_seeds_are_refused(call):
+    # random.Random(-5) would silently give the same stream as random.Random(5)
+    with pytest.raises(ValueError, match=r"seed must be in \[0"):
+        call()
+
+
 def test_assembly_rederives_the_seed_table():
     rows = al.assembly_table()
     assert [r.batch for r in rows] == [69, 276, 417, 1085]

@@ -108,6 +108,30 @@ def test_break_even_by_hand_and_independent_of_prefix_length():
     assert budget.H100_SPARSE_BF16_FLOPS == pytest.approx(2 * budget.H100_DENSE_BF16_FLOPS)
 
 
+@pytest.mark.parametrize("tp", [1, 4, 8])
+@pytest.mark.parametrize("prefix", [1, 128, 131_072])
+def test_break_even_by_timing_agrees_with_the_closed_form(prefix, tp):
+    closed = budget.break_even_bandwidth(327_680, 70e9, tp=tp)
+    assert budget.break_even_by_timing(prefix, 327_680, 70e9, tp=tp) == pytest.approx(closed, rel=1e-9)
+
+
+def test_break_even_by_timing_refuses_a_bracket_without_the_crossing():
+    with pytest.raises(ValueError, match="hi_bytes_per_s"):
+        budget.break_even_by_timing(128, 327_680, 70e9, tp=4, hi_bytes_per_s=1e9)
+
+
+def test_tier_verdict_changes():
+    assert budget.tier_verdict_changes(327_680, 70e9, 4, 8) == []
+    # from TP1 (2.3 GB/s) to TP8 (18.5 GB/s) the bar passes local NVMe's 7 GB/s
+    assert budget.tier_verdict_changes(327_680, 70e9, 1, 8) == ["local NVMe"]
+
+
+@pytest.mark.parametrize("bpt", [-327_680, 0, float("nan")])
+def test_fetch_or_recompute_refuses_non_positive_bytes(bpt):
+    with pytest.raises(ValueError, match="bytes_per_token"):
+        budget.fetch_or_recompute(128, bpt, 7e9, 70e9)
+
+
 def test_format_bytes():
     assert budget.format_bytes(600) == "600 B"
     assert budget.format_bytes(128 * 1024) == "128 KiB"

@@ -113,6 +113,29 @@ def test_bad_configs_and_paths(tmp_path):
         get_model_shape(42)
 
 
+@pytest.mark.parametrize("field,value,exc", [
+    ("num_attention_heads", 0, ValueError),
+    ("num_attention_heads", -4, ValueError),
+    ("num_attention_heads", "4", TypeError),
+    ("hidden_size", 0, ValueError),
+    ("hidden_size", 64.5, TypeError),
+    ("num_hidden_layers", "two", TypeError),
+    ("num_key_value_heads", 0, ValueError),
+    ("head_dim", "16", TypeError),
+    ("max_position_embeddings", -1, ValueError),
+    ("vocab_size", "big", TypeError),
+])
+def test_bad_config_fields_name_themselves(field, value, exc):
+    config = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64, field: value}
+    with pytest.raises(exc, match=field):
+        shape_from_config(config)
+
+
+def test_hidden_size_smaller_than_heads_is_explained():
+    with pytest.raises(ValueError, match="hidden_size .* num_attention_heads"):
+        shape_from_config({"num_hidden_layers": 2, "num_attention_heads": 8, "hidden_size": 4})
+
+
 def test_shape_is_validated_and_gqa_variant():
     s = get_model_shape("Llama-3.1-70B")
     assert s.query_heads_per_kv_head == 8

@@ -152,6 +152,36 @@ def test_failed_build_leaves_no_entry(fake_bundle, monkeypatch):
     assert list(root.iterdir()) == []
 
 
+def test_entry_a_parallel_builder_renamed_in_is_kept(fake_bundle, monkeypatch):
+    gguf, _ = fake_bundle
+    digest = sha256_file(gguf)
+    entry = models.cache_entry_path("smollm2-135m", digest)
+    slow_build = models._dequantise_into
+
+    def racing(src, folder, *, progress):
+        # while we build, another process finishes and renames its valid entry in
+        entry.mkdir(parents=True)
+        for name in ("config.json", "model.safetensors"):
+            (entry / name).write_text("theirs")
+        (entry / "source-gguf.sha256").write_text(digest + "\n")
+        slow_build(src, folder, progress=progress)
+
+    monkeypatch.setattr(models, "_dequantise_into", racing)
+    assert _ensure(gguf) == entry
+    assert (entry / "config.json").read_text() == "theirs"      # not deleted and replaced
+    assert [p.name for p in entry.parent.iterdir()] == [entry.name]
+
+
+def test_half_built_entry_is_replaced_without_leftovers(fake_bundle):
+    gguf, calls = fake_bundle
+    entry = models.cache_entry_path("smollm2-135m", sha256_file(gguf))
+    entry.mkdir(parents=True)
+    (entry / "config.json").write_text("{}")                       # no weights, no sha file
+    assert _ensure(gguf) == entry and len(calls) == 1
+    assert (entry / "model.safetensors").read_bytes() == b"tensor bytes"
+    assert [p.name for p in entry.parent.iterdir()] == [entry.name]
+
+
 # -- the real bundled model -----------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.model

@@ -95,6 +95,21 @@ def test_broken_manifest_names_the_file(tmp_path, monkeypatch):
         shipped.read_manifest()
 
 
+@pytest.mark.parametrize("manifest,match", [
+    ([1, 2], "JSON object"),
+    ("just text", "JSON object"),
+    ({"format": "pigviz-data-manifest-v1", "files": ["x.bin"]}, "'files' table"),
+    ({"format": "pigviz-data-manifest-v1", "files": {"x.bin": "abc"}}, "entry 'x.bin' must be an object"),
+    ({"format": "pigviz-data-manifest-v1", "files": {"x.bin": None}}, "entry 'x.bin' must be an object"),
+])
+def test_malformed_manifest_is_a_value_error_naming_the_file(tmp_path, monkeypatch, manifest, match):
+    monkeypatch.setenv("PIGVIZ_DATA_DIR", str(tmp_path))
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=match) as info:
+        shipped.read_manifest()
+    assert "manifest.json" in str(info.value)
+
+
 def test_cli_check_reports_a_mismatch(monkeypatch, capsys):
     fake = {"path": None, "sha256": "a" * 64, "expected": "b" * 64, "match": False}
     monkeypatch.setattr(shipped, "regenerate_shipped", lambda out_dir, check, progress: fake)

@@ -47,12 +47,19 @@ print(f"2 x {llama8.layers} layers x {llama8.kv_heads} KV heads x {llama8.head_d
 print(f"{context:,} tokens -> {budget.format_bytes(budget.kv_bytes(llama8, context))} for one sequence")
 
 # %% [markdown]
-# The same arithmetic for every model in the shipped table. Two models with very different
-# parameter counts can cache the same bytes per token (compare Llama-3.1-8B and Mistral-7B),
-# and a small model with many layers of wide heads can out-cache a larger one.
+# The same arithmetic for every model in the shipped table. Parameter count is a poor guide
+# to the cache: it is set by layers, KV heads and head size, not by how wide the MLPs are.
 
 # %%
 print(budget.model_table(context))
+print()
+for pair in (("Mistral-7B-v0.1", "Qwen2.5-7B"), ("SmolLM2-135M", "Qwen2.5-0.5B")):
+    print(budget.cache_vs_size(*pair)["text"])
+
+# %% [markdown]
+# Mistral-7B and Qwen2.5-7B are nearly the same size, but Qwen2.5 keeps half as many KV heads
+# in fewer layers. SmolLM2-135M has 30 layers of 3 KV heads, so it caches more per token than
+# Qwen2.5-0.5B, whose 24 layers share only 2.
 
 # %% [markdown]
 # Bytes grow linearly with context, so on log–log axes every model is a straight line with the
@@ -238,8 +245,17 @@ plots.prefix_sharing_figure(sharing)
 # %% [markdown]
 # The "formula" column stores the prefix once and counts private tokens exactly; the
 # allocator also pays for rounding to pages and, when the prefix ends mid-page (1,000 tokens
-# is not a multiple of 16), for a copy of that page per writer — yet lands within a point. This saves *memory*. Saving the prefill *compute* too needs the cached
-# prefix to outlive the requests, which raises the next question.
+# is not a multiple of 16), for a copy of that page per writer. How far apart do they land?
+
+# %%
+gap = allocators.largest_sharing_gap(sharing)
+print(f"largest gap: {gap['gap_points']:.1f} percentage points, at a {gap['prefix_tokens']:,}-token prefix "
+      f"({gap['saved_fraction']:.1%} vs {gap['formula_saved_fraction']:.1%}, {gap['cow_copies']} copies on write)")
+
+# %% [markdown]
+# Even the mid-page case stays within about a point of the formula. This saves *memory*.
+# Saving the prefill *compute* too needs the cached prefix to outlive the requests, which
+# raises the next question.
 #
 # ## 11. Fetch a cached prefix, or recompute it?
 #
@@ -250,7 +266,8 @@ plots.prefix_sharing_figure(sharing)
 # $$\text{bandwidth} > \frac{\text{bytes per token}}{2N / (\text{FLOP/s per GPU} \times \text{TP})}.$$
 #
 # Both sides scale with the number of prefix tokens, so the length cancels: the verdict is a
-# property of the model and the hardware. With $N = 70 \times 10^9$ and an H100's dense BF16
+# property of the model and the hardware (the cell below also times both options for a short
+# and a long prefix and finds the same tie). With $N = 70 \times 10^9$ and an H100's dense BF16
 # rate (the datasheet's larger figure assumes 2:4 sparsity, which dense weights do not have):
 
 # %%
@@ -259,6 +276,11 @@ print(f"dense BF16: {budget.H100_DENSE_BF16_FLOPS / 1e12:.1f} TFLOP/s per GPU "
 print(budget.break_even_text(per70, 70e9, reference_tp=4))
 fp8 = budget.break_even_bandwidth(big.kv_bytes_per_token(1), 70e9, tp=4) / 1e9
 print(f"\nFP8 KV at TP4: half the bytes, break-even {fp8:.2f} GB/s")
+for n in (128, 131_072):
+    timed = budget.break_even_by_timing(n, per70, 70e9, tp=4) / 1e9
+    print(f"timing fetch against recompute for a {n:,}-token prefix at TP4: they tie at {timed:.2f} GB/s")
+flips = budget.tier_verdict_changes(per70, 70e9, 4, 8)
+print(f"tiers whose verdict changes from TP4 to TP8: {', '.join(flips) or 'none'}")
 
 # %%
 lines = {f"TP{r['tp']}": r["break_even_GBps"] for r in budget.break_even_table(per70, 70e9)}
@@ -268,8 +290,8 @@ plots.break_even_figure(budget.STORAGE_TIERS_GBPS, lines, reference="TP4")
 # %% [markdown]
 # A local NVMe tier is slower than recomputing at TP4. That goes against the instinct that a
 # disk cache always helps, and it does so *because* KV is so large next to the compute that
-# produces it. More GPUs per replica (TP8) recompute faster and push the bar higher; FP8 KV
-# halves the bytes and pulls it lower.
+# produces it. More GPUs per replica (TP8) recompute faster and push the bar higher (though
+# in this table no tier crosses it, as printed above); FP8 KV halves the bytes and pulls it lower.
 #
 # ## 12. Preemption is a cliff
 #
@@ -279,13 +301,14 @@ plots.break_even_figure(budget.STORAGE_TIERS_GBPS, lines, reference="TP4")
 # $((\text{occ} - 0.85)/0.15)^2$. Each run simulates 2,000 scheduling decisions from a fixed seed.
 
 # %%
-sims = [allocators.simulate_preemption(occ) for occ in (0.60, 0.85, 0.90, 0.95, 0.99)]
+sims = [allocators.simulate_preemption(occ, n_decisions=2000, seed=3) for occ in (0.60, 0.85, 0.90, 0.95, 0.99)]
 print(allocators.preemption_text(sims))
 grid = np.linspace(0.5, 1.0, 201)
 plots.preemption_figure(grid, allocators.preemption_probability(grid), sims)
 
 # %% [markdown]
-# Nothing happens, then everything does. Admission control should watch KV occupancy and
+# The simulated rate follows $P$ to within sampling noise (the claims table at the end checks
+# it). Nothing happens, then everything does. Admission control should watch KV occupancy and
 # treat somewhere around 85–95% as the ceiling; GPU utilisation looks busy all along this
 # curve and warns of nothing.
 #

@@ -1,0 +1,74 @@
+"""Static site: copies are all-or-nothing, and a build leaves no temporary files behind."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pigviz import site
+
+
+@pytest.fixture
+def source(tmp_path):
+    src = tmp_path / "src"
+    (src / "jax" / "output").mkdir(parents=True)
+    (src / "MathJax.js").write_text("main")
+    (src / "jax" / "output" / "font.js").write_text("font")
+    return src
+
+
+def _files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+
+def test_fresh_copy_is_complete_and_leaves_no_temporaries(source, tmp_path):
+    target = site.install_tree(source, tmp_path / "out" / "mathjax")
+    assert _files(target) == _files(source) | {site.COMPLETE_MARKER}
+    assert [p.name for p in target.parent.iterdir()] == ["mathjax"]
+
+
+def test_interrupted_copy_is_repaired(source, tmp_path):
+    # What the old copytree left after a Ctrl-C: the main script, but not the fonts.
+    target = tmp_path / "out" / "mathjax"
+    target.mkdir(parents=True)
+    (target / "MathJax.js").write_text("main")
+    site.install_tree(source, target)
+    assert (target / "jax" / "output" / "font.js").read_text() == "font"
+    assert [p.name for p in target.parent.iterdir()] == ["mathjax"]
+
+
+def test_complete_copy_is_not_copied_again(source, tmp_path, monkeypatch):
+    target = site.install_tree(source, tmp_path / "mathjax")
+    monkeypatch.setattr(shutil, "copytree", lambda *a, **k: pytest.fail("copied twice"))
+    assert site.install_tree(source, target) == target
+
+
+def test_failed_copy_leaves_nothing_under_the_target_name(source, tmp_path, monkeypatch):
+    real_copytree = shutil.copytree
+
+    def copy_then_fail(src, dst, *args, **kwargs):
+        monkeypatch.setattr(shutil, "copytree", real_copytree)  # copytree recurses through the module
+        real_copytree(src, dst, *args, **kwargs)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(shutil, "copytree", copy_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        site.install_tree(source, tmp_path / "out" / "mathjax")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_build_site_writes_pages_and_plotly_without_temporaries(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbconvert")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# 99 · A tiny lesson"),
+                nbformat.v4.new_code_cell("1 + 1")]
+    notebooks = tmp_path / "nb"
+    notebooks.mkdir()
+    nbformat.write(nb, str(notebooks / "99_tiny.ipynb"))
+    out = tmp_path / "site"
+    index = site.build_site(out, notebooks)
+    assert "A tiny lesson" in index.read_text()
+    import plotly
+    shipped_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    assert (out / "plotly.min.js").stat().st_size == shipped_js.stat().st_size
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
