@@ -11,10 +11,12 @@ the small one shipped in ``data/``) one (layer, query head) at a time:
   ``pigviz.key_projection``; the hashing statistics (raw against centred collisions, one
   real query's S-curve) in ``pigviz.key_hashing``.
 
-"Centred" keys are ``k - mean(k)`` over all n keys of the head. Every score then drops by
-the same ``q . mean(k)``, which softmax ignores, so attention is unchanged. The query is
-never centred. Statistics about hashing skip the exact set MagicPIG reads anyway: the first
-``EXACT_SINKS`` and the last ``EXACT_RECENT`` positions.
+MagicPIG reads an exact set anyway: the first ``EXACT_SINKS`` and the last ``EXACT_RECENT``
+positions. Only the other keys are hashed, and "centred" keys are ``k - mu`` with ``mu`` the
+mean of those hashed keys (``centring_mean``), exactly as ``pigviz.lsh_index.build_index``
+centres them. Every score then drops by the same ``q . mu``, which softmax ignores, so
+attention is unchanged. The query is never centred. Statistics about hashing skip the
+exact set.
 """
 from __future__ import annotations
 
@@ -24,14 +26,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pigviz import simhash as sh
 from pigviz._validate import check_choice, check_int
 
 __all__ = [
     "EXACT_SINKS", "EXACT_RECENT", "GRID_K", "GRID_L", "VARIANTS", "SCURVE_HEAD",
-    "HeadView", "head_view", "shipped_capture", "head_pairs", "non_exact_mask",
+    "HeadView", "head_view", "shipped_capture", "head_pairs", "non_exact_mask", "centring_mean",
     "unit_rows", "cone_width", "HeadGeometry", "head_geometry", "geometry_table", "format_geometry_table",
-    "format_sink_table", "sink_table", "sink_onset", "cos_to_mean_direction", "cos_with_query", "shift_invariance",
+    "format_sink_table", "sink_table", "sink_onset", "format_sink_onset", "cos_to_mean_direction",
+    "cos_with_query", "shift_invariance", "format_shift_invariance", "format_bound", "shift_passes",
+    "SHIFT_TOL_FP64", "SHIFT_TOL_FP32",
     "claims", "print_claims",
 ]
 
@@ -40,6 +43,10 @@ EXACT_RECENT = 64
 GRID_K = (6, 7, 8, 9, 10, 11, 12)
 GRID_L = (50, 100, 150, 200, 250, 300)
 VARIANTS = ("raw", "centred")
+# Centring may move outputs by rounding only: float64 below this (absolute), float32 below
+# this fraction of the largest output. Printed as bounds: the residues themselves depend on BLAS.
+SHIFT_TOL_FP64 = 1e-12
+SHIFT_TOL_FP32 = 1e-4
 # The query notebook 04 draws its real S-curve for: a sink layer, the last captured position.
 SCURVE_HEAD = dict(layer=19, head=6, query_index=63)
 
@@ -68,12 +75,13 @@ class HeadView:
 
     @property
     def mean_key(self) -> np.ndarray:
+        """The centring mean: the mean of the hashed keys (``centring_mean``)."""
         if "mean" not in self._cache:
-            self._cache["mean"] = self.keys.mean(axis=0)
+            self._cache["mean"] = centring_mean(self.keys)
         return self._cache["mean"]
 
     def keys_as(self, variant: str) -> np.ndarray:
-        """``"raw"`` keys or ``"centred"`` keys (mean key subtracted)."""
+        """``"raw"`` keys or ``"centred"`` keys (``mean_key`` subtracted from every key)."""
         check_choice("variant", variant, VARIANTS)
         if variant == "raw":
             return self.keys
@@ -138,6 +146,20 @@ def non_exact_mask(n: int, sinks: int = EXACT_SINKS, recent: int = EXACT_RECENT)
     return mask
 
 
+def centring_mean(keys, sinks: int = EXACT_SINKS, recent: int = EXACT_RECENT) -> np.ndarray:
+    """Mean of the keys MagicPIG hashes (all but the first ``sinks`` and last ``recent``), the
+    vector ``pigviz.lsh_index.build_index`` subtracts: the exact set, large-norm sink
+    included, would only drag the mean away from the cloud that is hashed."""
+    keys = np.asarray(keys)
+    if keys.ndim != 2:
+        raise ValueError(f"keys must be an (n, d) array, got shape {keys.shape}")
+    mask = non_exact_mask(len(keys), sinks, recent)
+    if not mask.any():
+        raise ValueError(f"keys must hold more than sinks + recent = {sinks + recent} rows so that some are "
+                         f"hashed, got {len(keys)}")
+    return keys[mask].mean(axis=0)
+
+
 # --------------------------------------------------------------------------- geometry
 
 def unit_rows(x: np.ndarray) -> np.ndarray:
@@ -161,7 +183,7 @@ class HeadGeometry:
     head: int
     kv_head: int
     cone_raw: float           # mean cosine of raw keys with their mean direction
-    cone_centred: float       # the same after centring
+    cone_centred: float       # the same for the centred hashed keys
     query_cos: float          # cos(query, mean key), mean over the captured queries
     query_angle_deg: float    # the angle, mean over the captured queries
     sink_weight: float        # attention weight on position 0, mean over the captured queries
@@ -174,20 +196,36 @@ class HeadGeometry:
     sink_wins: float          # share of queries for which key 0 outscores all of those
 
 
+def _scores_before_recent(view: HeadView):
+    """Scores of every query against keys 1 .. n - EXACT_RECENT - 1 that it can see (a query
+    earlier than n - EXACT_RECENT must not see later keys), -inf elsewhere; only the queries
+    that see at least one such key. Also key 0's score for those queries."""
+    cut = view.n - EXACT_RECENT
+    if cut < 2:
+        raise ValueError(f"the head needs more than {EXACT_RECENT + 1} keys to compare the sink with older "
+                         f"keys, got {view.n}")
+    scores = view.queries @ view.keys[:cut].T * view.scaling
+    scores[np.arange(cut)[None, :] > view.positions[:, None]] = -np.inf
+    seen = np.isfinite(scores[:, 1:]).any(axis=1)
+    if not seen.any():
+        raise ValueError("every captured query sits at position 0; none can compare key 0 with another key")
+    return scores[seen, 0], scores[seen, 1:]
+
+
 def head_geometry(view: HeadView) -> HeadGeometry:
     q = unit_rows(view.queries)
     cos_q = q @ unit_rows(view.mean_key[None])[0]
     norms = np.linalg.norm(view.keys, axis=1)
     centred = view.keys_as("centred")
-    scores = view.queries @ view.keys[:view.n - EXACT_RECENT].T * view.scaling   # all causal for these queries
-    others = scores[:, 1:]
+    sink_scores, others = _scores_before_recent(view)
+    best_other = others.max(axis=1)
     return HeadGeometry(
-        view.layer, view.head, view.kv_head, cone_width(view.keys), cone_width(centred),
+        view.layer, view.head, view.kv_head, cone_width(view.keys), cone_width(centred[non_exact_mask(view.n)]),
         float(cos_q.mean()), float(np.degrees(np.arccos(np.clip(cos_q, -1, 1))).mean()),
         float(view.attention_weights()[:, 0].mean()), float(norms[0] / np.median(norms)),
         float((q @ unit_rows(view.keys[:1])[0]).mean()), float((q @ unit_rows(centred[:1])[0]).mean()),
-        float(scores[:, 0].mean()), float(np.median(others)), float(others.max(axis=1).mean()),
-        float(np.mean(scores[:, 0] > others.max(axis=1))))
+        float(sink_scores.mean()), float(np.median(others[np.isfinite(others)])), float(best_other.mean()),
+        float(np.mean(sink_scores > best_other)))
 
 
 def geometry_table(cap) -> list[HeadGeometry]:
@@ -217,10 +255,28 @@ def format_sink_table(rows: list[HeadGeometry]) -> str:
 
 def sink_onset(cap, threshold: float = 0.1) -> tuple[int, np.ndarray]:
     """The first layer whose query heads put, on average, more than ``threshold`` of their
-    weight on token 0 (from the all-layer summary), and that mean per layer."""
+    weight on token 0 (from the all-layer summary; the number of layers if none does), and
+    that mean per layer."""
     per_layer = sink_table(cap)["sink_weight"].mean(axis=1)
     above = np.flatnonzero(per_layer > threshold)
     return (int(above[0]) if len(above) else len(per_layer)), per_layer
+
+
+def format_sink_onset(cap, threshold: float = 0.1) -> str:
+    """Weight on token 0 before and from the first sink layer, in words (either part may be empty)."""
+    first, per_layer = sink_onset(cap, threshold)
+    weights = sink_table(cap)["sink_weight"]
+    lines = []
+    if first > 0:
+        lines.append(f"layers 0-{first - 1}: at most {per_layer[:first].max():.3f} of the weight on token 0")
+    else:
+        lines.append(f"layer 0 already puts more than {threshold} of the weight on token 0")
+    if first < len(per_layer):
+        lines.append(f"layers {first}-{len(per_layer) - 1}: {per_layer[first:].mean():.2f} on average, "
+                     f"up to {weights[first:].max():.2f} in one head")
+    else:
+        lines.append(f"no layer puts more than {threshold} of the weight on token 0 on average")
+    return "\n".join(lines)
 
 
 def cos_to_mean_direction(keys) -> np.ndarray:
@@ -257,7 +313,8 @@ def _causal_output(view: HeadView, keys, dtype) -> np.ndarray:
 
 def shift_invariance(cap) -> dict:
     """Largest |output(raw keys) - output(centred keys)| over every captured query, in float64
-    and in float32, next to the size of the outputs and the gap to what the model computed."""
+    and in float32, next to the size of the outputs and the gap to what the model computed.
+    Keys are centred as everywhere here: minus the mean of the hashed keys."""
     def compute():
         worst = {"fp64": 0.0, "fp32": 0.0, "model": 0.0, "scale": 0.0}
         for layer, head in head_pairs(cap):
@@ -265,7 +322,7 @@ def shift_invariance(cap) -> dict:
             for name, dtype in (("fp64", np.float64), ("fp32", np.float32)):
                 keys = v.keys.astype(dtype)
                 raw = _causal_output(v, keys, dtype)
-                centred = _causal_output(v, keys - keys.mean(axis=0), dtype)
+                centred = _causal_output(v, keys - centring_mean(keys), dtype)
                 worst[name] = max(worst[name], float(np.abs(raw - centred).max()))
                 if name == "fp64":
                     worst["scale"] = max(worst["scale"], float(np.abs(raw).max()))
@@ -274,6 +331,26 @@ def shift_invariance(cap) -> dict:
         return worst
 
     return dict(_memo(cap, "shift", compute))
+
+
+def format_bound(value: float, tol: float) -> str:
+    """``< tol`` when it holds: the residue itself is rounding and changes with the BLAS."""
+    return f"< {tol:.0e}" if value < tol else f"{value:.1e} (over {tol:.0e})"
+
+
+def shift_passes(shift: dict) -> bool:
+    return shift["fp64"] < SHIFT_TOL_FP64 and shift["fp32"] < SHIFT_TOL_FP32 * shift["scale"]
+
+
+def format_shift_invariance(shift: dict) -> str:
+    """``shift_invariance`` in words, the rounding residues as bounds."""
+    fp64 = format_bound(shift["fp64"], SHIFT_TOL_FP64)
+    return "\n".join([
+        f"largest |output with raw keys - output with centred keys|, float64: {fp64}",
+        f"the same in float32, as a fraction of the largest output ({shift['scale']:.1f}): "
+        f"{format_bound(shift['fp32'] / shift['scale'], SHIFT_TOL_FP32)}",
+        f"for scale: our float64 output vs the model's own (fp16 copies of q, k, v): {shift['model']:.3f}",
+    ])
 
 
 _MEMO: dict = {}
@@ -290,93 +367,12 @@ def _memo(cap, name: str, compute):
 
 # --------------------------------------------------------------------------- claims
 
-def _span(values, fmt="{:.2f}") -> str:
-    return f"{fmt.format(min(values))} to {fmt.format(max(values))}"
-
-
 def claims(notebook: str | None = None) -> list:
-    """Headline numbers of notebooks 02, 03 and 04 (only ``notebook``'s if given)."""
-    makers = {"02": _claims_02, "03": _claims_03, "04": _claims_04}
-    if notebook is not None:
-        check_choice("notebook", notebook, list(makers))
-    cap = shipped_capture()
-    return [c for nb, make in makers.items() if notebook in (None, nb) for c in make(cap)]
+    """Headline numbers of notebooks 02, 03 and 04 (only ``notebook``'s if given); they are
+    derived in ``pigviz.key_claims``, this module is the one ``pigviz verify`` lists."""
+    from pigviz.key_claims import claims as derive
 
-
-def _claims_02(cap) -> list:
-    from pigviz.claims import Claim
-
-    rows = geometry_table(cap)
-    sink_rows = [r for r in rows if r.sink_weight > 0.1]
-    baseline = cone_width(np.random.default_rng(0).standard_normal((cap.n_tokens, cap.keys.shape[-1])))
-    cones = [r.cone_raw for r in rows]
-    qcos = [r.query_cos for r in rows]
-    first, per_layer = sink_onset(cap)
-    ratios = [r.sink_norm_ratio for r in sink_rows]
-    wins = [r.sink_wins for r in sink_rows]
-    return [
-        Claim("02", "Raw keys form a cone: mean cos to their mean direction (random: ~0)",
-              min(cones) > 0.3 and baseline < 0.05, f"{_span(cones)} (random: {baseline:.2f})"),
-        Claim("02", "Queries point away from the cone: cos(query, mean key) < 0 in every head", max(qcos) < 0,
-              f"{_span(qcos)} ({_span([r.query_angle_deg for r in rows], '{:.0f}')} deg)"),
-        Claim("02", "Weight on token 0: ~0 in early layers, large from the first sink layer",
-              per_layer[:first].max() < 0.01 and per_layer[first:].mean() > 0.2,
-              f"layer {first} on: {per_layer[first:].mean():.2f} (before: <= {per_layer[:first].max():.3f})"),
-        Claim("02", "In the sink heads the sink key is short: |k0| / median |k|",
-              bool(ratios) and max(ratios) < 1, _span(ratios)),
-        Claim("02", f"...yet it outscores every key before the last {EXACT_RECENT} (share of queries)",
-              bool(wins) and min(wins) > 0.9, f"{np.mean(wins):.1%}"),
-    ]
-
-
-def _claims_03(cap) -> list:
-    from pigviz.claims import Claim
-    from pigviz.key_hashing import shipped_collision_grid
-
-    shift = shift_invariance(cap)
-    centred = [r.cone_centred for r in geometry_table(cap)]
-    grid = shipped_collision_grid()
-    K, L = sh.DEFAULT_K, sh.DEFAULT_L
-    raw1, raw2 = grid.mean("measured", "raw", K, L, 1), grid.mean("measured", "raw", K, L, 2)
-    raw1_layers = grid.per_layer("measured", "raw", K, L, 1)
-    cen2, f2 = grid.mean("measured", "centred", K, L, 2), grid.mean("formula", "centred", K, L, 2)
-    ws_raw, ws_cen = grid.mean("weight_share", "raw", K, L), grid.mean("weight_share", "centred", K, L)
-    gain = grid.gain()
-    return [
-        Claim("03", "Centring leaves attention unchanged: max |diff|, float64 (float32)",
-              shift["fp64"] < 1e-10 and shift["fp32"] < 1e-4 * shift["scale"],
-              f"{shift['fp64']:.0e} ({shift['fp32']:.0e})"),
-        Claim("03", "Centred keys are no cone: mean cos to their mean direction", max(centred) < 0.05,
-              f"<= {max(centred):.3f}"),
-        Claim("03", f"Raw keys in the query's bucket, >= 1 / >= 2 of {L} tables (K = {K})", raw2 < 0.01,
-              f"{raw1:.2%} / {raw2:.2%}"),
-        Claim("03", "Unlike the paper's model (< 0.1%), raw keys hit >= 1 table more often",
-              raw1_layers.min() > 0.001, f"{_span(raw1_layers, '{:.2%}')} per layer"),
-        Claim("03", f"Centred keys in it, >= 2 of {L} tables: over 10x the raw rate", cen2 > 10 * raw2,
-              f"{cen2:.2%}"),
-        Claim("03", "Attention weight on the keys sampled (not exact): raw vs centred",
-              ws_cen > 0.3 and ws_cen > 3 * ws_raw, f"{ws_raw:.1%} vs {ws_cen:.1%}"),
-        Claim("03", "Counted centred >= 2 rate matches the formula within 15%", abs(cen2 - f2) < 0.15 * f2,
-              f"{cen2:.2%} vs {f2:.2%}"),
-        Claim("03", f"Grid K {grid.Ks[0]}-{grid.Ks[-1]}, L {grid.Ls[0]}-{grid.Ls[-1]}: centring raises the >= 2 rate "
-                    "everywhere", bool(np.all(gain > 1)), f"{gain.size} cells, {gain.min():.1f}x to {gain.max():.0f}x"),
-    ]
-
-
-def _claims_04(cap) -> list:
-    from pigviz.claims import Claim
-    from pigviz.key_hashing import shipped_real_scurve
-
-    curve = shipped_real_scurve()
-    cov = curve.coverage()
-    gap = abs(curve.counted.mean() - curve.formula.mean())
-    se = np.sqrt(np.sum(curve.formula * (1 - curve.formula))) / (len(curve.keys) * np.sqrt(curve.n_hashings))
-    return [
-        Claim("04", f"One real query: {curve.n_hashings} hashings match the formula key by key (99% CI)",
-              cov >= 0.95, f"{cov:.1%} of {len(curve.keys)} keys"),
-        Claim("04", "Mean counted inclusion equals the formula's mean (within 4 SE)", gap < 4 * se + 1e-12,
-              f"{curve.counted.mean():.4f} vs {curve.formula.mean():.4f}"),
-    ]
+    return derive(notebook)
 
 
 def print_claims(notebook: str | None = None) -> None:

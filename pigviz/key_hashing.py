@@ -8,7 +8,8 @@ first K bits of a table of ``K_max`` bits, and L tables are the first L of ``L_m
 hyperplanes, which correlates them but does not bias any of them.
 
 Keys are the hashed ones (``key_geometry.non_exact_mask``: neither the first 4 sinks nor the
-last 64). The query is never centred.
+last 64), centred on their own mean as ``pigviz.lsh_index.build_index`` centres them
+(``key_geometry.centring_mean``). The query is never centred.
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from pigviz.key_geometry import (GRID_K, GRID_L, SCURVE_HEAD, VARIANTS, HeadView
                                  shipped_capture, unit_rows)
 
 __all__ = [
-    "MAX_PREFIX_BITS", "HashAgreement", "agreement_prefix", "counted_inclusion",
-    "CollisionGrid", "collision_grid", "shipped_collision_grid", "format_collision_table",
+    "MAX_PREFIX_BITS", "HashAgreement", "agreement_prefix", "sampled_in", "counted_inclusion",
+    "CollisionGrid", "collision_grid", "shipped_collision_grid", "format_collision_table", "format_layer_gains",
     "RealSCurve", "pick_keys", "real_scurve", "shipped_real_scurve", "half_point_cos",
 ]
 
@@ -107,14 +108,19 @@ def _trailing_zeros(x, bits: int):
     return _trailing_zero_table(bits)[x.long()]
 
 
-def counted_inclusion(agreement: HashAgreement, K: int, L: int, min_hits: int = 2) -> np.ndarray:
-    """Fraction of the hashings in which each key shares the query's bucket in at least
-    ``min_hits`` of the first ``L`` tables of ``K`` bits."""
+def sampled_in(agreement: HashAgreement, K: int, L: int, min_hits: int = 2) -> np.ndarray:
+    """``(keys, hashings)`` bool: the key shares the query's bucket in at least ``min_hits``
+    of the first ``L`` tables of ``K`` bits in that hashing."""
     K = check_int("K", K, 1, agreement.K_max)
     L = check_int("L", L, 1, agreement.L_max)
     min_hits = check_int("min_hits", min_hits, 1, L)
-    hits = (agreement.prefix[:, :, :L] >= K).sum(axis=2, dtype=np.int32)
-    return (hits >= min_hits).mean(axis=1)
+    return (agreement.prefix[:, :, :L] >= K).sum(axis=2, dtype=np.int32) >= min_hits
+
+
+def counted_inclusion(agreement: HashAgreement, K: int, L: int, min_hits: int = 2) -> np.ndarray:
+    """Fraction of the hashings in which each key shares the query's bucket in at least
+    ``min_hits`` of the first ``L`` tables of ``K`` bits."""
+    return sampled_in(agreement, K, L, min_hits).mean(axis=1)
 
 
 # --------------------------------------------------------------------------- raw vs centred
@@ -277,6 +283,21 @@ def format_collision_table(grid: CollisionGrid, K: int = sh.DEFAULT_K, L: int = 
     return "\n".join(lines)
 
 
+def _two_significant(x: float) -> str:
+    return f"{x:.1f}" if x < 10 else f"{float(f'{x:.2g}'):,.0f}"
+
+
+def format_layer_gains(grid: CollisionGrid, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L,
+                       min_hits: int = 2) -> str:
+    """Per layer, the centred rate over the raw rate, to two significant figures (the raw rates
+    are counts of a few collisions); a layer whose raw keys never collided says so instead."""
+    raw = grid.per_layer("measured", "raw", K, L, min_hits)
+    centred = grid.per_layer("measured", "centred", K, L, min_hits)
+    return ", ".join(f"layer {layer}: " + (f"{_two_significant(c / r)}x" if r > 0 else
+                                           f"no raw collision counted (centred {c:.2%})")
+                     for layer, r, c in zip(grid.layers, raw, centred))
+
+
 # --------------------------------------------------------------------------- one real S-curve
 
 def pick_keys(cos: np.ndarray, n_keys: int = 300, n_top: int = 40) -> np.ndarray:
@@ -316,6 +337,14 @@ class RealSCurve:
     formula: np.ndarray       # their inclusion probability u
     counted: np.ndarray       # fraction of the hashings that sampled them
     expected_sampled: float   # sum of u over every hashed key
+    per_hashing: np.ndarray   # (n_hashings,) share of the counted keys sampled in each hashing
+
+    def mean_gap_se(self) -> float:
+        """Standard error of ``counted.mean()``. Within one hashing every key shares the same
+        hyperplanes, so keys are not independent draws: the hashings are, and the SE is that
+        of the mean of the per-hashing shares."""
+        n = len(self.per_hashing)
+        return float(self.per_hashing.std(ddof=1) / np.sqrt(n)) if n > 1 else float("inf")
 
     def interval(self, z: float = 2.576):
         """Wilson interval of each counted frequency (99% by default)."""
@@ -350,13 +379,13 @@ def real_scurve(view: HeadView, query_index: int = -1, K: int = sh.DEFAULT_K, L:
         agreement = agreement_prefix(q, keys[picked], n_hashings, K, L, seed)
     elif len(agreement.prefix) != len(picked):
         raise ValueError("agreement must come from the same picked keys")
-    counted = counted_inclusion(agreement, K, L, min_hits)
+    sampled = sampled_in(agreement, K, L, min_hits)
     hist = np.histogram(cos_all, bins=_FORMULA_BINS, range=(-1.0, 1.0))[0]
     return RealSCurve(view.layer, view.head, query_index, int(view.positions[query_index]), K, L, min_hits,
                       agreement.n_hashings, cos_all, hashed[picked], cos_all[picked],
                       np.atleast_1d(sh.inclusion_probability(sh.collision_probability(cos_all[picked]), K, L,
                                                              min_hits)),
-                      counted, float(hist @ _formula_on_bins(K, L, min_hits)))
+                      sampled.mean(axis=1), float(hist @ _formula_on_bins(K, L, min_hits)), sampled.mean(axis=0))
 
 
 @functools.lru_cache(maxsize=1)

@@ -307,11 +307,23 @@ def pair_at_angle(cos, dim: int = 2, seed: int | None = None):
     dim = check_int("dim", dim, 2)
     basis = np.eye(dim)[:2]
     if seed is not None and dim > 2:
-        q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((dim, 2)))
+        q, _ = np.linalg.qr(np.random.default_rng(check_int("seed", seed, 0)).standard_normal((dim, 2)))
         basis = q.T
     query = basis[0]
     keys = np.outer(cos, basis[0]) + np.outer(np.sqrt(1.0 - cos**2), basis[1])
     return query, keys
+
+
+def _binomial_tail(log_u: float, n: int, c: int) -> float:
+    """P(Binomial(n, u) >= c) for 1 <= c <= n, given log u < 0, by the same cancellation-free
+    sum as the inclusion probability (one "table" of one "bit" with probability u), but for
+    any number of trials: MAX_L bounds the lesson's tables, not a count of hashings."""
+    if log_u >= 0.0:                  # u rounds to 1: every trial succeeds
+        return 1.0
+    if log_u == -math.inf:
+        return 0.0
+    log_u = np.asarray(log_u, dtype=np.float64)
+    return float(np.exp(_log_binomial_tail(log_u, 1, n, c, _Ops(np, log_u))))
 
 
 @dataclass
@@ -345,14 +357,14 @@ class MonteCarloEstimate:
         """Exact two-sided binomial test of each count against the formula: the chance of
         a count at least this far out if the formula is right. Unlike z, this stays honest
         for rare events (one hit where 0.03 were expected is a 3% event, not a 5-sigma one)."""
-        n = self.n_trials
+        n = check_int("n_trials", self.n_trials, 1)
         out = np.empty(len(self.freq))
         for i, (u, c) in enumerate(zip(self.expected, np.rint(self.freq * n).astype(int))):
             if u <= 0.0 or u >= 1.0:
                 out[i] = 1.0 if c == (0 if u <= 0.0 else n) else 0.0
                 continue
-            at_least = 1.0 if c == 0 else math.exp(log_inclusion_probability(u, 1, n, int(c)))
-            at_most = 1.0 if c == n else math.exp(log_inclusion_probability(1.0 - u, 1, n, int(n - c)))
+            at_least = 1.0 if c == 0 else _binomial_tail(math.log(u), n, int(c))
+            at_most = 1.0 if c == n else _binomial_tail(math.log1p(-u), n, int(n - c))
             out[i] = min(1.0, 2.0 * min(at_least, at_most))
         return out
 
@@ -370,6 +382,7 @@ def monte_carlo_bit_agreement(cos, n_planes: int = 20_000, seed: int = 0) -> Mon
     on the same side, for keys at the given cosines."""
     cos = np.atleast_1d(check_array("cos", cos, ndim=(0, 1)))
     n_planes = check_int("n_planes", n_planes, 1, 10_000_000)
+    seed = check_int("seed", seed, 0)
     query, keys = pair_at_angle(cos)
     normals = np.random.default_rng(seed).standard_normal((2, n_planes))
     same = (keys @ normals >= 0) == (query @ normals >= 0)
@@ -389,6 +402,7 @@ def monte_carlo_inclusion(cos, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits:
     K, L, min_hits = _check_kl(K, L, min_hits)
     n_trials = check_int("n_trials", n_trials, 1, 1_000_000)
     dim = check_int("dim", dim, 2, 4096)
+    seed = check_int("seed", seed, 0)
     rng = np.random.default_rng(seed)
     query, keys = pair_at_angle(cos, dim, seed=seed)
     per_trial = (len(cos) + 1) * L * K
@@ -455,6 +469,7 @@ def plane_demo(K: int = 3, L: int = DEFAULT_L, min_hits: int = 2, seed: int = 0,
     K, L, min_hits = _check_kl(K, L, min_hits)
     n_keys = check_int("n_keys", n_keys, 1, 10_000)
     query_angle_deg = check_float("query_angle_deg", query_angle_deg, -360.0, 360.0)
+    seed = check_int("seed", seed, 0)
     rng = np.random.default_rng(seed)
     angle = rng.uniform(0, 2 * np.pi, n_keys)
     radius = rng.uniform(0.35, 1.0, n_keys)
@@ -494,6 +509,10 @@ def claims() -> list:
     z_bits = np.max(np.abs(bits.z_scores()))
     out.append(Claim("04", "Counting 20,000 random hyperplanes matches p = 1 - theta/pi at every angle (|z| < 4)",
                      bool(z_bits < 4), f"max |z| = {z_bits:.2f}"))
+
+    one_table = collision_probability(0.9) ** K
+    out.append(Claim("04", f"One table of K = {K} bits finds a key at cos 0.9 only about one time in five",
+                     0.15 < one_table < 0.25, f"p^K = {one_table:.3f}"))
 
     u_orth = inclusion_probability(0.5, K, L)
     out.append(Claim("04", f"At (K, L) = ({K}, {L}) an orthogonal key is sampled with probability under 2%",

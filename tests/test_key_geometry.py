@@ -79,11 +79,66 @@ def test_head_view_bad_input_names_the_parameter(planted, layer, head, error, wo
 def test_centring_makes_the_mean_zero_and_kills_the_cone(planted):
     v = kg.head_view(planted, 3, 0)
     centred = v.keys_as("centred")
-    np.testing.assert_allclose(centred.mean(axis=0), 0.0, atol=1e-12)
+    hashed = kg.non_exact_mask(v.n)
+    np.testing.assert_allclose(centred[hashed].mean(axis=0), 0.0, atol=1e-12)
+    assert np.abs(centred.mean(axis=0)).max() > 1e-3        # the exact set is left out of the mean
     geo = kg.head_geometry(v)
     assert geo.cone_raw > 0.6 and geo.cone_centred < 0.2
     with pytest.raises(ValueError, match="variant"):
         v.keys_as("shifted")
+
+
+def test_centring_mean_is_the_engines(planted):
+    from pigviz.lsh_index import build_index
+
+    index = build_index(planted.keys[0], K=4, L=2, sinks=kg.EXACT_SINKS, recent=kg.EXACT_RECENT)
+    for kv, head in ((0, 0), (1, 2)):
+        v = kg.head_view(planted, 3, head)
+        assert v.kv_head == kv
+        np.testing.assert_allclose(v.mean_key, index.mean[kv].double().numpy(), atol=1e-5)
+    with pytest.raises(ValueError, match="keys must hold more than"):
+        kg.centring_mean(np.ones((kg.EXACT_SINKS + kg.EXACT_RECENT, 3)))
+
+
+def test_sink_scores_only_count_keys_the_query_can_see(planted):
+    v = kg.head_view(planted, 3, 0)
+    n, d = v.keys.shape
+    positions = np.arange(70, 70 + len(v.queries))           # queries far before n - EXACT_RECENT
+    keys = v.keys.copy()
+    keys[100] = 50.0 * v.queries.mean(axis=0)                  # a future key every query would love
+    early = kg.HeadView(3, 0, 0, keys, v.values, v.queries, positions, v.scaling)
+    geo = kg.head_geometry(early)
+    scores = v.queries @ keys.T * v.scaling
+    visible = np.arange(n)[None, :] <= positions[:, None]
+    visible[:, 0] = False
+    visible[:, n - kg.EXACT_RECENT:] = False
+    best = np.where(visible, scores, -np.inf).max(axis=1)
+    assert geo.best_other_score == pytest.approx(best.mean())
+    assert geo.median_score == pytest.approx(np.median(scores[visible]))
+    assert geo.sink_wins == pytest.approx(np.mean(scores[:, 0] > best))
+    assert geo.best_other_score < scores[:, 100].mean()        # key 100 was not counted
+
+
+def test_sink_onset_edge_cases_fail_the_claim_instead_of_raising(planted):
+    from pigviz import key_claims
+
+    n_layers = max(planted.layers) + 1
+    planted.extras["key_norm_pos0"] = torch.ones(n_layers, 2)
+    planted.extras["key_norm_median"] = torch.ones(n_layers, 2)
+    try:
+        for weights, words in ((torch.full((n_layers, 4), 0.5), "layer 0 already"),
+                               (torch.zeros(n_layers, 4), "no layer puts")):
+            planted.extras["sink_weight"] = weights
+            assert words in kg.format_sink_onset(planted)
+            claim = next(c for c in key_claims._claims_02(planted) if "Weight on token 0" in c.text)
+            assert not claim.passed
+        weights = torch.zeros(n_layers, 4)
+        weights[2:] = 0.5
+        planted.extras["sink_weight"] = weights
+        assert kg.format_sink_onset(planted).splitlines()[0] == "layers 0-1: at most 0.000 of the weight on token 0"
+    finally:
+        for name in ("sink_weight", "key_norm_pos0", "key_norm_median"):
+            planted.extras.pop(name, None)
 
 
 def test_shift_invariance_is_exact_in_float64(planted):
@@ -91,6 +146,11 @@ def test_shift_invariance_is_exact_in_float64(planted):
     assert err["fp64"] < 1e-12
     assert err["fp32"] < 1e-4
     assert err["model"] < 1e-5        # the reference outputs were computed the same way
+    assert kg.shift_passes(err)
+    text = kg.format_shift_invariance(err)
+    assert "float64: < 1e-12" in text and "e-1" not in text.replace("1e-12", "")   # bounds, not residues
+    assert kg.format_bound(3e-9, 1e-12) == "3.0e-09 (over 1e-12)"
+    assert not kg.shift_passes(dict(err, fp64=1e-9))
 
 
 def test_sink_weight_and_norm_ratio_on_a_planted_sink():
@@ -249,6 +309,35 @@ def test_real_scurve_reuses_its_hashing(planted):
     assert 0.0 <= reused.coverage() <= 1.0
     with pytest.raises(ValueError, match="K"):
         kh.real_scurve(v, -1, K=7, L=20, agreement=agree, picked=picked)
+
+
+def test_real_scurve_se_is_over_hashings_not_keys(planted):
+    v = kg.head_view(planted, 5, 2)
+    curve = kh.real_scurve(v, -1, K=4, L=20, n_hashings=60, n_keys=40)
+    hashed = np.flatnonzero(kg.non_exact_mask(v.n))
+    agree = kh.agreement_prefix(v.queries[-1], v.keys_as("centred")[hashed][np.searchsorted(hashed, curve.keys)],
+                                60, 4, 20)
+    sampled = kh.sampled_in(agree, 4, 20, 2)
+    np.testing.assert_array_equal(curve.per_hashing, sampled.mean(axis=0))
+    np.testing.assert_array_equal(curve.counted, sampled.mean(axis=1))
+    assert curve.mean_gap_se() == pytest.approx(sampled.mean(axis=0).std(ddof=1) / np.sqrt(60))
+    # forty copies of one key: every hashing samples all or none, so the mean is as noisy as one
+    # key's count, far noisier than forty independent keys would make it
+    q = np.random.default_rng(1).standard_normal(16)
+    key = q + 1.5 * np.random.default_rng(2).standard_normal(16)
+    same = kh.sampled_in(kh.agreement_prefix(q, np.tile(key, (40, 1)), 400, 4, 10, seed=3), 4, 10, 2)
+    share = same.mean(axis=0)
+    assert set(np.unique(share)) <= {0.0, 1.0}
+    u = same.mean()
+    assert share.std(ddof=1) / np.sqrt(400) > 4 * np.sqrt(u * (1 - u) / 40) / np.sqrt(400)
+
+
+def test_layer_gains_never_divide_by_zero():
+    grid = kh.CollisionGrid((10,), (150,), [2, 13], 8, 100, np.zeros((2, 2, 1, 1, 2)), np.zeros((2, 2, 1, 1, 2)),
+                            np.zeros((2, 2, 1, 1)))
+    grid.measured[0, 0, 0, 0, 1] = 0.002
+    grid.measured[1, :, 0, 0, 1] = [0.03, 0.04]
+    assert kh.format_layer_gains(grid, 10, 150) == "layer 2: 15x, layer 13: no raw collision counted (centred 4.00%)"
 
 
 def test_half_point_cos_matches_bisection():

@@ -342,6 +342,34 @@ def test_p_values_are_exact_two_sided_binomial_tests():
     np.testing.assert_array_equal(certain.p_values(), [1.0, 0.0, 1.0])
 
 
+def test_p_values_beyond_max_l_trials():
+    """More trials than the lesson allows tables: still an exact test, no complaint about L."""
+    n = sh.MAX_L * 2 + 1
+    u, c = 0.3, int(0.3 * n) + 700             # about 3.4 standard deviations high
+    est = sh.MonteCarloEstimate(np.zeros(2), np.array([u, 1e-20]), np.array([c / n, 0.0]), n)
+
+    def log_term(k):
+        log_comb = math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+        return log_comb + k * math.log(u) + (n - k) * math.log1p(-u)
+
+    upper = math.fsum(math.exp(log_term(k)) for k in range(c, n + 1))
+    p = est.p_values()
+    assert p[0] == pytest.approx(2 * upper, rel=1e-8)
+    assert 1e-5 < p[0] < 0.01 and p[1] == 1.0
+
+
+@pytest.mark.parametrize("call", [
+    lambda: sh.plane_demo(seed=-1),
+    lambda: sh.monte_carlo_bit_agreement([0.5], n_planes=10, seed=-1),
+    lambda: sh.monte_carlo_inclusion([0.5], 3, 4, n_trials=2, seed=-1),
+    lambda: sh.pair_at_angle([0.5], dim=4, seed=-1),
+    lambda: sh.SimHash(4, 2, 2, seed=-1),
+])
+def test_negative_seeds_are_named(call):
+    with pytest.raises(ValueError, match=r"seed must be in \[0, "):
+        call()
+
+
 # ----------------------------------------------------------------- headline numbers
 
 def test_candidates_and_crossing():

@@ -30,14 +30,14 @@ d = cap.keys.shape[-1]
 print(f"model: {cap.metadata['model_name']}, {cap.metadata['n_model_layers']} layers, "
       f"{cap.metadata['n_model_heads']} query heads sharing {cap.metadata['n_model_kv_heads']} KV heads, d = {d}")
 positions = cap.query_positions.tolist()
-print(f"context: {cap.n_tokens:,} tokens; queries at positions {positions[0]}-{positions[-1]}")
+print(f"context: {cap.n_tokens:,} tokens; {len(positions)} queries, at positions {positions[0]}-{positions[-1]}")
 for layer, kv, heads in zip(cap.layers, cap.kv_heads, cap.query_heads):
     print(f"  layer {layer:2d}: KV head {kv[0]} and its query heads {heads}")
 
 # %% [markdown]
 # **Optional: recapture from the real model.** The cell below loads SmolLM2-135M and runs the
-# same 8,192-token prefill that produced the shipped file (a minute or two on a laptop
-# CPU, about 2 GB of memory). It is switched off so the notebook runs in seconds; set
+# same prefill that produced the shipped file (minutes rather than seconds on a laptop CPU,
+# and a few GB of memory). It is switched off so the notebook runs quickly; set
 # `RUN_LIVE = True` to check that nothing here depends on the shipped copy. Every cell
 # after it reads `cap`.
 
@@ -62,10 +62,7 @@ if RUN_LIVE:
 
 # %%
 sink = kg.sink_table(cap)
-first_sink, per_layer = kg.sink_onset(cap)
-print(f"layers 0-{first_sink - 1}: at most {per_layer[:first_sink].max():.3f} of the weight on token 0")
-print(f"layers {first_sink}-{len(per_layer) - 1}: {per_layer[first_sink:].mean():.2f} on average, "
-      f"up to {sink['sink_weight'][first_sink:].max():.2f} in one head")
+print(kg.format_sink_onset(cap))
 pk.sink_heatmap_figure(sink["sink_weight"], kg.head_pairs(cap), None, cap.group_size, sink["norm_ratio"])
 
 # %% [markdown]
@@ -96,23 +93,27 @@ pk.cosine_histogram_figure(series, "Keys crowd into a cone", "cos(key, mean key 
 # ## 3. The query looks the other way
 #
 # Now measure the query against the keys. For the last query of layer 19, head 6, here is
-# the cosine with every one of its 8,192 keys. Almost all are negative: the query points
-# away from the cone. The table repeats the measurement against the mean key for every
-# captured head (mean over the 64 queries).
+# the cosine with every one of its keys. Almost all are negative (the count of positive ones
+# is printed below): the query points away from the cone. The table repeats the measurement
+# against the mean key for every captured head, averaged over the captured queries. The
+# "mean key" is the one MagicPIG's engine centres on in notebook 03: the mean of the keys it
+# hashes, leaving out the first and the last few tokens that it reads exactly.
 
 # %%
 view = kg.head_view(cap, 19, 6)
 cos_q = kg.cos_with_query(view, -1)
 print(kg.format_geometry_table(rows))
+sink_side = "among them" if cos_q[0] > 0 else "not among them"
 print(f"\nlayer 19, head 6, last query: {np.sum(cos_q > 0)} of its {len(cos_q):,} keys have a positive cosine "
-      f"with it, the sink key among them (cos {cos_q[0]:.2f})")
+      f"with it, the sink key {sink_side} (cos {cos_q[0]:.2f})")
 pk.cosine_histogram_figure([("cos(query, key)", cos_q, pk.COLORS["raw"], "solid")],
                            "One query against its keys", "cos(query, key)", marks=[("sink key", cos_q[0])],
                            subtitle=f"layer 19, head 6, query at position {int(view.positions[-1])}")
 
 # %% [markdown]
-# In every captured head the queries sit more than 90 degrees from the mean key; only the
-# sink key (dotted line) and the few other keys counted above lean towards this query. Scores
+# In every captured head the queries sit more than 90 degrees from the mean key (the angle
+# column); only the sink key (dotted line) and the few other keys counted above lean towards
+# this query. Scores
 # `q · k / √d` are therefore mostly negative, and the interesting keys are the few that
 # lean less away than the rest.
 #
@@ -193,6 +194,6 @@ kg.print_claims("02")
 # 4. The sink key is short. What would happen to its attention weight if it were scaled to
 #    the median key length, with the same direction? Compute it from `view.keys` and
 #    `view.attention_weights`.
-# 5. In the widget, set one hyperplane and toggle between raw and centred keys. For
-#    centred keys the query's side holds about half of them, for raw keys it depends on the
-#    head and the query. Why?
+# 5. In the widget, set one hyperplane and toggle between raw and centred keys. What share
+#    of the keys sits on the query's side in each case, and why does it depend on the head
+#    and the query for raw keys much more than for centred ones?

@@ -3,8 +3,8 @@
 #
 # Notebook 02 found the real keys of SmolLM2-135M bunched in a cone, with the queries
 # pointing away from it. Random hyperplanes through the origin barely cut such a cloud, so
-# a query's SimHash bucket is almost empty. MagicPIG's remedy is to subtract the mean key
-# from every key before hashing. This notebook shows why attention does not notice, what the
+# a query's SimHash bucket is almost empty. MagicPIG's remedy is to subtract the mean of
+# the keys it hashes from every key before hashing. This notebook shows why attention does not notice, what the
 # cloud looks like afterwards, and how much it changes what real 64-dimensional hashing
 # finds.
 
@@ -25,11 +25,11 @@ cap = kg.shipped_capture()
 d = cap.keys.shape[-1]
 K, L = sh.DEFAULT_K, sh.DEFAULT_L
 n_hashed = int(kg.non_exact_mask(cap.n_tokens).sum())
-print(f"{cap.metadata['model_name']}, {cap.n_tokens:,} tokens, layers {cap.layers}; "
+print(f"{cap.metadata['model_name']}, {cap.n_tokens:,} tokens, layers {cap.layers}, d = {d}; "
       f"hashed keys per head: {n_hashed:,} (all but the first {kg.EXACT_SINKS} and the last {kg.EXACT_RECENT})")
 
 # %% [markdown]
-# **Optional: recapture from the real model** (a minute or two, about 2 GB of memory). Off by default;
+# **Optional: recapture from the real model** (minutes on a laptop CPU, a few GB of memory). Off by default;
 # with `RUN_LIVE = True` the cells below use the fresh capture instead of the shipped one
 # (the headline table at the end always checks the shipped one).
 
@@ -48,20 +48,22 @@ if RUN_LIVE:
 # %% [markdown]
 # ## 1. Attention ignores a shift of every key
 #
-# Let $\mu$ be the mean of a head's keys. Replacing each key $k_i$ by $k_i - \mu$ changes
-# every score by the same amount:
+# MagicPIG never hashes the exact set it reads anyway (the first and last tokens counted in
+# the first cell), so it centres on the mean $\mu$ of the *hashed* keys only, as the engine
+# in `pigviz.lsh_index` does: the large-norm outliers of the exact set would drag the mean
+# away from the cloud that is hashed. Replacing each key $k_i$ by $k_i - \mu$ changes every
+# score by the same amount:
 #
 # $$q \cdot (k_i - \mu) = q \cdot k_i - q \cdot \mu ,$$
 #
-# and $q \cdot \mu$ does not depend on $i$. Softmax ignores anything added equally to every
-# score (it cancels between numerator and denominator), so the weights, and the output,
-# are unchanged. The values are not touched. Check it on every captured query:
+# and $q \cdot \mu$ does not depend on $i$, whichever keys $\mu$ averages. Softmax ignores
+# anything added equally to every score (it cancels between numerator and denominator), so
+# the weights, and the output, are unchanged. The values are not touched. Check it on every
+# captured query (the gaps are rounding residues, so they are printed as bounds):
 
 # %%
 shift = kg.shift_invariance(cap)
-print(f"largest |output with raw keys - output with centred keys|, float64: {shift['fp64']:.0e}")
-print(f"the same in float32: {shift['fp32']:.0e}   (outputs reach {shift['scale']:.1f})")
-print(f"for scale: our float64 output vs the model's own (fp16 copies of q, k, v): {shift['model']:.3f}")
+print(kg.format_shift_invariance(shift))
 
 # %% [markdown]
 # The float64 gap is rounding; in float32 it is rounding of scores that moved by $q\cdot\mu$.
@@ -96,7 +98,7 @@ pk.key_cloud_figure(clouds["centred"], d, n_hashed, width=520)
 
 # %%
 cos_raw, cos_centred = kg.cos_with_query(view, -1, "raw"), kg.cos_with_query(view, -1, "centred")
-print(f"cos(query, key), median: raw {np.median(cos_raw):+.2f}, centred {np.median(cos_centred):+.2f}; "
+print(f"cos(query, key), median: raw {np.median(cos_raw):+.3f}, centred {np.median(cos_centred):+.3f}; "
       f"keys with cos > 0.3: raw {np.sum(cos_raw > 0.3)}, centred {np.sum(cos_centred > 0.3)}")
 pk.cosine_histogram_figure([("raw keys", cos_raw, pk.COLORS["raw"], "solid"),
                             ("centred keys", cos_centred, pk.COLORS["centred"], "solid")],
@@ -108,14 +110,16 @@ pk.cosine_histogram_figure([("raw keys", cos_raw, pk.COLORS["raw"], "solid"),
 # ## 3. Counting collisions under real hashing
 #
 # Now the real thing: MagicPIG's default of L = 150 tables of K = 10 bits, applied to the
-# 64-dimensional keys. For every captured layer, every 8th of the last 64 queries of each of
-# its 3 heads is hashed with the same hyperplanes as all 8,124 hashed keys, raw and centred.
+# 64-dimensional keys. For every captured layer, a sample of the captured queries of all its
+# heads is hashed with the same hyperplanes as all its hashed keys, raw and centred (the
+# first line below says how many of each).
 # We count the keys that share the query's bucket in at least one table, and in at least
 # two (MagicPIG's sampling rule). In brackets, what the formula from notebook 04 predicts
 # from each key's cosine with the query.
 
 # %%
 grid = kh.collision_grid(cap) if RUN_LIVE else kh.shipped_collision_grid()
+print(f"per layer: {grid.n_queries} queries against {grid.n_keys:,} hashed keys")
 print(kh.format_collision_table(grid, K, L))
 
 # %%
@@ -135,10 +139,7 @@ for layer, share in zip(grid.layers, raw1):
     print(f"layer {layer:2d}: {share:.2%} of raw keys collide in >= 1 table ({side} 0.1%)")
 print(f"mean over the captured heads: raw >= 2 tables {grid.mean('measured', 'raw', K, L, 2):.2%}, "
       f"centred >= 2 tables {cen2:.2%}")
-gain = grid.per_layer("measured", "centred", K, L, 2) / grid.per_layer("measured", "raw", K, L, 2)
-# two significant figures: the raw rates behind these ratios are counts of a few collisions
-print("centring multiplies the >= 2 rate by: "
-      + ", ".join(f"layer {a}: {float(f'{g:.2g}'):,.0f}x" for a, g in zip(grid.layers, gain)))
+print("centring multiplies the >= 2 rate by: " + kh.format_layer_gains(grid, K, L))
 
 # %% [markdown]
 # So in SmolLM2 on this text, raw keys collide more often than the paper's 0.1%, in every
@@ -177,12 +178,16 @@ gain = grid.gain(min_hits=2)
 worst = np.unravel_index(gain.argmin(), gain.shape)
 print(f">= 2 tables, centred / raw over {gain.size} (K, L) cells: from {gain.min():.1f}x "
       f"(K = {grid.Ks[worst[0]]}, L = {grid.Ls[worst[1]]}) to {gain.max():.0f}x")
+wide_K, wide_L = grid.Ks[0], grid.Ls[-1]
+print(f"at K = {wide_K}, L = {wide_L}: {grid.mean('measured', 'centred', wide_K, wide_L, 2):.0%} of the hashed keys "
+      f"are sampled centred, {grid.mean('measured', 'raw', wide_K, wide_L, 2):.0%} raw")
 pk.collision_grid_figure(grid, min_hits=2)
 
 # %% [markdown]
-# Where both rates get large (K = 6, many tables), the sampler reads most of the cache and
-# the distinction stops mattering; at the settings that actually save reads, centring is
-# what makes the buckets useful.
+# Where the buckets are widest (fewest bits, most tables: the last line above), centred
+# hashing samples most of the hashed keys and raw hashing a sizeable share, so the sampler
+# saves few reads either way and the gap matters less; at the settings that actually save
+# reads, centring is what makes the buckets useful.
 #
 # ## 6. Explore
 #
@@ -207,8 +212,9 @@ kg.print_claims("03")
 # %% [markdown]
 # ## Questions to try
 #
-# 1. Centring used the mean over all 8,192 keys. Does the answer change if you leave the
-#    sink out of the mean? Try `view.keys[1:].mean(0)`.
+# 1. Centring used the mean of the hashed keys only, as MagicPIG's engine does. Does the
+#    picture change if you centre on the mean of all keys, sink and recent tokens included?
+#    Try `view.keys.mean(0)` against `view.mean_key`.
 # 2. Layer 2 has no sink. Why is its raw collision rate so much higher than the sink
 #    layers'? Compare its `cos(query, mean key)` in notebook 02.
 # 3. Why does the query not need centring? What would subtracting the mean query do to the

@@ -88,7 +88,8 @@ for cos in (0.0, 0.9):
           f"one table of K = 10 collides with probability {p**10:.4f}")
 
 # %% [markdown]
-# One table alone is a poor sampler: a key at cos 0.9 is found only about one time in five.
+# One table alone is a poor sampler: a key at cos 0.9 is found only about one time in five
+# (the probability printed above).
 # The fix is more tables.
 #
 # ## L tables make an S-curve
@@ -147,19 +148,25 @@ for m in (1, 2):
 # ### Computing u without losing it
 #
 # Written as above, `u` subtracts numbers close to 1 from 1. For moderately distant keys
-# that works, but far keys have a tiny `u` and the subtraction returns rounding noise (even
-# negative numbers), while the correction needs `-log u` for every sampled key.
+# that works, but far keys have a tiny `u` and the subtraction returns rounding noise (it
+# can even come out negative), while the correction needs `-log u` for every sampled key.
 # `sh.log_inclusion_probability` instead adds up the binomial terms for "at least 2 hits"
-# (all positive, so nothing cancels) in log space. The closed form and the stable version
-# side by side:
+# (all positive, so nothing cancels) in log space. The stable value, and whether the closed
+# form still agrees with it (the noise itself depends on the machine's maths library, so it
+# is reported as a bound):
 
 # %%
 for angle in (60, 100, 140, 160, 175):
     p = sh.collision_probability(np.cos(np.radians(angle)))
     q = p**K
     naive = 1 - (1 - q) ** L - L * q * (1 - q) ** (L - 1)
-    print(f"{angle:3d} deg: closed form {naive: .3e}   stable {sh.inclusion_probability(p, K, L):.3e}"
-          f"   log u = {sh.log_inclusion_probability(p, K, L):8.2f}")
+    u = sh.inclusion_probability(p, K, L)
+    if abs(naive - u) <= 1e-3 * u:
+        verdict = "agrees to 0.1%"
+    else:
+        verdict = "lost in rounding noise below 1e-12" if abs(naive) < 1e-12 else f"wrong: {naive:.1e}"
+    print(f"{angle:3d} deg: stable u = {u:.3e}   log u = {sh.log_inclusion_probability(p, K, L):8.2f}"
+          f"   closed form: {verdict}")
 
 # %% [markdown]
 # ## What a query scans: L n / 2^K
@@ -213,13 +220,16 @@ sh.print_claims()
 # Everything above used unit vectors placed at chosen angles. Does the formula hold for a
 # real query and its real keys, hashed in 64 dimensions? Take the last query of layer 19,
 # head 6 of SmolLM2-135M, from the capture shipped with pigviz, and its keys centred as
-# MagicPIG does (notebooks 02 and 03 show where the keys live and why they are centred).
+# MagicPIG's engine centres them: minus the mean of the hashed keys, those outside the exact
+# set of first and last tokens (notebooks 02 and 03 show where the keys live and why they
+# are centred).
 #
 # For each key the formula gives u from cos(query, centred key) alone. Then hash the query
 # and the keys 200 times, each time with fresh hyperplanes at (K, L) = (10, 150), and count
-# how often each key is sampled. Counting all 8,124 hashed keys 200 times would be slow, so
-# 300 of them are counted: the 40 closest to the query, and the rest spread evenly over the
-# range of cosines. The grey bars show where all of the query's keys sit.
+# how often each key is sampled. Counting every hashed key in every hashing would be slow,
+# so a few hundred are counted (the number is printed below): the ones closest to the query,
+# and the rest spread evenly over the range of cosines. The grey bars show where all of the
+# query's keys sit.
 
 # %%
 from pigviz import key_geometry as kg
@@ -228,8 +238,11 @@ from pigviz.plots import key_geometry as pk
 
 curve = kh.shipped_real_scurve()
 best = int(curve.cos.argmax())
-print(f"layer {curve.layer}, head {curve.head}, query at position {curve.position}: {len(curve.cos_all):,} hashed keys, "
-      f"cos(query, centred key) from {curve.cos_all.min():+.2f} to {curve.cos_all.max():+.2f}")
+print(f"layer {curve.layer}, head {curve.head}, query at position {curve.position}: {len(curve.cos_all):,} hashed keys "
+      f"(all but the first {kg.EXACT_SINKS} and the last {kg.EXACT_RECENT}), centred on their own mean")
+print(f"d = {kg.shipped_capture().keys.shape[-1]}; "
+      f"cos(query, centred key) from {curve.cos_all.min():+.2f} to {curve.cos_all.max():+.2f}; "
+      f"(K, L) = ({curve.K}, {curve.L}), {len(curve.keys)} keys counted over {curve.n_hashings} hashings")
 print(f"closest key: cos {curve.cos[best]:.2f}, formula u = {curve.formula[best]:.2f}, "
       f"sampled in {curve.counted[best]:.0%} of {curve.n_hashings} hashings")
 print(f"{curve.coverage():.1%} of the {len(curve.keys)} counted keys have a 99% interval that contains u")
@@ -240,8 +253,8 @@ pk.real_scurve_figure(curve)
 # Key by key, the counts follow the formula: its probability depends on the angle alone,
 # and real 64-dimensional keys obey it as well as the synthetic pairs did. Two more things
 # show up. The real keys fill only the bottom of the S: even the closest one is sampled
-# only part of the time, and the bulk of the keys sits near cos 0, where u is small but,
-# multiplied by thousands of keys, not negligible. That is why MagicPIG needs the correction
+# only part of the time (its u and count are printed above), and the bulk of the keys sits
+# near cos 0, where u is small but, multiplied by thousands of keys, not negligible. That is why MagicPIG needs the correction
 # by u, and why it keeps the sink and the recent tokens out of the hashing and reads them
 # exactly.
 #
@@ -264,6 +277,6 @@ kg.print_claims("04")
 # More questions:
 #
 # 6. Which (K, L) make the closest key's u pass 90%, and how many keys does the formula then
-#    expect this query to sample? Is that still a small fraction of 8,124?
+#    expect this query to sample? Is that still a small fraction of its hashed keys?
 # 7. Set min hits to 1 in the widget. Which keys gain the most, the close ones or the bulk
 #    near cos 0?
