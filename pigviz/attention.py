@@ -92,9 +92,23 @@ def softmax_attention_torch(q, k, v, scale: float | None = None, mask=None):
     """Torch version: computes in float32 (or float64 if given), returns in the input dtype.
 
     ``mask`` is a boolean tensor broadcastable to the scores, True where a key is visible.
+    ``q``, ``k`` and ``v`` must be floating-point torch tensors (numpy arrays go to
+    :func:`softmax_attention`).
     """
     import torch
 
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor (use softmax_attention for numpy arrays), "
+                            f"got {type(t).__name__}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if q.ndim < 1 or k.ndim < 2 or v.ndim < 2:
+        raise ValueError(f"q must be at least 1-D and k, v at least 2-D (tokens, dim), "
+                         f"got q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)}")
+    if mask is not None and not (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool):
+        raise TypeError(f"mask must be a boolean torch.Tensor, got {type(mask).__name__}"
+                        f"{' of dtype ' + str(mask.dtype) if isinstance(mask, torch.Tensor) else ''}")
     _check_qkv_shapes(q, k, v)
     out_dtype = q.dtype
     work = torch.float64 if q.dtype == torch.float64 else torch.float32
@@ -224,26 +238,38 @@ def streaming_attention(q, k, v, sinks: int = 4, recent: int = 64):
 
 
 def _race_log_counts(log_w, m: int, generator):
-    """Draw with replacement from each row of weights exp(log_w) until m distinct keys have
-    appeared; return log(draw count) per key (-inf for keys never drawn).
+    """Draw with replacement from each row of weights exp(log_w) while the draws need at most
+    m distinct keys; return log(kept draw count) per key (-inf for keys never read).
+
+    The draw that would need an (m+1)-th distinct key ends the run and is not kept. Stopping
+    right AFTER the m-th new key instead would make the last draw always a fresh key and
+    over-count rarely drawn ones (see pigviz.stick_balance, whose rule this is).
 
     The draws are simulated all at once. Let key i fire at the times of a Poisson process of
     rate w_i; merged, the processes fire at rate sum(w) = 1 and each firing picks key i with
     probability w_i, i.e. i.i.d. draws. Key i first fires at T_i = E_i / w_i (E_i ~ Exp(1)).
-    Stopping at the m-th distinct key means stopping at T_(m), the m-th smallest T_i; a key
-    first seen at T_i <= T_(m) was then drawn 1 + Poisson(w_i (T_(m) - T_i)) times.
+    The run stops at T_(m+1), the (m+1)-th smallest T_i; a key first seen at T_i < T_(m+1)
+    was then drawn 1 + Poisson(w_i (T_(m+1) - T_i)) times. A row with at most m keys of
+    positive weight never stops: its unlimited draws converge to the weights themselves, so
+    it gets log_w on those keys (the exact answer once normalised).
     """
     import torch
 
     dev = log_w.device
     log_w = log_w.to(torch.float64)
+    drawable = torch.isfinite(log_w)
+    exact = torch.where(drawable, log_w, -math.inf)
+    if m >= log_w.shape[-1]:
+        return exact
     exp1 = torch.empty(log_w.shape, dtype=torch.float64).exponential_(generator=generator).to(dev)
     log_t = torch.log(exp1) - log_w                            # +inf where w_i = 0
-    chosen = (-log_t).topk(m, dim=-1).indices
-    chosen_log_t = log_t.gather(1, chosen)
-    first = torch.isfinite(chosen_log_t)
-    log_stop = torch.where(first, chosen_log_t, -math.inf).amax(dim=1, keepdim=True)
-    log_a = log_w.gather(1, chosen) + log_stop                 # log(w_i · T_(m)) >= log E_i
+    arrival = (-log_t).topk(m + 1, dim=-1)                     # m + 1 earliest first arrivals
+    chosen = arrival.indices[:, :m]
+    chosen_log_t = -arrival.values[:, :m]
+    log_stop = -arrival.values[:, m:]                          # log T_(m+1); +inf: never stops
+    bounded = torch.isfinite(log_stop)                         # (rows, 1)
+    first = torch.isfinite(chosen_log_t) & bounded
+    log_a = log_w.gather(1, chosen) + log_stop                 # log(w_i · T_(m+1)) >= log E_i
     e_i = exp1.gather(1, chosen)
     safe_a = torch.where(first, log_a, 0.0).clamp(max=700.0)
     rate = (torch.exp(safe_a) - e_i).clamp(min=0.0)
@@ -256,8 +282,8 @@ def _race_log_counts(log_w, m: int, generator):
     log_count = torch.where(log_a > 40.0, log_a + torch.log1p(-e_i * torch.exp(-log_a.clamp(max=700))),
                             torch.log(count))
     log_count = torch.where(first, log_count, -math.inf)
-    out = torch.full_like(log_w, -math.inf)
-    return out.scatter_(1, chosen, log_count)
+    out = torch.full_like(log_w, -math.inf).scatter_(1, chosen, log_count)
+    return torch.where(bounded, out, exact)
 
 
 def _generator(seed) -> "torch.Generator":
@@ -268,7 +294,9 @@ def _generator(seed) -> "torch.Generator":
 
 def oracle_sampling_attention(q, k, v, budget, seed: int = 0):
     """Sample keys with replacement from the TRUE attention weights and average their
-    values (each draw counts once), drawing until m distinct keys have been seen."""
+    values (each draw counts once). Drawing goes on while it needs at most m distinct keys;
+    the draw that would need an (m+1)-th ends the run unread. Unbiased. If m covers every key
+    of positive weight, nothing ends the run and the output is exact."""
     import torch
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
@@ -283,8 +311,9 @@ def oracle_sampling_attention(q, k, v, budget, seed: int = 0):
 
 def hybrid_attention(q, k, v, budget, seed: int = 0):
     """Read the top half of the budget exactly (floor(m/2) keys) and estimate the rest of
-    the weight by oracle sampling from the remaining keys until m - floor(m/2) distinct
-    ones are seen. Unbiased for the tail, exact for the head."""
+    the weight by oracle sampling from the remaining keys with a budget of m - floor(m/2)
+    distinct keys (the stopping rule of :func:`oracle_sampling_attention`), scaled by the
+    remaining weight. Exact for the head, unbiased for the tail."""
     import torch
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
@@ -295,7 +324,9 @@ def hybrid_attention(q, k, v, budget, seed: int = 0):
     top.scatter_(1, log_w.topk(m // 2, dim=-1).indices, True)
     log_tail = log_w.masked_fill(top, -math.inf)
     log_tail_mass = torch.logsumexp(log_tail, dim=-1, keepdim=True)   # -inf if nothing left
-    tail_dist = torch.nan_to_num(log_tail - log_tail_mass, nan=-math.inf)
+    # neginf too: nan_to_num would otherwise turn the head's -inf into the lowest float, a
+    # "drawable" key that keeps the sampler from ever seeing it has run out of keys.
+    tail_dist = torch.nan_to_num(log_tail - log_tail_mass, nan=-math.inf, neginf=-math.inf)
     log_counts = _race_log_counts(tail_dist, m - m // 2, gen)
     sample_weights = torch.nan_to_num(torch.softmax(log_counts, dim=-1), nan=0.0)
     weights = torch.where(top, log_w.exp(), 0.0) + log_tail_mass.exp() * sample_weights

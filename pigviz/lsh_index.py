@@ -20,7 +20,9 @@ its code against all n codes. Memory, per KV head and layer::
     index bytes = 4 · L · n  +  8 · L · (2^K + 1)       (+ the shared planes and means)
 
 At the paper's (K, L) = (10, 150) that is 600 bytes of token ids per key: more than a
-key–value pair in fp16 for d = 128 (512 bytes).
+key–value pair in fp16 for d = 128 (512 bytes). While it builds, one KV head at a time, the
+index also holds about 20 · L · n bytes of int64 bucket ids and sort order
+(:func:`build_scratch_bytes`); the memory guard counts both.
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ import torch
 
 from pigviz._validate import check_float, check_int
 
-__all__ = ["LSHIndex", "build_index", "index_bytes", "expected_candidates", "MAX_K", "DEFAULT_MEMORY_FRACTION"]
+__all__ = ["LSHIndex", "build_index", "index_bytes", "build_scratch_bytes", "expected_candidates", "MAX_K",
+           "DEFAULT_MEMORY_FRACTION"]
 
 # Bucket ids are packed into int64; the top bit stays clear so ids are never negative.
 MAX_K = 62
@@ -47,6 +50,14 @@ _EXACT_FLOAT_BITS = 24
 def index_bytes(n: int, K: int, L: int, num_kv_heads: int = 1) -> int:
     """Bytes of token ids plus bucket offsets for ``num_kv_heads`` heads (formula above)."""
     return num_kv_heads * (4 * L * n + 8 * L * (2**K + 1))
+
+
+def build_scratch_bytes(n: int, K: int, L: int) -> int:
+    """Temporaries :func:`build_index` holds on top of the tables (one KV head at a time):
+    the int64 bucket ids (L, n), their sort order (int64, then an int32 copy) or the
+    bincount input (int64): about 20·L·n bytes; plus the hashing buffer of one block of
+    keys against all L·K planes (float32 projections, their sign bits as bool and float32)."""
+    return 20 * L * n + 9 * min(n, _BUILD_BLOCK) * L * K
 
 
 def _free_memory_bytes(device: torch.device) -> int:
@@ -155,9 +166,10 @@ def build_index(
 
     ``seed`` fixes the hyperplanes: they are drawn on the CPU and moved to ``k``'s device,
     so CPU and CUDA indexes of the same keys share planes. ``centre=False`` hashes the raw
-    keys (mean set to zero), to show why MagicPIG centres them. ``max_bytes`` caps the table
-    memory; by default it is half of the memory free on ``k``'s device. A larger request
-    raises ValueError saying how much the tables would need.
+    keys (mean set to zero), to show why MagicPIG centres them. ``max_bytes`` caps the peak
+    memory of the build: the tables plus :func:`build_scratch_bytes` of temporaries; by
+    default it is half of the memory free on ``k``'s device. A larger request raises
+    ValueError saying how much the build would need. Keys must be finite (ValueError).
     """
     if not isinstance(k, torch.Tensor):
         raise TypeError(f"k must be a torch.Tensor of shape (kv_heads, n, d), got {type(k).__name__}")
@@ -177,15 +189,18 @@ def build_index(
         raise ValueError(
             f"sinks + recent must be below n={n} so that some keys are left to sample, got {sinks} + {recent}"
         )
-    need = index_bytes(n, K, L, num_kv)
+    tables = index_bytes(n, K, L, num_kv)
+    scratch = build_scratch_bytes(n, K, L)
     if max_bytes is None:
         limit = int(DEFAULT_MEMORY_FRACTION * _free_memory_bytes(k.device))
     else:
         limit = int(check_float("max_bytes", max_bytes, 0, lo_open=True))
-    if need > limit:
+    if tables + scratch > limit:
         raise ValueError(
-            f"K={K}, L={L} tables for {num_kv} KV head(s) x n={n} tokens would take {_gib(need)} "
-            f"(4·L·n + 8·L·(2^K+1) bytes per head), over the limit of {_gib(limit)}; reduce K or L"
+            f"K={K}, L={L} tables for {num_kv} KV head(s) x n={n} tokens would take {_gib(tables + scratch)} "
+            f"while building: {_gib(tables)} of tables (4·L·n + 8·L·(2^K+1) bytes per head) plus "
+            f"{_gib(scratch)} of scratch (about 20·L·n bytes of int64 bucket ids and sort order, and the "
+            f"hashing buffer), over the limit of {_gib(limit)}; reduce K or L"
         )
 
     gen = torch.Generator().manual_seed(seed)
@@ -195,6 +210,9 @@ def build_index(
     mean = k[:, sinks:n - recent].to(torch.float32).mean(dim=1)
     if not centre:
         mean = torch.zeros_like(mean)
+    # Checked per block below; a mean that overflows float32 is caught here.
+    if not bool(torch.isfinite(mean).all()):
+        _refuse_non_finite(k, sinks, n - recent)
     index = LSHIndex(
         K=K, L=L, sinks=sinks, recent=recent, seed=seed, centred=centre, planes=planes, mean=mean,
         entries=torch.empty((num_kv, L, n), dtype=torch.int32, device=k.device),
@@ -205,7 +223,11 @@ def build_index(
     buckets = torch.empty((L, n), dtype=torch.int64, device=k.device)
     for g in range(num_kv):  # one KV head at a time bounds the temporaries
         for start in range(0, n, _BUILD_BLOCK):
-            block = k[g, start:start + _BUILD_BLOCK].to(torch.float32) - mean[g]
+            block = k[g, start:start + _BUILD_BLOCK].to(torch.float32)
+            # One NaN key would otherwise land silently in bucket 0 of every table.
+            if not bool(torch.isfinite(block).all()):
+                _refuse_non_finite(k, start, start + block.shape[0], g)
+            block = block - mean[g]
             buckets[:, start:start + block.shape[0]] = index.bucket_ids(block).T
             index.centred_norms[g, start:start + block.shape[0]] = block.norm(dim=-1)
         index.entries[g] = _stable_argsort_rows(buckets, K).to(torch.int32)
@@ -213,6 +235,16 @@ def build_index(
         index.offsets[g, :, 0] = 0
         index.offsets[g, :, 1:] = per_bucket.cumsum(1)
     return index
+
+
+def _refuse_non_finite(k: torch.Tensor, start: int, stop: int, head: int | None = None):
+    heads = range(k.shape[0]) if head is None else [head]
+    for g in heads:
+        bad = (~torch.isfinite(k[g, start:stop].to(torch.float32))).any(-1).nonzero()
+        if bad.numel():
+            raise ValueError(f"k must hold only finite numbers (in float32); key {start + int(bad[0])} "
+                             f"of KV head {g} does not")
+    raise ValueError("the mean of the sampleable keys k overflows float32; rescale k")
 
 
 def _stable_argsort_rows(buckets: torch.Tensor, K: int) -> torch.Tensor:

@@ -119,6 +119,15 @@ def _mix_values(v_rows: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor,
     return torch.bmm(weights[:, None, :], v_read).squeeze(1)
 
 
+def _refuse_non_finite_reads(problem: str, finite: torch.Tensor) -> None:
+    """ValueError naming the first query head whose read rows are not all finite."""
+    bad_heads = (~finite).any(-1)
+    if bool(bad_heads.any()):
+        head = int(bad_heads.nonzero()[0])
+        raise ValueError(f"{problem} among the keys/values read by query head {head}; "
+                         "k and v must hold only finite numbers")
+
+
 def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: bool = False):
     """One decode step: ``q`` (H, d) against the cache ``k``, ``v`` (Hkv, n, d[v]) that
     ``index`` was built from. Returns ``(output (H, dv) in q's dtype, stats)``.
@@ -127,6 +136,9 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     ``keys_read`` (distinct keys whose values enter the output, exact set included),
     ``sampled`` (|S|), ``candidates`` (table entries scanned), plus ``exact`` (size of the
     exact set), ``n`` and, if asked, ``read_mask`` (H, n) bool of the keys read.
+
+    A non-finite number in a key or value that is read raises ValueError; keys and values
+    that are not read are never looked at.
     """
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     if not isinstance(index, LSHIndex):
@@ -197,6 +209,9 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     rows = kv_of_head[:, None] * n + read
     workspace = index.cache.setdefault("workspace", {})
     dots = _gathered_dots(qf, k.reshape(Hkv * n, d), rows, H // Hkv, workspace)   # (H, width)
+    # Only the gathered keys are checked: scanning all of k would cost as much as dense attention.
+    _refuse_non_finite_reads("k holds a non-finite number (or q·k overflows float32)",
+                             torch.isfinite(dots) | ~valid)
 
     # 4. cos(q, k - mean) from the dot product and the stored |k - mean|, then log u.
     q_dot_mean = (qf * index.mean[kv_of_head]).sum(-1, keepdim=True)
@@ -206,9 +221,13 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     p = 1.0 - torch.arccos(cos.clamp(-1.0, 1.0)) / math.pi
     log_u = torch.where(is_sampled, _log_inclusion(index, p, min_hits), 0.0)
     scores = (dots / math.sqrt(d) - log_u).masked_fill(~valid, -math.inf)
-    weights = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)   # nothing read: 0
+    read_any = (num_exact + sampled)[:, None] > 0
+    weights = torch.where(read_any, torch.softmax(scores, dim=-1), 0.0)   # nothing read: 0, not NaN
     out = _mix_values(v.reshape(Hkv * n, -1), rows, weights, valid, num_exact + sampled)
-    out = torch.where((num_exact + sampled)[:, None] > 0, out, 0.0)
+    out = torch.where(read_any, out, 0.0)
+    # The weights are finite here, so a non-finite output comes from a value that was read.
+    _refuse_non_finite_reads("v holds a non-finite number (or the weighted sum overflows float32)",
+                             torch.isfinite(out))
 
     keys_read = sampled + num_exact
     stats = {

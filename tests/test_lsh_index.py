@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from pigviz import lsh_index
-from pigviz.lsh_index import LSHIndex, build_index, expected_candidates, index_bytes
+from pigviz.lsh_index import LSHIndex, build_index, build_scratch_bytes, expected_candidates, index_bytes
 from pigviz.magicpig import synthetic_decode_step
 
 
@@ -125,6 +125,38 @@ def test_half_precision_keys_build_like_float32(cone_keys):
 def test_bad_arguments_are_refused(cone_keys, kwargs, match):
     with pytest.raises(ValueError, match=match):
         build_index(cone_keys, **kwargs)
+
+
+def test_memory_guard_counts_the_build_scratch(cone_keys):
+    """The build holds int64 bucket ids and their sort order beside the tables: a limit that
+    fits the tables alone must be refused, one that also fits the scratch accepted."""
+    Hkv, n, _ = cone_keys.shape
+    tables = index_bytes(n, 8, 20, Hkv)
+    scratch = build_scratch_bytes(n, 8, 20)
+    assert scratch >= 20 * 20 * n and scratch > tables
+    with pytest.raises(ValueError, match="scratch"):
+        build_index(cone_keys, K=8, L=20, max_bytes=tables)
+    with pytest.raises(ValueError, match="would take"):
+        build_index(cone_keys, K=8, L=20, max_bytes=tables + scratch - 1)
+    assert build_index(cone_keys, K=8, L=20, max_bytes=tables + scratch).table_bytes == tables
+
+
+@pytest.mark.parametrize("where, bad", [(1500, float("nan")), (0, float("inf")), (2999, -float("inf"))])
+def test_non_finite_keys_are_refused(cone_keys, where, bad):
+    # A middle key, a sink and a recent key: the mean excludes the last two, the tables do not.
+    k = cone_keys.clone()
+    k[1, where, 3] = bad
+    with pytest.raises(ValueError, match=f"finite.*key {where} of KV head 1"):
+        build_index(k, K=4, L=2, sinks=4, recent=64)
+    with pytest.raises(ValueError, match="finite"):
+        build_index(k, K=4, L=2, centre=False)
+
+
+def test_keys_beyond_float32_are_refused(cone_keys):
+    k = cone_keys.double()
+    k[0, 10, 0] = 1e300                       # finite in float64, inf once hashed in float32
+    with pytest.raises(ValueError, match="float32.*key 10 of KV head 0"):
+        build_index(k, K=4, L=2)
 
 
 def test_bad_keys_are_refused(cone_keys):

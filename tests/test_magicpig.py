@@ -113,6 +113,23 @@ def test_without_exact_set_only_sampled_keys_are_loaded(step):
     assert torch.equal(again, out)
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_key_or_value_that_is_read_is_refused(step, index, bad):
+    """Before: a NaN in one exact key turned into all-zero outputs for its whole group."""
+    q, k, v = step
+    for name, token in [("k", 0), ("k", 3999), ("v", 1), ("v", 3990)]:     # in the exact set
+        kk, vv = k.clone(), v.clone()
+        (kk if name == "k" else vv)[1, token, 5] = bad
+        with pytest.raises(ValueError, match=f"^{name} holds a non-finite number.*query head 3"):
+            attend(index, q, kk, vv)
+    _, stats = attend(index, q, k, v, return_read_mask=True)
+    sampled = int((stats["read_mask"][0] & ~stats["read_mask"][1:3].any(0)).nonzero()[-1])
+    kk = k.clone()
+    kk[0, sampled] = bad                       # a key only head 0 samples
+    with pytest.raises(ValueError, match="query head 0"):
+        attend(index, q, kk, v)
+
+
 def test_error_is_small_on_a_planted_peak_and_shrinks_as_l_grows():
     q, k, v = synthetic_decode_step(heads=9, kv_heads=3, n=8192, d=64, seed=0)
     dense, _ = dense_attention(q, k, v)
