@@ -1,0 +1,339 @@
+"""Reading a study's results: means over rows, per layer and per head, the error-vs-budget
+curves a chart draws, the shipped results and timing files, and the headline claims of
+notebook 06 (the live experiments they lean on are in :mod:`pigviz.study_experiments`).
+
+A results file (see :mod:`pigviz.study`) stores, per series, ``error`` and ``budget`` as
+nested lists ``(layers, seeds, heads)``: the mean over the studied positions of each
+(layer, seed, head). Every mean here weights those cells equally, i.e. every attention row.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pigviz._validate import check_int
+
+__all__ = [
+    "RESULTS_FILE", "SPEED_FILE", "METHOD_LABELS", "series_summary", "summary_rows", "format_summary",
+    "per_layer", "head_grid", "wins", "curves", "setup_text", "save_figure", "load_shipped_results",
+    "manifest_entry", "speed_manifest_entry", "add_to_manifest", "speed_table", "claims", "live_agreement",
+    "print_claims",
+]
+
+RESULTS_FILE = "study_smollm2.json"
+RESULTS_COMMAND = "pigviz study --model smollm2-135m --context 8192 --last 64 --seeds 3 --threads 1 " \
+                  "--out data/study_smollm2.json"
+# Chart names of each method (and of the variants of MagicPIG at the paper's setting).
+METHOD_LABELS = {
+    "magicpig": "MagicPIG", "topk": "TopK", "oracle": "Oracle sampling", "hybrid": "Hybrid (TopK + sampling)",
+    "quest": "Quest (pages of 16)", "streaming": "StreamingLLM (sink + recent)",
+    "no_sink": "MagicPIG, no sink in exact set", "no_correction": "MagicPIG's keys, plain softmax (no 1/u)",
+    "first_position": "MagicPIG (1st position only)", "no_window": "MagicPIG, no recent window (1st position)",
+    "no_exact": "MagicPIG, no exact set (1st position)",
+}
+
+
+def _array(results: dict, name: str, key: str = "error") -> np.ndarray:
+    if name not in results["series"]:
+        raise ValueError(f"series must be one of {', '.join(results['series'])}; got {name!r}")
+    return np.asarray(results["series"][name][key], dtype=float)   # (layers, seeds, heads)
+
+
+def _select(results: dict, arr: np.ndarray, layer, head) -> np.ndarray:
+    """Cut (layers, seeds, heads) down to one model layer and/or head (None: keep all)."""
+    if layer is not None:
+        layers = results["layers"]
+        if layer not in layers:
+            raise ValueError(f"layer must be one of the studied layers {layers[0]}..{layers[-1]}, got {layer!r}")
+        arr = arr[layers.index(layer):layers.index(layer) + 1]
+    if head is not None:
+        head = check_int("head", head, 0, arr.shape[2] - 1)
+        arr = arr[:, :, head:head + 1]
+    return arr
+
+
+def series_summary(results: dict, name: str, layer=None, head=None) -> dict:
+    """Mean error and budget over the selected rows; ``error_std``: spread of that mean across seeds."""
+    err = _select(results, _array(results, name), layer, head)
+    bud = _select(results, _array(results, name, "budget"), layer, head)
+    per_seed = err.mean(axis=(0, 2))
+    s = results["series"][name]
+    return {"name": name, "method": s["method"], "setting": s["setting"], "variant": s["variant"],
+            "seeds": len(per_seed), "rows": err.shape[0] * err.shape[2] * s["positions"],
+            "error": float(per_seed.mean()),
+            "error_std": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else 0.0,
+            "budget": float(bud.mean())}
+
+
+def summary_rows(results: dict) -> list[dict]:
+    return [series_summary(results, name) for name in results["series"]]
+
+
+def format_summary(results: dict) -> str:
+    head = f"{'series':<34}{'budget':>8}{'error':>9}{'± seeds':>9}{'rows':>7}"
+    lines = [head, "-" * len(head)]
+    for r in summary_rows(results):
+        lines.append(f"{r['name']:<34}{100 * r['budget']:>7.2f}%{r['error']:>9.4f}{r['error_std']:>9.4f}{r['rows']:>7}")
+    return "\n".join(lines)
+
+
+def per_layer(results: dict, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(mean error per layer, its std across seeds)``, each (layers,)."""
+    per_seed = _array(results, name).mean(axis=2)                     # (layers, seeds)
+    std = per_seed.std(axis=1, ddof=1) if per_seed.shape[1] > 1 else np.zeros(per_seed.shape[0])
+    return per_seed.mean(axis=1), std
+
+
+def head_grid(results: dict, name: str, key: str = "error") -> np.ndarray:
+    """(layers, heads): the mean over seeds of each cell's error (or budget)."""
+    return _array(results, name, key).mean(axis=1)
+
+
+def wins(results: dict, better: str, worse: str) -> tuple[int, int]:
+    """In how many (layer, head) cells ``better`` has the lower mean error, out of how many."""
+    a, b = head_grid(results, better), head_grid(results, worse)
+    return int((a < b).sum()), int(a.size)
+
+
+def curves(results: dict, layer=None, head=None, methods=None) -> dict[str, list[dict]]:
+    """Error-vs-budget points per method for one selection (``None``: all layers / heads).
+
+    Keys are method names (``magicpig``, ``topk``, ...) and variant names (``no_sink``, ...);
+    each value is a list of ``{"budget", "error", "error_std", "label", "setting", "seeds"}`` sorted by
+    budget. Baselines carry the (K, L) whose MagicPIG budget they were matched to.
+    """
+    wanted = set(METHOD_LABELS) if methods is None else set(methods)
+    unknown = wanted - set(METHOD_LABELS)
+    if unknown:
+        raise ValueError(f"methods must be drawn from {', '.join(METHOD_LABELS)}; got {', '.join(sorted(unknown))}")
+    out: dict[str, list[dict]] = {}
+    for name, s in results["series"].items():
+        key = s["variant"] if s["variant"] != "main" else s["method"]
+        if key not in wanted:
+            continue
+        r = series_summary(results, name, layer, head)
+        label = "" if s["setting"] is None else f"K={s['setting'][0]}, L={s['setting'][1]}"
+        out.setdefault(key, []).append({"budget": r["budget"], "error": r["error"], "error_std": r["error_std"],
+                                        "label": label, "setting": s["setting"], "seeds": r["seeds"]})
+    for points in out.values():
+        points.sort(key=lambda p: p["budget"])
+    return {k: out[k] for k in METHOD_LABELS if k in out}
+
+
+def setup_text(results: dict) -> str:
+    """What the study covered and how long it took, from the results file itself."""
+    spec, timing = results["spec"], results.get("timing", {})
+    rows = len(results["layers"]) * results["heads"] * results["last"]
+    lines = [
+        f"model {results['model']}: {len(results['layers'])} layers x {results['heads']} query heads "
+        f"({results['kv_heads']} KV heads, head_dim {results['head_dim']})",
+        f"context {results['context']:,} tokens; queries at the last {results['last']} positions "
+        f"-> {rows:,} attention rows per method and seed",
+        f"MagicPIG (K, L): {', '.join(f'({K}, {L})' for K, L in spec['settings'])}; min hits {spec['min_hits']}; "
+        f"exact set {spec['sinks']} sinks + {spec['recent']} recent; {spec['seeds']} seeds",
+        f"command: {results['command']}",
+    ]
+    if "total_s" in timing:
+        loads = timing.get("load_average_start", [0])[0], timing.get("load_average_end", [0])[0]
+        lines.append(f"ran in {timing['total_s'] / 60:.1f} min with {results['threads']} torch thread on a "
+                     f"{timing.get('cpu_count', '?')}-core CPU shared with other jobs "
+                     f"(1-min load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end)")
+    return "\n".join(lines)
+
+
+def save_figure(path, results: dict | None = None) -> str:
+    """Write the all-heads error-vs-budget chart as a PNG (needs kaleido and a Chromium)."""
+    from pigviz.plots.study import error_budget_figure
+
+    results = results if results is not None else load_shipped_results()
+    fig = error_budget_figure(curves(results, methods=["magicpig", "topk", "oracle", "hybrid", "quest", "streaming"]),
+                              METHOD_LABELS, title=f"{results['model']}, {len(results['layers'])} layers x "
+                                                   f"{results['heads']} heads: error against budget")
+    fig.write_image(str(path), scale=2)
+    return str(path)
+
+
+# -- the shipped results ---------------------------------------------------------------------------
+def load_shipped_results(*, verify: bool = True) -> dict:
+    """``data/study_smollm2.json``, checked against its sha256 in ``data/manifest.json``."""
+    from pigviz._io import sha256_file
+    from pigviz.shipped import data_dir, manifest_path, read_manifest
+    from pigviz.study import load_results
+
+    path = data_dir() / RESULTS_FILE
+    if verify:
+        entry = read_manifest()["files"].get(RESULTS_FILE)
+        if entry is None:
+            raise ValueError(f"{manifest_path()} has no entry for {RESULTS_FILE}; run `{RESULTS_COMMAND}`")
+        if not path.is_file():
+            raise FileNotFoundError(f"shipped study {path} is missing; run `{RESULTS_COMMAND}`")
+        if sha256_file(path) != entry["sha256"]:
+            raise ValueError(f"{path} does not match the sha256 in {manifest_path()}; restore it from git "
+                             f"or rerun `{RESULTS_COMMAND}`")
+    return load_results(path)
+
+
+def manifest_entry(path, results: dict) -> dict:
+    """The manifest line of a results file: what it is, the command, its sha256 and versions."""
+    import sys
+    from pathlib import Path
+
+    import transformers
+
+    from pigviz._io import sha256_file
+
+    path = Path(path)
+    spec = results["spec"]
+    what = (f"Error vs budget of MagicPIG (K, L in {spec['settings']}, min_hits {spec['min_hits']}, exact set: "
+            f"{spec['sinks']} sinks + {spec['recent']} recent) and TopK, oracle sampling, hybrid, Quest (pages of "
+            f"{spec['quest_page']}) at MagicPIG's measured budgets, plus StreamingLLM, on every head of "
+            f"{len(results['layers'])} layers of {results['model']} at the last {results['last']} of "
+            f"{results['context']} positions of pigviz.texts.long_text; {spec['seeds']} seeds; per (layer, seed, "
+            f"head) mean error ||o_hat - o|| / ||o|| and budget (distinct keys read / visible keys).")
+    return {"sha256": sha256_file(path), "bytes": path.stat().st_size, "what": what,
+            "command": results["command"] or RESULTS_COMMAND, "pigviz_version": results["pigviz_version"],
+            "torch_version": results["torch_version"], "transformers_version": transformers.__version__,
+            "python_version": sys.version.split()[0], "model_revision": results["model_revision"],
+            "text_sha256": results["text_sha256"], "token_ids_sha256": results["token_ids_sha256"]}
+
+
+def add_to_manifest(name: str, entry: dict) -> dict:
+    """Add (or replace) one file's entry in ``data/manifest.json``, leaving the others alone."""
+    from pigviz._io import write_json_atomic
+    from pigviz.shipped import manifest_path, read_manifest
+
+    manifest = read_manifest()
+    manifest["files"][name] = entry
+    write_json_atomic(manifest_path(), manifest)
+    return entry
+
+
+def speed_manifest_entry(path) -> dict:
+    """The manifest line of the timing table written by ``benchmarks/bench_attend.py --json``."""
+    import json
+    import sys
+    from pathlib import Path
+
+    import transformers
+
+    import pigviz
+    from pigviz._io import sha256_file
+
+    path = Path(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {"sha256": sha256_file(path), "bytes": path.stat().st_size,
+            "what": (f"CPU timing of one decode step of one layer ({data['threads']} torch thread, float32 K/V, "
+                     "synthetic keys shaped like SmolLM2-135M and Llama-3.1-8B at 8k-96k tokens): MagicPIG attend "
+                     "vs dense SDPA vs TopK, with budgets and errors; measured on a 2-core CPU shared with other "
+                     "jobs, so timings carry that noise."),
+            "command": SPEED_COMMAND, "pigviz_version": pigviz.__version__, "torch_version": data["torch"],
+            "transformers_version": transformers.__version__, "python_version": sys.version.split()[0]}
+
+
+# -- the speed table measured by benchmarks/bench_attend.py ---------------------------------------
+SPEED_FILE = "bench_attend_cpu.json"
+SPEED_COMMAND = "python benchmarks/bench_attend.py --json data/bench_attend_cpu.json"
+
+
+def speed_table(path=None) -> str:
+    """The shipped CPU timing table (one decode step of one layer), as text."""
+    import json
+
+    from pigviz.shipped import data_dir
+
+    path = path or data_dir() / SPEED_FILE
+    data = json.loads(open(path, encoding="utf-8").read())
+    head = f"{'shape':<18}{'n':>7}{'K, L':>9}{'build s':>9}{'attend ms':>11}{'dense ms':>10}{'speed-up':>10}" \
+           f"{'budget':>8}{'tables/KV':>10}{'err MP':>8}{'err TopK':>9}"
+    lines = [f"torch {data['torch']}, {data['threads']} thread(s); command: {SPEED_COMMAND}",
+             "synthetic keys; tables/KV = hash-table bytes / fp16 KV-cache bytes; errors vs dense attention",
+             head, "-" * len(head)]
+    for r in data["rows"]:
+        lines.append(f"{r['shape']:<18}{r['n']:>7}{r['K']:>5},{r['L']:>3}{r['build_s']:>9.1f}{r['attend_ms']:>11.1f}"
+                     f"{r['sdpa_ms']:>10.1f}{r['speedup']:>9.1f}x{100 * r['budget']:>7.2f}%{r['table_vs_kv_fp16']:>9.2f}x"
+                     f"{r['err_magicpig']:>8.3f}{r['err_topk']:>9.3f}")
+    return "\n".join(lines)
+
+
+# -- headline claims of notebook 06 --------------------------------------------------------------
+TARGETS = {(12, 200): 0.02, (11, 240): 0.04, (9, 130): 0.08}   # the budgets these settings aim for
+
+
+def claims() -> list:
+    from pigviz.claims import Claim
+
+    r = load_shipped_results()
+    out = []
+
+    def claim(text, passed, value):
+        out.append(Claim(notebook="06", text=text, passed=bool(passed), value=value))
+
+    S = lambda name, **kw: series_summary(r, name, **kw)  # noqa: E731
+    paper = "magicpig K10 L150"
+    rows = S(paper)["rows"]
+    finite = all(np.all(np.isfinite(np.asarray(s[k], float))) for s in r["series"].values() for k in ("error", "budget"))
+    claim(f"the study covers {len(r['layers'])} layers x {r['heads']} heads x {r['last']} positions "
+          f"= 17,280 attention rows per method and seed", rows == 17_280 and finite, f"{rows:,}")
+    claim("it ran in under 30 minutes on this 2-core CPU, shared with other jobs",
+          r["timing"]["total_s"] < 1800, f"{r['timing']['total_s'] / 60:.1f} min")
+    got = {kl: S(f"magicpig K{kl[0]} L{kl[1]}")["budget"] for kl in TARGETS}
+    claim("(K, L) = (12, 200), (11, 240), (9, 130) read about 2%, 4% and 8% of the visible keys",
+          all(0.8 * TARGETS[kl] <= b <= 1.25 * TARGETS[kl] for kl, b in got.items()),
+          ", ".join(f"{100 * b:.1f}%" for b in got.values()))
+    settings = [tuple(s) for s in r["spec"]["settings"]]
+    pairs = {kl: (S(f"magicpig K{kl[0]} L{kl[1]}")["error"], S(f"topk @K{kl[0]} L{kl[1]}")["error"]) for kl in settings}
+    claim("at every matched budget TopK's mean error is below MagicPIG's", all(t < m for m, t in pairs.values()),
+          f"{pairs[(10, 150)][1]:.3f} vs {pairs[(10, 150)][0]:.3f} at (10, 150)")
+    won, total = wins(r, paper, "topk @K10 L150")
+    grid = head_grid(r, paper) < head_grid(r, "topk @K10 L150")
+    claim("MagicPIG beats TopK in a minority of (layer, head) cells at (10, 150), most often in layer 0",
+          won < total / 2 and grid.sum(axis=1).argmax() == 0, f"{won} of {total}, {int(grid[0].sum())} in layer 0")
+    mp0, tk0 = S(paper, layer=r["layers"][0])["error"], S("topk @K10 L150", layer=r["layers"][0])["error"]
+    claim("in layer 0, where attention is flat, MagicPIG beats TopK on average", mp0 < tk0,
+          f"{mp0:.3f} vs {tk0:.3f}")
+    hy_won, _ = wins(r, "hybrid @K10 L150", "topk @K10 L150")
+    claim("the hybrid (top half exact, rest sampled from the true weights) beats TopK in every cell at (10, 150)",
+          hy_won == total, f"{hy_won} of {total}")
+    oracle = {kl: S(f"oracle @K{kl[0]} L{kl[1]}")["error"] for kl in settings}
+    claim("sampling from the true weights beats MagicPIG's LSH sampling at every budget",
+          all(oracle[kl] < pairs[kl][0] for kl in settings), f"{oracle[(10, 150)]:.3f} vs {pairs[(10, 150)][0]:.3f}")
+    claim("sampling from the true weights beats TopK on average at every budget",
+          all(oracle[kl] < pairs[kl][1] for kl in settings), f"{oracle[(10, 150)]:.3f} vs {pairs[(10, 150)][1]:.3f}")
+    plain = S(f"{paper} no_correction")["error"]
+    claim("dropping the 1/u correction (plain softmax over the same keys) raises the error", plain > pairs[(10, 150)][0],
+          f"{pairs[(10, 150)][0]:.3f} -> {plain:.3f}")
+    no_sink = S(f"{paper} no_sink")["error"]
+    claim("taking the 4 sink tokens out of the exact set raises the error", no_sink > pairs[(10, 150)][0],
+          f"{pairs[(10, 150)][0]:.3f} -> {no_sink:.3f}")
+    first, bare = S(f"{paper} first_position")["error"], S(f"{paper} no_exact")["error"]
+    claim("with no exact set at all (first position) the error is more than twice as large", bare > 2 * first,
+          f"{first:.3f} -> {bare:.3f}")
+    spread = max(S(f"magicpig K{K} L{L}")["error_std"] / S(f"magicpig K{K} L{L}")["error"] for K, L in settings)
+    claim(f"across {r['spec']['seeds']} hash seeds the mean error moves by under 5% of itself", spread < 0.05,
+          f"largest std {100 * spread:.1f}%")
+    quest = {kl: S(f"quest @K{kl[0]} L{kl[1]}")["error"] for kl in settings}
+    claim("Quest (pages of 16) is the least accurate budget-matched method here",
+          all(quest[kl] > max(pairs[kl][0], pairs[kl][1], oracle[kl]) for kl in settings),
+          f"{quest[(10, 150)]:.3f} at (10, 150)")
+    rel, layer = live_agreement()
+    claim(f"re-running layer {layer} live from the fp16 shipped capture reproduces the study's errors within 2%",
+          rel < 0.02, f"largest difference {100 * rel:.2f}%")
+    return out
+
+
+def live_agreement(row: int = 2, results: dict | None = None) -> tuple[float, int]:
+    """Largest relative gap between a live (10, 150), seed-0 run of one shipped layer and the
+    study's seed-0 errors for the same query heads, and that layer."""
+    from pigviz.study_experiments import live_run, shipped_layer
+
+    r = results or load_shipped_results()
+    layer, heads, *_ = shipped_layer(row)
+    live = live_run(row)
+    name = "magicpig K10 L150"
+    study_err = np.asarray(r["series"][name]["error"][r["layers"].index(layer)][0])[list(heads)]
+    return float(np.max(np.abs(np.asarray(live[name]["error"][0]) - study_err) / study_err)), layer
+
+
+def print_claims() -> None:
+    from pigviz.claims import format_table
+
+    print(format_table(claims()))
