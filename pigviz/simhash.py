@@ -12,13 +12,13 @@ MagicPIG samples a key when that count reaches ``min_hits`` (2 by default):
 numbers, because the attention correction needs -log u for keys whose u is 1e-30 as well as
 for keys whose u is 1 - 1e-12. The same arithmetic is written for numpy and torch.
 
-The second half hashes real vectors (``SimHash``) and counts, so tests and the notebook can
-check every formula against what hashing actually does.
+``SimHash`` hashes real vectors. ``pigviz.simhash_checks`` counts what that hashing does (Monte
+Carlo) and draws the 2-D picture, so tests and the notebook can check every formula against it;
+its names are also reachable from here (``simhash.monte_carlo_inclusion`` and so on).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,17 +34,9 @@ __all__ = [
     "log_inclusion_probability",
     "log_inclusion_probability_torch",
     "expected_candidates",
-    "inclusion_curve",
-    "bucket_wedge",
-    "PlaneDemo",
-    "plane_demo",
     "crossing_cos",
     "transition_width_deg",
     "SimHash",
-    "pair_at_angle",
-    "MonteCarloEstimate",
-    "monte_carlo_bit_agreement",
-    "monte_carlo_inclusion",
     "claims",
     "print_claims",
 ]
@@ -292,199 +284,6 @@ class SimHash:
         return self.hits(query, keys) >= min_hits
 
 
-# --------------------------------------------------------------------------- Monte Carlo
-
-def pair_at_angle(cos, dim: int = 2, seed: int | None = None):
-    """A unit query and unit keys whose cosines with it are ``cos``.
-
-    In 2-D the query is (1, 0). For dim > 2 and a seed, the plane the pair spans is rotated
-    at random: Gaussian hyperplanes do not care, which is why the answer depends on the
-    angle alone. Returns ``(query (dim,), keys (len(cos), dim))``.
-    """
-    cos = np.atleast_1d(check_array("cos", cos, ndim=(0, 1), min_len=1))
-    if np.any(np.abs(cos) > 1.0):
-        raise ValueError("cos must be in [-1, 1]")
-    dim = check_int("dim", dim, 2)
-    basis = np.eye(dim)[:2]
-    if seed is not None and dim > 2:
-        q, _ = np.linalg.qr(np.random.default_rng(check_int("seed", seed, 0)).standard_normal((dim, 2)))
-        basis = q.T
-    query = basis[0]
-    keys = np.outer(cos, basis[0]) + np.outer(np.sqrt(1.0 - cos**2), basis[1])
-    return query, keys
-
-
-def _binomial_tail(log_u: float, n: int, c: int) -> float:
-    """P(Binomial(n, u) >= c) for 1 <= c <= n, given log u < 0, by the same cancellation-free
-    sum as the inclusion probability (one "table" of one "bit" with probability u), but for
-    any number of trials: MAX_L bounds the lesson's tables, not a count of hashings."""
-    if log_u >= 0.0:                  # u rounds to 1: every trial succeeds
-        return 1.0
-    if log_u == -math.inf:
-        return 0.0
-    log_u = np.asarray(log_u, dtype=np.float64)
-    return float(np.exp(_log_binomial_tail(log_u, 1, n, c, _Ops(np, log_u))))
-
-
-@dataclass
-class MonteCarloEstimate:
-    """Observed frequencies next to the formula, with their sampling uncertainty."""
-
-    cos: np.ndarray
-    expected: np.ndarray      # the formula
-    freq: np.ndarray          # observed fraction
-    n_trials: int
-
-    @property
-    def angle_deg(self) -> np.ndarray:
-        return np.degrees(np.arccos(np.clip(self.cos, -1, 1)))
-
-    @property
-    def se(self) -> np.ndarray:
-        """Binomial standard error of ``freq`` if the formula is right."""
-        return np.sqrt(self.expected * (1.0 - self.expected) / self.n_trials)
-
-    def z_scores(self) -> np.ndarray:
-        """(freq - expected) / se; 0 where the formula says the outcome is certain and the
-        frequency agrees, inf where it disagrees."""
-        diff = self.freq - self.expected
-        se = self.se
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.where(se > 0, diff / np.where(se > 0, se, 1.0), np.where(np.abs(diff) < 1e-12, 0.0, np.inf))
-        return z
-
-    def p_values(self) -> np.ndarray:
-        """Exact two-sided binomial test of each count against the formula: the chance of
-        a count at least this far out if the formula is right. Unlike z, this stays honest
-        for rare events (one hit where 0.03 were expected is a 3% event, not a 5-sigma one)."""
-        n = check_int("n_trials", self.n_trials, 1)
-        out = np.empty(len(self.freq))
-        for i, (u, c) in enumerate(zip(self.expected, np.rint(self.freq * n).astype(int))):
-            if u <= 0.0 or u >= 1.0:
-                out[i] = 1.0 if c == (0 if u <= 0.0 else n) else 0.0
-                continue
-            at_least = 1.0 if c == 0 else _binomial_tail(math.log(u), n, int(c))
-            at_most = 1.0 if c == n else _binomial_tail(math.log1p(-u), n, int(n - c))
-            out[i] = min(1.0, 2.0 * min(at_least, at_most))
-        return out
-
-    def wilson_interval(self, z: float = 1.96):
-        """95% Wilson score interval of each frequency; unlike freq +- 2 se it stays inside
-        [0, 1] and is not zero-width when the count is 0."""
-        n, f = self.n_trials, self.freq
-        centre = (f + z * z / (2 * n)) / (1 + z * z / n)
-        half = z * np.sqrt(f * (1 - f) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
-
-
-def monte_carlo_bit_agreement(cos, n_planes: int = 20_000, seed: int = 0) -> MonteCarloEstimate:
-    """Draw ``n_planes`` random hyperplanes and count how often each (query, key) pair lands
-    on the same side, for keys at the given cosines."""
-    cos = np.atleast_1d(check_array("cos", cos, ndim=(0, 1)))
-    n_planes = check_int("n_planes", n_planes, 1, 10_000_000)
-    seed = check_int("seed", seed, 0)
-    query, keys = pair_at_angle(cos)
-    normals = np.random.default_rng(seed).standard_normal((2, n_planes))
-    same = (keys @ normals >= 0) == (query @ normals >= 0)
-    return MonteCarloEstimate(cos, collision_probability(cos), same.mean(axis=1), n_planes)
-
-
-def monte_carlo_inclusion(cos, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2,
-                          n_trials: int = 200, seed: int = 0, dim: int = 2,
-                          chunk_elements: int = 4_000_000) -> MonteCarloEstimate:
-    """Build ``n_trials`` independent sets of L tables of K hyperplanes, hash a query and keys
-    at the given cosines with each, and count how often each key reaches ``min_hits``.
-
-    Vectorised over trials, tables and bits; trials are processed in chunks so at most about
-    ``chunk_elements`` sign bits are held at once.
-    """
-    cos = np.atleast_1d(check_array("cos", cos, ndim=(0, 1)))
-    K, L, min_hits = _check_kl(K, L, min_hits)
-    n_trials = check_int("n_trials", n_trials, 1, 1_000_000)
-    dim = check_int("dim", dim, 2, 4096)
-    seed = check_int("seed", seed, 0)
-    rng = np.random.default_rng(seed)
-    query, keys = pair_at_angle(cos, dim, seed=seed)
-    per_trial = (len(cos) + 1) * L * K
-    step = max(1, chunk_elements // per_trial)
-    count = np.zeros(len(cos), dtype=np.int64)
-    done = 0
-    while done < n_trials:
-        t = min(step, n_trials - done)
-        normals = rng.standard_normal((t, dim, L, K))
-        q_bits = np.einsum("d,tdlk->tlk", query, normals) >= 0
-        k_bits = np.einsum("ad,tdlk->atlk", keys, normals) >= 0
-        collide = (k_bits == q_bits).all(axis=-1)            # (keys, trials, tables)
-        count += (collide.sum(axis=-1) >= min_hits).sum(axis=-1)
-        done += t
-    expected = inclusion_probability(collision_probability(cos), K, L, min_hits)
-    return MonteCarloEstimate(cos, np.atleast_1d(expected), count / n_trials, n_trials)
-
-
-# --------------------------------------------------------------------------- 2-D picture
-
-def inclusion_curve(angle_deg, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2):
-    """Inclusion probability as a function of the query-key angle in degrees."""
-    angle = check_array("angle_deg", angle_deg, ndim=None, min_len=0)
-    return inclusion_probability(collision_probability(np.cos(np.radians(angle))), K, L, min_hits)
-
-
-def bucket_wedge(query, normals) -> tuple[float, float]:
-    """The query's bucket in 2-D: K lines through the origin cut the plane into 2K wedges,
-    one per sign pattern. Returns the (start, end) angles in radians, end > start."""
-    query = check_array("query", query, ndim=1)
-    normals = check_array("normals", normals, ndim=2)
-    if query.shape != (2,) or normals.shape[1] != 2:
-        raise ValueError(f"bucket_wedge works in 2-D, got query {query.shape} and normals {normals.shape}")
-    line = np.arctan2(normals[:, 1], normals[:, 0]) + np.pi / 2
-    bounds = np.sort(np.mod(np.concatenate([line, line + np.pi]), 2 * np.pi))
-    alpha = math.atan2(query[1], query[0]) % (2 * math.pi)
-    after = np.searchsorted(bounds, alpha)
-    start = bounds[after - 1] if after > 0 else bounds[-1] - 2 * np.pi
-    end = bounds[after] if after < len(bounds) else bounds[0] + 2 * np.pi
-    return float(start), float(end)
-
-
-@dataclass
-class PlaneDemo:
-    """Everything the 2-D picture draws: keys, the query, table 0's hyperplanes and who
-    shares the query's bucket there, plus hit counts over all L tables."""
-
-    keys: np.ndarray           # (n, 2)
-    query: np.ndarray          # (2,)
-    normals: np.ndarray        # (K, 2) table 0's hyperplane normals
-    same_bucket: np.ndarray    # (n,) bool, table 0
-    hits: np.ndarray           # (n,) tables (of L) where the key shares the query's bucket
-    included: np.ndarray       # (n,) hits >= min_hits
-    wedge: tuple[float, float]
-    K: int
-    L: int
-    min_hits: int
-
-
-def plane_demo(K: int = 3, L: int = DEFAULT_L, min_hits: int = 2, seed: int = 0,
-               n_keys: int = 30, query_angle_deg: float = 35.0) -> PlaneDemo:
-    """Hash a toy 2-D query and ``n_keys`` keys scattered around the origin with L tables of
-    K hyperplanes (``seed`` picks both the keys and the hyperplanes)."""
-    K, L, min_hits = _check_kl(K, L, min_hits)
-    n_keys = check_int("n_keys", n_keys, 1, 10_000)
-    query_angle_deg = check_float("query_angle_deg", query_angle_deg, -360.0, 360.0)
-    seed = check_int("seed", seed, 0)
-    rng = np.random.default_rng(seed)
-    angle = rng.uniform(0, 2 * np.pi, n_keys)
-    radius = rng.uniform(0.35, 1.0, n_keys)
-    keys = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
-    query = np.array([math.cos(math.radians(query_angle_deg)), math.sin(math.radians(query_angle_deg))])
-    table = SimHash(2, K, L, seed=seed)
-    ids = table.bucket_ids(keys)
-    q_ids = table.bucket_ids(query)
-    hits = (ids == q_ids).sum(axis=1)
-    normals = table.planes[:, 0, :].T
-    return PlaneDemo(keys, query, normals, ids[:, 0] == q_ids[0], hits, hits >= min_hits,
-                     bucket_wedge(query, normals), K, L, min_hits)
-
-
-# --------------------------------------------------------------------------- claims
 
 # Context length of the seed's napkin arithmetic: 96 x 1,024 tokens.
 NAPKIN_TOKENS = 96 * 1024
@@ -494,56 +293,25 @@ CHECK_ANGLES_DEG = np.arange(0, 181, 15)
 MARKER_COS = np.cos(np.radians(np.arange(0, 181, 7.5)))
 
 
+
+# The counting checks and the 2-D picture live in simhash_checks (which imports this module);
+# they stay reachable as attributes here so ``sh.plane_demo(...)`` reads naturally in lessons.
+_CHECK_NAMES = frozenset(('pair_at_angle', 'MonteCarloEstimate', 'monte_carlo_bit_agreement', 'monte_carlo_inclusion', 'inclusion_curve', 'bucket_wedge', 'PlaneDemo', 'plane_demo'))
+
+
+def __getattr__(name):
+    if name in _CHECK_NAMES:
+        from pigviz import simhash_checks
+
+        return getattr(simhash_checks, name)
+    raise AttributeError(f"module 'pigviz.simhash' has no attribute {name!r}")
+
+
 def claims() -> list:
-    """Notebook 04's headline numbers, each re-derived here."""
-    from pigviz.claims import Claim
+    """Notebook 04's headline numbers (computed in simhash_checks)."""
+    from pigviz.simhash_checks import claims as _claims
 
-    K, L = DEFAULT_K, DEFAULT_L
-    out = []
-    p0 = collision_probability(0.0)
-    out.append(Claim("04", "One hyperplane bit agrees for orthogonal vectors with probability 1/2",
-                     abs(p0 - 0.5) < 1e-15, f"p = {p0:.3f}"))
-
-    check_cos = np.cos(np.radians(CHECK_ANGLES_DEG))
-    bits = monte_carlo_bit_agreement(check_cos, n_planes=20_000, seed=0)
-    z_bits = np.max(np.abs(bits.z_scores()))
-    out.append(Claim("04", "Counting 20,000 random hyperplanes matches p = 1 - theta/pi at every angle (|z| < 4)",
-                     bool(z_bits < 4), f"max |z| = {z_bits:.2f}"))
-
-    one_table = collision_probability(0.9) ** K
-    out.append(Claim("04", f"One table of K = {K} bits finds a key at cos 0.9 only about one time in five",
-                     0.15 < one_table < 0.25, f"p^K = {one_table:.3f}"))
-
-    u_orth = inclusion_probability(0.5, K, L)
-    out.append(Claim("04", f"At (K, L) = ({K}, {L}) an orthogonal key is sampled with probability under 2%",
-                     u_orth < 0.02, f"u = {u_orth:.4f}"))
-    # 1 - u from expm1 of log u: u itself rounds to 1.0 here
-    miss_close = -math.expm1(log_inclusion_probability(collision_probability(0.9), K, L))
-    out.append(Claim("04", f"At (K, L) = ({K}, {L}) a key with cos 0.9 is missed with probability under 0.1%",
-                     miss_close < 1e-3, f"1 - u = {miss_close:.1e}"))
-
-    c2 = crossing_cos(K, L, 2)
-    c1 = crossing_cos(K, L, 1)
-    out.append(Claim("04", "With 'at least 2 of L' the curve crosses 50% at this cosine (angle)",
-                     c1 < c2 < 1.0, f"cos = {c2:.3f} ({_cos_to_deg(c2):.1f} deg)"))
-    out.append(Claim("04", "With 'at least 1 of L' it crosses 50% at a wider angle",
-                     -1.0 < c1 < c2, f"cos = {c1:.3f} ({_cos_to_deg(c1):.1f} deg)"))
-
-    w1 = transition_width_deg(K, L, 1)
-    w2 = transition_width_deg(K, L, 2)
-    out.append(Claim("04", "Requiring 2 hits narrows the 10%-to-90% climb of the S-curve (degrees)",
-                     w2 < w1, f"{w1:.2f} -> {w2:.2f} deg"))
-
-    for m in (1, 2):
-        mc = monte_carlo_inclusion(MARKER_COS, K, L, m, n_trials=300, seed=m)
-        worst = float(np.min(mc.p_values()))
-        out.append(Claim("04", f"300 independent hashings agree with the 'at least {m} of L' formula "
-                               "(smallest binomial p-value > 0.001)", worst > 1e-3, f"p = {worst:.3f}"))
-
-    cand = expected_candidates(NAPKIN_TOKENS, K, L)
-    out.append(Claim("04", f"A query scans about L n / 2^K = 14,400 entries for n = {NAPKIN_TOKENS:,}",
-                     cand == 14_400, f"{cand:,.0f}"))
-    return out
+    return _claims()
 
 
 def print_claims() -> None:
