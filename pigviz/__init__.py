@@ -14,3 +14,12 @@ def setup_notebook() -> None:
     import plotly.io as pio
 
     pio.renderers.default = "plotly_mimetype"
+
+
+def __getattr__(name: str):
+    # ``pigviz.generate`` without importing torch/transformers on ``import pigviz``.
+    if name == "generate":
+        from pigviz.generation import generate
+
+        return generate
+    raise AttributeError(f"module 'pigviz' has no attribute {name!r}")

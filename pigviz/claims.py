@@ -19,6 +19,7 @@ CLAIM_MODULES = [
     "pigviz.budget",
     "pigviz.allocators",
     "pigviz.study",
+    "pigviz.decode_report",
 ]
 
 
