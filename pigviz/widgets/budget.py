@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from pigviz import allocators, budget
 from pigviz.model_shapes import known_models
 from pigviz.plots.budget import allocator_figure, index_bill_figure
+from pigviz.widgets._common import clamp_int as _clamp
 
 __all__ = ["KVBudgetWidget", "AllocatorWidget", "CONTEXT_RANGE"]
 
@@ -20,11 +21,6 @@ K_RANGE, L_RANGE = (1, 20), (1, 400)
 _DTYPE_OPTIONS = [("fp32 (4 B)", 4), ("fp16 / bf16 (2 B)", 2), ("fp8 (1 B)", 1)]
 
 
-def _clamp(value, lo, hi, default):
-    try:
-        return min(max(int(value), lo), hi)
-    except (TypeError, ValueError, OverflowError):
-        return default
 
 
 def _html_table(rows) -> str:

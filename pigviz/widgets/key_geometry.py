@@ -26,6 +26,8 @@ from pigviz import key_hashing as kh
 from pigviz import key_projection as kp
 from pigviz import simhash as sh
 from pigviz.plots import key_geometry as plots
+from pigviz.widgets._common import clamp_int as _clamp
+from pigviz.widgets._common import error_html as _error
 
 __all__ = ["KeyCloudWidget", "SinkHeatmap", "RealSCurveWidget"]
 
@@ -33,16 +35,8 @@ PLANES_RANGE = (1, 16)
 N_DRAW = 2000
 
 
-def _clamp(value, lo, hi, default):
-    try:
-        value = int(round(float(value)))
-    except (TypeError, ValueError, OverflowError):
-        return default
-    return max(lo, min(hi, value))
 
 
-def _error(exc) -> str:
-    return f"<span style='color:#b00'>Could not update: {html.escape(str(exc))}</span>"
 
 
 def _sync(target: go.FigureWidget, traces: dict, layout: dict) -> None:

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 
 from pigviz import simhash as sh
 from pigviz.plots import simhash as plots
+from pigviz.widgets._common import clamp_int as _clamp
 
 __all__ = ["SimHashExplorer"]
 
@@ -30,12 +31,6 @@ CURVE_ANGLES = np.linspace(0.0, 180.0, 181)
 NAPKIN_TOKENS = sh.NAPKIN_TOKENS
 
 
-def _clamp(value, lo, hi, default):
-    try:
-        value = int(round(float(value)))
-    except (TypeError, ValueError, OverflowError):
-        return default
-    return max(lo, min(hi, value))
 
 
 class SimHashExplorer(widgets.VBox):

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from pigviz import stick_balance as sb
 from pigviz.plots.stick_balance import (MARKER_ORDER, METHOD_STYLE, error_curves_figure, marker_updates,
                                         sticks_figure, sticks_title)
+from pigviz.widgets._common import clamp_int as _clamp
 
 __all__ = ["StickBalanceWidget"]
 
@@ -17,11 +18,6 @@ _N_RANGE = (2, 256)
 _SEEDS_RANGE = (10, 5000)
 
 
-def _clamp(value, lo, hi, default):
-    try:
-        return int(min(max(int(value), lo), hi))
-    except (TypeError, ValueError, OverflowError):
-        return default
 
 
 class StickBalanceWidget(widgets.VBox):

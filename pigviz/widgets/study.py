@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from pigviz import study_findings as findings
 from pigviz.plots import study as plots
+from pigviz.widgets._common import clamp_int as _clamp_int
 
 __all__ = ["StudyExplorer", "DEFAULT_METHODS"]
 
@@ -20,12 +21,6 @@ ALL = -1
 DEFAULT_METHODS = ("magicpig", "topk", "oracle", "hybrid", "quest", "streaming")
 
 
-def _clamp_int(value, lo, hi, default):
-    try:
-        value = int(round(float(value)))
-    except (TypeError, ValueError, OverflowError):
-        return default
-    return max(lo, min(hi, value))
 
 
 class StudyExplorer(widgets.VBox):
