@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from pigviz._io import write_json_atomic  # noqa: E402
 LIMIT_MB = 2048
 
 CHILD = r"""
@@ -65,7 +68,8 @@ def main(argv=None):
     print(f"\nlargest kernel: {worst['notebook']} at {worst['kernel_peak_mb']:.0f} MB "
           f"= {worst['kernel_peak_mb'] / LIMIT_MB:.0%} of Binder's {LIMIT_MB} MB")
     if args.json:
-        Path(args.json).write_text(json.dumps({"limit_mb": LIMIT_MB, "rows": rows}, indent=1))
+        write_json_atomic(args.json, {"limit_mb": LIMIT_MB, "omp_threads": os.environ.get("OMP_NUM_THREADS"),
+                                      "rows": rows})
     return 0 if worst["kernel_peak_mb"] < LIMIT_MB else 1
 
 
