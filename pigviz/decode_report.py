@@ -17,17 +17,8 @@ GPU_SPEED_FILE = "decode_speed_gpu.json"     # written only where a GPU run was 
 def load_result(name: str, *, verify: bool = True) -> dict:
     """A shipped result from ``data/``; with ``verify`` its sha256 must match the manifest."""
     from pigviz import shipped
-    from pigviz._io import sha256_file
 
-    path = shipped.data_dir() / name
-    if verify:
-        entry = shipped.read_manifest()["files"].get(name)
-        if entry is None:
-            raise ValueError(f"{shipped.manifest_path()} has no entry for {name}")
-        if not path.is_file():
-            raise FileNotFoundError(f"shipped result {path} is missing; re-create it with: {entry['command']}")
-        if sha256_file(path) != entry["sha256"]:
-            raise ValueError(f"{path} does not match its manifest sha256; re-create it with: {entry['command']}")
+    path = shipped.verified_path(name, verify=verify)
     return json.loads(path.read_text(encoding="utf-8"))
 
 

@@ -88,21 +88,29 @@ def check_shipped(directory=None) -> list[str]:
     return problems
 
 
+def verified_path(name: str, command: str | None = None, *, verify: bool = True) -> Path:
+    """Path of the shipped file ``name``; with ``verify``, it must exist and match its manifest
+    sha256. Errors say how to re-create it (``command``, else the manifest's own command)."""
+    path = data_dir() / name
+    if not verify:
+        return path
+    entry = read_manifest()["files"].get(name)
+    if entry is None:
+        raise ValueError(f"{manifest_path()} has no entry for {name}" + (f"; run `{command}`" if command else ""))
+    command = command or entry.get("command", "see data/manifest.json")
+    if not path.is_file():
+        raise FileNotFoundError(f"shipped file {path} is missing; restore it from git or run `{command}`")
+    if sha256_file(path) != entry["sha256"]:
+        raise ValueError(f"{path} does not match its manifest sha256 ({manifest_path()}); "
+                         f"restore it from git or run `{command}`")
+    return path
+
+
 def load_shipped_capture(*, verify: bool = True):
     """The shipped ``Capture`` (fp16 tensors, fp32 summaries in ``.extras``)."""
     from pigviz.capture import load_capture
 
-    path = data_dir() / CAPTURE_FILE
-    if verify:
-        entry = read_manifest()["files"].get(CAPTURE_FILE)
-        if entry is None:
-            raise ValueError(f"{manifest_path()} has no entry for {CAPTURE_FILE}")
-        if not path.is_file():
-            raise FileNotFoundError(f"shipped capture {path} is missing; run `{REGENERATE_COMMAND}`")
-        if sha256_file(path) != entry["sha256"]:
-            raise ValueError(f"{path} does not match the sha256 in {manifest_path()}; "
-                             f"restore it from git or run `{REGENERATE_COMMAND}`")
-    return load_capture(path)
+    return load_capture(verified_path(CAPTURE_FILE, REGENERATE_COMMAND, verify=verify))
 
 
 # -- summaries of a full capture ---------------------------------------------------------------

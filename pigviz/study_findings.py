@@ -155,21 +155,10 @@ def save_figure(path, results: dict | None = None) -> str:
 # -- the shipped results ---------------------------------------------------------------------------
 def load_shipped_results(*, verify: bool = True) -> dict:
     """``data/study_smollm2.json``, checked against its sha256 in ``data/manifest.json``."""
-    from pigviz._io import sha256_file
-    from pigviz.shipped import data_dir, manifest_path, read_manifest
+    from pigviz.shipped import verified_path
     from pigviz.study import load_results
 
-    path = data_dir() / RESULTS_FILE
-    if verify:
-        entry = read_manifest()["files"].get(RESULTS_FILE)
-        if entry is None:
-            raise ValueError(f"{manifest_path()} has no entry for {RESULTS_FILE}; run `{RESULTS_COMMAND}`")
-        if not path.is_file():
-            raise FileNotFoundError(f"shipped study {path} is missing; run `{RESULTS_COMMAND}`")
-        if sha256_file(path) != entry["sha256"]:
-            raise ValueError(f"{path} does not match the sha256 in {manifest_path()}; restore it from git "
-                             f"or rerun `{RESULTS_COMMAND}`")
-    return load_results(path)
+    return load_results(verified_path(RESULTS_FILE, RESULTS_COMMAND, verify=verify))
 
 
 def manifest_entry(path, results: dict) -> dict:
