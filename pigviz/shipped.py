@@ -14,7 +14,8 @@ What ships (``data/smollm2_8k_capture.safetensors``, fp16, about 8.6 MB):
   ``key_norm_median`` (30 x 3), per (layer, KV head).
 
 ``data/manifest.json`` records each file's sha256, size, contents, the command that made it
-and the library versions. ``pigviz data regenerate`` rebuilds the file bit for bit.
+and the library versions. ``pigviz data regenerate --check`` rebuilds it and checks that it agrees with the shipped file
+to the precision it is stored in (bit for bit only on the CPU it was made on).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ __all__ = [
     "CAPTURE_FILE", "SHIPPED_LAYERS", "SHIPPED_N_TOKENS", "SHIPPED_LAST", "SHIPPED_MODEL",
     "data_dir", "manifest_path", "read_manifest", "check_shipped", "load_shipped_capture",
     "sink_weights", "key_norm_stats", "choose_kv_heads", "build_shipped_capture", "regenerate_shipped",
+    "compare_captures", "largest_difference",
 ]
 
 CAPTURE_FILE = "smollm2_8k_capture.safetensors"
@@ -150,10 +152,80 @@ def build_shipped_capture(model, tokenizer, *, progress: bool = True):
     return small
 
 
+# Regenerating on another CPU gives the same data to the precision it is stored in, not the same
+# bits: floating-point kernels sum in a different order. fp16 tensors may differ by one fp16 step
+# (the rounding of an fp32 value that lies near a step's midpoint can go either way). The fp32
+# summaries are means of softmax weights over 8,192 keys and 64 queries: reordering such a sum
+# moves it by about sqrt(n) * eps = 90 * 1.2e-7, i.e. 1e-5 relative at worst, which is the bound.
+FP32_SUMMARY_RTOL = 1e-5
+FP32_SUMMARY_ATOL = 1e-7
+
+
+def _fp16_steps(a, b):
+    """Per element: |a - b| in units of the fp16 step at max(|a|, |b|)."""
+    import torch
+
+    a, b = a.float(), b.float()
+    biggest = torch.maximum(a.abs(), b.abs())
+    # fp16 step at x is 2**(floor(log2 x) - 10) for normal numbers, 2**-24 below 2**-14.
+    exponent = torch.floor(torch.log2(biggest.clamp_min(2.0**-14)))
+    step = torch.exp2(exponent - 10)
+    return (a - b).abs() / step
+
+
+def compare_captures(shipped, rebuilt) -> dict:
+    """How far a rebuilt capture is from the shipped one, tensor by tensor.
+
+    Returns ``{"within_precision": bool, "problems": [...], "tensors": {name: {...}}}``: every fp16
+    tensor must be within one fp16 step of the shipped one, every fp32 summary within
+    ``FP32_SUMMARY_RTOL`` relative (plus ``FP32_SUMMARY_ATOL``), and the metadata that says what
+    was captured (text, token ids, layers, heads) must be identical."""
+    problems, report = [], {}
+    for key in ("text_sha256", "token_ids_sha256", "n_tokens", "last", "model_revision"):
+        if shipped.metadata.get(key) != rebuilt.metadata.get(key):
+            problems.append(f"metadata {key}: shipped {shipped.metadata.get(key)!r}, "
+                            f"rebuilt {rebuilt.metadata.get(key)!r}")
+    if shipped.layers != rebuilt.layers or shipped.kv_heads != rebuilt.kv_heads:
+        problems.append(f"layers/KV heads: shipped {shipped.layers}/{shipped.kv_heads}, "
+                        f"rebuilt {rebuilt.layers}/{rebuilt.kv_heads}")
+    pairs = {name: (getattr(shipped, name), getattr(rebuilt, name))
+             for name in ("queries", "keys", "values", "outputs")}
+    pairs.update({f"extra.{name}": (t, rebuilt.extras.get(name)) for name, t in shipped.extras.items()})
+    for name, (old, new) in pairs.items():
+        if old is None and new is None:
+            continue
+        if old is None or new is None or old.shape != new.shape or old.dtype != new.dtype:
+            problems.append(f"{name}: shipped {_describe(old)}, rebuilt {_describe(new)}")
+            continue
+        diff = (old.float() - new.float()).abs()
+        rel = diff / old.float().abs().clamp_min(FP32_SUMMARY_ATOL)
+        entry = {"max_abs": float(diff.max()), "max_rel": float(rel.max()),
+                 "differing_fraction": float((diff > 0).float().mean())}
+        if old.dtype.itemsize == 2:
+            steps = float(_fp16_steps(old, new).max())
+            entry["max_fp16_steps"] = steps
+            if steps > 1.0:
+                problems.append(f"{name}: differs by {steps:.2f} fp16 steps (at most 1 allowed)")
+        elif bool((diff > FP32_SUMMARY_RTOL * old.float().abs() + FP32_SUMMARY_ATOL).any()):
+            problems.append(f"{name}: differs by {entry['max_rel']:.2e} relative "
+                            f"(at most {FP32_SUMMARY_RTOL:g} allowed)")
+        report[name] = entry
+    return {"within_precision": not problems, "problems": problems, "tensors": report}
+
+
+def _describe(t) -> str:
+    return "nothing" if t is None else f"{tuple(t.shape)} {t.dtype}"
+
+
 def regenerate_shipped(out_dir=None, *, check: bool = False, progress: bool = True) -> dict:
-    """Rebuild the shipped capture. ``check=True`` compares its sha256 with the manifest and
-    writes nothing; otherwise the file and the manifest are (re)written in ``out_dir``
-    (default: ``data_dir()``). Returns ``{"path", "sha256", "expected", "match"}``."""
+    """Rebuild the shipped capture.
+
+    ``check=True`` writes nothing: it compares the rebuilt capture with the shipped file tensor by
+    tensor (``compare_captures``) and its sha256 with the manifest. Otherwise the file and the
+    manifest are (re)written in ``out_dir`` (default: ``data_dir()``). Returns ``{"path",
+    "sha256", "expected", "match", "within_precision", "comparison"}``: ``match`` is bit-for-bit
+    equality, which holds only on the CPU the file was made on; ``within_precision`` is what a
+    check on any machine should ask for."""
     import torch
 
     from pigviz.capture import save_capture
@@ -169,11 +241,18 @@ def regenerate_shipped(out_dir=None, *, check: bool = False, progress: bool = Tr
         cap = build_shipped_capture(model, tokenizer, progress=progress)
     finally:
         torch.use_deterministic_algorithms(was_deterministic)
+    comparison = None
+    if (data_dir() / CAPTURE_FILE).is_file():
+        comparison = compare_captures(load_shipped_capture(verify=False), cap)
+
+    def result(path, digest):
+        return {"path": path, "sha256": digest, "expected": expected, "match": digest == expected,
+                "within_precision": bool(comparison and comparison["within_precision"]),
+                "comparison": comparison}
 
     if check:
         with tempfile.TemporaryDirectory(prefix="pigviz-regen-") as tmp:
-            digest = sha256_file(save_capture(cap, Path(tmp) / CAPTURE_FILE))
-        return {"path": None, "sha256": digest, "expected": expected, "match": digest == expected}
+            return result(None, sha256_file(save_capture(cap, Path(tmp) / CAPTURE_FILE)))
 
     directory = Path(out_dir or data_dir())
     path = save_capture(cap, directory / CAPTURE_FILE)
@@ -183,7 +262,25 @@ def regenerate_shipped(out_dir=None, *, check: bool = False, progress: bool = Tr
         manifest["files"].update({name: entry for name, entry in read_manifest()["files"].items()
                                   if name != CAPTURE_FILE})
     write_json_atomic(manifest_path(directory), manifest)
-    return {"path": str(path), "sha256": digest, "expected": expected, "match": digest == expected}
+    return result(str(path), digest)
+
+
+def largest_difference(comparison: dict) -> str:
+    """One line: the tensor with the largest difference, in fp16 steps or relative."""
+    if not comparison or not comparison["tensors"]:
+        return "nothing compared"
+    fp16 = {n: e for n, e in comparison["tensors"].items() if "max_fp16_steps" in e}
+    fp32 = {n: e for n, e in comparison["tensors"].items() if "max_fp16_steps" not in e}
+    parts = []
+    if fp16:
+        name = max(fp16, key=lambda n: fp16[n]["max_fp16_steps"])
+        e = fp16[name]
+        parts.append(f"fp16 {name}: {e['max_fp16_steps']:.2f} steps ({e['max_rel']:.1e} relative, "
+                     f"{100 * e['differing_fraction']:.2f}% of elements differ)")
+    if fp32:
+        name = max(fp32, key=lambda n: fp32[n]["max_rel"])
+        parts.append(f"fp32 {name}: {fp32[name]['max_rel']:.1e} relative")
+    return "; ".join(parts)
 
 
 def _manifest(cap, path: Path, digest: str) -> dict:

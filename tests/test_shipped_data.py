@@ -111,15 +111,93 @@ def test_malformed_manifest_is_a_value_error_naming_the_file(tmp_path, monkeypat
 
 
 def test_cli_check_reports_a_mismatch(monkeypatch, capsys):
-    fake = {"path": None, "sha256": "a" * 64, "expected": "b" * 64, "match": False}
+    fake = {"path": None, "sha256": "a" * 64, "expected": "b" * 64, "match": False, "within_precision": False,
+            "comparison": {"within_precision": False, "tensors": {},
+                           "problems": ["keys: differs by 3.00 fp16 steps (at most 1 allowed)"]}}
     monkeypatch.setattr(shipped, "regenerate_shipped", lambda out_dir, check, progress: fake)
     assert main(["data", "regenerate", "--check", "--quiet"]) == 1
-    assert "differs from the manifest" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "beyond its stored precision" in err and "3.00 fp16 steps" in err
+
+
+def test_cli_check_accepts_a_rebuild_within_stored_precision(monkeypatch, capsys):
+    comparison = {"within_precision": True, "problems": [],
+                  "tensors": {"keys": {"max_abs": 1e-3, "max_rel": 4e-4, "differing_fraction": 0.01,
+                                       "max_fp16_steps": 1.0}}}
+    fake = {"path": None, "sha256": "a" * 64, "expected": "b" * 64, "match": False, "within_precision": True,
+            "comparison": comparison}
+    monkeypatch.setattr(shipped, "regenerate_shipped", lambda out_dir, check, progress: fake)
+    assert main(["data", "regenerate", "--check", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "within the precision it is stored in" in out and "1.00 steps" in out
+
+
+def _nudged(cap, name, steps):
+    """A copy of ``cap`` whose tensor ``name`` moves its largest element by ``steps`` fp16 steps."""
+    import copy
+
+    other = copy.copy(cap)
+    other.extras = dict(cap.extras)
+    tensor = (cap.extras[name[6:]] if name.startswith("extra.") else getattr(cap, name)).clone()
+    flat = tensor.view(-1)
+    i = int(flat.float().abs().argmax())
+    if tensor.dtype == torch.float16:
+        for _ in range(steps):
+            flat[i] = _next_fp16(flat[i])
+    else:
+        flat[i] = flat[i] * (1 + steps)
+    if name.startswith("extra."):
+        other.extras[name[6:]] = tensor
+    else:
+        setattr(other, name, tensor)
+    return other
+
+
+def _next_fp16(x):
+    """The next fp16 value above ``x`` (0-d fp16 tensor), by its bit pattern."""
+    bits = x.view(torch.int16).clone()
+    bits += 1 if float(x) >= 0 else -1
+    return bits.view(torch.float16)
+
+
+def test_compare_captures_allows_one_fp16_step_and_no_more(cap):
+    assert shipped.compare_captures(cap, cap)["within_precision"]
+    one = shipped.compare_captures(cap, _nudged(cap, "keys", 1))
+    assert one["within_precision"], one["problems"]
+    assert one["tensors"]["keys"]["max_fp16_steps"] == pytest.approx(1.0, abs=0.01)
+    two = shipped.compare_captures(cap, _nudged(cap, "keys", 2))
+    assert not two["within_precision"]
+    assert any(p.startswith("keys: differs by 2.00 fp16 steps") for p in two["problems"]), two["problems"]
+    assert "keys" in shipped.largest_difference(two)
+
+
+def test_compare_captures_bounds_the_fp32_summaries_relatively(cap):
+    name = "extra.sink_weight"
+    tiny = _nudged(cap, name, 0)
+    tiny.extras["sink_weight"] = cap.extras["sink_weight"] * (1 + 0.5 * shipped.FP32_SUMMARY_RTOL)
+    assert shipped.compare_captures(cap, tiny)["within_precision"]
+    big = _nudged(cap, name, 0)
+    big.extras["sink_weight"] = cap.extras["sink_weight"] * (1 + 3 * shipped.FP32_SUMMARY_RTOL)
+    problems = shipped.compare_captures(cap, big)["problems"]
+    assert problems and problems[0].startswith(name), problems
+
+
+def test_compare_captures_names_a_different_text_or_head_choice(cap):
+    import copy
+
+    other = copy.copy(cap)
+    flipped = [[1 - heads[0]] for heads in cap.kv_heads]
+    other.metadata = dict(cap.metadata, token_ids_sha256="0" * 64, kv_heads=flipped)
+    problems = shipped.compare_captures(cap, other)["problems"]
+    assert any("token_ids_sha256" in p for p in problems), problems
+    assert any("KV heads" in p for p in problems), problems
 
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_regeneration_reproduces_the_shipped_file_bit_for_bit(tmp_path):
+def test_regeneration_reproduces_the_shipped_file_to_its_stored_precision(tmp_path):
+    """Bit-for-bit equality holds only on the CPU that made the file; any machine must agree to
+    the precision the file stores (one fp16 step, fp32 summaries within 1e-5 relative)."""
     from pigviz.models import ModelUnavailableError, bundled_gguf_path
 
     try:
@@ -127,6 +205,13 @@ def test_regeneration_reproduces_the_shipped_file_bit_for_bit(tmp_path):
     except ModelUnavailableError as exc:
         pytest.skip(str(exc))
     result = shipped.regenerate_shipped(tmp_path, progress=False)
-    assert result["match"], f"regenerated {result['sha256']} != manifest {result['expected']}"
+    comparison = result["comparison"]
+    assert comparison is not None, "the shipped capture was not found to compare with"
+    assert result["within_precision"], "; ".join(comparison["problems"])
+    print("largest regeneration difference:", shipped.largest_difference(comparison))
     rebuilt = json.loads((tmp_path / "manifest.json").read_text())
-    assert rebuilt == shipped.read_manifest()
+    shipped_entry = shipped.read_manifest()["files"][shipped.CAPTURE_FILE]
+    rebuilt_entry = rebuilt["files"][shipped.CAPTURE_FILE]
+    different = {k for k in shipped_entry if shipped_entry[k] != rebuilt_entry.get(k)}
+    # The digest and size are the bits; everything that says what was captured must agree.
+    assert different <= {"sha256", "bytes"}, {k: (shipped_entry[k], rebuilt_entry.get(k)) for k in different}
