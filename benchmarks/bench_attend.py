@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from pigviz._io import write_json_atomic  # noqa: E402
+from pigviz._util.io import write_json_atomic  # noqa: E402
 from pigviz.attention import topk_attention  # noqa: E402
-from pigviz.lsh_index import build_index  # noqa: E402
-from pigviz.magicpig import attend, synthetic_decode_step  # noqa: E402
+from pigviz.lsh.index import build_index  # noqa: E402
+from pigviz.lsh.magicpig import attend, synthetic_decode_step  # noqa: E402
 
 SHAPES = {"SmolLM2-135M": (9, 3, 64), "Llama-3.1-8B-like": (32, 8, 128)}
 

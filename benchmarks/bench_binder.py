@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from pigviz._io import write_json_atomic  # noqa: E402
+from pigviz._util.io import write_json_atomic  # noqa: E402
 LIMIT_MB = 2048
 
 CHILD = r"""

@@ -38,8 +38,8 @@ def measure(model, tokenizer, *, contexts=(4096, 8192), methods=(("dense", {}), 
     the stdlib docs (e.g. carried to another machine)."""
     import torch
 
-    from pigviz import texts
-    from pigviz.decoding import forward, new_cache, use_attention
+    from pigviz.model import texts
+    from pigviz.decode.session import forward, new_cache, use_attention
 
     limit = model.config.max_position_embeddings
     rows = []
@@ -96,7 +96,7 @@ def _sync(model) -> None:
 
 
 def table(rows: list[dict]) -> str:
-    from pigviz.decode_report import speed_table
+    from pigviz.decode.report import speed_table
 
     return speed_table(rows)
 
@@ -114,9 +114,9 @@ def main(argv=None) -> int:
 
     import torch
 
-    from pigviz import decode_eval
-    from pigviz._io import write_json_atomic
-    from pigviz.models import load_model
+    from pigviz.decode import evaluate as decode_eval
+    from pigviz._util.io import write_json_atomic
+    from pigviz.model.loading import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pigviz.model_shapes import known_models  # noqa: E402
+from pigviz.memory.model_shapes import known_models  # noqa: E402
 from pigviz.widgets.budget import AllocatorWidget, KVBudgetWidget  # noqa: E402
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pigviz import stick_balance as sb  # noqa: E402
+from pigviz.toy import stick_balance as sb  # noqa: E402
 from pigviz.widgets.stick_balance import StickBalanceWidget  # noqa: E402
 
 

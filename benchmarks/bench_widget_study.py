@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from pigviz.study import load_results  # noqa: E402
+from pigviz.study.run import load_results  # noqa: E402
 from pigviz.widgets.study import StudyExplorer  # noqa: E402
 
 

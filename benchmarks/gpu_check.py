@@ -75,9 +75,9 @@ def main(argv=None) -> int:
     import torch
 
     from bench_decode import measure, table
-    from pigviz import decode_eval
-    from pigviz._io import write_json_atomic
-    from pigviz.models import load_model
+    from pigviz.decode import evaluate as decode_eval
+    from pigviz._util.io import write_json_atomic
+    from pigviz.model.loading import load_model
 
     t_start = time.perf_counter()
     if args.device == "cpu":

@@ -1,25 +1,26 @@
 """pigviz: how an LLM reads its KV cache at decode time, and how MagicPIG samples it instead.
 
-Compute modules are plain numpy/torch; ``pigviz.plots`` turns their results into plotly
-figures and ``pigviz.widgets`` wires those into ipywidgets. Import what you need:
+The package is layered; each layer imports only the ones above it in this list:
 
-    from pigviz import stick_balance, simhash, budget
+* ``_util``: atomic writes, sha256, argument checks
+* ``attention``: exact softmax attention and the baselines (TopK, oracle, hybrid, Quest, StreamingLLM)
+* ``lsh``: SimHash probabilities and hashing, the CSR index, MagicPIG's estimator
+* ``toy``: the stick-balance toy (notebook 01)
+* ``memory``: model shapes, KV budget, allocators (notebook 05)
+* ``model``: loading a real model offline, texts, capture, the shipped capture
+* ``keys``, ``study``, ``decode``: experiments on a real model (notebooks 02-04, 06, 07)
+* ``plots``: plotly figure builders; ``widgets``: ipywidgets compositions
+* ``lessons``: per notebook, its claims (``pigviz verify``) and exercises
+* ``cli``: the ``pigviz`` command; ``site``: the static site
 """
 __version__ = "0.1.0"
+
+__all__ = ["__version__", "setup_notebook"]
 
 
 def setup_notebook() -> None:
     """Use plotly's mimetype renderer: JupyterLab draws it with the bundled extension,
     and the saved notebook stays small (no copy of plotly.js in every output)."""
-    import plotly.io as pio
+    import plotly.io as pio  # heavy: plotly is needed only by notebooks
 
     pio.renderers.default = "plotly_mimetype"
-
-
-def __getattr__(name: str):
-    # ``pigviz.generate`` without importing torch/transformers on ``import pigviz``.
-    if name == "generate":
-        from pigviz.generation import generate
-
-        return generate
-    raise AttributeError(f"module 'pigviz' has no attribute {name!r}")

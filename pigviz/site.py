@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from pigviz._io import atomic_path
+from pigviz._util.io import atomic_path
 
 __all__ = ["build_site", "install_tree", "NOTEBOOK_DIR"]
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "notebooks" / "src"
 OUT = ROOT / "notebooks"
 sys.path.insert(0, str(ROOT))
-from pigviz._io import atomic_path  # noqa: E402
+from pigviz._util.io import atomic_path  # noqa: E402
 
 CELL = re.compile(r"^# %%(?P<md> \[markdown\])?[^\n]*$", re.M)
 

@@ -18,7 +18,8 @@ pigviz.setup_notebook()
 
 import numpy as np
 
-from pigviz import stick_balance as sb
+from pigviz import lessons
+from pigviz.toy import stick_balance as sb
 from pigviz.attention import softmax_attention
 from pigviz.plots.stick_balance import error_curves_figure, estimate_spread_figure, sticks_figure
 from pigviz.widgets.stick_balance import StickBalanceWidget
@@ -233,7 +234,7 @@ error_curves_figure(sink_curves, budget=BUDGET)
 # check `pigviz verify` runs):
 
 # %%
-print(sb.claims_table())
+lessons.print_claims("01")
 
 # %% [markdown]
 # ## Questions to try

@@ -21,8 +21,9 @@ pigviz.setup_notebook()
 
 import numpy as np
 
-from pigviz import key_geometry as kg
-from pigviz import key_projection as kp
+from pigviz import lessons
+from pigviz.keys import geometry as kg
+from pigviz.keys import projection as kp
 from pigviz.plots import key_geometry as pk
 
 cap = kg.shipped_capture()
@@ -45,8 +46,8 @@ for layer, kv, heads in zip(cap.layers, cap.kv_heads, cap.query_heads):
 RUN_LIVE = False
 
 if RUN_LIVE:
-    from pigviz.models import load_model
-    from pigviz.shipped import build_shipped_capture
+    from pigviz.model.loading import load_model
+    from pigviz.model.shipped import build_shipped_capture
 
     model, tokenizer = load_model("smollm2-135m")
     cap = build_shipped_capture(model, tokenizer)
@@ -180,7 +181,7 @@ display(cloud_widget)
 # runs the same checks):
 
 # %%
-kg.print_claims("02")
+lessons.print_claims("02")
 
 # %% [markdown]
 # ## Questions to try

@@ -15,10 +15,11 @@ pigviz.setup_notebook()
 
 import numpy as np
 
-from pigviz import key_geometry as kg
-from pigviz import key_projection as kp
-from pigviz import key_hashing as kh
-from pigviz import simhash as sh
+from pigviz import lessons
+from pigviz.keys import geometry as kg
+from pigviz.keys import projection as kp
+from pigviz.keys import hashing as kh
+from pigviz.lsh import simhash as sh
 from pigviz.plots import key_geometry as pk
 
 cap = kg.shipped_capture()
@@ -37,8 +38,8 @@ print(f"{cap.metadata['model_name']}, {cap.n_tokens:,} tokens, layers {cap.layer
 RUN_LIVE = False
 
 if RUN_LIVE:
-    from pigviz.models import load_model
-    from pigviz.shipped import build_shipped_capture
+    from pigviz.model.loading import load_model
+    from pigviz.model.shipped import build_shipped_capture
 
     model, tokenizer = load_model("smollm2-135m")
     cap = build_shipped_capture(model, tokenizer)
@@ -207,7 +208,7 @@ KeyCloudWidget(cap, layer=19, head=6, centred=False, n_planes=6)
 # same checks):
 
 # %%
-kg.print_claims("03")
+lessons.print_claims("03")
 
 # %% [markdown]
 # ## Questions to try

@@ -12,7 +12,9 @@
 # %%
 import pigviz; pigviz.setup_notebook()
 import numpy as np
-from pigviz import simhash as sh
+from pigviz import lessons
+from pigviz.lsh import simhash as sh
+from pigviz.lsh import simhash_checks
 from pigviz.plots import simhash as plots
 
 # %% [markdown]
@@ -29,7 +31,7 @@ from pigviz.plots import simhash as plots
 # over a key to see its count) -- that is the rule MagicPIG uses, and where we are heading.
 
 # %%
-demo = sh.plane_demo(K=3, L=150, min_hits=2, seed=0)
+demo = simhash_checks.plane_demo(K=3, L=150, min_hits=2, seed=0)
 print(f"keys sharing the query's bucket in table 1: {demo.same_bucket.sum()} of {len(demo.keys)}")
 print(f"keys colliding in at least 2 of {demo.L} tables: {demo.included.sum()} of {len(demo.keys)}")
 plots.plane_figure(demo)
@@ -62,7 +64,7 @@ print("hits of the query itself, of -query, of a random key:",
 # %%
 angles = np.linspace(0, 180, 181)
 p_curve = sh.collision_probability(np.cos(np.radians(angles)))
-bits = sh.monte_carlo_bit_agreement(np.cos(np.radians(sh.CHECK_ANGLES_DEG)), n_planes=20_000, seed=0)
+bits = simhash_checks.monte_carlo_bit_agreement(np.cos(np.radians(sh.CHECK_ANGLES_DEG)), n_planes=20_000, seed=0)
 print("angle  formula  counted    z")
 for a, e, f, z in zip(bits.angle_deg, bits.expected, bits.freq, bits.z_scores()):
     print(f"{a:5.0f}  {e:7.3f}  {f:7.3f}  {z:+5.2f}")
@@ -123,11 +125,11 @@ for cos in (0.0, 0.9):
 
 # %%
 K, L = sh.DEFAULT_K, sh.DEFAULT_L
-counted = {m: sh.monte_carlo_inclusion(sh.MARKER_COS, K, L, m, n_trials=300, seed=m) for m in (1, 2)}
+counted = {m: simhash_checks.monte_carlo_inclusion(sh.MARKER_COS, K, L, m, n_trials=300, seed=m) for m in (1, 2)}
 curves = [
     ("one table: p^K", p_curve**K, plots.COLORS["one_table"], "dot"),
-    (">= 1 of L tables", sh.inclusion_curve(angles, K, L, 1), plots.COLORS["hits1"], "solid"),
-    (">= 2 of L tables", sh.inclusion_curve(angles, K, L, 2), plots.COLORS["hits2"], "solid"),
+    (">= 1 of L tables", simhash_checks.inclusion_curve(angles, K, L, 1), plots.COLORS["hits1"], "solid"),
+    (">= 2 of L tables", simhash_checks.inclusion_curve(angles, K, L, 2), plots.COLORS["hits2"], "solid"),
 ]
 markers = [(f"counted, >= {m} (300 hashings)", counted[m], plots.COLORS[f"hits{m}"]) for m in (1, 2)]
 for m in (1, 2):
@@ -195,14 +197,6 @@ from pigviz.widgets.simhash import SimHashExplorer
 SimHashExplorer()
 
 # %% [markdown]
-# ## Headline numbers
-#
-# Every number stated above, recomputed (`pigviz verify` runs the same checks):
-
-# %%
-sh.print_claims()
-
-# %% [markdown]
 # ## Questions to try
 #
 # 1. At K = 10, which `L` puts the ">= 2" 50% point at 45 degrees? Use `sh.crossing_cos`.
@@ -232,8 +226,8 @@ sh.print_claims()
 # query's keys sit.
 
 # %%
-from pigviz import key_geometry as kg
-from pigviz import key_hashing as kh
+from pigviz.keys import geometry as kg
+from pigviz.keys import hashing as kh
 from pigviz.plots import key_geometry as pk
 
 curve = kh.shipped_real_scurve()
@@ -268,10 +262,13 @@ from pigviz.widgets.key_geometry import RealSCurveWidget
 RealSCurveWidget()
 
 # %% [markdown]
-# The real-query numbers, recomputed (`pigviz verify` runs the same checks):
+# ## Headline numbers
+#
+# Every number this notebook states, the formulas' and the real query's, recomputed
+# (`pigviz verify` runs the same checks):
 
 # %%
-kg.print_claims("04")
+lessons.print_claims("04")
 
 # %% [markdown]
 # More questions:

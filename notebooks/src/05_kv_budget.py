@@ -23,7 +23,8 @@ pigviz.setup_notebook()
 
 import numpy as np
 
-from pigviz import allocators, budget, claims, model_shapes
+from pigviz.memory import allocators, budget, model_shapes
+from pigviz import lessons
 from pigviz.plots import budget as plots
 from pigviz.widgets.budget import AllocatorWidget, KVBudgetWidget
 
@@ -339,7 +340,7 @@ AllocatorWidget()
 # numbers above.
 
 # %%
-print(claims.format_table(budget.claims() + allocators.claims()))
+lessons.print_claims("05")
 
 # %% [markdown]
 # ## Questions to try

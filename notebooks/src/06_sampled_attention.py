@@ -23,10 +23,14 @@
 # %%
 import pigviz; pigviz.setup_notebook()
 import numpy as np
-from pigviz import budget, lsh_index, shipped, study_experiments as experiments, study_findings as findings
+from pigviz import lessons
+from pigviz.memory import budget
+from pigviz.lsh import index as lsh_index
+from pigviz.model import shipped
+from pigviz.study import experiments, findings
 from pigviz.attention import stable_softmax
 from pigviz.plots import study as plots
-from pigviz.simhash import log_inclusion_probability
+from pigviz.lsh.simhash import log_inclusion_probability
 from pigviz.widgets.study import StudyExplorer
 
 # %% [markdown]
@@ -302,7 +306,7 @@ print(f"d = 128 instead of 64 divides the random-direction share by {share['isot
 # runs the same function):
 
 # %%
-findings.print_claims()
+lessons.print_claims("06")
 
 # %% [markdown]
 # ## Questions to try

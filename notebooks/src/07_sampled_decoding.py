@@ -17,7 +17,8 @@
 # Then we time it: what a decode step costs on this CPU, with attention timed apart from
 # the rest.
 #
-Running the model for all of this takes a while on a CPU, so the results ship in `data/`. `pigviz eval` and `benchmarks/bench_decode.py` made them, and
+# Running the model for all of this takes a while on a CPU, so the results ship in `data/`.
+# `pigviz eval` and `benchmarks/bench_decode.py` made them, and
 # `data/manifest.json` records the exact command and each file's sha256. This notebook reads
 # them and runs in seconds. A live run waits at the end, switched off by default.
 
@@ -26,8 +27,9 @@ import pigviz
 
 pigviz.setup_notebook()
 
-from pigviz import decode_report as report
-from pigviz import decoding
+from pigviz import decode, lessons
+from pigviz.decode import report
+from pigviz.decode import session as decoding
 from pigviz.plots import decoding as plots
 
 quality = report.load_result(report.QUALITY_FILE)
@@ -76,7 +78,7 @@ for method in decoding.METHODS:
 #
 # ```python
 # model, tokenizer = pigviz.models.load_model()            # SmolLM2-135M, fp32, CPU
-# out = pigviz.generate(model, tokenizer, prompt, attention="magicpig", max_new_tokens=40, K=10, L=150)
+# out = decode.generate(model, tokenizer, prompt, attention="magicpig", max_new_tokens=40, K=10, L=150)
 # out.text, out.token_ids, out.step_seconds, out.budgets
 # ```
 #
@@ -267,12 +269,12 @@ else:
 # %%
 RUN_LIVE = False
 if RUN_LIVE:
-    from pigviz import texts
-    from pigviz.models import load_model
+    from pigviz.model import texts
+    from pigviz.model.loading import load_model
 
     model, tokenizer = load_model()
     prompt = texts.first_tokens(tokenizer, 1024)
-    live = [pigviz.generate(model, tokenizer, prompt, attention, 24, progress=False, **options).as_dict()
+    live = [decode.generate(model, tokenizer, prompt, attention, 24, progress=False, **options).as_dict()
             for attention, options in (("dense", {}), ("magicpig", {"K": 10, "L": 150}))]
     print(report.side_by_side(live))
     display(plots.generation_figure(live))  # noqa: F821 (Jupyter's display)
@@ -309,9 +311,7 @@ if RUN_LIVE:
 # (`pigviz verify` runs the same checks):
 
 # %%
-from pigviz.claims import format_table
-
-print(format_table(report.claims()))
+lessons.print_claims("07")
 
 # %% [markdown]
 # ## Questions to try

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+
+from pigviz.plots import style
 from plotly.subplots import make_subplots
 
-from pigviz.budget import GIB
+from pigviz.memory.budget import GIB
 
 __all__ = [
     "COLORS", "index_bill_figure", "kv_vs_context_figure", "allocator_figure",
@@ -17,7 +19,7 @@ COLORS = {
     "kv": "#0072B2", "tables": "#E69F00", "meta": "#CC79A7", "held": "#D55E00",
     "logical": "#56B4E9", "good": "#009E73", "bad": "#D55E00", "line": "#333333",
 }
-_LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=70, r=30, t=70, b=60))
+_LAYOUT = style.LAYOUT
 
 
 def index_bill_figure(rows: list[dict], *, highlight: str | None = None,

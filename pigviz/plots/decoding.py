@@ -3,26 +3,17 @@ time of one generation, and the decode-step speed table."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
+
+from pigviz.attention.names import METHOD_NAMES, method_label
+from pigviz.plots import style
 from plotly.subplots import make_subplots
 
-__all__ = ["METHOD_COLORS", "METHOD_NAMES", "method_label", "quality_figure", "passkey_figure", "generation_figure",
+__all__ = ["quality_figure", "passkey_figure", "generation_figure",
            "speed_figure", "layer_budget_figure"]
 
-# Okabe-Ito hues, one per method, the same in every figure.
-METHOD_COLORS = {"dense": "#333333", "magicpig": "#D55E00", "topk": "#0072B2", "quest": "#009E73",
-                 "streaming": "#CC79A7"}
-METHOD_NAMES = {"dense": "dense", "magicpig": "MagicPIG", "topk": "TopK (oracle)", "quest": "Quest",
-                "streaming": "StreamingLLM"}
-_LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=70, r=30, t=80, b=60))
+_LAYOUT = style.layout(margin=dict(t=80))
 
 
-def method_label(spec: str) -> str:
-    """Display name of a method, or of a variant such as "quest/4" (Quest, pages of 4)."""
-    method, _, page = spec.partition("/")
-    name = METHOD_NAMES.get(method, method)
-    if method == "quest":
-        return f"{name} (pages of {page or 16})"
-    return name
 
 
 def quality_figure(rows: list[dict], *, title: str = "Teacher-forced quality against dense decoding") -> go.Figure:
@@ -36,7 +27,7 @@ def quality_figure(rows: list[dict], *, title: str = "Teacher-forced quality aga
         method = family.split("/")[0]
         sel = sorted((r for r in rows if r.get("variant", r["method"]) == family), key=lambda r: r["budget"])
         name = method_label(family)
-        color = METHOD_COLORS.get(method, "#777777")
+        color = style.method_color(method)
         open_marker = "/" in family      # a variant of a method: same colour, hollow marker
         marker = dict(color=color, size=9, symbol="circle-open" if open_marker else "circle",
                       line=dict(width=2 if open_marker else 1, color=color if open_marker else "white"))
@@ -78,7 +69,7 @@ def passkey_figure(rows: list[dict], *, title: str = "Passkey retrieval: share o
         acc = [100 * sel[n]["accuracy"] for n in lengths]
         fig.add_trace(go.Bar(
             x=[f"{n:,} tokens" for n in lengths], y=acc, name=method_label(method),
-            marker_color=METHOD_COLORS.get(method.split("/")[0], "#777777"),
+            marker_color=style.method_color(method),
             marker_pattern_shape="/" if "/" in method else "",
             error_y=dict(type="data", symmetric=False, array=[100 * sel[n]["ci_high"] - a for n, a in zip(lengths, acc)],
                          arrayminus=[a - 100 * sel[n]["ci_low"] for n, a in zip(lengths, acc)], thickness=1.2),
@@ -94,7 +85,7 @@ def passkey_figure(rows: list[dict], *, title: str = "Passkey retrieval: share o
             if r["correct"] == 0:
                 offset = (i - (len(methods) - 1) / 2) / (len(methods) + 1.5)
                 fig.add_annotation(x=j + offset, y=0, text=f"0/{r['n']}", showarrow=False, yanchor="bottom",
-                                   font=dict(size=11, color=METHOD_COLORS.get(method.split("/")[0], "#777777")))
+                                   font=dict(size=11, color=style.method_color(method)))
     fig.update_layout(barmode="group", title=title, xaxis_title="prompt length",
                       yaxis=dict(title="trials retrieved (%), 95% CI", range=[0, 105]),
                       legend=dict(orientation="h", y=-0.2), **_LAYOUT)
@@ -111,12 +102,12 @@ def generation_figure(results: list[dict], *, title: str = "One generation, toke
         method = res["attention"]
         steps = list(range(1, len(res["budgets"])))
         name = METHOD_NAMES.get(method, method)
-        style = dict(color=METHOD_COLORS.get(method, "#777777"))
+        line = dict(color=style.method_color(method))
         fig.add_trace(go.Scatter(x=steps, y=[100 * b for b in res["budgets"][1:]], mode="lines+markers", name=name,
-                                 legendgroup=name, line=style, marker=dict(size=5),
+                                 legendgroup=name, line=line, marker=dict(size=5),
                                  hovertemplate="token %{x}: %{y:.2f}%<extra>" + name + "</extra>"), row=1, col=1)
         fig.add_trace(go.Scatter(x=steps, y=[1e3 * s for s in res["step_seconds"][1:]], mode="lines+markers",
-                                 name=name, legendgroup=name, showlegend=False, line=style, marker=dict(size=5),
+                                 name=name, legendgroup=name, showlegend=False, line=line, marker=dict(size=5),
                                  hovertemplate="token %{x}: %{y:.0f} ms<extra>" + name + "</extra>"), row=2, col=1)
     ids = [res["token_ids"] for res in results]
     same = 0
@@ -141,7 +132,7 @@ def speed_figure(rows: list[dict], *, title: str = "Per-token decode time on thi
     rest = [max(r["step_ms"] - r["attention_ms"], 0.0) for r in rows]
     fig = go.Figure()
     fig.add_trace(go.Bar(x=labels, y=[r["attention_ms"] for r in rows], name="attention, all layers (colour: method)",
-                         marker_color=[METHOD_COLORS.get(r["method"], "#777777") for r in rows],
+                         marker_color=[style.method_color(r["method"]) for r in rows],
                          hovertemplate="%{x}: %{y:.1f} ms attention<extra></extra>"))
     fig.add_trace(go.Bar(x=labels, y=rest, name="rest of the step (weights, norms, MLPs, cache append)",
                          marker_color="#BBBBBB", hovertemplate="%{x}: %{y:.1f} ms other<extra></extra>"))
@@ -154,7 +145,7 @@ def layer_budget_figure(layer_budgets: dict, *, title: str = "Where MagicPIG's b
     """Bars: mean share of cached keys read in each sampled layer (``{layer: fraction}``)."""
     layers = sorted(layer_budgets, key=int)
     fig = go.Figure(go.Bar(x=[int(k) for k in layers], y=[100 * layer_budgets[k] for k in layers],
-                           marker_color=METHOD_COLORS["magicpig"],
+                           marker_color=style.method_color("magicpig"),
                            hovertemplate="layer %{x}: %{y:.2f}% of keys read<extra></extra>"))
     fig.update_layout(title=title, xaxis_title="layer (layer 0 is kept dense)",
                       yaxis_title="keys read (% of cache)", **_LAYOUT)

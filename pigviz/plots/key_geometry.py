@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+
+from pigviz.plots import style
 from plotly.subplots import make_subplots
 
-from pigviz import simhash as sh
+from pigviz.lsh import simhash as sh
 
 __all__ = [
     "COLORS", "sink_heatmap_figure", "cosine_histogram_figure", "key_cloud_traces", "key_cloud_title",
@@ -34,7 +36,7 @@ COLORS = {
     "histogram": "rgba(120, 120, 120, 0.35)",
 }
 LAYER_COLORS = ["#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#0072B2", "#D55E00"]
-_LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=70, r=30, t=80, b=60))
+_LAYOUT = style.layout(margin=dict(t=80))
 
 
 def sink_heatmap_figure(sink_weight, shipped=(), selected=None, group_size: int = 3,

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from pigviz.plots import style
+
 __all__ = [
     "COLORS",
     "plane_figure",
@@ -29,7 +31,7 @@ COLORS = {
     "hits2": "#009E73",
     "hitsm": "#CC79A7",
 }
-_LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=70, r=20, t=60, b=60))
+_LAYOUT = style.layout(margin=dict(r=20, t=60))
 
 
 def _angle_axis(fig, **kw):

@@ -3,23 +3,25 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+
+from pigviz.plots import style
 from plotly.subplots import make_subplots
 
-from pigviz.stick_balance import ErrorCurves, Estimate, Scenario
+from pigviz.toy.stick_balance import ErrorCurves, Estimate, Scenario
 
 __all__ = ["METHOD_STYLE", "MARKER_ORDER", "sticks_figure", "sticks_title", "marker_updates", "error_curves_figure",
            "estimate_spread_figure"]
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 METHOD_STYLE = {
-    "exact": ("truth (every key)", "#000000"),
-    "topk": ("TopK", "#E69F00"),
-    "sampling": ("sampling (oracle)", "#0072B2"),
-    "importance": ("importance sampling", "#009E73"),
-    "hybrid": ("hybrid", "#CC79A7"),
+    "exact": ("truth (every key)", style.METHOD_COLORS["exact"]),
+    "topk": ("TopK", style.METHOD_COLORS["topk"]),
+    "sampling": ("sampling (oracle)", style.METHOD_COLORS["sampling"]),
+    "importance": ("importance sampling", style.METHOD_COLORS["importance"]),
+    "hybrid": ("hybrid", style.METHOD_COLORS["hybrid"]),
 }
 STICK_COLOUR = "#8C8C8C"
-SINK_COLOUR = "#D55E00"
+SINK_COLOUR = "#8C510A"   # brown: vermillion is MagicPIG/importance sampling
 MARKER_ORDER = ("exact", "topk", "sampling", "importance", "hybrid")
 
 
@@ -93,7 +95,7 @@ def sticks_figure(scenario: Scenario, estimates: dict | None = None, budget: int
     fig.add_vline(x=scenario.truth, line=dict(color="black", dash="dot", width=1))
     fig.update_layout(
         title=dict(text=sticks_title(scenario, budget), x=0.01),
-        height=height, bargap=0, template="plotly_white", margin=dict(l=70, r=30, t=60, b=60),
+        height=height, bargap=0, template=style.LAYOUT["template"], margin=dict(l=70, r=30, t=60, b=60),
         legend=dict(orientation="h", yanchor="top", y=-0.14, x=0), hovermode="closest",
     )
     fig.update_yaxes(title_text="attention weight (stick height)", rangemode="tozero", row=1, col=1)
@@ -130,7 +132,7 @@ def error_curves_figure(curves: ErrorCurves, budget: int | None = None, height: 
         fig.add_vline(x=budget, line=dict(color="#999999", width=1))
     fig.update_layout(
         title=dict(text=f"Error vs budget: {curves.scenario} scenario, {curves.n} keys ({curves.n_seeds} runs per point)", x=0.01),
-        height=height, template="plotly_white", margin=dict(l=70, r=30, t=60, b=90),
+        height=height, template=style.LAYOUT["template"], margin=dict(l=70, r=30, t=60, b=90),
         legend=dict(orientation="h", yanchor="top", y=-0.2, x=0),
     )
     powers_of_two = [2**k for k in range(int(np.log2(max(b.max(), 1))) + 1)]
@@ -163,7 +165,7 @@ def estimate_spread_figure(runs: dict, truth: float, budget: int, scenario_name:
     where = f" ({scenario_name} scenario)" if scenario_name else ""
     fig.update_layout(
         title=dict(text=f"Where {budget}-key estimates land over many runs{where}", x=0.01),
-        barmode="overlay", height=height, template="plotly_white", margin=dict(l=70, r=30, t=60, b=60),
+        barmode="overlay", height=height, template=style.LAYOUT["template"], margin=dict(l=70, r=30, t=60, b=60),
         legend=dict(x=0.99, xanchor="right", y=0.99, bgcolor="rgba(255,255,255,0.8)"),
     )
     fig.update_xaxes(title_text="estimated balance point (value units)")

@@ -1,7 +1,7 @@
 """Figures of the error-vs-budget study: the chart itself, the per-layer breakdown, where
 (layer, head) MagicPIG loses to TopK, what the sink does, and a small K/L sweep.
 
-Builders take the computed numbers of :mod:`pigviz.study_findings` and return ``go.Figure``.
+Builders take the computed numbers of :mod:`pigviz.study.findings` and return ``go.Figure``.
 Budgets are drawn in percent of the keys a query can see; errors are relative output errors
 ||o_hat - o|| / ||o|| averaged over attention rows.
 """
@@ -10,19 +10,20 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from pigviz.plots import style
+
 __all__ = ["COLORS", "SYMBOLS", "error_budget_figure", "per_layer_figure", "head_ratio_figure",
            "sink_figure", "kl_sweep_figure"]
 
-# Okabe-Ito, one colour per method, kept across every figure of the lesson.
+# One colour per method (plots.style); the ablations of MagicPIG get their own.
 COLORS = {
-    "magicpig": "#D55E00", "topk": "#0072B2", "oracle": "#009E73", "hybrid": "#CC79A7",
-    "quest": "#E69F00", "streaming": "#000000", "no_sink": "#D55E00", "no_correction": "#56B4E9",
+    **style.METHOD_COLORS, "no_sink": "#D55E00", "no_correction": "#56B4E9",
     "first_position": "#7f7f7f", "no_window": "#999999", "no_exact": "#000000",
 }
 SYMBOLS = {"magicpig": "circle", "topk": "square", "oracle": "diamond", "hybrid": "triangle-up",
            "quest": "cross", "streaming": "star", "no_sink": "circle-open", "no_correction": "x",
            "first_position": "circle-dot", "no_window": "diamond-open", "no_exact": "circle-open-dot"}
-_LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=70, r=20, t=70, b=60))
+_LAYOUT = style.layout(margin=dict(r=20))
 _BUDGET_AXIS = "budget: distinct keys read / keys visible (%, log scale)"
 _ERROR_AXIS = "relative error ||ô − o|| / ||o|| (log scale)"
 _BUDGET_TICKS = [0.25, 0.5, 1, 2, 4, 8, 16, 32, 64]

@@ -9,10 +9,10 @@ import html
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
-from pigviz import allocators, budget
-from pigviz.model_shapes import known_models
+from pigviz.memory import allocators, budget
+from pigviz.memory.model_shapes import known_models
 from pigviz.plots.budget import allocator_figure, index_bill_figure
-from pigviz.widgets._common import clamp_int as _clamp
+from pigviz.widgets.base import clamp_int as _clamp
 
 __all__ = ["KVBudgetWidget", "AllocatorWidget", "CONTEXT_RANGE"]
 

@@ -21,13 +21,13 @@ import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 
-from pigviz import key_geometry as kg
-from pigviz import key_hashing as kh
-from pigviz import key_projection as kp
-from pigviz import simhash as sh
+from pigviz.keys import geometry as kg
+from pigviz.keys import hashing as kh
+from pigviz.keys import projection as kp
+from pigviz.lsh import simhash as sh
 from pigviz.plots import key_geometry as plots
-from pigviz.widgets._common import clamp_int as _clamp
-from pigviz.widgets._common import error_html as _error
+from pigviz.widgets.base import clamp_int as _clamp
+from pigviz.widgets.base import error_html as _error
 
 __all__ = ["KeyCloudWidget", "SinkHeatmap", "RealSCurveWidget"]
 

@@ -13,9 +13,10 @@ import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 
-from pigviz import simhash as sh
+from pigviz.lsh import simhash as sh
+from pigviz.lsh import simhash_checks
 from pigviz.plots import simhash as plots
-from pigviz.widgets._common import clamp_int as _clamp
+from pigviz.widgets.base import clamp_int as _clamp
 
 __all__ = ["SimHashExplorer"]
 
@@ -123,7 +124,7 @@ class SimHashExplorer(widgets.VBox):
         return int(np.clip(self.mc_budget // per_trial, *MC_TRIALS))
 
     def _figures(self, K: int, L: int, min_hits: int, seed: int):
-        demo = sh.plane_demo(K=K, L=L, min_hits=min_hits, seed=seed, n_keys=self.n_keys)
+        demo = simhash_checks.plane_demo(K=K, L=L, min_hits=min_hits, seed=seed, n_keys=self.n_keys)
         plane = plots.plane_figure(demo)
         p = sh.collision_probability(np.cos(np.radians(CURVE_ANGLES)))
         mine = sh.inclusion_probability(p, K, L, min_hits)
@@ -135,7 +136,7 @@ class SimHashExplorer(widgets.VBox):
             (f">= {min_hits} of L tables", mine, plots.COLORS["hitsm"], "dash"),
         ]
         trials = self.mc_trials(K, L)
-        mc = sh.monte_carlo_inclusion(np.cos(np.radians(MARKER_ANGLES)), K, L, min_hits,
+        mc = simhash_checks.monte_carlo_inclusion(np.cos(np.radians(MARKER_ANGLES)), K, L, min_hits,
                                       n_trials=trials, seed=seed)
         marker_color = plots.COLORS[{1: "hits1", 2: "hits2"}.get(min_hits, "hitsm")]
         scurve = plots.scurve_figure(CURVE_ANGLES, curves,

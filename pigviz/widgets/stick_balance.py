@@ -7,10 +7,10 @@ import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 
-from pigviz import stick_balance as sb
+from pigviz.toy import stick_balance as sb
 from pigviz.plots.stick_balance import (MARKER_ORDER, METHOD_STYLE, error_curves_figure, marker_updates,
                                         sticks_figure, sticks_title)
-from pigviz.widgets._common import clamp_int as _clamp
+from pigviz.widgets.base import clamp_int as _clamp
 
 __all__ = ["StickBalanceWidget"]
 

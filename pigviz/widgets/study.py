@@ -11,9 +11,9 @@ import html
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
-from pigviz import study_findings as findings
+from pigviz.study import findings
 from pigviz.plots import study as plots
-from pigviz.widgets._common import clamp_int as _clamp_int
+from pigviz.widgets.base import clamp_int as _clamp_int
 
 __all__ = ["StudyExplorer", "DEFAULT_METHODS"]
 

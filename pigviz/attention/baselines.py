@@ -1,0 +1,376 @@
+"""Softmax attention, written so that it never overflows, and the decode-time baselines
+that MagicPIG is compared with.
+
+``softmax_attention`` (numpy) and ``softmax_attention_torch`` compute, for queries ``q``
+(..., m, d) and keys/values ``k`` (..., n, d), ``v`` (..., n, dv):
+
+    weights = softmax(q @ k.T * scale)      scale defaults to 1/sqrt(d)
+    output  = weights @ v
+
+The largest score of each row is subtracted before exponentiating (softmax ignores a shift
+common to a row), so scores in the thousands are fine.
+
+Decode-step baselines (torch, any device). Each takes one query per head and one layer's
+cache, ``q`` (H, d), ``k`` (Hkv, n, d), ``v`` (Hkv, n, dv), and returns ``(output, stats)``
+with ``output`` (H, dv) in ``q``'s dtype and ``stats["budget"]`` the mean fraction of the n
+keys a head reads. Grouped-query attention: query head ``h`` reads KV head ``h // (H //
+Hkv)``; the cache is viewed per group, never copied per query head. Scores are computed in
+float32 (float64 if given).
+
+``budget`` arguments are the fraction of the n keys read, m = max(1, round(budget·n)),
+counting DISTINCT keys. No exact set is forced into TopK, the oracle sampler, the hybrid or
+Quest: if the sink deserves a place it wins one on its score. The oracles ("may see every
+score") compute all n scores to choose their keys; their budget counts the keys whose
+values enter the output, which is what a real index would have to fetch.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pigviz._util.validate import check_array, check_float, check_int
+
+__all__ = [
+    "stable_softmax",
+    "softmax_attention",
+    "softmax_attention_torch",
+    "dense_attention",
+    "topk_attention",
+    "oracle_sampling_attention",
+    "hybrid_attention",
+    "streaming_attention",
+    "quest_attention",
+]
+
+
+def stable_softmax(scores: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Softmax along ``axis`` with the row maximum subtracted first. Rows of -inf stay
+    finite: a row with no finite score gets weights of 0 rather than NaN."""
+    scores = np.asarray(scores, dtype=np.float64)
+    top = np.max(scores, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    e = np.exp(scores - top)
+    total = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def _check_qkv_shapes(q, k, v):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share the last (head) dimension, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must hold the same number of tokens, got k {tuple(k.shape)} and v {tuple(v.shape)}")
+    if k.shape[-2] == 0:
+        raise ValueError("k must hold at least one key")
+
+
+def softmax_attention(q, k, v, scale: float | None = None):
+    """Return ``(output, weights)`` of softmax attention in float64 numpy.
+
+    A single query may be passed as a 1-D vector; the output then drops that axis too.
+    """
+    q = check_array("q", q, ndim=None)
+    k = check_array("k", k, ndim=None)
+    v = check_array("v", v, ndim=None)
+    single = q.ndim == 1
+    if single:
+        q = q[None, :]
+    if k.ndim < 2 or v.ndim < 2:
+        raise ValueError(f"k and v must be at least 2-D (tokens, dim), got k {k.shape} and v {v.shape}")
+    _check_qkv_shapes(q, k, v)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = (q @ np.swapaxes(k, -1, -2)) * scale
+    weights = stable_softmax(scores, axis=-1)
+    out = weights @ v
+    if single:
+        return out[0], weights[0]
+    return out, weights
+
+
+def softmax_attention_torch(q, k, v, scale: float | None = None, mask=None):
+    """Torch version: computes in float32 (or float64 if given), returns in the input dtype.
+
+    ``mask`` is a boolean tensor broadcastable to the scores, True where a key is visible.
+    ``q``, ``k`` and ``v`` must be floating-point torch tensors (numpy arrays go to
+    :func:`softmax_attention`).
+    """
+    import torch
+
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor (use softmax_attention for numpy arrays), "
+                            f"got {type(t).__name__}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if q.ndim < 1 or k.ndim < 2 or v.ndim < 2:
+        raise ValueError(f"q must be at least 1-D and k, v at least 2-D (tokens, dim), "
+                         f"got q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)}")
+    if mask is not None and not (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool):
+        raise TypeError(f"mask must be a boolean torch.Tensor, got {type(mask).__name__}"
+                        f"{' of dtype ' + str(mask.dtype) if isinstance(mask, torch.Tensor) else ''}")
+    _check_qkv_shapes(q, k, v)
+    out_dtype = q.dtype
+    work = torch.float64 if q.dtype == torch.float64 else torch.float32
+    qf, kf, vf = q.to(work), k.to(work), v.to(work)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = (qf @ kf.transpose(-1, -2)) * scale
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    weights = torch.nan_to_num(weights, nan=0.0)  # fully masked rows -> zero weights
+    return (weights @ vf).to(out_dtype), weights.to(out_dtype)
+
+
+# --------------------------------------------------------------------------- decode baselines
+
+def check_decode_shapes(q, k, v) -> tuple[int, int, int, int]:
+    """Validate one decode step's tensors; return (H, Hkv, n, d)."""
+    import torch
+
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if q.ndim != 2:
+        raise ValueError(f"q must have shape (heads, d), got {tuple(q.shape)}")
+    if k.ndim != 3 or v.ndim != 3:
+        raise ValueError(f"k and v must have shape (kv_heads, n, d), got k {tuple(k.shape)} and v {tuple(v.shape)}")
+    H, d = q.shape
+    Hkv, n, dk = k.shape
+    if dk != d:
+        raise ValueError(f"q and k must share the head dimension d, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+    if v.shape[:2] != k.shape[:2]:
+        raise ValueError(f"k and v must have the same kv_heads and n, got k {tuple(k.shape)} and v {tuple(v.shape)}")
+    if n < 1 or Hkv < 1 or H < 1:
+        raise ValueError(f"need at least one head and one key, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+    if H % Hkv:
+        raise ValueError(f"the number of query heads H={H} must be a multiple of the KV heads Hkv={Hkv}")
+    if q.device != k.device or v.device != k.device:
+        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
+    return H, Hkv, n, d
+
+
+def _work_dtype(t):
+    import torch
+
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+def _grouped_scores(q, k):
+    """Scaled scores (H, n): each group of H/Hkv query heads against its own KV head."""
+    H, d = q.shape
+    Hkv = k.shape[0]
+    work = _work_dtype(q)
+    qg = q.to(work).view(Hkv, H // Hkv, d)
+    return (qg @ k.to(work).transpose(1, 2)).reshape(H, -1) / math.sqrt(d)
+
+
+def _grouped_mix(weights, v):
+    """Weighted sum of values (H, dv) for weights (H, n), one KV head per group."""
+    H, n = weights.shape
+    Hkv = v.shape[0]
+    return (weights.view(Hkv, H // Hkv, n) @ v.to(weights.dtype)).reshape(H, -1)
+
+
+def _num_keys(budget, n: int) -> int:
+    budget = check_float("budget", budget, 0.0, 1.0, lo_open=True)
+    return min(n, max(1, round(budget * n)))
+
+
+def _finish(out, q, keys_read, n: int, **extra):
+    import torch
+
+    keys_read = keys_read.to("cpu", torch.int64)
+    stats = {"budget": float(keys_read.double().mean()) / n, "keys_read": keys_read, "n": n}
+    stats.update(extra)
+    return out.to(q.dtype), stats
+
+
+def _masked_softmax(scores, keep):
+    import torch
+
+    weights = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
+    return torch.nan_to_num(weights, nan=0.0)
+
+
+def dense_attention(q, k, v):
+    """Read every key: the reference every approximation is measured against."""
+    import torch
+
+    H, Hkv, n, d = check_decode_shapes(q, k, v)
+    weights = torch.softmax(_grouped_scores(q, k), dim=-1)
+    return _finish(_grouped_mix(weights, v), q, torch.full((H,), n), n)
+
+
+def topk_attention(q, k, v, budget):
+    """Exact softmax over the m keys with the highest scores, renormalised (TopK)."""
+    import torch
+
+    H, Hkv, n, d = check_decode_shapes(q, k, v)
+    m = _num_keys(budget, n)
+    scores = _grouped_scores(q, k)
+    keep = torch.zeros_like(scores, dtype=torch.bool)
+    keep.scatter_(1, scores.topk(m, dim=-1).indices, True)
+    out = _grouped_mix(_masked_softmax(scores, keep), v)
+    return _finish(out, q, torch.full((H,), m), n)
+
+
+def streaming_attention(q, k, v, sinks: int = 4, recent: int = 64):
+    """StreamingLLM: exact softmax over the first ``sinks`` and last ``recent`` keys only."""
+    import torch
+
+    H, Hkv, n, d = check_decode_shapes(q, k, v)
+    sinks = check_int("sinks", sinks, 0, n)
+    recent = check_int("recent", recent, 0, n)
+    if not 1 <= sinks + recent:
+        raise ValueError(f"sinks + recent must be at least 1, got {sinks} + {recent}")
+    positions = torch.arange(n, device=k.device)
+    keep = (positions < sinks) | (positions >= n - recent)
+    work = _work_dtype(q)
+    qg = q.to(work).view(Hkv, H // Hkv, d)
+    kk, vv = k[:, keep].to(work), v[:, keep].to(work)
+    weights = torch.softmax((qg @ kk.transpose(1, 2)) / math.sqrt(d), dim=-1)
+    out = (weights @ vv).reshape(H, -1)
+    return _finish(out, q, torch.full((H,), int(keep.sum())), n)
+
+
+def _race_log_counts(log_w, m: int, generator):
+    """Draw with replacement from each row of weights exp(log_w) while the draws need at most
+    m distinct keys; return log(kept draw count) per key (-inf for keys never read).
+
+    The draw that would need an (m+1)-th distinct key ends the run and is not kept. Stopping
+    right AFTER the m-th new key instead would make the last draw always a fresh key and
+    over-count rarely drawn ones (see pigviz.stick_balance, whose rule this is).
+
+    The draws are simulated all at once. Let key i fire at the times of a Poisson process of
+    rate w_i; merged, the processes fire at rate sum(w) = 1 and each firing picks key i with
+    probability w_i, i.e. i.i.d. draws. Key i first fires at T_i = E_i / w_i (E_i ~ Exp(1)).
+    The run stops at T_(m+1), the (m+1)-th smallest T_i; a key first seen at T_i < T_(m+1)
+    was then drawn 1 + Poisson(w_i (T_(m+1) - T_i)) times. A row with at most m keys of
+    positive weight never stops: its unlimited draws converge to the weights themselves, so
+    it gets log_w on those keys (the exact answer once normalised).
+    """
+    import torch
+
+    dev = log_w.device
+    log_w = log_w.to(torch.float64)
+    drawable = torch.isfinite(log_w)
+    exact = torch.where(drawable, log_w, -math.inf)
+    if m >= log_w.shape[-1]:
+        return exact
+    exp1 = torch.empty(log_w.shape, dtype=torch.float64).exponential_(generator=generator).to(dev)
+    log_t = torch.log(exp1) - log_w                            # +inf where w_i = 0
+    arrival = (-log_t).topk(m + 1, dim=-1)                     # m + 1 earliest first arrivals
+    chosen = arrival.indices[:, :m]
+    chosen_log_t = -arrival.values[:, :m]
+    log_stop = -arrival.values[:, m:]                          # log T_(m+1); +inf: never stops
+    bounded = torch.isfinite(log_stop)                         # (rows, 1)
+    first = torch.isfinite(chosen_log_t) & bounded
+    log_a = log_w.gather(1, chosen) + log_stop                 # log(w_i · T_(m+1)) >= log E_i
+    e_i = exp1.gather(1, chosen)
+    safe_a = torch.where(first, log_a, 0.0).clamp(max=700.0)
+    rate = (torch.exp(safe_a) - e_i).clamp(min=0.0)
+    noise_src = torch.empty(rate.shape, dtype=torch.float64)
+    poisson_part = torch.poisson(rate.clamp(max=1e6).cpu(), generator=generator).to(dev)
+    normal_part = rate + rate.sqrt() * noise_src.normal_(generator=generator).to(dev)
+    count = torch.where(rate < 1e6, 1.0 + poisson_part, normal_part.clamp(min=1.0))
+    # Past e^40 draws the Poisson noise is below 1e-8 relative: keep the mean, in log space,
+    # so that a key with an astronomically large draw count does not overflow.
+    log_count = torch.where(log_a > 40.0, log_a + torch.log1p(-e_i * torch.exp(-log_a.clamp(max=700))),
+                            torch.log(count))
+    log_count = torch.where(first, log_count, -math.inf)
+    out = torch.full_like(log_w, -math.inf).scatter_(1, chosen, log_count)
+    return torch.where(bounded, out, exact)
+
+
+def _generator(seed) -> "torch.Generator":
+    import torch
+
+    return torch.Generator().manual_seed(check_int("seed", seed, 0))
+
+
+def oracle_sampling_attention(q, k, v, budget, seed: int = 0):
+    """Sample keys with replacement from the TRUE attention weights and average their
+    values (each draw counts once). Drawing goes on while it needs at most m distinct keys;
+    the draw that would need an (m+1)-th ends the run unread. Unbiased. If m covers every key
+    of positive weight, nothing ends the run and the output is exact."""
+    import torch
+
+    H, Hkv, n, d = check_decode_shapes(q, k, v)
+    m = _num_keys(budget, n)
+    gen = _generator(seed)
+    log_w = torch.log_softmax(_grouped_scores(q, k).to(torch.float64), dim=-1)
+    log_counts = _race_log_counts(log_w, m, gen)
+    weights = torch.nan_to_num(torch.softmax(log_counts, dim=-1), nan=0.0)
+    out = _grouped_mix(weights.to(_work_dtype(q)), v)
+    return _finish(out, q, torch.isfinite(log_counts).sum(1), n)
+
+
+def hybrid_attention(q, k, v, budget, seed: int = 0):
+    """Read the top half of the budget exactly (floor(m/2) keys) and estimate the rest of
+    the weight by oracle sampling from the remaining keys with a budget of m - floor(m/2)
+    distinct keys (the stopping rule of :func:`oracle_sampling_attention`), scaled by the
+    remaining weight. Exact for the head, unbiased for the tail."""
+    import torch
+
+    H, Hkv, n, d = check_decode_shapes(q, k, v)
+    m = _num_keys(budget, n)
+    gen = _generator(seed)
+    log_w = torch.log_softmax(_grouped_scores(q, k).to(torch.float64), dim=-1)
+    top = torch.zeros_like(log_w, dtype=torch.bool)
+    top.scatter_(1, log_w.topk(m // 2, dim=-1).indices, True)
+    log_tail = log_w.masked_fill(top, -math.inf)
+    log_tail_mass = torch.logsumexp(log_tail, dim=-1, keepdim=True)   # -inf if nothing left
+    # neginf too: nan_to_num would otherwise turn the head's -inf into the lowest float, a
+    # "drawable" key that keeps the sampler from ever seeing it has run out of keys.
+    tail_dist = torch.nan_to_num(log_tail - log_tail_mass, nan=-math.inf, neginf=-math.inf)
+    log_counts = _race_log_counts(tail_dist, m - m // 2, gen)
+    sample_weights = torch.nan_to_num(torch.softmax(log_counts, dim=-1), nan=0.0)
+    weights = torch.where(top, log_w.exp(), 0.0) + log_tail_mass.exp() * sample_weights
+    out = _grouped_mix(weights.to(_work_dtype(q)), v)
+    return _finish(out, q, (top | torch.isfinite(log_counts)).sum(1), n)
+
+
+def quest_attention(q, k, v, budget, page: int = 16):
+    """Quest: split the cache into pages of ``page`` tokens, bound each page's best score
+    from its elementwise key min/max, keep the highest-bound pages while their tokens fit
+    in the budget (at least one page), and attend exactly over those tokens.
+
+    For each dimension, max(q_i·min_i, q_i·max_i) is the largest q_i·k_i any key of the
+    page can reach, so the sum bounds every score in the page from above. Besides the keys,
+    a query reads the 2 vectors of metadata per page (``stats["metadata_vectors"]``).
+    """
+    import torch
+
+    H, Hkv, n, d = check_decode_shapes(q, k, v)
+    m = _num_keys(budget, n)
+    page = check_int("page", page, 1, n)
+    work = _work_dtype(q)
+    full = n // page
+    kw = k.to(work)
+    chunks_min, chunks_max = [], []
+    if full:
+        pages = kw[:, :full * page].reshape(Hkv, full, page, d)
+        chunks_min.append(pages.amin(2))
+        chunks_max.append(pages.amax(2))
+    if n % page:
+        chunks_min.append(kw[:, full * page:].amin(1, keepdim=True))
+        chunks_max.append(kw[:, full * page:].amax(1, keepdim=True))
+    kmin, kmax = torch.cat(chunks_min, 1), torch.cat(chunks_max, 1)    # (Hkv, P, d)
+    qg = q.to(work).view(Hkv, H // Hkv, d)
+    bound = (qg.clamp(min=0) @ kmax.transpose(1, 2) + qg.clamp(max=0) @ kmin.transpose(1, 2)).reshape(H, -1)
+    num_pages = bound.shape[1]
+    page_len = torch.full((num_pages,), page, device=k.device)
+    page_len[-1] = n - (num_pages - 1) * page
+    order = bound.argsort(dim=1, descending=True)
+    used = page_len[order].cumsum(1)
+    keep_sorted = used <= m
+    keep_sorted[:, 0] = True
+    keep_page = torch.zeros_like(keep_sorted).scatter_(1, order, keep_sorted)
+    keep = keep_page.repeat_interleave(page, dim=1)[:, :n]
+    scores = _grouped_scores(q, k)
+    out = _grouped_mix(_masked_softmax(scores, keep), v)
+    return _finish(out, q, keep.sum(1), n, pages_kept=keep_page.sum(1).cpu(), metadata_vectors=2 * num_pages)

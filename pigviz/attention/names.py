@@ -1,0 +1,16 @@
+"""What each attention method is called on a page: one name per method, used by tables and figures."""
+from __future__ import annotations
+
+__all__ = ["METHOD_NAMES", "method_label"]
+
+METHOD_NAMES = {"dense": "dense", "magicpig": "MagicPIG", "topk": "TopK (oracle)", "oracle": "oracle sampling",
+                "hybrid": "hybrid (TopK + sampling)", "quest": "Quest", "streaming": "StreamingLLM"}
+
+
+def method_label(spec: str) -> str:
+    """Display name of a method, or of a variant such as "quest/4" (Quest, pages of 4)."""
+    method, _, page = spec.partition("/")
+    name = METHOD_NAMES.get(method, method)
+    if method == "quest":
+        return f"{name} (pages of {page or 16})"
+    return name

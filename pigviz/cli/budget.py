@@ -1,0 +1,35 @@
+"""``pigviz budget``: KV-cache and LSH-table memory for a model and a context."""
+from __future__ import annotations
+
+import json
+
+from pigviz.memory import budget, model_shapes
+
+__all__ = ["register"]
+
+
+def _cmd_budget(args) -> int:
+    if args.model == "list":
+        print("\n".join(model_shapes.known_models()))
+        return 0
+    if args.context is None:
+        raise ValueError("--context is required: the number of tokens in the context, e.g. --context 98304")
+    report = budget.budget_report(
+        args.model, args.context, dtype_bytes=args.dtype_bytes, K=args.K, L=args.L
+    )
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(budget.format_report(report))
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("budget", help="KV-cache and LSH-table memory for a model and context")
+    p.add_argument("--model", required=True, help="known model name (`--model list` prints them) or a config.json path")
+    p.add_argument("--context", type=int, default=None, help="tokens in the context (required unless --model list)")
+    p.add_argument("--dtype-bytes", type=int, default=2, help="bytes per KV element (2 = fp16/bf16)")
+    p.add_argument("--K", type=int, default=10, help="SimHash bits per table")
+    p.add_argument("--L", type=int, default=150, help="number of hash tables")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_cmd_budget)

@@ -1,0 +1,65 @@
+"""``pigviz capture`` and ``pigviz data``: record a real model's q/k/v; rebuild the shipped capture.
+Both load a model (torch, transformers) only inside their handlers."""
+from __future__ import annotations
+
+import sys
+
+from pigviz.cli.args import int_list
+from pigviz.model import shipped
+
+__all__ = ["register"]
+
+
+def _cmd_capture(args) -> int:
+    from pigviz.model.capture import capture, save_capture  # heavy: torch and transformers
+    from pigviz.model.loading import load_model  # heavy: torch and transformers
+
+    model, tokenizer = load_model(args.model, device=args.device, progress=not args.quiet)
+    cap = capture(model, tokenizer, n_tokens=args.context, last=args.last, layers=args.layers,
+                  kv_heads=args.kv_heads, progress=not args.quiet, allow_long_context=args.allow_long_context)
+    path = save_capture(cap, args.out, dtype="float16" if args.fp16 else None)
+    print(f"wrote {path}: queries {tuple(cap.queries.shape)}, keys/values {tuple(cap.keys.shape)}, "
+          f"{path.stat().st_size / 2**20:.1f} MiB")
+    return 0
+
+
+def _cmd_data_regenerate(args) -> int:
+    result = shipped.regenerate_shipped(args.out_dir, check=args.check, progress=not args.quiet)
+    if args.check:
+        largest = shipped.largest_difference(result["comparison"])
+        if result["within_precision"]:
+            exact = "bit for bit" if result["match"] else "within the precision it is stored in"
+            print(f"{shipped.CAPTURE_FILE}: the rebuilt capture matches the shipped one {exact}; "
+                  f"largest difference: {largest}")
+            return 0
+        problems = (result["comparison"] or {}).get("problems") or ["no shipped file to compare with"]
+        print(f"{shipped.CAPTURE_FILE}: the rebuilt capture differs from the shipped one beyond its "
+              f"stored precision: " + "; ".join(problems), file=sys.stderr)
+        return 1
+    print(f"wrote {result['path']} (sha256 {result['sha256']}) and its manifest entry")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("capture", help="record post-RoPE q/k/v of one real prefill into a safetensors file")
+    p.add_argument("--model", default="smollm2-135m", help="bundled alias, local model folder or hub id")
+    p.add_argument("--context", type=int, default=8192, help="tokens to prefill (N)")
+    p.add_argument("--last", type=int, default=64, help="how many final positions keep their queries (T)")
+    p.add_argument("--out", required=True, help="output .safetensors file")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--layers", type=int_list, default=None, help="comma-separated layers to keep (default all)")
+    p.add_argument("--kv-heads", type=int_list, default=None, help="comma-separated KV heads to keep (default all)")
+    p.add_argument("--fp16", action="store_true", help="store tensors as fp16 (half the size)")
+    p.add_argument("--allow-long-context", action="store_true", help="allow --context past the trained length")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_capture)
+
+    p = sub.add_parser("data", help="the small captures shipped in data/")
+    data_sub = p.add_subparsers(dest="data_command", metavar="ACTION")
+    data_sub.required = True
+    q = data_sub.add_parser("regenerate", help="rebuild the shipped capture (--check: compare it with the shipped file)")
+    q.add_argument("--check", action="store_true",
+                   help="write nothing; check the rebuilt capture against the shipped one, to its stored precision")
+    q.add_argument("--out-dir", default=None, help="write here instead of data/")
+    q.add_argument("--quiet", action="store_true", help="no progress bars")
+    q.set_defaults(func=_cmd_data_regenerate)

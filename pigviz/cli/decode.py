@@ -1,0 +1,187 @@
+"""``pigviz generate`` and ``pigviz eval``: sampled decoding of a real model from the shell.
+torch and transformers are imported inside the handlers, so ``pigviz --help`` stays instant."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pigviz.cli.args import int_list, kl_pairs
+
+__all__ = ["register"]
+
+# Options that only some attention methods take: forwarded only when given on the command line.
+_METHOD_OPTIONS = ("K", "L", "min_hits", "sinks", "recent", "seed", "buffer", "budget", "page", "dense_layers")
+
+
+
+
+def _configs(text: str) -> list[tuple[int, int]]:
+    return kl_pairs(text, pair_sep=",", inner_sep="x", example="10x150,8x75")
+
+
+
+def _methods(text: str) -> list[str]:
+    from pigviz.decode.session import METHODS
+
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    # "quest/4": Quest with pages of 4 tokens (eval only).
+    unknown = [m for m in names if m.split("/")[0] not in METHODS
+               or ("/" in m and not (m.startswith("quest/") and m[6:].isdigit()))]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"attention must be one or more of {', '.join(METHODS)} "
+                                         f"(or quest/PAGE); got {text!r}")
+    return names
+
+
+def _add_method_options(p) -> None:
+    g = p.add_argument_group("attention options (each method takes only its own)")
+    g.add_argument("--K", type=int, help="MagicPIG: SimHash bits per table (default 10)")
+    g.add_argument("--L", type=int, help="MagicPIG: number of tables (default 150)")
+    g.add_argument("--min-hits", type=int, help="MagicPIG: tables a key must share with the query (default 2)")
+    g.add_argument("--sinks", type=int, help="MagicPIG/StreamingLLM: first tokens always read (default 4)")
+    g.add_argument("--recent", type=int, help="MagicPIG/StreamingLLM: last tokens always read (default 64)")
+    g.add_argument("--seed", type=int, help="MagicPIG: hyperplane seed (default 0)")
+    g.add_argument("--buffer", type=int, help="MagicPIG: new tokens read exactly before the index is rebuilt (256)")
+    g.add_argument("--budget", type=float, help="TopK/Quest/StreamingLLM: fraction of cached keys read (0.05)")
+    g.add_argument("--page", type=int, help="Quest: tokens per page (default 16)")
+    g.add_argument("--dense-layers", type=int_list, help="layers kept dense, comma-separated (default 0)")
+
+
+def _load(args):
+    import torch
+
+    from pigviz.model.loading import load_model
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be at least 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    return load_model(args.model, device=args.device, dtype=args.dtype, progress=not args.quiet)
+
+
+def _cmd_generate(args) -> int:
+    from pigviz.model import texts
+    from pigviz.decode.generation import generate
+
+    if (args.prompt is None) == (args.from_text is None):
+        raise ValueError("give exactly one of --prompt TEXT or --from-text N (the first N tokens of the stdlib docs)")
+    model, tokenizer = _load(args)
+    prompt = args.prompt if args.prompt is not None else texts.first_tokens(tokenizer, args.from_text)
+    options = {k: getattr(args, k) for k in _METHOD_OPTIONS if getattr(args, k) is not None}
+    result = generate(model, tokenizer, prompt, args.attention, args.max_new_tokens, chat=args.chat,
+                      progress=not args.quiet, allow_long_context=args.allow_long_context, **options)
+    if args.json:
+        from pigviz._util.io import write_json_atomic
+
+        write_json_atomic(args.json, result.as_dict())
+    print(result.text)
+    print(f"\n[{args.attention}] {len(result.token_ids)} tokens after a {result.prompt_tokens}-token prompt: "
+          f"prefill {result.prefill_seconds:.2f} s, index {result.index_seconds:.2f} s, "
+          f"decode {result.decode_ms_per_token():.1f} ms/token, mean budget {100 * result.mean_budget():.2f}% "
+          f"of cached keys", file=sys.stderr)
+    return 0
+
+
+def _cmd_eval(args) -> int:
+    from pigviz.decode import evaluate as decode_eval
+    from pigviz._util.io import write_json_atomic
+
+    model, tokenizer = _load(args)
+    dense_layers = tuple(args.dense_layers) if args.dense_layers is not None else (0,)
+    baselines = [m for m in args.attention if m not in ("dense", "magicpig")]
+    if args.task == "quality":
+        result = decode_eval.quality_eval(
+            model, tokenizer, prefix=args.prefix, stretch=args.stretch, configs=args.configs, seeds=args.seeds,
+            baselines=baselines, dense_layers=dense_layers, progress=not args.quiet)
+        if args.demo_tokens:
+            K, L = args.configs[0]
+            result["generation"] = decode_eval.generation_demo(
+                model, tokenizer, prefix=args.demo_prefix, max_new_tokens=args.demo_tokens,
+                progress=not args.quiet, K=K, L=L, dense_layers=dense_layers)
+        summary = [f"{r['label']:<44} seed {r.get('seed', '-')!s:>2}  budget {100 * r['budget']:6.2f}%  "
+                   f"KL {r['kl_mean']:.4f}  top-1 {100 * r['top1_agreement']:5.1f}%  ppl {r['perplexity']:.2f}"
+                   for r in result["rows"]]
+    else:
+        result = decode_eval.passkey_eval(
+            model, tokenizer, lengths=args.lengths, trials=args.trials, baselines=baselines,
+            dense_layers=dense_layers, progress=not args.quiet)
+        summary = [f"{r['length']:>6} {r['method']:<10} {r['correct']:>3}/{r['n']:<3} "
+                   f"[{100 * r['ci_low']:.0f}%, {100 * r['ci_high']:.0f}%]  budget {100 * r['budget']:.2f}%"
+                   for r in result["rows"]]
+    result["command"] = _eval_command(args)
+    if args.json:
+        path = write_json_atomic(args.json, result)
+        if args.record:
+            what = ("teacher-forced quality of sampled decoding vs dense (SmolLM2-135M)" if args.task == "quality"
+                    else "passkey retrieval accuracy, dense vs sampled decoding (SmolLM2-135M)")
+            decode_eval.record_in_manifest(path, what, result["command"], directory=path.parent)
+        print(f"wrote {path}", file=sys.stderr)
+    else:
+        print(json.dumps(result, indent=1))
+    print("\n".join(summary), file=sys.stderr)
+    return 0
+
+
+def _eval_command(args) -> str:
+    """The command that reproduces this run (for the manifest), rebuilt from the parsed options."""
+    parts = ["pigviz eval", f"--task {args.task}", f"--attention {','.join(args.attention)}"]
+    if args.task == "quality":
+        parts += [f"--prefix {args.prefix}", f"--stretch {args.stretch}",
+                  "--configs " + ",".join(f"{k}x{l}" for k, l in args.configs),
+                  "--seeds " + ",".join(map(str, args.seeds))]
+        if args.demo_tokens:
+            parts += [f"--demo-tokens {args.demo_tokens}", f"--demo-prefix {args.demo_prefix}"]
+    else:
+        parts += ["--lengths " + ",".join(map(str, args.lengths)), f"--trials {args.trials}"]
+    if args.threads is not None:
+        parts.append(f"--threads {args.threads}")
+    if args.dense_layers is not None:
+        parts.append("--dense-layers " + ",".join(map(str, args.dense_layers)))
+    if args.json:
+        parts.append(f"--json {args.json}")
+    return " ".join(parts + (["--record"] if args.record else []))
+
+
+def register(sub) -> None:
+    """Add ``generate`` and ``eval`` to the ``pigviz`` sub-command parser ``sub``."""
+    from pigviz.decode.session import METHODS
+
+    p = sub.add_parser("generate", help="greedy decoding with dense, MagicPIG, TopK, Quest or StreamingLLM attention")
+    p.add_argument("--prompt", help="the prompt text")
+    p.add_argument("--from-text", type=int, metavar="N", help="use the first N tokens of the stdlib docs as prompt")
+    p.add_argument("--attention", choices=METHODS, default="magicpig")
+    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--chat", action="store_true", help="wrap --prompt in the model's chat template")
+    p.add_argument("--json", help="also write the result (ids, text, per-token time and budget) here")
+    _add_common(p)
+    _add_method_options(p)
+    p.set_defaults(func=_cmd_generate)
+
+    p = sub.add_parser("eval", help="quality (teacher-forced KL, top-1, perplexity) or passkey accuracy vs dense")
+    p.add_argument("--task", choices=("quality", "passkey"), default="quality")
+    p.add_argument("--attention", type=_methods, default=["magicpig", "topk", "quest", "streaming"],
+                   help="comma-separated methods; dense is always the reference (default: all)")
+    p.add_argument("--prefix", type=int, default=7936, help="quality: tokens prefilled before the stretch (prefix + stretch <= 8192)")
+    p.add_argument("--stretch", type=int, default=256, help="quality: tokens compared after the prefix")
+    p.add_argument("--configs", type=_configs, default=[(10, 150)], help="quality: MagicPIG (K, L) pairs, e.g. 10x150,8x75")
+    p.add_argument("--seeds", type=int_list, default=[0, 1], help="quality: MagicPIG hash seeds")
+    p.add_argument("--demo-tokens", type=int, default=0, help="quality: also continue a prefix greedily, dense and MagicPIG")
+    p.add_argument("--demo-prefix", type=int, default=4096, help="quality: prefix tokens of that demo")
+    p.add_argument("--lengths", type=int_list, default=[1024, 2048, 4096], help="passkey: prompt lengths")
+    p.add_argument("--trials", type=int, default=20, help="passkey: trials per length")
+    p.add_argument("--dense-layers", type=int_list, help="layers kept dense (default 0)")
+    p.add_argument("--json", help="write the results here (else print them)")
+    p.add_argument("--record", action="store_true", help="add the --json file to manifest.json in its folder")
+    _add_common(p)
+    p.set_defaults(func=_cmd_eval)
+
+
+def _add_common(p) -> None:
+    p.add_argument("--model", default="smollm2-135m", help="bundled alias, local model folder or hub id")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: fp32 on CPU, bf16 on GPU)")
+    p.add_argument("--allow-long-context", action="store_true", help="allow prompts past the trained context")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's choice; 1 is faster on a busy machine)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -1,0 +1,8 @@
+"""Sampled attention inside real generation (notebook 07): ``session`` swaps the model's decode
+attention, ``generation`` generates, ``evaluate`` measures quality and passkey retrieval,
+``report`` reads the shipped results.
+"""
+from pigviz.decode import evaluate, generation, report, session
+from pigviz.decode.generation import generate
+
+__all__ = ['session', 'generation', 'evaluate', 'report', 'generate']

@@ -1,0 +1,117 @@
+"""Greedy generation with a swappable decode attention: ``pigviz.generate``.
+
+The prompt is prefilled with dense sdpa, the LSH indexes (MagicPIG) are built from the cache,
+and every new token is decoded with the chosen attention (see :mod:`pigviz.decoding`). The
+result keeps, per token, the wall time and the attention budget actually used.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from pigviz._util.validate import check_int
+from pigviz.decode.session import _check_seen, check_swappable, forward, new_cache, use_attention
+
+__all__ = ["GenerationResult", "generate", "prompt_ids"]
+
+
+def prompt_ids(tokenizer, prompt, *, chat: bool = False):
+    """A prompt as a 1-D LongTensor: a str (optionally wrapped in the chat template) or ids."""
+    import torch
+
+    if isinstance(prompt, str):
+        if chat:
+            prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                                   add_generation_prompt=True)
+        return torch.tensor(tokenizer(prompt)["input_ids"], dtype=torch.long)
+    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(p, str) for p in prompt):
+        raise ValueError(f"batch size must be 1: pass one prompt, got a list of {len(prompt)}")
+    ids = torch.as_tensor(prompt, dtype=torch.long)
+    if ids.ndim == 2:
+        if ids.shape[0] != 1:
+            raise ValueError(f"batch size must be 1, got token ids of shape {tuple(ids.shape)}")
+        ids = ids[0]
+    if ids.ndim != 1 or ids.numel() == 0:
+        raise ValueError(f"prompt must be a str or a non-empty 1-D sequence of token ids, got shape {tuple(ids.shape)}")
+    return ids
+
+
+@dataclass
+class GenerationResult:
+    """One greedy generation. Token 0 comes from the dense prefill: its ``step_seconds`` entry
+    is the prefill (plus index build) time and its budget is 1."""
+
+    attention: str
+    options: dict
+    prompt_tokens: int
+    token_ids: list
+    text: str
+    token_texts: list      # each token decoded on its own, for side-by-side views
+    step_seconds: list
+    budgets: list
+    prefill_seconds: float
+    index_seconds: float
+    attention_seconds: float = 0.0
+    rebuilds: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def decode_ms_per_token(self) -> float:
+        steps = self.step_seconds[1:]
+        return 1e3 * sum(steps) / len(steps) if steps else float("nan")
+
+    def mean_budget(self) -> float:
+        steps = self.budgets[1:]
+        return sum(steps) / len(steps) if steps else 1.0
+
+    def as_dict(self) -> dict:
+        keys = ("attention", "options", "prompt_tokens", "token_ids", "text", "token_texts", "step_seconds", "budgets",
+                "prefill_seconds", "index_seconds", "attention_seconds", "rebuilds")
+        out = {k: getattr(self, k) for k in keys}
+        out["options"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()}
+        return out
+
+
+def generate(model, tokenizer, prompt, attention: str = "magicpig", max_new_tokens: int = 32, *,
+             chat: bool = False, stop_at_eos: bool = True, progress: bool = True,
+             allow_long_context: bool = False, **options) -> GenerationResult:
+    """Greedy decoding of ``prompt`` (str or token ids, batch 1) with ``attention`` in
+    ``METHODS``; ``options`` are that method's settings (see ``_OPTIONS``, e.g. K, L,
+    min_hits, sinks, recent, seed, buffer, dense_layers for "magicpig"; budget for the
+    baselines). The prompt is prefilled with dense sdpa, then every new token is decoded
+    with the chosen attention. The model's attention implementation is restored after."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from pigviz.model.loading import check_context
+
+    check_swappable(model)
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)
+    ids = prompt_ids(tokenizer, prompt, chat=chat)
+    check_context(model, ids.numel() + max_new_tokens, allow_long_context)
+    eos = getattr(tokenizer, "eos_token_id", None)
+    cache = new_cache(model)
+    with use_attention(model, attention, **options) as session:
+        t0 = time.perf_counter()
+        logits = forward(model, ids, cache, logits_to_keep=1)
+        _check_seen(session, model)
+        session.prepare(cache)
+        session.phase = "decode"
+        tokens, times, budgets = [int(logits[-1].argmax())], [time.perf_counter() - t0], [1.0]
+        prefill_s = times[0] - session.index_seconds
+        bar = tqdm(total=max_new_tokens, desc=f"decode ({attention})", unit="tok", disable=not progress)
+        bar.update(1)
+        while len(tokens) < max_new_tokens and not (stop_at_eos and tokens[-1] == eos):
+            t0 = time.perf_counter()
+            logits = forward(model, torch.tensor([tokens[-1]]), cache)
+            tokens.append(int(logits[-1].argmax()))
+            times.append(time.perf_counter() - t0)
+            step_budget = session.take_budgets()
+            budgets.append(1.0 if step_budget is None else float(step_budget[-1]))
+            bar.update(1)
+        bar.close()
+    return GenerationResult(
+        attention=attention, options=session.options, prompt_tokens=int(ids.numel()), token_ids=tokens,
+        text=tokenizer.decode(tokens, skip_special_tokens=True),
+        token_texts=[tokenizer.decode([t]) for t in tokens], step_seconds=times, budgets=budgets,
+        prefill_seconds=prefill_s, index_seconds=session.index_seconds,
+        attention_seconds=session.attention_seconds, rebuilds=session.rebuilds)

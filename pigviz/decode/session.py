@@ -1,0 +1,373 @@
+"""Decode a real transformers model with MagicPIG's sampled attention (or a baseline).
+
+How the swap works
+------------------
+``use_attention(model, "magicpig", **options)`` registers one attention function with
+transformers (``AttentionInterface``, plus sdpa's mask function in ``AttentionMaskInterface``
+so that the prefill stays causal) and switches the model to it; leaving the ``with`` block
+switches it back to whatever it used before, also after an error. Inside:
+
+* **prefill** (``session.phase = "prefill"``): every layer runs transformers' own sdpa, as
+  MagicPIG's prefill is ordinary dense attention;
+* ``session.prepare(cache)`` builds one LSH index per sampled layer from the cache's post-RoPE
+  keys (``cache.layers[i].keys``) and keeps a contiguous copy of those keys and values;
+* **decode** (``phase = "decode"``): each query row is one decode step. In a sampled layer it
+  reads (a) the indexed tokens through :func:`pigviz.magicpig.attend` (exact sinks + recent
+  window + the LSH sample) and (b) every token cached after the index was built, exactly.
+
+Tokens generated after the prefill form that exact **buffer**. When it would grow past
+``buffer`` tokens the index is REBUILT over the whole cache (a rebuild costs one index
+build per layer; folding tokens into the tables would need to re-sort every table anyway).
+
+Joining (a) and (b) needs the normaliser of (a), which ``attend`` does not return. The value
+rows handed to ``attend`` carry one extra column that is 1 on the exact set and 0 elsewhere,
+so that column of the output is the weight W the estimate gave the exact set. The exact set's
+own normaliser Z_e is cheap to compute (sinks + recent keys), and the estimate's total is
+Z_e / W. Both parts are then mixed in proportion to their normalisers, like two blocks of a
+flash-attention pass.
+
+Several decode rows can be fed in one forward (teacher forcing): row t sees the keys up to
+its own position, exactly as in step-by-step decoding, so the result is the same while the
+weights are read once per chunk instead of once per token.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+
+from pigviz._util.validate import check_choice, check_float, check_int
+
+__all__ = ["ATTENTION_NAME", "METHODS", "default_options", "DecodeSession", "use_attention", "check_swappable",
+           "new_cache", "forward"]
+
+ATTENTION_NAME = "pigviz_decode"
+_ROWS_PER_ATTEND = 32
+METHODS = ("dense", "magicpig", "topk", "quest", "streaming")
+_OPTIONS = {
+    "dense": {},
+    "magicpig": {"K": 10, "L": 150, "min_hits": 2, "sinks": 4, "recent": 64, "seed": 0, "buffer": 256,
+                 "dense_layers": (0,)},
+    "topk": {"budget": 0.05, "dense_layers": (0,)},
+    "quest": {"budget": 0.05, "page": 16, "dense_layers": (0,)},
+    "streaming": {"sinks": 4, "recent": 64, "budget": None, "dense_layers": (0,)},
+}
+
+
+def default_options(attention: str) -> dict:
+    """The options ``attention`` takes, with their defaults."""
+    return dict(_OPTIONS[check_choice("attention", attention, METHODS)])
+
+
+def check_swappable(model) -> None:
+    """Raise unless ``model`` is a transformers model whose attention goes through
+    ``AttentionInterface`` (the message names the class that cannot be swapped)."""
+    config = getattr(model, "config", None)
+    if config is None or not callable(getattr(model, "set_attn_implementation", None)):
+        raise TypeError(f"model must be a transformers PreTrainedModel, got {type(model).__name__}")
+    can = getattr(model, "_can_set_attn_implementation", None)
+    swappable = can() if callable(can) else bool(getattr(model, "_supports_attention_backend", False))
+    if not swappable:
+        raise ValueError(f"{type(model).__name__} cannot have its attention swapped: it does not route "
+                         "attention through transformers' AttentionInterface")
+    for attr in ("num_attention_heads", "num_key_value_heads", "num_hidden_layers"):
+        if not isinstance(getattr(config, attr, None), int):
+            raise ValueError(f"{type(model).__name__} cannot have its attention swapped: config.{attr} is missing")
+    window = getattr(config, "sliding_window", None)
+    if window is not None and getattr(config, "use_sliding_window", True) is not False:
+        raise ValueError(f"{type(model).__name__} uses sliding-window attention (sliding_window={window}), "
+                         "which the sampled decoder does not reproduce")
+    if getattr(config, "attn_logit_softcapping", None):
+        raise ValueError(f"{type(model).__name__} soft-caps its attention logits, which the sampled decoder does not")
+
+
+def _check_options(method: str, options: dict, num_layers: int) -> dict:
+    method = check_choice("attention", method, METHODS)
+    allowed = _OPTIONS[method]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        names = ", ".join(allowed) or "none"
+        raise TypeError(f"unknown option(s) {', '.join(unknown)} for attention={method!r}; it takes: {names}")
+    out = dict(allowed, **options)
+    if "dense_layers" in out:
+        layers = out["dense_layers"]
+        if isinstance(layers, int) or layers is None:
+            layers = () if layers is None else (layers,)
+        out["dense_layers"] = tuple(sorted({check_int("dense_layers entry", x, 0, num_layers - 1) for x in layers}))
+    for name, lo, hi in (("K", 1, 30), ("L", 1, 4096), ("sinks", 0, None), ("recent", 0, None),
+                         ("seed", 0, None), ("buffer", 1, None), ("page", 1, None)):
+        if name in out:
+            out[name] = check_int(name, out[name], lo, hi)
+    if method == "magicpig":
+        out["min_hits"] = check_int("min_hits", out["min_hits"], 1, out["L"])
+        if out["sinks"] + out["recent"] < 1:
+            raise ValueError("sinks + recent must be at least 1: the exact set anchors the sampled estimate")
+    if out.get("budget") is not None:
+        out["budget"] = check_float("budget", out["budget"], 0.0, 1.0, lo_open=True)
+    if method == "streaming" and out["budget"] is None and out["sinks"] + out["recent"] < 1:
+        raise ValueError("streaming needs sinks + recent >= 1 (or a budget)")
+    return out
+
+
+@dataclass
+class _LayerState:
+    index: object        # pigviz.lsh_index.LSHIndex over the first n cached tokens
+    keys: object         # (Hkv, n, d) float32 contiguous copy of those keys
+    values_aug: object   # (Hkv, n, dv + 1): values and a column marking the exact set
+
+
+class DecodeSession:
+    """What the registered attention function does while ``use_attention`` is active."""
+
+    def __init__(self, model, method: str, **options):
+        check_swappable(model)
+        self.config = model.config
+        self.method = method
+        self.options = _check_options(method, options, model.config.num_hidden_layers)
+        self.phase = "prefill"
+        self.layers: dict[int, _LayerState] = {}
+        self.index_seconds = 0.0
+        self.rebuilds = 0
+        self.time_attention = False     # True: synchronise the GPU around each attention call
+        self.attention_seconds = 0.0    # decode-phase attention time, all layers
+        self._seen: set[int] = set()
+        self._budgets: dict[int, object] = {}     # layer -> (rows,) budgets of the last forward
+
+    # -- bookkeeping --------------------------------------------------------------------
+    def sampled_layer(self, layer: int) -> bool:
+        return self.method != "dense" and layer not in self.options.get("dense_layers", ())
+
+    def take_budgets(self):
+        """Per-row attention budget of the last forward: mean over sampled layers and heads of
+        keys read / keys visible (1.0 for dense). Returns ``(rows,)`` float tensor and
+        clears the record; per layer in ``last_layer_budgets``."""
+        import torch
+
+        self.last_layer_budgets = {k: v.clone() for k, v in self._budgets.items()}
+        if not self._budgets:
+            return None
+        per_layer = torch.stack(list(self._budgets.values()))
+        self._budgets.clear()
+        return per_layer.mean(0)
+
+    # -- index ----------------------------------------------------------------------------
+    def prepare(self, cache) -> None:
+        """Index every sampled layer's cached keys (MagicPIG only; a no-op otherwise)."""
+        if self.method != "magicpig":
+            return
+        t0 = time.perf_counter()
+        for layer in range(self.config.num_hidden_layers):
+            if self.sampled_layer(layer):
+                self._build(layer, cache.layers[layer].keys[0], cache.layers[layer].values[0])
+        self.index_seconds += time.perf_counter() - t0
+
+    def _build(self, layer: int, keys, values) -> None:
+        import torch
+
+        from pigviz.lsh.index import build_index
+        from pigviz.lsh.magicpig import exact_positions
+
+        o = self.options
+        n = keys.shape[1]
+        if n <= o["sinks"] + o["recent"]:
+            self.layers.pop(layer, None)   # too short to sample from: everything stays in the buffer
+            return
+        k = keys.to(torch.float32).contiguous()
+        index = build_index(k, K=o["K"], L=o["L"], sinks=o["sinks"], recent=o["recent"],
+                            seed=o["seed"] * 1000 + layer)
+        marker = torch.zeros((*values.shape[:2], 1), dtype=torch.float32, device=values.device)
+        marker[:, exact_positions(n, o["sinks"], o["recent"], values.device)] = 1.0
+        self.layers[layer] = _LayerState(index, k, torch.cat([values.to(torch.float32), marker], -1))
+
+    # -- the attention function ----------------------------------------------------------
+    def __call__(self, module, query, key, value, attention_mask, scaling=None, **kwargs):
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        layer = module.layer_idx
+        self._seen.add(layer)
+        if query.shape[0] != 1:
+            raise ValueError(f"batch size must be 1 for sampled decoding, got {query.shape[0]}")
+        if kwargs.get("sliding_window") or kwargs.get("softcap"):
+            raise ValueError("this layer uses a sliding window or soft-capping, which sampled decoding does not support")
+        if self.phase == "prefill":
+            return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+        self._sync(query)
+        t0 = time.perf_counter()
+        if not self.sampled_layer(layer):
+            result = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+        else:
+            scaling = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
+            if self.method == "magicpig":
+                out, budgets = self._magicpig(layer, query[0], key[0], value[0], scaling)
+            else:
+                out, budgets = self._baseline(query[0], key[0], value[0], scaling)
+            self._budgets[layer] = budgets
+            result = (out.to(query.dtype).unsqueeze(0).contiguous(), None)
+        self._sync(query)
+        self.attention_seconds += time.perf_counter() - t0
+        return result
+
+    def _sync(self, tensor) -> None:
+        """With ``time_attention`` on a GPU, wait for queued kernels so the clock means something."""
+        if self.time_attention and tensor.is_cuda:
+            import torch
+
+            torch.cuda.synchronize(tensor.device)
+
+    def _baseline(self, q, k, v, scaling):
+        """Rows one by one, each against the keys up to its own position."""
+        import torch
+
+        from pigviz import attention as base
+
+        H, T, d = q.shape
+        n_total = k.shape[1]
+        o = self.options
+        q = q * (scaling * math.sqrt(d))           # the baselines scale by 1/sqrt(d)
+        outs, budgets = [], []
+        for t in range(T):
+            n = n_total - T + t + 1
+            qt, kt, vt = q[:, t], k[:, :n], v[:, :n]
+            if self.method == "topk":
+                out, st = base.topk_attention(qt, kt, vt, o["budget"])
+            elif self.method == "quest":
+                out, st = base.quest_attention(qt, kt, vt, o["budget"], page=min(o["page"], n))
+            else:
+                sinks = min(o["sinks"], n)
+                recent = o["recent"] if o["budget"] is None else max(1, round(o["budget"] * n) - sinks)
+                out, st = base.streaming_attention(qt, kt, vt, sinks=sinks, recent=min(recent, n))
+            outs.append(out)
+            budgets.append(st["budget"])
+        return torch.stack(outs, 1).transpose(0, 1), torch.tensor(budgets)
+
+    def _magicpig(self, layer, q, k, v, scaling):
+        import torch
+
+        from pigviz.lsh.magicpig import attend, exact_positions
+
+        H, T, d = q.shape
+        Hkv, n_total, dv = v.shape
+        G = H // Hkv
+        state = self.layers.get(layer)
+        n_idx = state.index.n if state is not None else 0
+        if n_total - n_idx > self.options["buffer"]:
+            if T - 1 > self.options["buffer"]:
+                raise ValueError(f"a chunk of {T} decode rows does not fit the exact buffer of "
+                                 f"{self.options['buffer']} tokens; raise buffer or feed fewer tokens")
+            # Re-index everything up to the first row's own token; later rows stay in the buffer.
+            self._build(layer, k[:, :n_total - T + 1], v[:, :n_total - T + 1])
+            self.rebuilds += 1
+            state = self.layers.get(layer)
+            n_idx = state.index.n if state is not None else 0
+        qf = q.to(torch.float32).reshape(Hkv, G * T, d)      # rows of KV group g, head-major
+        parts_lse, parts_out = [], []
+        keys_read = torch.zeros(Hkv, G, T)
+        if state is not None:
+            idx = state.index
+            q_att = (qf * (scaling * math.sqrt(d))).view(Hkv, G, T, d)
+            blocks, read = [], []
+            # Rows in blocks: attend keeps a per-(row, head) hit counter over all n tokens.
+            for t0 in range(0, T, _ROWS_PER_ATTEND):
+                q_block = q_att[:, :, t0:t0 + _ROWS_PER_ATTEND]
+                out_block, stats = attend(idx, q_block.reshape(-1, d), state.keys, state.values_aug,
+                                          min_hits=self.options["min_hits"])
+                blocks.append(out_block.view(*q_block.shape[:3], dv + 1))
+                read.append(stats["keys_read"].view(*q_block.shape[:3]))
+            out_aug = torch.cat(blocks, 2).view(Hkv, G * T, dv + 1)
+            exact = exact_positions(n_idx, idx.sinks, idx.recent, k.device)
+            lse_exact = torch.logsumexp((qf @ state.keys[:, exact].transpose(1, 2)) * scaling, dim=-1)
+            w_exact = out_aug[..., dv]
+            # W = 0 would mean the sample outweighs the exact set by more than float32 can say.
+            parts_lse.append(lse_exact - torch.log(w_exact.clamp(min=1e-30)))
+            parts_out.append(out_aug[..., :dv])
+            keys_read += torch.cat(read, 2).to(torch.float32)
+        n_buf = n_total - n_idx
+        if n_buf:
+            kb = k[:, n_idx:].to(torch.float32)
+            scores = (qf @ kb.transpose(1, 2)) * scaling                 # (Hkv, G*T, n_buf)
+            row = torch.arange(T, device=k.device).repeat(G)              # each row's step
+            visible = torch.arange(n_buf, device=k.device)[None, :] <= (n_buf - T + row)[:, None]
+            scores = scores.masked_fill(~visible, -math.inf)
+            lse_b = torch.logsumexp(scores, dim=-1)
+            parts_lse.append(lse_b)
+            # A row that sees no buffer token (right after a rebuild) gets weight 0 from `mix`.
+            weights = torch.nan_to_num(torch.softmax(scores, -1), nan=0.0)
+            parts_out.append(weights @ v[:, n_idx:].to(torch.float32))
+            keys_read += visible.sum(-1).view(G, T).to(torch.float32).cpu()
+        lse = torch.stack(parts_lse)                                     # (parts, Hkv, G*T)
+        mix = torch.softmax(lse, dim=0)                                  # each part's share
+        out = (mix[..., None] * torch.stack(parts_out)).sum(0)            # (Hkv, G*T, dv)
+        out = out.view(H, T, dv).transpose(0, 1)
+        visible_n = torch.arange(n_total - T + 1, n_total + 1, dtype=torch.float32)
+        return out, (keys_read / visible_n).mean((0, 1))
+
+
+# -- registration and switching -------------------------------------------------------------
+_ACTIVE: list[DecodeSession] = []
+
+
+def _dispatch(module, query, key, value, attention_mask, **kwargs):
+    for session in reversed(_ACTIVE):
+        if module.config is session.config:
+            return session(module, query, key, value, attention_mask, **kwargs)
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(ATTENTION_NAME, _dispatch)
+    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
+
+
+@contextlib.contextmanager
+def use_attention(model, attention: str = "magicpig", **options):
+    """Switch ``model`` to the decode attention for the ``with`` block; yields the
+    :class:`DecodeSession`. The previous attention implementation comes back on exit,
+    whatever happens inside."""
+    session = DecodeSession(model, attention, **options)
+    _register()
+    previous = model.config._attn_implementation
+    _ACTIVE.append(session)
+    try:
+        model.set_attn_implementation(ATTENTION_NAME)
+        yield session
+    finally:
+        _ACTIVE.remove(session)
+        model.set_attn_implementation(previous)
+
+
+def new_cache(model):
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:   # older transformers
+        return DynamicCache()
+
+
+def forward(model, ids, cache, *, logits_to_keep: int = 0):
+    """One forward of ``ids`` (1-D) appended to ``cache``; returns float32 logits (rows, vocab).
+    Works with transformers that call the cache ``cache=`` (5.2x) or ``past_key_values=``."""
+    import inspect
+
+    import torch
+
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        out = model(input_ids=ids[None].to(device), use_cache=True, logits_to_keep=logits_to_keep, **{name: cache})
+    return out.logits[0].float()
+
+
+def _check_seen(session, model) -> None:
+    missing = set(range(model.config.num_hidden_layers)) - session._seen
+    if missing:
+        raise ValueError(f"{type(model).__name__} cannot have its attention swapped: layers {sorted(missing)[:5]} "
+                         "never called the registered attention function")
+
+

@@ -1,0 +1,396 @@
+"""SimHash on a real model's keys: how often they share the query's bucket, raw against
+centred, and the S-curve over one real query's keys, formula against counting.
+
+The counting hashes real d-dimensional vectors with Gaussian hyperplanes, exactly as
+``pigviz.simhash.SimHash`` does, but answers many (K, L) at once: a table of K bits is the
+first K bits of a table of ``K_max`` bits, and L tables are the first L of ``L_max``. Every
+(K, L) on a grid is therefore an honest SimHash of its own; neighbouring cells share
+hyperplanes, which correlates them but does not bias any of them.
+
+Keys are the hashed ones (``key_geometry.non_exact_mask``: neither the first 4 sinks nor the
+last 64), centred on their own mean as ``pigviz.lsh_index.build_index`` centres them
+(``key_geometry.centring_mean``). The query is never centred.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pigviz.lsh import simhash as sh
+from pigviz._util.validate import check_choice, check_int
+from pigviz.keys.geometry import (GRID_K, GRID_L, SCURVE_HEAD, VARIANTS, HeadView, head_view, non_exact_mask,
+                                 shipped_capture, unit_rows)
+
+__all__ = [
+    "MAX_PREFIX_BITS", "HashAgreement", "agreement_prefix", "sampled_in", "counted_inclusion",
+    "CollisionGrid", "collision_grid", "shipped_collision_grid", "format_collision_table", "format_layer_gains",
+    "RealSCurve", "pick_keys", "real_scurve", "shipped_real_scurve", "half_point_cos",
+]
+
+# Most bits per table the counting supports: agreement lengths come from a 2**bits lookup table.
+MAX_PREFIX_BITS = 16
+
+
+# --------------------------------------------------------------------------- hashing real vectors
+
+def _pack(bits):
+    """Sign bits ``(..., L, K)`` (torch bool) -> int32 codes ``(..., L)``, bit b worth 2**b.
+    A float matrix-vector product is exact here (codes < 2**16) and much faster than shifts."""
+    import torch
+
+    weights = 2.0 ** torch.arange(bits.shape[-1], dtype=torch.float32)
+    return (bits.to(torch.float32) @ weights).to(torch.int32)
+
+
+def _codes(x, planes, L, K):
+    import torch
+
+    return _pack((torch.as_tensor(x, dtype=torch.float32) @ planes >= 0).view(-1, L, K))
+
+
+@dataclass
+class HashAgreement:
+    """``prefix[key, hashing, table]``: how many leading bits of that table agree with the
+    query's (at most ``K_max``). A key shares the query's bucket in a table of K bits exactly
+    when the count is >= K, so one array answers every K <= K_max and L <= its tables."""
+
+    prefix: np.ndarray        # (keys, hashings, L_max) int8
+    K_max: int
+
+    @property
+    def L_max(self) -> int:
+        return self.prefix.shape[2]
+
+    @property
+    def n_hashings(self) -> int:
+        return self.prefix.shape[1]
+
+
+def agreement_prefix(query, keys, n_hashings: int, K_max: int, L_max: int, seed: int = 0) -> HashAgreement:
+    """Hash ``query`` and ``keys`` with ``n_hashings`` independent sets of ``L_max`` tables of
+    ``K_max`` Gaussian hyperplanes (all drawn from ``numpy.random.default_rng(seed)``)."""
+    import torch
+
+    keys = np.atleast_2d(np.asarray(keys, dtype=np.float64))
+    query = np.asarray(query, dtype=np.float64)
+    if query.shape != (keys.shape[1],):
+        raise ValueError(f"query must be one vector of length {keys.shape[1]}, got shape {query.shape}")
+    n_hashings = check_int("n_hashings", n_hashings, 1, 100_000)
+    K_max = check_int("K_max", K_max, 1, MAX_PREFIX_BITS)
+    L_max = check_int("L_max", L_max, 1, sh.MAX_L)
+    rng = np.random.default_rng(check_int("seed", seed, 0))
+    out = np.empty((len(keys), n_hashings, L_max), dtype=np.int8)
+    step = max(1, 4_000_000 // (L_max * K_max * (len(keys) + 1)))     # sign bits held at once
+    for start in range(0, n_hashings, step):
+        t = min(step, n_hashings - start)
+        planes = torch.from_numpy(rng.standard_normal((keys.shape[1], t * L_max * K_max)).astype(np.float32))
+        x = _codes(keys, planes, t * L_max, K_max) ^ _codes(query[None], planes, t * L_max, K_max)
+        out[:, start:start + t] = _trailing_zeros(x, K_max).view(len(keys), t, L_max).numpy()
+    return HashAgreement(out, K_max)
+
+
+@functools.lru_cache(maxsize=MAX_PREFIX_BITS)
+def _trailing_zero_table(bits: int):
+    """int8 table: for every ``bits``-bit code, its trailing zero bits (``bits`` for code 0)."""
+    import torch
+
+    codes = torch.arange(1 << bits, dtype=torch.int64)
+    lowest = (codes & -codes).clamp(min=1).double()
+    return torch.where(codes == 0, bits, torch.log2(lowest).round().long()).to(torch.int8)
+
+
+def _trailing_zeros(x, bits: int):
+    """Trailing zero bits of codes ``x`` below 2**bits (``bits`` where x == 0), as int8: the
+    number of leading bits of a table on which two vectors agree, when ``x`` is their xor."""
+    return _trailing_zero_table(bits)[x.long()]
+
+
+def sampled_in(agreement: HashAgreement, K: int, L: int, min_hits: int = 2) -> np.ndarray:
+    """``(keys, hashings)`` bool: the key shares the query's bucket in at least ``min_hits``
+    of the first ``L`` tables of ``K`` bits in that hashing."""
+    K = check_int("K", K, 1, agreement.K_max)
+    L = check_int("L", L, 1, agreement.L_max)
+    min_hits = check_int("min_hits", min_hits, 1, L)
+    return (agreement.prefix[:, :, :L] >= K).sum(axis=2, dtype=np.int32) >= min_hits
+
+
+def counted_inclusion(agreement: HashAgreement, K: int, L: int, min_hits: int = 2) -> np.ndarray:
+    """Fraction of the hashings in which each key shares the query's bucket in at least
+    ``min_hits`` of the first ``L`` tables of ``K`` bits."""
+    return sampled_in(agreement, K, L, min_hits).mean(axis=1)
+
+
+# --------------------------------------------------------------------------- raw vs centred
+
+@dataclass
+class CollisionGrid:
+    """Fractions of the hashed keys that share the query's bucket under real hashing, per
+    variant ("raw", "centred"), captured layer (all its query heads), K and L.
+
+    ``measured`` and ``formula``: ``(variant, layer, K, L, min_hits - 1)`` for min_hits 1 and 2,
+    the mean over (query, key) pairs of the counted outcome and of the formula's probability.
+    ``weight_share``: ``(variant, layer, K, L)``, the share of the hashed keys' attention
+    weight that sits on keys sampled (>= 2 hits), averaged over queries."""
+
+    Ks: tuple
+    Ls: tuple
+    layers: list
+    n_queries: int
+    n_keys: int
+    measured: np.ndarray
+    formula: np.ndarray
+    weight_share: np.ndarray
+
+    def _cell(self, K, L):
+        if K not in self.Ks or L not in self.Ls:
+            raise ValueError(f"(K, L) must be on the grid K in {self.Ks}, L in {self.Ls}; got ({K}, {L})")
+        return self.Ks.index(K), self.Ls.index(L)
+
+    def per_layer(self, what: str, variant: str, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L,
+                  min_hits: int = 2) -> np.ndarray:
+        """One number per captured layer: ``what`` in measured, formula, weight_share."""
+        check_choice("what", what, ("measured", "formula", "weight_share"))
+        v = VARIANTS.index(check_choice("variant", variant, VARIANTS))
+        ki, li = self._cell(K, L)
+        if what == "weight_share":
+            return self.weight_share[v, :, ki, li]
+        return getattr(self, what)[v, :, ki, li, check_int("min_hits", min_hits, 1, 2) - 1]
+
+    def mean(self, what: str, variant: str, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L,
+             min_hits: int = 2) -> float:
+        """Average over the captured heads (each layer holds one KV head)."""
+        return float(self.per_layer(what, variant, K, L, min_hits).mean())
+
+    def gain(self, min_hits: int = 2) -> np.ndarray:
+        """``(K, L)``: the centred rate over the raw rate, each averaged over the heads."""
+        m = check_int("min_hits", min_hits, 1, 2) - 1
+        return self.measured[1, ..., m].mean(0) / np.maximum(self.measured[0, ..., m].mean(0), 1e-12)
+
+
+_FORMULA_BINS = 2000
+
+
+_BIN_CENTRES = np.linspace(-1, 1, _FORMULA_BINS + 1)
+_BIN_CENTRES = 0.5 * (_BIN_CENTRES[1:] + _BIN_CENTRES[:-1])
+
+
+@functools.lru_cache(maxsize=64)
+def _formula_on_bins(K: int, L: int, min_hits: int) -> np.ndarray:
+    return sh.inclusion_probability(sh.collision_probability(_BIN_CENTRES), K, L, min_hits)
+
+
+def half_point_cos(K: int, L: int, min_hits: int = 2) -> float:
+    """The cosine where u crosses 50%, read off a cached 2,000-point curve (to about 0.001):
+    fast enough for a slider, unlike the bisection of ``simhash.crossing_cos``."""
+    u = _formula_on_bins(check_int("K", K, 1, MAX_PREFIX_BITS), check_int("L", L, 1, sh.MAX_L),
+                         check_int("min_hits", min_hits, 1, L))
+    return float(np.interp(0.5, u, _BIN_CENTRES))
+
+
+def collision_grid(cap, Ks=GRID_K, Ls=GRID_L, query_stride: int = 8, seed: int = 0) -> CollisionGrid:
+    """Hash every hashed key of every captured head with ``max(Ls)`` tables of ``max(Ks)`` bits
+    (one draw per layer, shared by raw and centred keys) and count, for every ``query_stride``-th
+    captured query, the keys sharing its bucket; smaller K and L use the first bits and tables."""
+    import torch
+
+    Ks = tuple(sorted({check_int("Ks entry", k, 1, MAX_PREFIX_BITS) for k in Ks}))
+    Ls = tuple(sorted({check_int("Ls entry", x, 1, sh.MAX_L) for x in Ls}))
+    query_stride = check_int("query_stride", query_stride, 1)
+    K_max, L_max, block = max(Ks), max(Ls), math.gcd(*Ls)
+    at = np.array([x // block - 1 for x in Ls])
+    n_layers = len(cap.layers)
+    measured = np.zeros((2, n_layers, len(Ks), len(Ls), 2))
+    formula = np.zeros_like(measured)
+    share = np.zeros((2, n_layers, len(Ks), len(Ls)))
+    curves = np.array([[[_formula_on_bins(K, L, m) for m in (1, 2)] for L in Ls] for K in Ks])
+    groups = _counter_groups(Ks, K_max, L_max)
+    n_queries = 0
+    for row, layer in enumerate(cap.layers):
+        views = [head_view(cap, layer, h) for h in cap.query_heads[row]]
+        hashed = non_exact_mask(views[0].n)
+        queries = np.concatenate([v.queries[::query_stride] for v in views])
+        weights = np.concatenate([v.attention_weights()[::query_stride][:, hashed] for v in views])
+        weights /= weights.sum(axis=1, keepdims=True)
+        n_queries = len(queries)
+        rng = np.random.default_rng(check_int("seed", seed, 0) + layer)
+        planes = torch.from_numpy(rng.standard_normal((queries.shape[1], L_max * K_max)).astype(np.float32))
+        q_codes = _codes(queries, planes, L_max, K_max)
+        for vi, variant in enumerate(VARIANTS):
+            keys = views[0].keys_as(variant)[hashed]
+            k_codes = _codes(keys, planes, L_max, K_max).T.contiguous()              # (tables, keys)
+            for c in range(0, len(queries), 8):
+                x = (q_codes[c:c + 8, :, None] ^ k_codes[None]).numpy()             # (queries, tables, keys)
+                w = weights[c:c + 8, None, :]
+                for members, bits, table in groups:
+                    packed = table[x].reshape(x.shape[0], -1, block, x.shape[2]).sum(2)
+                    packed = packed.cumsum(1)[:, at]                                  # (queries, Ls, keys)
+                    for j, ki in enumerate(members):
+                        hits = (packed >> (bits * j)) & ((1 << bits) - 1)
+                        for m in (1, 2):
+                            measured[vi, row, ki, :, m - 1] += (hits >= m).mean(2).sum(0)
+                        share[vi, row, ki] += ((hits >= 2) * w).sum((0, 2))
+            cos = unit_rows(queries) @ unit_rows(keys).T
+            hist = np.histogram(cos, bins=_FORMULA_BINS, range=(-1.0, 1.0))[0] / cos.size
+            formula[vi, row] = curves @ hist                                    # (K, L, min_hits)
+    measured /= n_queries
+    share /= n_queries
+    return CollisionGrid(Ks, Ls, list(cap.layers), n_queries, int(hashed.sum()), measured, formula, share)
+
+
+def _counter_groups(Ks, K_max: int, L_max: int):
+    """Count the tables that collide at several K in one pass: each table adds, through a
+    lookup on the xor of its codes, 1 to a ``bits``-wide counter of every K its agreement
+    reaches, all counters packed into one int64. Returns (K indices, bits, table) groups."""
+    import torch
+
+    bits = L_max.bit_length()
+    per_group = 63 // bits
+    agree = _trailing_zero_table(K_max).long()
+    groups = []
+    for start in range(0, len(Ks), per_group):
+        members = list(range(start, min(start + per_group, len(Ks))))
+        table = torch.zeros(1 << K_max, dtype=torch.int64)
+        for j, ki in enumerate(members):
+            table += (agree >= Ks[ki]).long() << (bits * j)
+        groups.append((members, bits, table.numpy()))
+    return groups
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_collision_grid() -> CollisionGrid:
+    """``collision_grid`` of the shipped capture at its defaults, computed once per process."""
+    return collision_grid(shipped_capture())
+
+
+def format_collision_table(grid: CollisionGrid, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L) -> str:
+    """Per layer and on average: % of hashed keys colliding in >= 1 and >= 2 tables, raw and
+    centred, counted (formula in brackets), and the attention weight the >= 2 keys carry."""
+    cols = [(v, m) for v in VARIANTS for m in (1, 2)]
+    lines = [f"(K, L) = ({K}, {L}); % of keys sharing the query's bucket, counted [formula]",
+             "layer " + "".join(f"{v + ' >=' + str(m):>19}" for v, m in cols) + "   weight on >=2: raw  centred"]
+
+    def row(label, pick):
+        cells = "".join(f"{100 * pick('measured', v, m):11.2f} [{100 * pick('formula', v, m):5.2f}]" for v, m in cols)
+        return (f"{label:>5} {cells}   {100 * pick('weight_share', 'raw', 2):17.2f}%"
+                f" {100 * pick('weight_share', 'centred', 2):7.2f}%")
+
+    for i, layer in enumerate(grid.layers):
+        lines.append(row(str(layer), lambda w, v, m: grid.per_layer(w, v, K, L, m)[i]))
+    lines.append(row("mean", lambda w, v, m: grid.mean(w, v, K, L, m)))
+    return "\n".join(lines)
+
+
+def _two_significant(x: float) -> str:
+    return f"{x:.1f}" if x < 10 else f"{float(f'{x:.2g}'):,.0f}"
+
+
+def format_layer_gains(grid: CollisionGrid, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L,
+                       min_hits: int = 2) -> str:
+    """Per layer, the centred rate over the raw rate, to two significant figures (the raw rates
+    are counts of a few collisions); a layer whose raw keys never collided says so instead."""
+    raw = grid.per_layer("measured", "raw", K, L, min_hits)
+    centred = grid.per_layer("measured", "centred", K, L, min_hits)
+    return ", ".join(f"layer {layer}: " + (f"{_two_significant(c / r)}x" if r > 0 else
+                                           f"no raw collision counted (centred {c:.2%})")
+                     for layer, r, c in zip(grid.layers, raw, centred))
+
+
+# --------------------------------------------------------------------------- one real S-curve
+
+def pick_keys(cos: np.ndarray, n_keys: int = 300, n_top: int = 40) -> np.ndarray:
+    """Indices of the keys to count: the ``n_top`` closest to the query (the ones a sampler
+    really takes) and the rest spread evenly over the cosine range, so the whole S is covered
+    although most keys crowd near cos 0."""
+    cos = np.asarray(cos, dtype=np.float64)
+    n_keys = check_int("n_keys", n_keys, 1, len(cos))
+    n_top = check_int("n_top", n_top, 0, n_keys)
+    order = np.argsort(cos, kind="stable")
+    targets = np.linspace(cos.min(), cos.max(), n_keys - n_top)
+    spread = order[np.clip(np.searchsorted(cos[order], targets), 0, len(cos) - 1)]
+    picked = np.unique(np.concatenate([spread, order[len(cos) - n_top:]]))
+    if len(picked) < n_keys:                  # sparse stretches gave duplicates: fill by rank
+        rest = np.setdiff1d(order, picked, assume_unique=True)
+        rest = rest[np.argsort(cos[rest], kind="stable")]
+        extra = rest[np.linspace(0, len(rest) - 1, n_keys - len(picked)).round().astype(int)]
+        picked = np.unique(np.concatenate([picked, extra]))
+    return picked
+
+
+@dataclass
+class RealSCurve:
+    """One query's keys: the formula's inclusion probability against counted frequencies."""
+
+    layer: int
+    head: int
+    query_index: int
+    position: int
+    K: int
+    L: int
+    min_hits: int
+    n_hashings: int
+    cos_all: np.ndarray       # cos(query, centred key), every hashed key
+    keys: np.ndarray          # positions of the counted keys
+    cos: np.ndarray           # their cosines
+    formula: np.ndarray       # their inclusion probability u
+    counted: np.ndarray       # fraction of the hashings that sampled them
+    expected_sampled: float   # sum of u over every hashed key
+    per_hashing: np.ndarray   # (n_hashings,) share of the counted keys sampled in each hashing
+
+    def mean_gap_se(self) -> float:
+        """Standard error of ``counted.mean()``. Within one hashing every key shares the same
+        hyperplanes, so keys are not independent draws: the hashings are, and the SE is that
+        of the mean of the per-hashing shares."""
+        n = len(self.per_hashing)
+        return float(self.per_hashing.std(ddof=1) / np.sqrt(n)) if n > 1 else float("inf")
+
+    def interval(self, z: float = 2.576):
+        """Wilson interval of each counted frequency (99% by default)."""
+        n, f = self.n_hashings, self.counted
+        centre = (f + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * np.sqrt(f * (1 - f) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
+
+    def coverage(self, z: float = 2.576) -> float:
+        """Fraction of counted keys whose interval contains the formula's u."""
+        lo, hi = self.interval(z)
+        return float(np.mean((self.formula >= lo - 1e-12) & (self.formula <= hi + 1e-12)))
+
+
+def real_scurve(view: HeadView, query_index: int = -1, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L,
+                min_hits: int = 2, n_hashings: int = 200, n_keys: int = 300, seed: int = 0,
+                agreement: HashAgreement | None = None, picked=None) -> RealSCurve:
+    """Hash one query and its centred keys ``n_hashings`` times and count how often each of
+    ``n_keys`` picked keys is sampled. ``agreement``/``picked`` (from an earlier call with at
+    least this K and L) skip the hashing: a widget moving K and L recounts in milliseconds."""
+    T = len(view.queries)
+    query_index = check_int("query_index", query_index, -T, T - 1) % T
+    K = check_int("K", K, 1, MAX_PREFIX_BITS)
+    L = check_int("L", L, 1, sh.MAX_L)
+    min_hits = check_int("min_hits", min_hits, 1, L)
+    hashed = np.flatnonzero(non_exact_mask(view.n))
+    q = view.queries[query_index]
+    keys = view.keys_as("centred")[hashed]
+    cos_all = unit_rows(keys) @ unit_rows(q[None])[0]
+    picked = pick_keys(cos_all, n_keys) if picked is None else np.asarray(picked)
+    if agreement is None:
+        agreement = agreement_prefix(q, keys[picked], n_hashings, K, L, seed)
+    elif len(agreement.prefix) != len(picked):
+        raise ValueError("agreement must come from the same picked keys")
+    sampled = sampled_in(agreement, K, L, min_hits)
+    hist = np.histogram(cos_all, bins=_FORMULA_BINS, range=(-1.0, 1.0))[0]
+    return RealSCurve(view.layer, view.head, query_index, int(view.positions[query_index]), K, L, min_hits,
+                      agreement.n_hashings, cos_all, hashed[picked], cos_all[picked],
+                      np.atleast_1d(sh.inclusion_probability(sh.collision_probability(cos_all[picked]), K, L,
+                                                             min_hits)),
+                      sampled.mean(axis=1), float(hist @ _formula_on_bins(K, L, min_hits)), sampled.mean(axis=0))
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_real_scurve() -> RealSCurve:
+    """Notebook 04's real S-curve: ``SCURVE_HEAD`` of the shipped capture, 200 hashings."""
+    cap = shipped_capture()
+    spec = SCURVE_HEAD
+    return real_scurve(head_view(cap, spec["layer"], spec["head"]), spec["query_index"])

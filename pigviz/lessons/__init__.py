@@ -1,0 +1,23 @@
+"""The teaching layer: per notebook, the claims it states (``pigviz verify``) and, in
+``pigviz.lessons.exercises``, the code the learner writes with its checks.
+
+    from pigviz import lessons
+    lessons.print_claims("05")      # the table a notebook prints; nbval compares it
+"""
+from __future__ import annotations
+
+from pigviz.lessons.verify import LESSON_MODULES, Claim, collect_claims, format_table, run_claims
+
+__all__ = ["Claim", "LESSON_MODULES", "claims", "print_claims", "collect_claims", "run_claims", "format_table"]
+
+
+def claims(notebook: str) -> list[Claim]:
+    """The claims of one notebook (``"01"`` ... ``"07"``)."""
+    if notebook not in LESSON_MODULES:
+        raise ValueError(f"notebook must be one of {', '.join(LESSON_MODULES)}, got {notebook!r}")
+    return collect_claims([LESSON_MODULES[notebook]])
+
+
+def print_claims(notebook: str) -> None:
+    """Print one notebook's claims as a table; FAIL rows say what failed."""
+    print(format_table(claims(notebook)))

@@ -1,0 +1,12 @@
+"""Locality-sensitive hashing and MagicPIG's sampler.
+
+* ``simhash``: SimHash probabilities (per bit, one table, "at least m of L") and hashing.
+* ``simhash_checks``: Monte-Carlo counts that check those formulas, and the 2-D picture.
+* ``index``: the CSR hash tables of one layer (torch).
+* ``magicpig``: the sampled-attention estimator for one decode step (torch).
+
+``index`` and ``magicpig`` import torch; import them as ``from pigviz.lsh import magicpig``.
+"""
+from pigviz.lsh import simhash, simhash_checks
+
+__all__ = ['simhash', 'simhash_checks', 'index', 'magicpig']

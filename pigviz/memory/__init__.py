@@ -1,0 +1,9 @@
+"""The memory arithmetic of KV caches and LSH tables (notebook 05).
+
+* ``model_shapes``: layers, KV heads, head size of known models (and any config.json).
+* ``budget``: bytes per token, read time, the LSH table bill, fetch vs recompute.
+* ``allocators``: contiguous vs paged reservations, prefix sharing, preemption.
+"""
+from pigviz.memory import model_shapes, budget, allocators
+
+__all__ = ['model_shapes', 'budget', 'allocators']

@@ -1,0 +1,398 @@
+"""Who holds the KV budget: contiguous reservations, pages, shared prefixes, preemption.
+
+One replica (a Llama-70B shape on 4x H100 with 172.5 GiB left for KV) serves one seeded
+request mix. Admission is first-come-first-served and stops at the first request that
+does not fit, as a simple scheduler would. ``held`` is physical KV bytes; ``logical`` is
+what the admitted sequences would need if nothing were shared or rounded.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from pigviz._util.validate import check_array, check_float, check_int
+from pigviz.memory.budget import (GIB, H100_DENSE_BF16_FLOPS, REPLICA_KV_BUDGET_GIB,
+                           recompute_seconds_per_token, text_table)
+from pigviz.memory.model_shapes import get_model_shape
+
+__all__ = [
+    "KV_BUDGET_BYTES", "replica_bytes_per_token", "request_mix", "Allocation",
+    "contiguous_allocation", "paged_allocation", "OutOfPages", "PagedKVAllocator",
+    "paged_admission_with_allocator", "prefix_sharing", "preemption_probability",
+    "simulate_preemption", "assembly_table", "format_assembly", "contiguous_text", "paged_text",
+    "sharing_text", "largest_sharing_gap", "preemption_text", "preemption_rate_check",
+]
+
+KV_BUDGET_BYTES = int(REPLICA_KV_BUDGET_GIB * GIB)
+MAX_TOKENS = 10**7
+
+
+def replica_bytes_per_token(dtype_bytes: int = 2) -> int:
+    """KV bytes per token of the Llama-70B shape the replica serves (327,680 at fp16)."""
+    return get_model_shape("Llama-3.1-70B").kv_bytes_per_token(dtype_bytes)
+
+
+def request_mix(n: int = 4000, seed: int = 5) -> np.ndarray:
+    """(prompt, output) token counts: log-normal, mostly short with a heavy tail.
+
+    Prompt ~ lognormal(6.4, 1.0) (median ~600) clipped to [16, 128000]; output ~
+    lognormal(5.5, 0.8) (median ~250) clipped to [8, 4000]. Python's ``random`` keeps
+    the stream identical on every platform; prompt and output draws alternate."""
+    n = check_int("n", n, 1, 10**6)
+    rng = random.Random(_seed(seed))
+    out = np.empty((n, 2), dtype=np.int64)
+    for i in range(n):
+        prompt, output = int(rng.lognormvariate(6.4, 1.0)), int(rng.lognormvariate(5.5, 0.8))
+        out[i] = (min(max(prompt, 16), 128_000), min(max(output, 8), 4_000))
+    return out
+
+
+def _seed(seed) -> int:
+    # random.Random hashes abs(seed), so a negative seed would silently repeat a positive one.
+    return check_int("seed", seed, 0, 2**63 - 1)
+
+
+def _requests(requests) -> np.ndarray:
+    arr = check_array("requests", requests, ndim=2, dtype=np.int64)
+    if arr.shape[1] != 2 or np.any(arr < 0):
+        raise ValueError(f"requests must be an (n, 2) array of non-negative (prompt, output) counts, got shape {arr.shape}")
+    return arr
+
+
+@dataclass(frozen=True)
+class Allocation:
+    name: str
+    batch: int               # sequences admitted
+    held_bytes: int          # physical KV the allocator holds for them
+    logical_bytes: int       # KV they would need, unshared and unrounded
+    overflow: int = 0        # admitted sequences longer than their reservation
+
+    @property
+    def held_over_logical(self) -> float:
+        return self.held_bytes / self.logical_bytes if self.logical_bytes else float("inf")
+
+    @property
+    def waste_fraction(self) -> float:
+        """Share of held bytes no live token uses (negative when sharing saves memory)."""
+        return 1 - self.logical_bytes / self.held_bytes if self.held_bytes else 0.0
+
+
+def _budget(budget_bytes, bytes_per_token):
+    return (check_int("budget_bytes", budget_bytes, 1),
+            check_int("bytes_per_token", bytes_per_token, 1))
+
+
+def contiguous_allocation(requests, reserve_tokens: int, budget_bytes: int = KV_BUDGET_BYTES,
+                          bytes_per_token: int | None = None) -> Allocation:
+    """Every sequence reserves ``reserve_tokens`` up front, because its output length is unknown."""
+    reqs = _requests(requests)
+    reserve = check_int("reserve_tokens", reserve_tokens, 1, MAX_TOKENS)
+    budget, bpt = _budget(budget_bytes, bytes_per_token or replica_bytes_per_token())
+    batch = min(budget // (reserve * bpt), len(reqs))
+    totals = reqs[:batch].sum(axis=1)
+    return Allocation(f"contiguous, reserve {reserve:,}", int(batch), int(batch * reserve * bpt),
+                      int(totals.sum()) * bpt, int(np.count_nonzero(totals > reserve)))
+
+
+def paged_allocation(requests, page_tokens: int, budget_bytes: int = KV_BUDGET_BYTES,
+                     bytes_per_token: int | None = None, shared_prefix: int = 0) -> Allocation:
+    """Fixed-size pages on demand; an optional system prompt stored once and shared.
+
+    A sequence shares min(shared_prefix, its prompt) tokens and pays pages only for the
+    rest (the seed's accounting; :func:`paged_admission_with_allocator` runs the real
+    allocator, where copy-on-write adds a page per partial shared page)."""
+    reqs = _requests(requests)
+    pt = check_int("page_tokens", page_tokens, 1, 4096)
+    prefix = check_int("shared_prefix", shared_prefix, 0, MAX_TOKENS)
+    budget, bpt = _budget(budget_bytes, bytes_per_token or replica_bytes_per_token())
+    budget_pages = budget // (pt * bpt)
+    prefix_pages = -(-prefix // pt)
+    totals = reqs.sum(axis=1)
+    private = totals - np.minimum(prefix, reqs[:, 0])
+    held_pages = prefix_pages + np.cumsum(-(-private // pt))
+    batch = int(np.searchsorted(held_pages, budget_pages, side="right"))
+    pages = int(held_pages[batch - 1]) if batch else prefix_pages
+    name = f"paged, {pt}-token pages" + (f" + shared {prefix:,} prefix" if prefix else "")
+    return Allocation(name, batch, pages * pt * bpt, int(totals[:batch].sum()) * bpt)
+
+
+class OutOfPages(RuntimeError):
+    """The page pool cannot satisfy a request; the allocator state is unchanged."""
+
+
+class PagedKVAllocator:
+    """A page pool with per-sequence page tables, refcounts and copy-on-write.
+
+    ``fork`` lets a child share its parent's pages; the first write into a shared,
+    partly filled page copies it, so no sequence ever sees another's tokens."""
+
+    def __init__(self, num_pages: int, page_tokens: int = 16):
+        self.num_pages = check_int("num_pages", num_pages, 1, 10**8)
+        self.page_tokens = check_int("page_tokens", page_tokens, 1, 4096)
+        self._refcount = [0] * self.num_pages
+        self._free = list(range(self.num_pages - 1, -1, -1))
+        self._pages: dict = {}
+        self._length: dict = {}
+        self.cow_copies = 0
+
+    @property
+    def pages_in_use(self) -> int:
+        return self.num_pages - len(self._free)
+
+    @property
+    def free_pages(self) -> int:
+        return len(self._free)
+
+    def refcount(self, page: int) -> int:
+        return self._refcount[check_int("page", page, 0, self.num_pages - 1)]
+
+    def page_table(self, seq) -> tuple[int, ...]:
+        return tuple(self._pages[self._known(seq)])
+
+    def length(self, seq) -> int:
+        return self._length[self._known(seq)]
+
+    def _known(self, seq):
+        if seq not in self._pages:
+            raise KeyError(f"unknown sequence {seq!r}")
+        return seq
+
+    def add_sequence(self, seq, tokens: int = 0) -> None:
+        if seq in self._pages:
+            raise ValueError(f"sequence {seq!r} already exists")
+        self._pages[seq], self._length[seq] = [], 0
+        try:
+            self.append(seq, tokens)
+        except OutOfPages:
+            del self._pages[seq], self._length[seq]
+            raise
+
+    def fork(self, parent, child, tokens: int | None = None) -> None:
+        """``child`` starts with the first ``tokens`` of ``parent`` (all of them by default)."""
+        parent_len = self.length(parent)
+        tokens = parent_len if tokens is None else check_int("tokens", tokens, 0, parent_len)
+        if child in self._pages:
+            raise ValueError(f"sequence {child!r} already exists")
+        shared = self._pages[parent][: -(-tokens // self.page_tokens)]
+        for page in shared:
+            self._refcount[page] += 1
+        self._pages[child], self._length[child] = list(shared), tokens
+
+    def pages_needed(self, seq, tokens: int) -> int:
+        length, pages = self.length(seq), self._pages[seq]
+        fill = length % self.page_tokens
+        room = self.page_tokens - fill if fill else 0
+        copy = 1 if (tokens > 0 and fill and self._refcount[pages[-1]] > 1) else 0
+        return copy + -(-max(0, tokens - room) // self.page_tokens)
+
+    def append(self, seq, tokens: int) -> None:
+        """Write ``tokens`` new tokens to ``seq``, copying a shared last page first."""
+        tokens = check_int("tokens", tokens, 0, MAX_TOKENS)
+        need = self.pages_needed(seq, tokens)
+        if need > len(self._free):
+            raise OutOfPages(f"sequence {seq!r} needs {need} pages, {len(self._free)} free")
+        pages = self._pages[seq]
+        if tokens and self._length[seq] % self.page_tokens and self._refcount[pages[-1]] > 1:
+            self._refcount[pages[-1]] -= 1
+            pages[-1] = self._take()
+            self.cow_copies += 1
+            need -= 1
+        for _ in range(need):
+            pages.append(self._take())
+        self._length[seq] += tokens
+
+    def _take(self) -> int:
+        page = self._free.pop()
+        self._refcount[page] = 1
+        return page
+
+    def free(self, seq) -> None:
+        for page in self._pages.pop(self._known(seq)):
+            self._refcount[page] -= 1
+            if self._refcount[page] == 0:
+                self._free.append(page)
+        del self._length[seq]
+
+
+def paged_admission_with_allocator(requests, page_tokens: int = 16, budget_bytes: int = KV_BUDGET_BYTES,
+                                   bytes_per_token: int | None = None, shared_prefix: int = 0) -> Allocation:
+    """:func:`paged_allocation`, run through a real :class:`PagedKVAllocator`."""
+    reqs = _requests(requests)
+    page_tokens = check_int("page_tokens", page_tokens, 1, 4096)
+    budget, bpt = _budget(budget_bytes, bytes_per_token or replica_bytes_per_token())
+    prefix = check_int("shared_prefix", shared_prefix, 0, MAX_TOKENS)
+    pool = PagedKVAllocator(budget // (page_tokens * bpt), page_tokens)
+    if prefix:
+        pool.add_sequence("system prompt", prefix)
+    batch, logical = 0, 0
+    for i, (prompt, output) in enumerate(reqs.tolist()):
+        shared = min(prefix, prompt)
+        try:
+            if shared:
+                pool.fork("system prompt", i, shared)
+            else:
+                pool.add_sequence(i)
+            pool.append(i, prompt + output - shared)
+        except OutOfPages:
+            pool.free(i)
+            break
+        batch, logical = batch + 1, logical + prompt + output
+    name = f"allocator, {page_tokens}-token pages" + (f" + shared {prefix:,}" if prefix else "")
+    return Allocation(name, batch, pool.pages_in_use * page_tokens * bpt, logical * bpt)
+
+
+def prefix_sharing(prefix_tokens: int, n_requests: int = 64, page_tokens: int = 16, seed: int = 9,
+                   bytes_per_token: int | None = None) -> dict:
+    """``n_requests`` forks of one system prompt, each with its own question and answer.
+
+    The system prompt's sequence is freed once every request has forked it, so its pages
+    live exactly as long as some request still points at them."""
+    prefix = check_int("prefix_tokens", prefix_tokens, 0, MAX_TOKENS)
+    n = check_int("n_requests", n_requests, 1, 100_000)
+    pt = check_int("page_tokens", page_tokens, 1, 4096)
+    bpt = check_int("bytes_per_token", bytes_per_token or replica_bytes_per_token(), 1)
+    rng = random.Random(_seed(seed))
+    private = [int(rng.lognormvariate(5.0, 0.9)) + int(rng.lognormvariate(5.5, 0.8)) for _ in range(n)]
+    naive_pages = sum(-(-(prefix + x) // pt) for x in private)
+
+    pool = PagedKVAllocator(naive_pages + n + 1, pt)
+    pool.add_sequence("system prompt", prefix)
+    for i, x in enumerate(private):
+        pool.fork("system prompt", i)
+    pool.free("system prompt")
+    for i, x in enumerate(private):
+        pool.append(i, x)
+    shared_pages, copies = pool.pages_in_use, pool.cow_copies
+    for i in range(n):
+        pool.free(i)
+
+    naive_tokens = n * prefix + sum(private)
+    formula_tokens = -(-prefix // pt) * pt + sum(private)   # prefix once, private unrounded
+    return {
+        "prefix_tokens": prefix, "n_requests": n, "page_tokens": pt,
+        "naive_tokens": naive_tokens,
+        "naive_bytes": naive_pages * pt * bpt, "shared_bytes": shared_pages * pt * bpt,
+        "naive_pages": naive_pages, "shared_pages": shared_pages, "cow_copies": copies,
+        "saved_fraction": 1 - shared_pages / naive_pages,
+        "formula_saved_fraction": 1 - formula_tokens / naive_tokens,
+        "batch_multiplier": naive_pages / shared_pages,
+        "pages_after_free": pool.pages_in_use,
+    }
+
+
+PREEMPTION_THRESHOLD = 0.85
+
+
+def preemption_probability(occupancy):
+    """The toy scheduler's chance to preempt per decision: 0 up to 85%, then ((occ-0.85)/0.15)^2.
+
+    ``occupancy`` is a fraction in [0, 1], scalar or array."""
+    occ = check_array("occupancy", occupancy, min_len=0)
+    if occ.size and (occ.min() < 0 or occ.max() > 1):
+        raise ValueError(f"occupancy must be in [0, 1], got values from {occ.min()} to {occ.max()}")
+    span = 1 - PREEMPTION_THRESHOLD
+    return np.clip((occ - PREEMPTION_THRESHOLD) / span, 0.0, None) ** 2
+
+
+def simulate_preemption(occupancy: float, n_decisions: int = 2000, seed: int = 3,
+                        n_params: float = 70e9, tp: int = 4) -> dict:
+    """Each decision may evict a sequence whose prompt (lognormal(6.4, 1.0) tokens) must
+    later be prefilled again; returns the count, the tokens and the GPU-ms they cost."""
+    occupancy = check_float("occupancy", occupancy, 0.0, 1.0)
+    n = check_int("n_decisions", n_decisions, 1, 10**6)
+    rng = random.Random(_seed(seed))
+    p = float(preemption_probability(occupancy))
+    preempted = tokens = 0
+    for _ in range(n):
+        if rng.random() < p:
+            preempted += 1
+            tokens += int(rng.lognormvariate(6.4, 1.0))
+    gpu_ms = tokens * recompute_seconds_per_token(n_params, H100_DENSE_BF16_FLOPS, tp) * 1e3
+    return {"occupancy": occupancy, "probability": p, "n_decisions": n, "preempted": preempted,
+            "tokens_reprefilled": tokens, "wasted_gpu_ms": gpu_ms}
+
+
+def assembly_table(requests=None, budget_bytes: int = KV_BUDGET_BYTES,
+                   bytes_per_token: int | None = None, page_tokens: int = 16,
+                   shared_prefix: int = 2048, reserves=(8192, 2048)) -> list[Allocation]:
+    """One mix, one budget, four allocators; the first row is the baseline."""
+    reqs = request_mix() if requests is None else requests
+    bpt = bytes_per_token or replica_bytes_per_token()
+    rows = [contiguous_allocation(reqs, r, budget_bytes, bpt) for r in reserves]
+    rows.append(paged_allocation(reqs, page_tokens, budget_bytes, bpt))
+    rows.append(paged_allocation(reqs, page_tokens, budget_bytes, bpt, shared_prefix))
+    return rows
+
+
+def format_assembly(rows: list[Allocation]) -> str:
+    base = rows[0].batch
+    width = max(len(r.name) for r in rows) + 2
+    lines = [f"{'allocator':<{width}}{'batch':>6}{'held':>11}{'logical':>11}{'held/logical':>14}"
+             f"{'vs baseline':>13}{'too long':>10}"]
+    for r in rows:
+        lines.append(f"{r.name:<{width}}{r.batch:>6}{r.held_bytes / GIB:>7.1f} GiB{r.logical_bytes / GIB:>7.1f} GiB"
+                     f"{r.held_over_logical:>13.2f}x{r.batch / base:>12.1f}x{r.overflow:>10}")
+    return "\n".join(lines)
+
+
+def contiguous_text(requests, reserves=(2048, 4096, 8192, 32768)) -> str:
+    rows = []
+    for reserve in reserves:
+        a = contiguous_allocation(requests, reserve)
+        rows.append((f"{reserve:,}", a.batch, f"{a.held_bytes / GIB:.1f} GiB", f"{a.logical_bytes / GIB:.1f} GiB",
+                     f"{a.waste_fraction:.1%}", a.overflow))
+    return text_table(("reserve", "batch", "reserved", "used", "wasted", "too long"), rows)
+
+
+def paged_text(requests, page_sizes=(1, 8, 16, 32, 128), baseline_reserve: int = 8192) -> str:
+    base = contiguous_allocation(requests, baseline_reserve).batch
+    rows = []
+    for pt in page_sizes:
+        a = paged_allocation(requests, pt)
+        waste = (a.held_bytes - a.logical_bytes) / replica_bytes_per_token() / a.batch
+        rows.append((pt, a.batch, f"{a.held_bytes / GIB:.1f} GiB", f"{a.waste_fraction:.2%}",
+                     f"{waste:.1f}", f"{a.batch / base:.2f}x"))
+    return text_table(("page tokens", "batch", "held", "waste", "waste tokens/seq", f"vs {baseline_reserve:,} slots"), rows)
+
+
+def sharing_text(results: list[dict]) -> str:
+    return text_table(("shared prefix", "own copies", "shared pages", "saved", "formula", "copies on write"),
+                      [(f"{r['prefix_tokens']:,}", f"{r['naive_bytes'] / GIB:.2f} GiB", f"{r['shared_bytes'] / GIB:.2f} GiB",
+                        f"{r['saved_fraction']:.1%}", f"{r['formula_saved_fraction']:.1%}", r["cow_copies"])
+                       for r in results])
+
+
+def largest_sharing_gap(results: list[dict]) -> dict:
+    """The :func:`prefix_sharing` row where the real allocator saves least next to the formula."""
+    if not results:
+        raise ValueError("results must hold at least one prefix_sharing() result")
+    worst = max(results, key=lambda r: r["formula_saved_fraction"] - r["saved_fraction"])
+    return {"prefix_tokens": worst["prefix_tokens"], "cow_copies": worst["cow_copies"],
+            "saved_fraction": worst["saved_fraction"], "formula_saved_fraction": worst["formula_saved_fraction"],
+            "gap_points": 100 * (worst["formula_saved_fraction"] - worst["saved_fraction"])}
+
+
+def preemption_text(sims: list[dict]) -> str:
+    return text_table(("occupancy", "P(preempt)", "simulated rate", "preemptions", "tokens re-prefilled",
+                       "wasted GPU-s (TP4)"),
+                      [(f"{s['occupancy']:.0%}", f"{s['probability']:.3f}", f"{s['preempted'] / s['n_decisions']:.3f}",
+                        s["preempted"], f"{s['tokens_reprefilled']:,}", f"{s['wasted_gpu_ms'] / 1e3:.1f}")
+                       for s in sims])
+
+
+def preemption_rate_check(sims: list[dict]) -> list[dict]:
+    """Per simulation, how many binomial standard errors its preemption rate lies from P.
+
+    A simulation with P = 0 (or 1) has no spread: it passes only if it matches P exactly."""
+    rows = []
+    for s in sims:
+        p, n = s["probability"], s["n_decisions"]
+        rate = s["preempted"] / n
+        se = (p * (1 - p) / n) ** 0.5
+        z = (rate - p) / se if se > 0 else (0.0 if rate == p else float("inf"))
+        rows.append({"occupancy": s["occupancy"], "probability": p, "rate": rate, "z": z})
+    return rows
+
+

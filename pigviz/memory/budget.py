@@ -1,0 +1,314 @@
+"""KV-cache arithmetic: what a token costs, how long reading it takes, and what
+MagicPIG's LSH tables add on top.
+
+Everything here is exact integer arithmetic on a :class:`~pigviz.model_shapes.ModelShape`
+except where a rate (bandwidth, FLOP/s) enters. The candidate count assumes evenly
+filled buckets -- real buckets are uneven, so treat it as the typical scan, not a bound.
+"""
+from __future__ import annotations
+
+from pigviz._util.validate import check_choice, check_float, check_int
+from pigviz.memory.model_shapes import ModelShape, get_model_shape, known_models
+
+__all__ = [
+    "KIB", "MIB", "GIB", "DTYPE_BYTES_CHOICES", "MAX_CONTEXT",
+    "H100_DENSE_BF16_FLOPS", "H100_SPARSE_BF16_FLOPS", "REPLICA_KV_BUDGET_GIB", "STORAGE_TIERS_GBPS",
+    "kv_bytes_per_token", "kv_bytes", "read_time_s", "lsh_table_bytes", "bucket_metadata_bytes",
+    "candidates_per_query", "key_bytes_per_head", "index_bill", "budget_report", "format_report",
+    "recompute_seconds_per_token", "break_even_bandwidth", "fetch_or_recompute",
+    "break_even_by_timing", "break_even_table", "tier_verdicts", "tier_verdict_changes", "format_bytes", "text_table", "model_table",
+    "cache_vs_size",
+    "break_even_text",
+]
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+DTYPE_BYTES_CHOICES = (4, 2, 1)          # fp32, fp16/bf16, fp8/int8
+MAX_CONTEXT = 10**9
+MAX_K, MAX_L = 30, 100_000
+H100_DENSE_BF16_FLOPS = 989.5e12         # per GPU, dense: what LLM weights actually get
+H100_SPARSE_BF16_FLOPS = 1979e12         # the datasheet headline, which assumes 2:4 sparsity
+REPLICA_KV_BUDGET_GIB = 172.5            # 4x H100 80 GB after 70B weights and activations
+# Sustained read bandwidth of places a cached prefix could come from, in GB/s (1e9 B/s).
+STORAGE_TIERS_GBPS = {
+    "GPU HBM (H100)": 3350.0,
+    "host DRAM over PCIe 5": 64.0,
+    "RDMA / 200 GbE": 25.0,
+    "local NVMe": 7.0,
+    "object storage": 1.0,
+}
+
+
+def _shape(model) -> ModelShape:
+    return get_model_shape(model)
+
+
+def _context(context) -> int:
+    return check_int("context", context, 1, MAX_CONTEXT)
+
+
+def _dtype(dtype_bytes) -> int:
+    check_int("dtype_bytes", dtype_bytes)
+    return int(check_choice("dtype_bytes", int(dtype_bytes), DTYPE_BYTES_CHOICES))
+
+
+def kv_bytes_per_token(model, dtype_bytes: int = 2) -> int:
+    """2 (K and V) x layers x KV heads x head_dim x bytes per element."""
+    return _shape(model).kv_bytes_per_token(_dtype(dtype_bytes))
+
+
+def kv_bytes(model, context: int, dtype_bytes: int = 2) -> int:
+    """KV cache of one sequence holding ``context`` tokens."""
+    return _context(context) * kv_bytes_per_token(model, dtype_bytes)
+
+
+def read_time_s(nbytes: float, bandwidth_bytes_per_s: float = 1e12) -> float:
+    """Seconds to stream ``nbytes`` once at a sustained bandwidth (a floor, not a measurement)."""
+    nbytes = check_float("nbytes", nbytes, 0)
+    bandwidth = check_float("bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
+    return nbytes / bandwidth
+
+
+def lsh_table_bytes(model, context: int, L: int = 150, index_bytes: int = 4) -> int:
+    """Every one of the L tables holds one token index per cached token, per layer and KV head."""
+    shape = _shape(model)
+    L = check_int("L", L, 1, MAX_L)
+    index_bytes = int(check_choice("index_bytes", index_bytes, (2, 4, 8)))
+    return _context(context) * L * index_bytes * shape.layers * shape.kv_heads
+
+
+def bucket_metadata_bytes(model, K: int = 10, L: int = 150, offset_bytes: int = 4) -> int:
+    """One offset per bucket: 2**K buckets x L tables x (layer, KV head) x offset size.
+
+    Independent of context: the buckets exist whether or not tokens fill them."""
+    shape = _shape(model)
+    K = check_int("K", K, 1, MAX_K)
+    L = check_int("L", L, 1, MAX_L)
+    offset_bytes = int(check_choice("offset_bytes", offset_bytes, (4, 8)))
+    return (1 << K) * L * shape.layers * shape.kv_heads * offset_bytes
+
+
+def candidates_per_query(context: int, K: int = 10, L: int = 150) -> float:
+    """Entries a query scans in its L buckets if the n tokens spread evenly: L n / 2**K."""
+    context = _context(context)
+    K = check_int("K", K, 1, MAX_K)
+    L = check_int("L", L, 1, MAX_L)
+    return L * context / (1 << K)
+
+
+def key_bytes_per_head(model, context: int, dtype_bytes: int = 2) -> int:
+    """Key bytes one (layer, KV head) holds: what full attention reads for one query's scores."""
+    return _context(context) * _shape(model).head_dim * _dtype(dtype_bytes)
+
+
+def index_bill(model, context: int, K: int = 10, L: int = 150, dtype_bytes: int = 2,
+               index_bytes: int = 4, offset_bytes: int = 4) -> dict:
+    """KV bytes, table entries and bucket metadata side by side, in bytes."""
+    kv = kv_bytes(model, context, dtype_bytes)
+    tables = lsh_table_bytes(model, context, L, index_bytes)
+    meta = bucket_metadata_bytes(model, K, L, offset_bytes)
+    return {"kv_bytes": kv, "table_bytes": tables, "bucket_metadata_bytes": meta,
+            "index_to_kv_ratio": (tables + meta) / kv}
+
+
+def budget_report(model, context: int, dtype_bytes: int = 2, K: int = 10, L: int = 150, *,
+                  index_bytes: int = 4, offset_bytes: int = 4,
+                  bandwidth_bytes_per_s: float = 1e12) -> dict:
+    """Everything ``pigviz budget`` prints, as a JSON-ready dict of plain numbers."""
+    shape = _shape(model)
+    context, dtype_bytes = _context(context), _dtype(dtype_bytes)
+    bill = index_bill(shape, context, K, L, dtype_bytes, index_bytes, offset_bytes)
+    per_token = kv_bytes_per_token(shape, dtype_bytes)
+    candidates = candidates_per_query(context, K, L)
+    key_bytes = key_bytes_per_head(shape, context, dtype_bytes)
+    notes = ["candidates assume evenly filled buckets; real buckets are uneven"]
+    if shape.max_context and context > shape.max_context:
+        notes.append(f"context exceeds the model's max_position_embeddings ({shape.max_context:,})")
+    if shape.sliding_window and context > shape.sliding_window:
+        notes.append(f"sliding window {shape.sliding_window:,}: a rolling-buffer cache would keep "
+                     f"only that many tokens; figures assume every token is cached")
+    return {
+        "model": shape.to_dict(),
+        "context": context,
+        "dtype_bytes": dtype_bytes,
+        "K": K,
+        "L": L,
+        "index_bytes": index_bytes,
+        "kv_bytes_per_token": per_token,
+        "kv_bytes": bill["kv_bytes"],
+        "kv_pair_bytes_per_head_token": 2 * shape.head_dim * dtype_bytes,
+        "table_bytes_per_head_token": L * index_bytes,
+        "table_bytes": bill["table_bytes"],
+        "bucket_metadata_bytes": bill["bucket_metadata_bytes"],
+        "index_to_kv_ratio": bill["index_to_kv_ratio"],
+        "read_bandwidth_bytes_per_s": bandwidth_bytes_per_s,
+        "kv_read_time_s": read_time_s(bill["kv_bytes"], bandwidth_bytes_per_s),
+        "candidates_per_query": candidates,
+        "candidate_index_bytes": candidates * index_bytes,
+        "key_bytes_per_head": key_bytes,
+        "candidate_share_of_key_bytes": candidates * index_bytes / key_bytes,
+        "notes": notes,
+    }
+
+
+def format_bytes(nbytes: float) -> str:
+    """Binary units, 3 significant figures: 12.0 GiB, 600 B, 150 MiB."""
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if abs(nbytes) >= size:
+            value = nbytes / size
+            return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
+    return f"{nbytes:,.0f} B"
+
+
+def format_report(report: dict) -> str:
+    """A learner-readable table of a :func:`budget_report` dict."""
+    m = report["model"]
+    rows = [
+        ("model", f"{m['name']}: {m['layers']} layers x {m['kv_heads']} KV heads x head_dim {m['head_dim']}"),
+        ("context", f"{report['context']:,} tokens at {report['dtype_bytes']} B per element"),
+        ("KV per token", f"{report['kv_bytes_per_token']:,} B = {format_bytes(report['kv_bytes_per_token'])}"),
+        ("KV per sequence", format_bytes(report["kv_bytes"])),
+        ("read once at", f"{report['read_bandwidth_bytes_per_s'] / 1e12:g} TB/s: "
+                         f"{report['kv_read_time_s'] * 1e3:.3g} ms per generated token"),
+        (f"LSH tables (K={report['K']}, L={report['L']})",
+         f"{report['table_bytes_per_head_token']} B per token per (layer, KV head) beside a "
+         f"{report['kv_pair_bytes_per_head_token']} B key+value pair"),
+        ("table entries", format_bytes(report["table_bytes"])),
+        ("bucket offsets", format_bytes(report["bucket_metadata_bytes"])),
+        ("index / KV", f"{report['index_to_kv_ratio']:.2f}x"),
+        ("candidates per query", f"{report['candidates_per_query']:,.0f} entries = "
+                                 f"{report['candidate_index_bytes']:,.0f} B of indices"),
+        ("share of key bytes", f"{report['candidate_share_of_key_bytes']:.2%} of "
+                               f"{report['key_bytes_per_head']:,} B (one layer, one KV head)"),
+    ]
+    width = max(len(label) for label, _ in rows)
+    lines = [f"{label:<{width}}  {value}" for label, value in rows]
+    lines += [f"note: {note}" for note in report["notes"]]
+    return "\n".join(lines)
+
+
+def text_table(headers, rows) -> str:
+    """Plain-text table: first column left-aligned, the rest right-aligned."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in cells]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def model_table(context: int, dtype_bytes: int = 2, models=None, bandwidth_bytes_per_s: float = 1e12) -> str:
+    """Per-token and per-sequence KV of several models at one context."""
+    rows = []
+    for name in models or known_models():
+        shape = _shape(name)
+        nbytes = kv_bytes(shape, context, dtype_bytes)
+        rows.append((shape.name, f"{shape.params / 1e9:.2f} B" if shape.params else "?",
+                     f"{shape.layers} x {shape.kv_heads} x {shape.head_dim}",
+                     f"{kv_bytes_per_token(shape, dtype_bytes):,} B", format_bytes(nbytes),
+                     f"{read_time_s(nbytes, bandwidth_bytes_per_s) * 1e3:.2f} ms"))
+    return text_table(("model", "params", "layers x KV heads x head_dim", "KV / token", f"KV at {context:,}",
+                       f"read at {bandwidth_bytes_per_s / 1e12:g} TB/s"), rows)
+
+
+def cache_vs_size(model_a, model_b, dtype_bytes: int = 2) -> dict:
+    """Parameter and KV-per-token ratios of two models (a over b), and a sentence saying so."""
+    a, b = _shape(model_a), _shape(model_b)
+    if not (a.params and b.params):
+        raise ValueError(f"cache_vs_size needs parameter counts; {a.name if not a.params else b.name} has none")
+    kv_a, kv_b = kv_bytes_per_token(a, dtype_bytes), kv_bytes_per_token(b, dtype_bytes)
+    text = (f"{a.name} vs {b.name}: {a.params / 1e9:.2f}B vs {b.params / 1e9:.2f}B parameters "
+            f"({a.params / b.params:.2f}x), {kv_a:,} B vs {kv_b:,} B of KV per token ({kv_a / kv_b:.2f}x)")
+    return {"params_ratio": a.params / b.params, "kv_ratio": kv_a / kv_b, "text": text}
+
+
+def break_even_text(bytes_per_token: int, n_params: float, reference_tp: int = 4) -> str:
+    """Break-even per tensor-parallel degree, then each storage tier against the reference."""
+    table = break_even_table(bytes_per_token, n_params)
+    first = text_table(("config", "prefill per token", "break-even"),
+                       [(f"TP{r['tp']}", f"{r['prefill_us_per_token']:.1f} us", f"{r['break_even_GBps']:.2f} GB/s")
+                        for r in table])
+    be = break_even_bandwidth(bytes_per_token, n_params, tp=reference_tp) / 1e9
+    second = text_table(("tier", "bandwidth", f"vs TP{reference_tp} break-even", "verdict"),
+                        [(v["tier"], f"{v['GBps']:g} GB/s", f"{v['vs_break_even']:.2f}x",
+                          "fetch" if v["fetch_wins"] else "recompute") for v in tier_verdicts(be)])
+    return first + "\n\n" + second
+
+
+# --- fetch a cached prefix, or recompute it? ---------------------------------------
+
+def recompute_seconds_per_token(n_params: float, flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
+                                tp: int = 1) -> float:
+    """Prefill time per token at full utilisation: 2N FLOPs spread over ``tp`` GPUs."""
+    n_params = check_float("n_params", n_params, 0, lo_open=True)
+    flops_per_gpu = check_float("flops_per_gpu", flops_per_gpu, 0, lo_open=True)
+    tp = check_int("tp", tp, 1, 1024)
+    return 2 * n_params / (flops_per_gpu * tp)
+
+
+def break_even_bandwidth(bytes_per_token: float, n_params: float,
+                         flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> float:
+    """Bytes/s at which fetching a token's KV takes as long as recomputing it."""
+    bytes_per_token = check_float("bytes_per_token", bytes_per_token, 0, lo_open=True)
+    return bytes_per_token / recompute_seconds_per_token(n_params, flops_per_gpu, tp)
+
+
+def fetch_or_recompute(prefix_tokens: int, bytes_per_token: float, bandwidth_bytes_per_s: float,
+                       n_params: float, flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
+                       tp: int = 1) -> dict:
+    """Time to fetch a cached prefix vs to prefill it again, for one prefix length."""
+    prefix_tokens = check_int("prefix_tokens", prefix_tokens, 1, MAX_CONTEXT)
+    bytes_per_token = check_float("bytes_per_token", bytes_per_token, 0, lo_open=True)
+    fetch = prefix_tokens * bytes_per_token / check_float(
+        "bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
+    recompute = prefix_tokens * recompute_seconds_per_token(n_params, flops_per_gpu, tp)
+    return {"fetch_s": fetch, "recompute_s": recompute, "fetch_wins": fetch < recompute}
+
+
+def break_even_by_timing(prefix_tokens: int, bytes_per_token: float, n_params: float,
+                         flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1,
+                         lo_bytes_per_s: float = 1e3, hi_bytes_per_s: float = 1e16) -> float:
+    """The bandwidth at which fetching this prefix stops losing to recomputing it, found by
+    bisection on :func:`fetch_or_recompute`'s two times rather than by the closed form."""
+    lo = check_float("lo_bytes_per_s", lo_bytes_per_s, 0, lo_open=True)
+    hi = check_float("hi_bytes_per_s", hi_bytes_per_s, lo, lo_open=True)
+
+    def fetch_wins(bandwidth):
+        return fetch_or_recompute(prefix_tokens, bytes_per_token, bandwidth, n_params, flops_per_gpu, tp)["fetch_wins"]
+
+    if fetch_wins(lo) or not fetch_wins(hi):
+        raise ValueError(f"the break-even lies outside [{lo:g}, {hi:g}] B/s; widen lo_bytes_per_s/hi_bytes_per_s")
+    for _ in range(200):  # geometric midpoints: the bracket spans many decades
+        mid = (lo * hi) ** 0.5
+        if mid in (lo, hi):
+            break
+        lo, hi = (lo, mid) if fetch_wins(mid) else (mid, hi)
+    return hi
+
+
+def break_even_table(bytes_per_token: float, n_params: float, tps=(1, 2, 4, 8),
+                     flops_per_gpu: float = H100_DENSE_BF16_FLOPS) -> list[dict]:
+    return [{"tp": tp,
+             "prefill_us_per_token": recompute_seconds_per_token(n_params, flops_per_gpu, tp) * 1e6,
+             "break_even_GBps": break_even_bandwidth(bytes_per_token, n_params, flops_per_gpu, tp) / 1e9}
+            for tp in tps]
+
+
+def tier_verdicts(break_even_GBps: float, tiers: dict | None = None) -> list[dict]:
+    """Each storage tier's bandwidth against the break-even: above it, fetching wins."""
+    break_even_GBps = check_float("break_even_GBps", break_even_GBps, 0, lo_open=True)
+    return [{"tier": name, "GBps": bw, "vs_break_even": bw / break_even_GBps,
+             "fetch_wins": bw > break_even_GBps}
+            for name, bw in (tiers or STORAGE_TIERS_GBPS).items()]
+
+
+def tier_verdict_changes(bytes_per_token: float, n_params: float, tp_from: int, tp_to: int,
+                         tiers: dict | None = None) -> list[str]:
+    """Storage tiers whose fetch/recompute verdict differs between two tensor-parallel degrees."""
+    before, after = (tier_verdicts(break_even_bandwidth(bytes_per_token, n_params, tp=tp) / 1e9, tiers)
+                     for tp in (tp_from, tp_to))
+    return [a["tier"] for a, b in zip(before, after) if a["fetch_wins"] != b["fetch_wins"]]
+
+
+# --- headline numbers of notebook 05 -----------------------------------------------
+
+

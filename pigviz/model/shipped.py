@@ -1,0 +1,302 @@
+"""The small real-model capture that ships in ``data/``, so lessons need no model load.
+
+What ships (``data/smollm2_8k_capture.safetensors``, fp16, about 8.6 MB):
+
+* One prefill of the first 8192 tokens of ``texts.long_text()`` through SmolLM2-135M (fp32).
+* Four (layer, KV head) pairs, each with all 8192 post-RoPE keys and values, the last 64
+  queries of the three query heads that share that KV head, and the attention output the
+  model computed for them. Layers are fixed: 2 (early, almost no weight on position 0),
+  then 13, 19 and 25 (middle to late, where position 0 is an attention sink). In each, the
+  KV head kept is the one whose query heads put the most mean weight on position 0 --
+  computed from the full capture, not typed in.
+* All-layer summaries from the full fp32 capture: ``sink_weight`` (30 x 9), the mean weight
+  that the last 64 queries put on position 0, per (layer, query head); ``key_norm_pos0`` and
+  ``key_norm_median`` (30 x 3), per (layer, KV head).
+
+``data/manifest.json`` records each file's sha256, size, contents, the command that made it
+and the library versions. ``pigviz data regenerate --check`` rebuilds it and checks that it agrees with the shipped file
+to the precision it is stored in (bit for bit only on the CPU it was made on).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from pigviz._util.io import sha256_file, write_json_atomic
+
+__all__ = [
+    "CAPTURE_FILE", "SHIPPED_LAYERS", "SHIPPED_N_TOKENS", "SHIPPED_LAST", "SHIPPED_MODEL",
+    "data_dir", "manifest_path", "read_manifest", "check_shipped", "load_shipped_capture",
+    "sink_weights", "key_norm_stats", "choose_kv_heads", "build_shipped_capture", "regenerate_shipped",
+    "compare_captures", "largest_difference",
+]
+
+CAPTURE_FILE = "smollm2_8k_capture.safetensors"
+SHIPPED_MODEL = "smollm2-135m"
+SHIPPED_N_TOKENS = 8192
+SHIPPED_LAST = 64
+SHIPPED_LAYERS = (2, 13, 19, 25)
+REGENERATE_COMMAND = "pigviz data regenerate"
+MANIFEST_FORMAT = "pigviz-data-manifest-v1"
+_ENTRY_KEYS = ("sha256", "bytes", "what", "command", "pigviz_version", "torch_version", "transformers_version")
+
+
+def data_dir() -> Path:
+    """``$PIGVIZ_DATA_DIR`` if set, else the repository's ``data/`` folder."""
+    override = os.environ.get("PIGVIZ_DATA_DIR")
+    return Path(override).expanduser() if override else Path(__file__).resolve().parents[2] / "data"
+
+
+def manifest_path(directory=None) -> Path:
+    return Path(directory or data_dir()) / "manifest.json"
+
+
+def read_manifest(directory=None) -> dict:
+    """Parse ``manifest.json``; ValueError naming the file if it lacks the expected fields."""
+    import json
+
+    path = manifest_path(directory)
+    if not path.is_file():
+        raise FileNotFoundError(f"data manifest {path} does not exist; run `{REGENERATE_COMMAND}`")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise ValueError(f"{path} must be a {MANIFEST_FORMAT} manifest (a JSON object) with a 'files' table")
+    for name, entry in files.items():
+        if not isinstance(entry, dict):
+            raise ValueError(f"{path}: entry {name!r} must be an object with {', '.join(_ENTRY_KEYS)}, "
+                             f"got {type(entry).__name__}")
+        missing = [k for k in _ENTRY_KEYS if k not in entry]
+        if missing:
+            raise ValueError(f"{path}: entry {name!r} lacks {', '.join(missing)}")
+    return manifest
+
+
+def check_shipped(directory=None) -> list[str]:
+    """Problems found comparing every file in the manifest with what is on disk (empty = fine)."""
+    directory = Path(directory or data_dir())
+    problems = []
+    for name, entry in read_manifest(directory)["files"].items():
+        path = directory / name
+        if not path.is_file():
+            problems.append(f"{path} is missing")
+        elif path.stat().st_size != entry["bytes"] or sha256_file(path) != entry["sha256"]:
+            problems.append(f"{path} does not match its manifest sha256/size")
+    return problems
+
+
+def verified_path(name: str, command: str | None = None, *, verify: bool = True) -> Path:
+    """Path of the shipped file ``name``; with ``verify``, it must exist and match its manifest
+    sha256. Errors say how to re-create it (``command``, else the manifest's own command)."""
+    path = data_dir() / name
+    if not verify:
+        return path
+    entry = read_manifest()["files"].get(name)
+    if entry is None:
+        raise ValueError(f"{manifest_path()} has no entry for {name}" + (f"; run `{command}`" if command else ""))
+    command = command or entry.get("command", "see data/manifest.json")
+    if not path.is_file():
+        raise FileNotFoundError(f"shipped file {path} is missing; restore it from git or run `{command}`")
+    if sha256_file(path) != entry["sha256"]:
+        raise ValueError(f"{path} does not match its manifest sha256 ({manifest_path()}); "
+                         f"restore it from git or run `{command}`")
+    return path
+
+
+def load_shipped_capture(*, verify: bool = True):
+    """The shipped ``Capture`` (fp16 tensors, fp32 summaries in ``.extras``)."""
+    from pigviz.model.capture import load_capture
+
+    return load_capture(verified_path(CAPTURE_FILE, REGENERATE_COMMAND, verify=verify))
+
+
+# -- summaries of a full capture ---------------------------------------------------------------
+def sink_weights(cap) -> "torch.Tensor":
+    """Mean causal-softmax weight on position 0 over the captured queries: ``(layers, Hq)`` fp32."""
+    import torch
+
+    return torch.stack([cap.attention_weights(row)[:, :, 0].mean(dim=1) for row in range(len(cap.layers))])
+
+
+def key_norm_stats(cap) -> tuple["torch.Tensor", "torch.Tensor"]:
+    """``(norm of key 0, median key norm)``, each ``(layers, Hkv)`` fp32."""
+    norms = cap.keys.float().norm(dim=-1)
+    return norms[:, :, 0].contiguous(), norms.median(dim=-1).values.contiguous()
+
+
+def choose_kv_heads(sink_weight, group_size: int, layers) -> list[list[int]]:
+    """Per layer in ``layers``, the KV head whose query heads put the most weight on position 0."""
+    per_kv = sink_weight.reshape(sink_weight.shape[0], -1, group_size).mean(dim=-1)
+    return [[int(per_kv[layer].argmax())] for layer in layers]
+
+
+def build_shipped_capture(model, tokenizer, *, progress: bool = True):
+    """Full fp32 capture -> all-layer summaries -> the four chosen pairs in fp16."""
+    import torch
+
+    from pigviz.model.capture import capture
+
+    full = capture(model, tokenizer, n_tokens=SHIPPED_N_TOKENS, last=SHIPPED_LAST, progress=progress)
+    sink = sink_weights(full)
+    key0, key_median = key_norm_stats(full)
+    small = full.subset(layers=list(SHIPPED_LAYERS),
+                        kv_heads=choose_kv_heads(sink, full.group_size, SHIPPED_LAYERS))
+    del full
+    small = small.astype(torch.float16)
+    small.extras = {"sink_weight": sink, "key_norm_pos0": key0, "key_norm_median": key_median}
+    return small
+
+
+# Regenerating on another CPU gives the same data to the precision it is stored in, not the same
+# bits: floating-point kernels sum in a different order. fp16 tensors may differ by one fp16 step
+# (the rounding of an fp32 value that lies near a step's midpoint can go either way). The fp32
+# summaries are means of softmax weights over 8,192 keys and 64 queries: reordering such a sum
+# moves it by about sqrt(n) * eps = 90 * 1.2e-7, i.e. 1e-5 relative at worst, which is the bound.
+FP32_SUMMARY_RTOL = 1e-5
+FP32_SUMMARY_ATOL = 1e-7
+
+
+def _fp16_steps(a, b):
+    """Per element: |a - b| in units of the fp16 step at max(|a|, |b|)."""
+    import torch
+
+    a, b = a.float(), b.float()
+    biggest = torch.maximum(a.abs(), b.abs())
+    # fp16 step at x is 2**(floor(log2 x) - 10) for normal numbers, 2**-24 below 2**-14.
+    exponent = torch.floor(torch.log2(biggest.clamp_min(2.0**-14)))
+    step = torch.exp2(exponent - 10)
+    return (a - b).abs() / step
+
+
+def compare_captures(shipped, rebuilt) -> dict:
+    """How far a rebuilt capture is from the shipped one, tensor by tensor.
+
+    Returns ``{"within_precision": bool, "problems": [...], "tensors": {name: {...}}}``: every fp16
+    tensor must be within one fp16 step of the shipped one, every fp32 summary within
+    ``FP32_SUMMARY_RTOL`` relative (plus ``FP32_SUMMARY_ATOL``), and the metadata that says what
+    was captured (text, token ids, layers, heads) must be identical."""
+    problems, report = [], {}
+    for key in ("text_sha256", "token_ids_sha256", "n_tokens", "last", "model_revision"):
+        if shipped.metadata.get(key) != rebuilt.metadata.get(key):
+            problems.append(f"metadata {key}: shipped {shipped.metadata.get(key)!r}, "
+                            f"rebuilt {rebuilt.metadata.get(key)!r}")
+    if shipped.layers != rebuilt.layers or shipped.kv_heads != rebuilt.kv_heads:
+        problems.append(f"layers/KV heads: shipped {shipped.layers}/{shipped.kv_heads}, "
+                        f"rebuilt {rebuilt.layers}/{rebuilt.kv_heads}")
+    pairs = {name: (getattr(shipped, name), getattr(rebuilt, name))
+             for name in ("queries", "keys", "values", "outputs")}
+    pairs.update({f"extra.{name}": (t, rebuilt.extras.get(name)) for name, t in shipped.extras.items()})
+    for name, (old, new) in pairs.items():
+        if old is None and new is None:
+            continue
+        if old is None or new is None or old.shape != new.shape or old.dtype != new.dtype:
+            problems.append(f"{name}: shipped {_describe(old)}, rebuilt {_describe(new)}")
+            continue
+        diff = (old.float() - new.float()).abs()
+        rel = diff / old.float().abs().clamp_min(FP32_SUMMARY_ATOL)
+        entry = {"max_abs": float(diff.max()), "max_rel": float(rel.max()),
+                 "differing_fraction": float((diff > 0).float().mean())}
+        if old.dtype.itemsize == 2:
+            steps = float(_fp16_steps(old, new).max())
+            entry["max_fp16_steps"] = steps
+            if steps > 1.0:
+                problems.append(f"{name}: differs by {steps:.2f} fp16 steps (at most 1 allowed)")
+        elif bool((diff > FP32_SUMMARY_RTOL * old.float().abs() + FP32_SUMMARY_ATOL).any()):
+            problems.append(f"{name}: differs by {entry['max_rel']:.2e} relative "
+                            f"(at most {FP32_SUMMARY_RTOL:g} allowed)")
+        report[name] = entry
+    return {"within_precision": not problems, "problems": problems, "tensors": report}
+
+
+def _describe(t) -> str:
+    return "nothing" if t is None else f"{tuple(t.shape)} {t.dtype}"
+
+
+def regenerate_shipped(out_dir=None, *, check: bool = False, progress: bool = True) -> dict:
+    """Rebuild the shipped capture.
+
+    ``check=True`` writes nothing: it compares the rebuilt capture with the shipped file tensor by
+    tensor (``compare_captures``) and its sha256 with the manifest. Otherwise the file and the
+    manifest are (re)written in ``out_dir`` (default: ``data_dir()``). Returns ``{"path",
+    "sha256", "expected", "match", "within_precision", "comparison"}``: ``match`` is bit-for-bit
+    equality, which holds only on the CPU the file was made on; ``within_precision`` is what a
+    check on any machine should ask for."""
+    import torch
+
+    from pigviz.model.capture import save_capture
+    from pigviz.model.loading import load_model
+
+    expected = None
+    if manifest_path().is_file():
+        expected = read_manifest()["files"].get(CAPTURE_FILE, {}).get("sha256")
+    model, tokenizer = load_model(SHIPPED_MODEL, device="cpu", progress=progress)
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        cap = build_shipped_capture(model, tokenizer, progress=progress)
+    finally:
+        torch.use_deterministic_algorithms(was_deterministic)
+    comparison = None
+    if (data_dir() / CAPTURE_FILE).is_file():
+        comparison = compare_captures(load_shipped_capture(verify=False), cap)
+
+    def result(path, digest):
+        return {"path": path, "sha256": digest, "expected": expected, "match": digest == expected,
+                "within_precision": bool(comparison and comparison["within_precision"]),
+                "comparison": comparison}
+
+    if check:
+        with tempfile.TemporaryDirectory(prefix="pigviz-regen-") as tmp:
+            return result(None, sha256_file(save_capture(cap, Path(tmp) / CAPTURE_FILE)))
+
+    directory = Path(out_dir or data_dir())
+    path = save_capture(cap, directory / CAPTURE_FILE)
+    digest = sha256_file(path)
+    manifest = _manifest(cap, path, digest)
+    if manifest_path().is_file():  # keep the entries of the other shipped files (e.g. study results)
+        manifest["files"].update({name: entry for name, entry in read_manifest()["files"].items()
+                                  if name != CAPTURE_FILE})
+    write_json_atomic(manifest_path(directory), manifest)
+    return result(str(path), digest)
+
+
+def largest_difference(comparison: dict) -> str:
+    """One line: the tensor with the largest difference, in fp16 steps or relative."""
+    if not comparison or not comparison["tensors"]:
+        return "nothing compared"
+    fp16 = {n: e for n, e in comparison["tensors"].items() if "max_fp16_steps" in e}
+    fp32 = {n: e for n, e in comparison["tensors"].items() if "max_fp16_steps" not in e}
+    parts = []
+    if fp16:
+        name = max(fp16, key=lambda n: fp16[n]["max_fp16_steps"])
+        e = fp16[name]
+        parts.append(f"fp16 {name}: {e['max_fp16_steps']:.2f} steps ({e['max_rel']:.1e} relative, "
+                     f"{100 * e['differing_fraction']:.2f}% of elements differ)")
+    if fp32:
+        name = max(fp32, key=lambda n: fp32[n]["max_rel"])
+        parts.append(f"fp32 {name}: {fp32[name]['max_rel']:.1e} relative")
+    return "; ".join(parts)
+
+
+def _manifest(cap, path: Path, digest: str) -> dict:
+    meta = cap.metadata
+    pairs = ", ".join(f"layer {layer} KV head {heads[0]}" for layer, heads in zip(cap.layers, cap.kv_heads))
+    what = (f"SmolLM2-135M prefill of the first {meta['n_tokens']} tokens of the stdlib reference topics "
+            f"(pigviz.texts.long_text): post-RoPE keys and values of all positions and the last "
+            f"{meta['last']} queries (with the model's attention outputs) for {pairs}, fp16; plus fp32 "
+            f"all-layer summaries sink_weight (layers x query heads) and key_norm_pos0/key_norm_median "
+            f"(layers x KV heads) from the full fp32 capture.")
+    entry = {
+        "sha256": digest, "bytes": path.stat().st_size, "what": what, "command": REGENERATE_COMMAND,
+        "pigviz_version": meta["pigviz_version"], "torch_version": meta["torch_version"],
+        "transformers_version": meta["transformers_version"],
+        "python_version": sys.version.split()[0],
+        "model_revision": meta["model_revision"], "text_sha256": meta["text_sha256"],
+        "token_ids_sha256": meta["token_ids_sha256"], "layers": cap.layers, "kv_heads": cap.kv_heads,
+    }
+    return {"format": MANIFEST_FORMAT, "files": {CAPTURE_FILE: entry}}

@@ -1,0 +1,245 @@
+"""Reading a study's results: means over rows, per layer and per head, the error-vs-budget
+curves a chart draws, the shipped results and timing files, and the headline claims of
+notebook 06 (the live experiments they lean on are in :mod:`pigviz.study_experiments`).
+
+A results file (see :mod:`pigviz.study`) stores, per series, ``error`` and ``budget`` as
+nested lists ``(layers, seeds, heads)``: the mean over the studied positions of each
+(layer, seed, head). Every mean here weights those cells equally, i.e. every attention row.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pigviz._util.validate import check_int
+
+__all__ = [
+    "RESULTS_FILE", "SPEED_FILE", "METHOD_LABELS", "series_summary", "summary_rows", "format_summary",
+    "per_layer", "head_grid", "wins", "curves", "setup_text", "load_shipped_results",
+    "manifest_entry", "speed_manifest_entry", "add_to_manifest", "speed_table", "live_agreement",
+]
+
+RESULTS_FILE = "study_smollm2.json"
+RESULTS_COMMAND = "pigviz study --model smollm2-135m --context 8192 --last 64 --seeds 3 --threads 1 " \
+                  "--out data/study_smollm2.json"
+# Chart names of each method (and of the variants of MagicPIG at the paper's setting).
+METHOD_LABELS = {
+    "magicpig": "MagicPIG", "topk": "TopK", "oracle": "Oracle sampling", "hybrid": "Hybrid (TopK + sampling)",
+    "quest": "Quest (pages of 16)", "streaming": "StreamingLLM (sink + recent)",
+    "no_sink": "MagicPIG, no sink in exact set", "no_correction": "MagicPIG's keys, plain softmax (no 1/u)",
+    "first_position": "MagicPIG (1st position only)", "no_window": "MagicPIG, no recent window (1st position)",
+    "no_exact": "MagicPIG, no exact set (1st position)",
+}
+
+
+def _array(results: dict, name: str, key: str = "error") -> np.ndarray:
+    if name not in results["series"]:
+        raise ValueError(f"series must be one of {', '.join(results['series'])}; got {name!r}")
+    return np.asarray(results["series"][name][key], dtype=float)   # (layers, seeds, heads)
+
+
+def _select(results: dict, arr: np.ndarray, layer, head) -> np.ndarray:
+    """Cut (layers, seeds, heads) down to one model layer and/or head (None: keep all)."""
+    if layer is not None:
+        layers = results["layers"]
+        if layer not in layers:
+            raise ValueError(f"layer must be one of the studied layers {layers[0]}..{layers[-1]}, got {layer!r}")
+        arr = arr[layers.index(layer):layers.index(layer) + 1]
+    if head is not None:
+        head = check_int("head", head, 0, arr.shape[2] - 1)
+        arr = arr[:, :, head:head + 1]
+    return arr
+
+
+def series_summary(results: dict, name: str, layer=None, head=None) -> dict:
+    """Mean error and budget over the selected rows; ``error_std``: spread of that mean across seeds."""
+    err = _select(results, _array(results, name), layer, head)
+    bud = _select(results, _array(results, name, "budget"), layer, head)
+    per_seed = err.mean(axis=(0, 2))
+    s = results["series"][name]
+    return {"name": name, "method": s["method"], "setting": s["setting"], "variant": s["variant"],
+            "seeds": len(per_seed), "rows": err.shape[0] * err.shape[2] * s["positions"],
+            "error": float(per_seed.mean()),
+            "error_std": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else 0.0,
+            "budget": float(bud.mean())}
+
+
+def summary_rows(results: dict) -> list[dict]:
+    return [series_summary(results, name) for name in results["series"]]
+
+
+def format_summary(results: dict) -> str:
+    head = f"{'series':<34}{'budget':>8}{'error':>9}{'± seeds':>9}{'rows':>7}"
+    lines = [head, "-" * len(head)]
+    for r in summary_rows(results):
+        lines.append(f"{r['name']:<34}{100 * r['budget']:>7.2f}%{r['error']:>9.4f}{r['error_std']:>9.4f}{r['rows']:>7}")
+    return "\n".join(lines)
+
+
+def per_layer(results: dict, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(mean error per layer, its std across seeds)``, each (layers,)."""
+    per_seed = _array(results, name).mean(axis=2)                     # (layers, seeds)
+    std = per_seed.std(axis=1, ddof=1) if per_seed.shape[1] > 1 else np.zeros(per_seed.shape[0])
+    return per_seed.mean(axis=1), std
+
+
+def head_grid(results: dict, name: str, key: str = "error") -> np.ndarray:
+    """(layers, heads): the mean over seeds of each cell's error (or budget)."""
+    return _array(results, name, key).mean(axis=1)
+
+
+def wins(results: dict, better: str, worse: str) -> tuple[int, int]:
+    """In how many (layer, head) cells ``better`` has the lower mean error, out of how many."""
+    a, b = head_grid(results, better), head_grid(results, worse)
+    return int((a < b).sum()), int(a.size)
+
+
+def curves(results: dict, layer=None, head=None, methods=None) -> dict[str, list[dict]]:
+    """Error-vs-budget points per method for one selection (``None``: all layers / heads).
+
+    Keys are method names (``magicpig``, ``topk``, ...) and variant names (``no_sink``, ...);
+    each value is a list of ``{"budget", "error", "error_std", "label", "setting", "seeds"}`` sorted by
+    budget. Baselines carry the (K, L) whose MagicPIG budget they were matched to.
+    """
+    wanted = set(METHOD_LABELS) if methods is None else set(methods)
+    unknown = wanted - set(METHOD_LABELS)
+    if unknown:
+        raise ValueError(f"methods must be drawn from {', '.join(METHOD_LABELS)}; got {', '.join(sorted(unknown))}")
+    out: dict[str, list[dict]] = {}
+    for name, s in results["series"].items():
+        key = s["variant"] if s["variant"] != "main" else s["method"]
+        if key not in wanted:
+            continue
+        r = series_summary(results, name, layer, head)
+        label = "" if s["setting"] is None else f"K={s['setting'][0]}, L={s['setting'][1]}"
+        out.setdefault(key, []).append({"budget": r["budget"], "error": r["error"], "error_std": r["error_std"],
+                                        "label": label, "setting": s["setting"], "seeds": r["seeds"]})
+    for points in out.values():
+        points.sort(key=lambda p: p["budget"])
+    return {k: out[k] for k in METHOD_LABELS if k in out}
+
+
+def setup_text(results: dict) -> str:
+    """What the study covered and how long it took, from the results file itself."""
+    spec, timing = results["spec"], results.get("timing", {})
+    rows = len(results["layers"]) * results["heads"] * results["last"]
+    lines = [
+        f"model {results['model']}: {len(results['layers'])} layers x {results['heads']} query heads "
+        f"({results['kv_heads']} KV heads, head_dim {results['head_dim']})",
+        f"context {results['context']:,} tokens; queries at the last {results['last']} positions "
+        f"-> {rows:,} attention rows per method and seed",
+        f"MagicPIG (K, L): {', '.join(f'({K}, {L})' for K, L in spec['settings'])}; min hits {spec['min_hits']}; "
+        f"exact set {spec['sinks']} sinks + {spec['recent']} recent; {spec['seeds']} seeds",
+        f"command: {results['command']}",
+    ]
+    if "total_s" in timing:
+        loads = timing.get("load_average_start", [0])[0], timing.get("load_average_end", [0])[0]
+        lines.append(f"ran in {timing['total_s'] / 60:.1f} min with {results['threads']} torch thread on a "
+                     f"{timing.get('cpu_count', '?')}-core CPU shared with other jobs "
+                     f"(1-min load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end)")
+    return "\n".join(lines)
+
+
+# -- the shipped results ---------------------------------------------------------------------------
+def load_shipped_results(*, verify: bool = True) -> dict:
+    """``data/study_smollm2.json``, checked against its sha256 in ``data/manifest.json``."""
+    from pigviz.model.shipped import verified_path
+    from pigviz.study.run import load_results
+
+    return load_results(verified_path(RESULTS_FILE, RESULTS_COMMAND, verify=verify))
+
+
+def manifest_entry(path, results: dict) -> dict:
+    """The manifest line of a results file: what it is, the command, its sha256 and versions."""
+    import sys
+    from pathlib import Path
+
+    import transformers
+
+    from pigviz._util.io import sha256_file
+
+    path = Path(path)
+    spec = results["spec"]
+    what = (f"Error vs budget of MagicPIG (K, L in {spec['settings']}, min_hits {spec['min_hits']}, exact set: "
+            f"{spec['sinks']} sinks + {spec['recent']} recent) and TopK, oracle sampling, hybrid, Quest (pages of "
+            f"{spec['quest_page']}) at MagicPIG's measured budgets, plus StreamingLLM, on every head of "
+            f"{len(results['layers'])} layers of {results['model']} at the last {results['last']} of "
+            f"{results['context']} positions of pigviz.texts.long_text; {spec['seeds']} seeds; per (layer, seed, "
+            f"head) mean error ||o_hat - o|| / ||o|| and budget (distinct keys read / visible keys).")
+    return {"sha256": sha256_file(path), "bytes": path.stat().st_size, "what": what,
+            "command": results["command"] or RESULTS_COMMAND, "pigviz_version": results["pigviz_version"],
+            "torch_version": results["torch_version"], "transformers_version": transformers.__version__,
+            "python_version": sys.version.split()[0], "model_revision": results["model_revision"],
+            "text_sha256": results["text_sha256"], "token_ids_sha256": results["token_ids_sha256"]}
+
+
+def add_to_manifest(name: str, entry: dict) -> dict:
+    """Add (or replace) one file's entry in ``data/manifest.json``, leaving the others alone."""
+    from pigviz._util.io import write_json_atomic
+    from pigviz.model.shipped import manifest_path, read_manifest
+
+    manifest = read_manifest()
+    manifest["files"][name] = entry
+    write_json_atomic(manifest_path(), manifest)
+    return entry
+
+
+def speed_manifest_entry(path) -> dict:
+    """The manifest line of the timing table written by ``benchmarks/bench_attend.py --json``."""
+    import json
+    import sys
+    from pathlib import Path
+
+    import transformers
+
+    import pigviz
+    from pigviz._util.io import sha256_file
+
+    path = Path(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {"sha256": sha256_file(path), "bytes": path.stat().st_size,
+            "what": (f"CPU timing of one decode step of one layer ({data['threads']} torch thread, float32 K/V, "
+                     "synthetic keys shaped like SmolLM2-135M and Llama-3.1-8B at 8k-96k tokens): MagicPIG attend "
+                     "vs dense SDPA vs TopK, with budgets and errors; measured on a 2-core CPU shared with other "
+                     "jobs, so timings carry that noise."),
+            "command": SPEED_COMMAND, "pigviz_version": pigviz.__version__, "torch_version": data["torch"],
+            "transformers_version": transformers.__version__, "python_version": sys.version.split()[0]}
+
+
+# -- the speed table measured by benchmarks/bench_attend.py ---------------------------------------
+SPEED_FILE = "bench_attend_cpu.json"
+SPEED_COMMAND = "python benchmarks/bench_attend.py --json data/bench_attend_cpu.json"
+
+
+def speed_table(path=None) -> str:
+    """The shipped CPU timing table (one decode step of one layer), as text."""
+    import json
+
+    from pigviz.model.shipped import data_dir
+
+    path = path or data_dir() / SPEED_FILE
+    data = json.loads(open(path, encoding="utf-8").read())
+    head = f"{'shape':<18}{'n':>7}{'K, L':>9}{'build s':>9}{'attend ms':>11}{'dense ms':>10}{'speed-up':>10}" \
+           f"{'budget':>8}{'tables/KV':>10}{'err MP':>8}{'err TopK':>9}"
+    lines = [f"torch {data['torch']}, {data['threads']} thread(s); command: {SPEED_COMMAND}",
+             "synthetic keys; tables/KV = hash-table bytes / fp16 KV-cache bytes; errors vs dense attention",
+             head, "-" * len(head)]
+    for r in data["rows"]:
+        lines.append(f"{r['shape']:<18}{r['n']:>7}{r['K']:>5},{r['L']:>3}{r['build_s']:>9.1f}{r['attend_ms']:>11.1f}"
+                     f"{r['sdpa_ms']:>10.1f}{r['speedup']:>9.1f}x{100 * r['budget']:>7.2f}%{r['table_vs_kv_fp16']:>9.2f}x"
+                     f"{r['err_magicpig']:>8.3f}{r['err_topk']:>9.3f}")
+    return "\n".join(lines)
+
+
+def live_agreement(row: int = 2, results: dict | None = None) -> tuple[float, int]:
+    """Largest relative gap between a live (10, 150), seed-0 run of one shipped layer and the
+    study's seed-0 errors for the same query heads, and that layer."""
+    from pigviz.study.experiments import live_run, shipped_layer
+
+    r = results or load_shipped_results()
+    layer, heads, *_ = shipped_layer(row)
+    live = live_run(row)
+    name = "magicpig K10 L150"
+    study_err = np.asarray(r["series"][name]["error"][r["layers"].index(layer)][0])[list(heads)]
+    return float(np.max(np.abs(np.asarray(live[name]["error"][0]) - study_err) / study_err)), layer
+
+

@@ -1,0 +1,401 @@
+"""The error-vs-budget study: MagicPIG and its baselines on every head of a real model.
+
+A capture holds, per layer, the post-RoPE keys and values of all N positions and the queries
+of the last T. The query at position p sees keys 0..p (causal). For every such query, every
+head and every method the study records
+
+    error  = ||o_hat - o|| / ||o||         (o: exact softmax attention over keys 0..p)
+    budget = distinct keys read, exact set included, / (p + 1)
+
+and keeps their means over the T positions per (layer, head, seed).
+
+MagicPIG's tables are built ONCE per layer, by ``build_index`` over the keys the first studied
+query sees, as they would be at the end of a prefill. Later queries read those tables
+(:func:`decode_index`): the keys written since are never hashed, which is exact as long as they
+sit in the recent window that is read exactly anyway (T - 1 <= recent).
+
+Baselines are run at MagicPIG's measured budget (matched budgets): per layer and (K, L), the
+mean budget over heads, positions and seeds. Ablations of the exact set (no sink; no recent
+window; neither) and a diagnostic (exact softmax over the very keys MagicPIG read, without the
+1/u correction) run at the paper's (K, L) = (10, 150).
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pigviz._util.io import write_json_atomic
+from pigviz._util.validate import check_choice, check_int
+
+__all__ = [
+    "FORMAT", "METHODS", "DEFAULT_SETTINGS", "PAPER_SETTING", "StudySpec", "series_id",
+    "capture_cache_path", "cached_capture", "decode_index", "exact_outputs", "run_layer",
+    "run_study", "save_results", "load_results", "claims",
+]
+
+FORMAT = "pigviz-study-v1"
+METHODS = ("magicpig", "topk", "oracle", "hybrid", "quest", "streaming")
+RANDOM_METHODS = ("magicpig", "oracle", "hybrid")
+# (K, L) chosen to land near 2%, 4% and 8% of the keys on SmolLM2-135M at 8k (measured,
+# see the shipped study), plus the paper's default.
+DEFAULT_SETTINGS = ((12, 200), (11, 240), (10, 150), (9, 130))
+PAPER_SETTING = (10, 150)
+# Variants of MagicPIG at the paper's setting. Without a recent window the keys written after
+# the prompt would have to be hashed and sampled too, so the variants that drop it are measured
+# at the first query position only, where the prompt's tables are exactly what build_index
+# makes, beside the unchanged method at that same position ("first_position").
+ABLATIONS = {
+    "no_sink": {"sinks": 0},
+    "first_position": {"first_only": True},
+    "no_window": {"recent": 0, "first_only": True},
+    "no_exact": {"sinks": 0, "recent": 0, "first_only": True},
+}
+SIGNIFICANT = 5  # digits kept in the results JSON
+
+
+@dataclass
+class StudySpec:
+    """What to run. ``settings``: MagicPIG (K, L) pairs; baselines are matched to each."""
+
+    settings: tuple = DEFAULT_SETTINGS
+    seeds: int = 3
+    methods: tuple = METHODS
+    sinks: int = 4
+    recent: int = 64
+    min_hits: int = 2
+    quest_page: int = 16
+    ablations: bool = True
+
+    def __post_init__(self):
+        if any(len(s) != 2 for s in self.settings):
+            raise ValueError(f"settings must be (K, L) pairs, got {self.settings}")
+        self.settings = tuple((check_int("K", s[0], 1, 20), check_int("L", s[1], 1, 1000)) for s in self.settings)
+        if not self.settings or len(set(self.settings)) != len(self.settings):
+            raise ValueError(f"settings must be a non-empty list of distinct (K, L) pairs, got {self.settings}")
+        self.seeds = check_int("seeds", self.seeds, 1, 20)
+        self.methods = tuple(check_choice("methods entry", m, METHODS) for m in self.methods)
+        if not self.methods or len(set(self.methods)) != len(self.methods):
+            raise ValueError(f"methods must be distinct entries of {METHODS}, got {self.methods}")
+        if "magicpig" not in self.methods and any(m in self.methods for m in ("topk", "oracle", "hybrid", "quest")):
+            raise ValueError("methods: topk, oracle, hybrid and quest are run at MagicPIG's budgets, so "
+                             "'magicpig' must be among the methods")
+        self.sinks = check_int("sinks", self.sinks, 0, 1024)
+        self.recent = check_int("recent", self.recent, 0, 4096)
+        self.min_hits = check_int("min_hits", self.min_hits, 1, min(L for _, L in self.settings))
+        self.quest_page = check_int("quest_page", self.quest_page, 1, 1024)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["settings"] = [list(s) for s in self.settings]
+        d["methods"] = list(self.methods)
+        return d
+
+
+def series_id(method: str, setting=None, variant: str = "main") -> str:
+    """Key of one series in the results, e.g. ``magicpig K10 L150`` or ``topk @K10 L150``."""
+    if setting is None:
+        return method
+    tag = f"K{setting[0]} L{setting[1]}"
+    if method == "magicpig":
+        return f"magicpig {tag}" + ("" if variant == "main" else f" {variant}")
+    return f"{method} @{tag}"
+
+
+# -- the capture, cached ------------------------------------------------------------------------
+def capture_cache_path(model: str, context: int, last: int) -> Path:
+    """Where the full capture of ``model`` on the default text is cached: keyed by the model's
+    weights (the bundled GGUF's sha256, else its name), the text's sha256, N and T."""
+    import hashlib
+
+    from pigviz.model import loading as models, texts
+
+    if model in models.BUNDLED_MODELS:
+        from pigviz._util.io import sha256_file
+
+        weights = sha256_file(models.bundled_gguf_path(model))[:16]
+    else:
+        weights = hashlib.sha256(str(model).encode()).hexdigest()[:16]
+    _, text_sha = texts.long_text()
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)[-40:]
+    return models.cache_root() / "captures" / f"{safe}-{weights}-text{text_sha[:12]}-n{context}-t{last}.safetensors"
+
+
+def cached_capture(model: str = "smollm2-135m", context: int = 8192, last: int = 64, *,
+                   progress: bool = True, device: str = "cpu"):
+    """The full capture (all layers and heads, fp32), from the cache or made once and cached."""
+    from pigviz.model.capture import capture, load_capture, save_capture
+
+    context = check_int("context", context, 2)
+    last = check_int("last", last, 1, context - 1)
+    path = capture_cache_path(model, context, last)
+    if path.is_file():
+        try:
+            return load_capture(path)
+        except ValueError:
+            path.unlink()  # a damaged cache entry is rebuilt, not trusted
+    from pigviz.model.loading import load_model
+
+    net, tokenizer = load_model(model, device=device, progress=progress)
+    cap = capture(net, tokenizer, n_tokens=context, last=last, progress=progress)
+    save_capture(cap, path)
+    return cap
+
+
+# -- MagicPIG tables during decoding ---------------------------------------------------------
+def decode_index(prompt_index, k, n: int):
+    """The tables of ``prompt_index`` (built by ``build_index`` over the first n0 keys, as at
+    the end of a prefill) seen by the decode step whose cache holds n >= n0 keys.
+
+    The n - n0 keys written since are appended after every table's last bucket, so no bucket
+    lists them and they are never sampled. That changes nothing while they sit in the exact
+    recent window, i.e. while n - n0 <= recent: their table hits would be zeroed anyway.
+    """
+    import torch
+
+    from pigviz.lsh.index import LSHIndex
+
+    base = prompt_index
+    Hkv, L, n0 = base.entries.shape
+    check_int("n", n, n0, n0 + base.recent)
+    if n == n0:
+        return base
+    new = torch.arange(n0, n, dtype=base.entries.dtype).expand(Hkv, L, n - n0)
+    norms = (k[:, n0:n].float() - base.mean[:, None, :]).norm(dim=-1)
+    return LSHIndex(K=base.K, L=base.L, sinks=base.sinks, recent=base.recent, seed=base.seed,
+                    centred=base.centred, planes=base.planes, mean=base.mean,
+                    entries=torch.cat([base.entries, new], dim=2), offsets=base.offsets,
+                    centred_norms=torch.cat([base.centred_norms, norms], dim=1), cache=base.cache)
+
+
+# -- one layer -----------------------------------------------------------------------------------
+def exact_outputs(q, k, v):
+    """Causal scores (H, T, N) and exact outputs (H, T, dv) of the last T positions."""
+    import torch
+
+    H, T, d = q.shape
+    Hkv, N, _ = k.shape
+    group = H // Hkv
+    scores = (q.reshape(Hkv, group * T, d) @ k.transpose(1, 2)).view(H, T, N) / math.sqrt(d)
+    future = torch.arange(N)[None, :] > torch.arange(N - T, N)[:, None]
+    scores = scores.masked_fill(future, -math.inf)
+    weights = torch.softmax(scores, dim=-1)
+    return scores, (weights.view(Hkv, group * T, N) @ v).view(H, T, -1)
+
+
+def _rel_err(o_hat, o):
+    return (o_hat.float() - o).norm(dim=-1) / o.norm(dim=-1).clamp(min=1e-30)
+
+
+def _magicpig_runs(spec: StudySpec):
+    """(variant, (K, L), sinks, recent, with diagnostic, first position only) per MagicPIG run."""
+    runs = [("main", s, spec.sinks, spec.recent, s == PAPER_SETTING, False) for s in spec.settings]
+    if spec.ablations and PAPER_SETTING in spec.settings:
+        for name, over in ABLATIONS.items():
+            runs.append((name, PAPER_SETTING, over.get("sinks", spec.sinks), over.get("recent", spec.recent),
+                         False, over.get("first_only", False)))
+    return runs
+
+
+def run_layer(q, k, v, spec: StudySpec, tick=None) -> dict:
+    """All series for one layer: ``{series id: {"error": [[per head] per seed], "budget": ...}}``.
+    ``q`` (H, T, d), ``k``/``v`` (Hkv, N, d); ``tick()`` is called after each unit of work."""
+    import torch
+
+    from pigviz import attention as A
+    from pigviz.lsh.index import build_index
+    from pigviz.lsh.magicpig import attend
+
+    q, k, v = q.float(), k.float().contiguous(), v.float().contiguous()
+    H, T, d = q.shape
+    Hkv, N, _ = k.shape
+    first = N - T
+    if first + 1 <= spec.sinks + spec.recent:
+        raise ValueError(f"the first query sees {first + 1} keys, not more than sinks + recent = "
+                         f"{spec.sinks + spec.recent}: nothing would be left to sample")
+    if "magicpig" in spec.methods and T - 1 > spec.recent:
+        raise ValueError(f"last={T} queries need recent >= {T - 1}: the keys written after the prompt "
+                         f"are read exactly, never hashed; got recent={spec.recent}")
+    scores, exact = exact_outputs(q, k, v)
+    out: dict = {}
+    tick = tick or (lambda: None)
+
+    def record(method, setting, variant, errors, budgets):  # errors/budgets: (seeds, H, T)
+        out[series_id(method, setting, variant)] = {
+            "method": method, "setting": list(setting) if setting else None, "variant": variant,
+            "positions": errors.shape[-1],
+            "error": errors.mean(-1).tolist(), "budget": budgets.mean(-1).tolist()}
+
+    if "magicpig" in spec.methods:
+        for variant, setting, sinks, recent, diagnose, first_only in _magicpig_runs(spec):
+            positions = [0] if first_only else range(T)
+            err = torch.zeros(spec.seeds, H, len(positions), dtype=torch.float64)
+            bud, err_nc = torch.zeros_like(err), torch.zeros_like(err)
+            for s in range(spec.seeds):
+                prompt = build_index(k[:, :first + 1], K=setting[0], L=setting[1], sinks=sinks,
+                                     recent=recent, seed=s)
+                for t in positions:
+                    n = first + t + 1
+                    view = decode_index(prompt, k, n)
+                    o_hat, stats = attend(view, q[:, t], k[:, :n], v[:, :n], min_hits=spec.min_hits,
+                                          return_read_mask=diagnose)
+                    err[s, :, t] = _rel_err(o_hat, exact[:, t])
+                    bud[s, :, t] = stats["keys_read"].double() / n
+                    if diagnose:  # same keys, plain softmax: is it the set or the 1/u weights?
+                        w = torch.softmax(scores[:, t, :n].masked_fill(~stats["read_mask"], -math.inf), -1)
+                        o_nc = (w.view(Hkv, H // Hkv, n) @ v[:, :n]).reshape(H, -1)
+                        err_nc[s, :, t] = _rel_err(o_nc, exact[:, t])
+                tick()
+            record("magicpig", setting, variant, err, bud)
+            if diagnose:
+                record("magicpig", setting, "no_correction", err_nc, bud)
+
+    baselines = [m for m in ("topk", "quest", "oracle", "hybrid") if m in spec.methods]
+    for setting in spec.settings if baselines else ():
+        budget = float(torch.tensor(out[series_id("magicpig", setting)]["budget"]).mean())
+        for method in baselines:
+            seeds = spec.seeds if method in RANDOM_METHODS else 1
+            err = torch.zeros(seeds, H, T, dtype=torch.float64)
+            bud = torch.zeros_like(err)
+            for s in range(seeds):
+                for t in range(T):
+                    n = first + t + 1
+                    args = (q[:, t], k[:, :n], v[:, :n], budget)
+                    if method == "topk":
+                        o_hat, stats = A.topk_attention(*args)
+                    elif method == "quest":
+                        o_hat, stats = A.quest_attention(*args, page=min(spec.quest_page, n))
+                    elif method == "oracle":
+                        o_hat, stats = A.oracle_sampling_attention(*args, seed=s)
+                    else:
+                        o_hat, stats = A.hybrid_attention(*args, seed=s)
+                    err[s, :, t] = _rel_err(o_hat, exact[:, t])
+                    bud[s, :, t] = stats["keys_read"].double() / n
+                tick()
+            record(method, setting, "main", err, bud)
+
+    if "streaming" in spec.methods:
+        err = torch.zeros(1, H, T, dtype=torch.float64)
+        bud = torch.zeros_like(err)
+        for t in range(T):
+            n = first + t + 1
+            o_hat, stats = A.streaming_attention(q[:, t], k[:, :n], v[:, :n], sinks=spec.sinks, recent=spec.recent)
+            err[0, :, t] = _rel_err(o_hat, exact[:, t])
+            bud[0, :, t] = stats["keys_read"].double() / n
+        tick()
+        record("streaming", None, "main", err, bud)
+    return out
+
+
+def layer_units(spec: StudySpec) -> int:
+    """How many times :func:`run_layer` calls ``tick`` (for a progress bar)."""
+    units = len(_magicpig_runs(spec)) * spec.seeds if "magicpig" in spec.methods else 0
+    for method in ("topk", "quest", "oracle", "hybrid"):
+        if method in spec.methods:
+            units += len(spec.settings) * (spec.seeds if method in RANDOM_METHODS else 1)
+    return units + ("streaming" in spec.methods)
+
+
+# -- the whole study -----------------------------------------------------------------------------
+def _round(x):
+    if isinstance(x, list):
+        return [_round(y) for y in x]
+    if not math.isfinite(x):
+        raise ValueError(f"the study produced a non-finite number ({x}); refusing to save it")
+    return float(f"{x:.{SIGNIFICANT}g}")
+
+
+def _header(cap, spec: StudySpec, layers, command: str) -> dict:
+    import torch
+
+    import pigviz
+
+    meta = cap.metadata
+    return {
+        "format": FORMAT, "model": meta["model_name"], "model_revision": meta["model_revision"],
+        "text_sha256": meta["text_sha256"], "token_ids_sha256": meta["token_ids_sha256"],
+        "context": cap.n_tokens, "last": cap.last, "layers": list(layers),
+        "heads": int(cap.queries.shape[1]), "kv_heads": int(cap.keys.shape[1]), "head_dim": meta["head_dim"],
+        "spec": spec.as_dict(), "command": command, "pigviz_version": pigviz.__version__,
+        "torch_version": torch.__version__, "threads": torch.get_num_threads(),
+    }
+
+
+def run_study(cap, spec: StudySpec | None = None, out=None, *, layers=None, progress: bool = True,
+              command: str = "", resume: bool = True) -> dict:
+    """Run :func:`run_layer` on every kept layer of ``cap``. With ``out``, the finished layers
+    are saved to ``out + '.partial'`` after each layer (a re-run with the same header resumes
+    there) and the results to ``out`` at the end, atomically."""
+    import json
+
+    from tqdm.auto import tqdm
+
+    spec = spec or StudySpec()
+    layers = cap.layers if layers is None else [int(x) for x in layers]
+    missing = [x for x in layers if x not in cap.layers]
+    if missing or not layers:
+        raise ValueError(f"layers must be a non-empty subset of the captured layers {cap.layers}, got {layers}")
+    header = _header(cap, spec, layers, command)
+    partial = Path(str(out) + ".partial") if out else None
+    done: dict = {}
+    if partial and resume and partial.is_file():
+        saved = json.loads(partial.read_text(encoding="utf-8"))
+        if {k: v for k, v in saved.items() if k not in ("results", "timing")} == header:
+            done = saved["results"]
+    timing = {"layer_s": {}, "load_average_start": list(os.getloadavg()), "cpu_count": os.cpu_count()}
+    bar = tqdm(total=len(layers) * layer_units(spec), desc="study", unit="run", disable=not progress)
+    for layer in layers:
+        if str(layer) in done:
+            bar.update(layer_units(spec))
+            continue
+        t0 = time.perf_counter()
+        row = cap.layers.index(layer)
+        result = run_layer(cap.queries[row], cap.keys[row], cap.values[row], spec, tick=lambda: bar.update(1))
+        done[str(layer)] = {name: dict(s, error=_round(s["error"]), budget=_round(s["budget"]))
+                            for name, s in result.items()}
+        timing["layer_s"][str(layer)] = round(time.perf_counter() - t0, 2)
+        if partial:
+            write_json_atomic(partial, dict(header, results=done), indent=None)
+    bar.close()
+    timing["load_average_end"] = list(os.getloadavg())
+    results = _assemble(header, done, layers, timing)
+    if out:
+        save_results(results, out)
+        if partial.is_file():
+            partial.unlink()
+    return results
+
+
+def _assemble(header: dict, done: dict, layers, timing: dict) -> dict:
+    series = {}
+    for name, first in done[str(layers[0])].items():
+        series[name] = {key: first[key] for key in ("method", "setting", "variant", "positions")}
+        series[name]["seeds"] = len(first["error"])
+        for key in ("error", "budget"):  # (layers, seeds, heads)
+            series[name][key] = [done[str(layer)][name][key] for layer in layers]
+    return dict(header, timing=timing, series=series)
+
+
+def save_results(results: dict, path) -> Path:
+    """Write the results JSON atomically (NaN refused)."""
+    return write_json_atomic(path, results, indent=None)
+
+
+def load_results(path) -> dict:
+    """Read a results JSON; ValueError naming the file if it is not a study of this format."""
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"study results {path} do not exist; run `pigviz study --out {path}`")
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(results, dict) or results.get("format") != FORMAT or "series" not in results:
+        raise ValueError(f"{path} is not a {FORMAT} results file")
+    return results
+
+

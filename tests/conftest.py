@@ -1,0 +1,21 @@
+"""Fixtures every test folder shares: the bundled SmolLM2 model (loaded once per session) and the
+shipped capture."""
+import pytest
+
+from pigviz.model import loading, shipped
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """``(model, tokenizer)`` of the bundled SmolLM2-135M; the test is skipped, saying why, where
+    the model package is not installed."""
+    try:
+        return loading.load_model(progress=False)
+    except loading.ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def shipped_capture():
+    """The capture shipped in data/, checked against its manifest."""
+    return shipped.load_shipped_capture()

@@ -1,0 +1,224 @@
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pigviz.memory import allocators as al
+from pigviz.memory.budget import GIB
+
+BPT = 327_680
+requests_st = st.lists(st.tuples(st.integers(16, 5000), st.integers(8, 2000)), min_size=1, max_size=60)
+
+
+def test_request_mix_follows_the_stated_recipe():
+    mix = al.request_mix()
+    assert mix.shape == (4000, 2) and mix.dtype == np.int64
+    assert mix[:, 0].min() >= 16 and mix[:, 0].max() <= 128_000
+    assert mix[:, 1].min() >= 8 and mix[:, 1].max() <= 4_000
+    # the same Python stream, drawn independently here: prompt then output, per request
+    rng = random.Random(5)
+    first = [(int(rng.lognormvariate(6.4, 1.0)), int(rng.lognormvariate(5.5, 0.8))) for _ in range(3)]
+    assert [tuple(r) for r in mix[:3].tolist()] == [(max(16, p), max(8, o)) for p, o in first]
+    assert np.array_equal(al.request_mix(10, seed=1), al.request_mix(10, seed=1))
+    assert not np.array_equal(al.request_mix(10, seed=1), al.request_mix(10, seed=2))
+
+
+def test_replica_shape_is_320_kib_per_token():
+    assert al.replica_bytes_per_token() == BPT and al.KV_BUDGET_BYTES == int(172.5 * GIB)
+
+
+def test_contiguous_by_hand():
+    reqs = [(100, 20), (3000, 500), (50, 10)]
+    a = al.contiguous_allocation(reqs, reserve_tokens=1000, budget_bytes=2500 * 10, bytes_per_token=10)
+    assert (a.batch, a.held_bytes, a.logical_bytes, a.overflow) == (2, 20_000, 36_200, 1)
+    a = al.contiguous_allocation(reqs, 4096, budget_bytes=10**9, bytes_per_token=10)
+    assert a.batch == 3  # more slots than requests admits them all
+
+
+def test_paged_by_hand_with_and_without_prefix():
+    reqs = [(100, 20), (30, 10), (5, 3)]
+    a = al.paged_allocation(reqs, page_tokens=16, budget_bytes=16 * 10 * 10, bytes_per_token=10)
+    # pages needed: ceil(120/16)=8, ceil(40/16)=3 -> 8 fit in 10, 11 do not: stop after one
+    assert (a.batch, a.held_bytes, a.logical_bytes) == (1, 8 * 16 * 10, 120 * 10)
+    a = al.paged_allocation(reqs, 16, budget_bytes=16 * 10 * 100, bytes_per_token=10, shared_prefix=64)
+    # prefix 4 pages once; private tokens 120-64=56 -> 4, 40-30=10 -> 1, 8-5=3 -> 1
+    assert (a.batch, a.held_bytes // 160) == (3, 4 + 4 + 1 + 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(reqs=requests_st, page=st.sampled_from([1, 2, 8, 16, 32, 128]))
+def test_paged_waste_is_below_one_page_per_sequence(reqs, page):
+    a = al.paged_allocation(reqs, page, budget_bytes=10**15, bytes_per_token=1)
+    assert a.batch == len(reqs)
+    waste_tokens = a.held_bytes - a.logical_bytes
+    assert 0 <= waste_tokens <= a.batch * (page - 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(reqs=requests_st, page=st.sampled_from([1, 16, 64]), budget=st.integers(1, 10**6))
+def test_real_allocator_matches_page_formula_without_sharing(reqs, page, budget):
+    formula = al.paged_allocation(reqs, page, budget_bytes=budget, bytes_per_token=1)
+    real = al.paged_admission_with_allocator(reqs, page, budget_bytes=budget, bytes_per_token=1)
+    assert (real.batch, real.held_bytes, real.logical_bytes) == (formula.batch, formula.held_bytes, formula.logical_bytes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(prefix=st.integers(0, 5000), n=st.integers(1, 40), page=st.sampled_from([1, 7, 16, 64]),
+       seed=st.integers(0, 10**6))
+def test_sharing_never_increases_memory_and_frees_everything(prefix, n, page, seed):
+    r = al.prefix_sharing(prefix, n_requests=n, page_tokens=page, seed=seed)
+    assert r["shared_pages"] <= r["naive_pages"]
+    assert r["pages_after_free"] == 0
+    assert r["cow_copies"] <= n - 1  # the last writer of a shared partial page needs no copy
+
+
+def test_prefix_sharing_matches_the_seed_table():
+    saved = {p: al.prefix_sharing(p) for p in (0, 256, 1024, 4096, 16384)}
+    assert saved[0]["saved_fraction"] == 0
+    assert saved[4096]["formula_saved_fraction"] == pytest.approx(0.8905, abs=5e-4)
+    assert abs(saved[4096]["saved_fraction"] - saved[4096]["formula_saved_fraction"]) < 0.01
+    assert [saved[p]["saved_fraction"] for p in sorted(saved)] == sorted(s["saved_fraction"] for s in saved.values())
+
+
+def test_refcounts_and_copy_on_write():
+    pool = al.PagedKVAllocator(num_pages=10, page_tokens=4)
+    pool.add_sequence("root", 6)                  # pages: one full, one half full
+    full, partial = pool.page_table("root")
+    pool.fork("root", "a")
+    pool.fork("root", "b", tokens=4)              # b takes only the full page
+    assert [pool.refcount(p) for p in (full, partial)] == [3, 2]
+    pool.append("a", 1)                           # write into a shared partial page: copy first
+    assert pool.cow_copies == 1 and pool.page_table("a")[0] == full and pool.page_table("a")[1] != partial
+    assert pool.refcount(partial) == 1 and pool.length("a") == 7
+    pool.append("b", 4)                           # b's last page is full: no copy, one new page
+    assert pool.cow_copies == 1 and len(pool.page_table("b")) == 2
+    pool.append("root", 2)                        # root is now the only owner of its partial page
+    assert pool.cow_copies == 1 and pool.page_table("root")[1] == partial
+    in_use = pool.pages_in_use
+    pool.free("root")
+    assert pool.pages_in_use == in_use - 1 and pool.refcount(full) == 2
+    pool.free("a")
+    pool.free("b")
+    assert pool.pages_in_use == 0 and pool.refcount(full) == 0 and pool.free_pages == 10
+
+
+def test_out_of_pages_leaves_state_unchanged():
+    pool = al.PagedKVAllocator(num_pages=3, page_tokens=4)
+    pool.add_sequence("x", 8)
+    with pytest.raises(al.OutOfPages):
+        pool.append("x", 5)
+    assert pool.pages_in_use == 2 and pool.length("x") == 8
+    with pytest.raises(al.OutOfPages):
+        pool.add_sequence("y", 9)
+    with pytest.raises(KeyError):
+        pool.length("y")
+    with pytest.raises(ValueError, match="already exists"):
+        pool.add_sequence("x")
+
+
+def test_allocator_with_shared_prefix_pays_for_copy_on_write():
+    mix = al.request_mix()
+    formula = al.paged_allocation(mix, 16, shared_prefix=2048)
+    real = al.paged_admission_with_allocator(mix, 16, shared_prefix=2048)
+    # prompts shorter than the prefix share a partly used page and copy it on first write
+    assert real.batch < formula.batch and real.batch > 0.95 * formula.batch
+
+
+def test_preemption_is_seeded_and_zero_below_85_percent():
+    assert al.preemption_probability(0.85) == 0 and al.preemption_probability(1.0) == 1
+    assert al.preemption_probability(0.9) == pytest.approx(1 / 9)
+    assert al.simulate_preemption(0.95) == al.simulate_preemption(0.95)
+    assert al.simulate_preemption(0.5)["tokens_reprefilled"] == 0
+    sims = [al.simulate_preemption(o)["tokens_reprefilled"] for o in (0.86, 0.9, 0.95, 0.99)]
+    assert sims == sorted(sims) and sims[-1] > 0
+    s = al.simulate_preemption(0.99)
+    assert s["wasted_gpu_ms"] == pytest.approx(s["tokens_reprefilled"] * 2 * 70e9 / (989.5e12 * 4) * 1e3)
+
+
+@pytest.mark.parametrize("bad,exc", [(float("nan"), ValueError), (float("inf"), ValueError), (1.01, ValueError),
+                                     (-0.2, ValueError), ([0.5, float("nan")], ValueError), ("high", TypeError)])
+def test_preemption_probability_refuses_bad_occupancy(bad, exc):
+    with pytest.raises(exc, match="occupancy"):
+        al.preemption_probability(bad)
+
+
+def test_preemption_probability_on_arrays():
+    grid = np.linspace(0, 1, 101)
+    p = al.preemption_probability(grid)
+    assert p.shape == grid.shape and np.all(np.isfinite(p))
+    assert np.all(p[grid <= 0.85] == 0) and np.all(p[grid > 0.85] > 0) and np.all(np.diff(p) >= 0)
+    assert al.preemption_probability([]).size == 0
+
+
+def test_preemption_rate_check_can_fail():
+    honest = al.simulate_preemption(0.95, n_decisions=5000)
+    assert abs(al.preemption_rate_check([honest])[0]["z"]) < 4
+    # A simulator that preempted at half the stated rate is caught ...
+    halved = dict(honest, preempted=honest["preempted"] // 2)
+    assert abs(al.preemption_rate_check([halved])[0]["z"]) > 10
+    # ... and so is one that preempts where the rule says it never does.
+    quiet = dict(al.simulate_preemption(0.5), preempted=1)
+    assert al.preemption_rate_check([quiet])[0]["z"] == float("inf")
+    text = al.preemption_text([honest])
+    assert "simulated rate" in text and f"{honest['preempted'] / 5000:.3f}" in text
+
+
+def test_largest_sharing_gap_finds_the_mid_page_prefix():
+    rows = [al.prefix_sharing(p) for p in (1_000, 1_024, 4_096)]
+    gap = al.largest_sharing_gap(rows)
+    assert gap["prefix_tokens"] == 1_000 and gap["cow_copies"] == 63
+    assert gap["gap_points"] == pytest.approx(100 * (rows[0]["formula_saved_fraction"] - rows[0]["saved_fraction"]))
+    with pytest.raises(ValueError, match="results"):
+        al.largest_sharing_gap([])
+
+
+@pytest.mark.parametrize("call", [
+    lambda: al.request_mix(10, seed=-5),
+    lambda: al.prefix_sharing(16, seed=-1),
+    lambda: al.simulate_preemption(0.9, seed=-3),
+])
+def test_negative_seeds_are_refused(call):
+    # random.Random(-5) would silently give the same stream as random.Random(5)
+    with pytest.raises(ValueError, match=r"seed must be in \[0"):
+        call()
+
+
+def test_assembly_rederives_the_seed_table():
+    rows = al.assembly_table()
+    assert [r.batch for r in rows] == [69, 276, 417, 1085]
+    assert [round(r.held_over_logical, 2) for r in rows] == [5.65, 1.52, 1.01, 0.38]
+    assert round(rows[3].batch / rows[0].batch, 1) == 15.7
+    assert rows[1].overflow == 43  # a 2k slot is too small for 43 of its 276 sequences
+    text = al.format_assembly(rows)
+    assert "5.65x" in text and "15.7x" in text
+
+
+@pytest.mark.parametrize("call,exc,match", [
+    (lambda: al.contiguous_allocation([(1, 2)], 0), ValueError, "reserve_tokens"),
+    (lambda: al.paged_allocation([(1, 2)], 0), ValueError, "page_tokens"),
+    (lambda: al.paged_allocation([(1, 2, 3)], 16), ValueError, "requests"),
+    (lambda: al.paged_allocation([(-1, 2)], 16), ValueError, "requests"),
+    (lambda: al.prefix_sharing(-1), ValueError, "prefix_tokens"),
+    (lambda: al.simulate_preemption(1.5), ValueError, "occupancy"),
+    (lambda: al.request_mix(0), ValueError, "n"),
+    (lambda: al.PagedKVAllocator(0), ValueError, "num_pages"),
+])
+def test_bad_inputs(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_allocator_widget_reacts():
+    from pigviz.widgets.budget import AllocatorWidget
+    w = AllocatorWidget()
+    assert tuple(w.figure.data[0].y) == (69, 276, 417, 1085)
+    w.page.value = 128
+    assert tuple(w.figure.data[0].y)[2] < 417
+    w.prefix.value = 0
+    assert w.figure.data[0].y[3] == w.figure.data[0].y[2]
+    w.reserve.value = 32768
+    assert w.figure.data[0].y[0] == 17
+    assert w.status.value == "" and "held/logical" in w.table.value
+    assert AllocatorWidget(page_tokens=-3, reserve_tokens="x").page.value == 1

@@ -1,0 +1,186 @@
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pigviz.memory import budget
+from pigviz.memory.model_shapes import known_models
+
+LLAMA8 = "Llama-3.1-8B"
+
+
+def test_llama8b_by_hand():
+    assert budget.kv_bytes_per_token(LLAMA8) == 32 * 8 * 128 * 2 * 2 == 131_072
+    assert budget.kv_bytes(LLAMA8, 98_304) == 98_304 * 131_072 == 12 * 2**30
+    assert budget.read_time_s(12 * 2**30, 1e12) == pytest.approx(0.012884901888)
+    assert budget.lsh_table_bytes(LLAMA8, 98_304, L=150) == 98_304 * 150 * 4 * 32 * 8 == 15_099_494_400
+    assert budget.bucket_metadata_bytes(LLAMA8, K=10, L=150) == 1024 * 150 * 32 * 8 * 4 == 150 * 2**20
+    assert budget.candidates_per_query(98_304, K=10, L=150) == 14_400
+    assert budget.key_bytes_per_head(LLAMA8, 98_304) == 98_304 * 128 * 2 == 25_165_824
+
+
+def test_report_has_the_promised_keys_and_is_json():
+    r = budget.budget_report(LLAMA8, 98_304)
+    for key in ("kv_bytes_per_token", "kv_bytes", "table_bytes", "candidates_per_query", "candidate_share_of_key_bytes",
+                "bucket_metadata_bytes", "kv_read_time_s", "index_to_kv_ratio"):
+        assert key in r
+    assert r["candidate_share_of_key_bytes"] == pytest.approx(57_600 / 25_165_824)
+    assert r["index_to_kv_ratio"] == pytest.approx((15_099_494_400 + 150 * 2**20) / (12 * 2**30))
+    json.dumps(r, allow_nan=False)
+    text = budget.format_report(r)
+    assert "128 KiB" in text and "14,400" in text and "0.23%" in text
+
+
+def test_report_notes_long_contexts_and_sliding_windows():
+    assert any("exceeds" in n for n in budget.budget_report("SmolLM2-135M", 100_000)["notes"])
+    assert any("sliding window" in n for n in budget.budget_report("mistral-7b", 10_000)["notes"])
+    assert len(budget.budget_report(LLAMA8, 1000)["notes"]) == 1
+    no_limit = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}
+    assert len(budget.budget_report(no_limit, 10**8)["notes"]) == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(known_models()), n=st.integers(1, 10**6), m=st.integers(1, 10**6),
+       dtype=st.sampled_from([1, 2, 4]), L=st.integers(1, 500))
+def test_bytes_are_linear_in_context(model, n, m, dtype, L):
+    assert budget.kv_bytes(model, n + m, dtype) == budget.kv_bytes(model, n, dtype) + budget.kv_bytes(model, m, dtype)
+    assert budget.lsh_table_bytes(model, n + m, L) == budget.lsh_table_bytes(model, n, L) + budget.lsh_table_bytes(model, m, L)
+    # the table/KV ratio is a property of (L, head_dim, dtype) alone
+    shape_ratio = budget.lsh_table_bytes(model, n, L) / budget.kv_bytes(model, n, dtype)
+    assert shape_ratio == pytest.approx(budget.lsh_table_bytes(model, m, L) / budget.kv_bytes(model, m, dtype))
+
+
+@settings(max_examples=30, deadline=None)
+@given(K=st.integers(1, 20), L=st.integers(1, 400), n=st.integers(1, 10**7))
+def test_candidates_double_per_table_count_and_halve_per_bit(K, L, n):
+    c = budget.candidates_per_query(n, K, L)
+    assert budget.candidates_per_query(n, K, 2 * L) == pytest.approx(2 * c)
+    assert budget.candidates_per_query(n, K + 1, L) == pytest.approx(c / 2)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: budget.kv_bytes(LLAMA8, -1), r"context must be in \[1"),
+    (lambda: budget.kv_bytes(LLAMA8, 0), "context"),
+    (lambda: budget.kv_bytes(LLAMA8, 100, dtype_bytes=3), "dtype_bytes must be one of 4, 2, 1"),
+    (lambda: budget.budget_report(LLAMA8, 1000, K=0), r"K must be in \[1, 30\]"),
+    (lambda: budget.budget_report(LLAMA8, 1000, L=0), r"L must be in \[1"),
+    (lambda: budget.budget_report("nope", 1000), "Known models: Llama-3.1-8B"),
+    (lambda: budget.read_time_s(10, 0), "bandwidth_bytes_per_s"),
+    (lambda: budget.recompute_seconds_per_token(70e9, tp=0), "tp"),
+])
+def test_bad_inputs_name_the_parameter(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_wrong_types_raise_type_errors():
+    with pytest.raises(TypeError, match="context"):
+        budget.kv_bytes(LLAMA8, "many")
+    with pytest.raises(TypeError, match="dtype_bytes"):
+        budget.kv_bytes(LLAMA8, 10, dtype_bytes=2.5)
+
+
+def test_break_even_by_hand_and_independent_of_prefix_length():
+    per_token = 327_680
+    t = 2 * 70e9 / (989.5e12 * 4)
+    assert budget.break_even_bandwidth(per_token, 70e9, tp=4) == pytest.approx(per_token / t)
+    ratios = {round(budget.fetch_or_recompute(n, per_token, 25e9, 70e9, tp=4)["fetch_s"]
+                    / budget.fetch_or_recompute(n, per_token, 25e9, 70e9, tp=4)["recompute_s"], 9)
+              for n in (1, 77, 4096, 10**6)}
+    assert len(ratios) == 1
+    table = budget.break_even_table(per_token, 70e9)
+    assert [row["tp"] for row in table] == [1, 2, 4, 8]
+    assert all(b["break_even_GBps"] == pytest.approx(2 * a["break_even_GBps"]) for a, b in zip(table, table[1:]))
+    verdicts = {v["tier"]: v["fetch_wins"] for v in budget.tier_verdicts(table[2]["break_even_GBps"])}
+    assert verdicts == {"GPU HBM (H100)": True, "host DRAM over PCIe 5": True, "RDMA / 200 GbE": True,
+                        "local NVMe": False, "object storage": False}
+    # the 1,979 TFLOP/s datasheet figure is the 2:4-sparse one: exactly twice the dense rate
+    assert budget.H100_SPARSE_BF16_FLOPS == pytest.approx(2 * budget.H100_DENSE_BF16_FLOPS)
+
+
+@pytest.mark.parametrize("tp", [1, 4, 8])
+@pytest.mark.parametrize("prefix", [1, 128, 131_072])
+def test_break_even_by_timing_agrees_with_the_closed_form(prefix, tp):
+    closed = budget.break_even_bandwidth(327_680, 70e9, tp=tp)
+    assert budget.break_even_by_timing(prefix, 327_680, 70e9, tp=tp) == pytest.approx(closed, rel=1e-9)
+
+
+def test_break_even_by_timing_refuses_a_bracket_without_the_crossing():
+    with pytest.raises(ValueError, match="hi_bytes_per_s"):
+        budget.break_even_by_timing(128, 327_680, 70e9, tp=4, hi_bytes_per_s=1e9)
+
+
+def test_tier_verdict_changes():
+    assert budget.tier_verdict_changes(327_680, 70e9, 4, 8) == []
+    # from TP1 (2.3 GB/s) to TP8 (18.5 GB/s) the bar passes local NVMe's 7 GB/s
+    assert budget.tier_verdict_changes(327_680, 70e9, 1, 8) == ["local NVMe"]
+
+
+@pytest.mark.parametrize("bpt", [-327_680, 0, float("nan")])
+def test_fetch_or_recompute_refuses_non_positive_bytes(bpt):
+    with pytest.raises(ValueError, match="bytes_per_token"):
+        budget.fetch_or_recompute(128, bpt, 7e9, 70e9)
+
+
+def test_format_bytes():
+    assert budget.format_bytes(600) == "600 B"
+    assert budget.format_bytes(128 * 1024) == "128 KiB"
+    assert budget.format_bytes(12 * 2**30) == "12 GiB"
+    assert budget.format_bytes(150 * 2**20) == "150 MiB"
+
+
+def _finite(fig):
+    for trace in fig.data:
+        for axis in ("x", "y"):
+            values = getattr(trace, axis, None)
+            if values is not None and len(values) and not isinstance(values[0], str):
+                assert np.all(np.isfinite(np.asarray(values, dtype=float))), trace.name
+
+
+def test_budget_figures_have_titles_units_and_no_nan():
+    from pigviz.plots import budget as pb
+    rows = [dict(label=m, **budget.index_bill(m, 98_304)) for m in known_models()]
+    fig = pb.index_bill_figure(rows, highlight=LLAMA8)
+    assert "GiB" in fig.layout.yaxis.title.text and fig.layout.title.text
+    assert [t.name for t in fig.data[:3]] == ["KV cache (keys + values)", "LSH table entries", "bucket offsets"]
+    assert any("<b>" in x for x in fig.data[0].x)
+    _finite(fig)
+    ctx = np.array([1_000, 10_000, 100_000])
+    curves = {m: (ctx, [budget.kv_bytes(m, int(c)) for c in ctx]) for m in known_models()}
+    fig = pb.kv_vs_context_figure(curves, reference_gib={"80 GB": 74.5})
+    assert fig.layout.xaxis.type == "log" and "tokens" in fig.layout.xaxis.title.text
+    # Llama-3.1-8B and Mistral-7B share a KV shape: one line, both names
+    assert any("Llama-3.1-8B = Mistral-7B-v0.1" == t.name for t in fig.data)
+    _finite(fig)
+    be = {"TP4": 9.26, "TP8": 18.5}
+    fig = pb.break_even_figure(budget.STORAGE_TIERS_GBPS, be, reference="TP4")
+    assert fig.layout.xaxis.type == "log" and "GB/s" in fig.layout.xaxis.title.text
+    colors = dict(zip(fig.data[0].y, fig.data[0].marker.color))
+    assert colors["local NVMe"] != colors["RDMA / 200 GbE"]
+    _finite(fig)
+
+
+def test_kv_widget_reacts_and_clamps():
+    from pigviz.widgets.budget import KVBudgetWidget
+    w = KVBudgetWidget()
+    assert "pigviz-model-picker" in w.model_picker._dom_classes
+    assert "pigviz-context" in w.context._dom_classes and "pigviz-kv-bar" in w.figure._dom_classes
+    kv_before = list(w.figure.data[0].y)
+    tables_before = list(w.figure.data[1].y)
+    w.dtype.value = 1
+    assert list(w.figure.data[0].y) == pytest.approx([v / 2 for v in kv_before])
+    w.L.value = 300
+    assert list(w.figure.data[1].y) == pytest.approx([2 * v for v in tables_before])
+    w.model_picker.value = "Qwen2.5-0.5B"
+    assert "<b>Qwen2.5-0.5B</b>" in w.figure.data[0].x and f"<b>{LLAMA8}</b>" not in w.figure.data[0].x
+    assert w.report["model"]["name"] == "Qwen2.5-0.5B"
+    w.context.value = -50
+    assert w.context.value == 1 and w.report["context"] == 1
+    w.context.value = 10**9
+    assert w.context.value == 10**7 and "exceeds" in w.status.value
+    assert "could not update" not in w.status.value
+    assert "14,400" not in w.table.value
+    w.context.value, w.L.value, w.K.value, w.model_picker.value, w.dtype.value = 98_304, 150, 10, LLAMA8, 2
+    assert "14,400" in w.table.value and "12 GiB" in w.table.value
