@@ -2,17 +2,29 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup lab test test-fast notebooks verify bench present site
+.PHONY: setup lab lint test test-fast notebooks verify bench present site
 
 setup:
 	@bash scripts/setup.sh
 
-## Set up, then open JupyterLab on the notebooks.
+## Set up, then open JupyterLab on the notebooks. As root (containers, Colab-like runtimes) it
+## passes --allow-root; with no display to open a browser on, it prints the URL to open instead.
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+LAB_HEADLESS := $(if $(and $(filter Linux,$(shell uname -s)),$(if $(DISPLAY)$(WAYLAND_DISPLAY),,1)),--no-browser,)
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	@if [ -n "$(LAB_ROOT)" ]; then echo "[lab] running as root: starting JupyterLab with --allow-root"; fi
+	@if [ -n "$(LAB_HEADLESS)" ]; then echo "[lab] no display here: open the http://127.0.0.1:8888/lab?token=... URL printed below in your browser"; fi
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ROOT) $(LAB_HEADLESS)
 
-## Set up, then run every test: the library's pytest suite and nbval over every notebook.
-test: setup
+## Lint and the layer contract (the test command runs these first).
+lint: setup
+	$(BIN)/ruff check pigviz tests benchmarks tools notebooks/src
+	$(BIN)/ruff format --check pigviz tests benchmarks tools
+	$(BIN)/lint-imports
+
+## Set up, then run every test: lint and the layer contract, the library's pytest suite (browser
+## tests included), nbval over every notebook, and pigviz verify.
+test: setup lint
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/python -m pytest -q --nbval notebooks --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider
 	$(BIN)/pigviz verify

@@ -91,7 +91,7 @@ def _copy_mathjax(out_dir: Path) -> str:
     """Ship MathJax beside the pages (from jupyter-server-mathjax) so formulas render offline;
     fall back to nbconvert's CDN address when that package is missing."""
     try:
-        import jupyter_server_mathjax
+        import jupyter_server_mathjax  # heavy: only the site builder needs it
     except ImportError:
         return HTMLExporterDefaults.MATHJAX_CDN
     static = Path(jupyter_server_mathjax.__file__).parent / "static"
@@ -139,10 +139,10 @@ class HTMLExporterDefaults:
 
 def build_site(out_dir: str | Path = "site", notebook_dir: str | Path = NOTEBOOK_DIR) -> Path:
     """Export every ``NN_*.ipynb`` under ``notebook_dir`` to ``out_dir``; return the index path."""
-    import nbformat
-    from nbconvert import HTMLExporter
+    import nbformat  # heavy: only the site builder needs it
+    from nbconvert import HTMLExporter  # heavy: only the site builder needs it
 
-    import plotly
+    import plotly  # heavy: plotly is needed only by notebooks
 
     notebook_dir, out_dir = Path(notebook_dir), Path(out_dir)
     notebooks = sorted(notebook_dir.glob("[0-9][0-9]_*.ipynb"))

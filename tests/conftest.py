@@ -1,8 +1,15 @@
 """Fixtures every test folder shares: the bundled SmolLM2 model (loaded once per session) and the
 shipped capture."""
 import pytest
+from hypothesis import settings
 
 from pigviz.model import loading, shipped
+
+# The same examples on every run and every machine: a property test that found a failure on one
+# machine must find it on the next. `pytest --hypothesis-profile=explore` searches afresh.
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("repeatable")
 
 
 @pytest.fixture(scope="session")

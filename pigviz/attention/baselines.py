@@ -95,7 +95,7 @@ def softmax_attention_torch(q, k, v, scale: float | None = None, mask=None):
     ``q``, ``k`` and ``v`` must be floating-point torch tensors (numpy arrays go to
     :func:`softmax_attention`).
     """
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -127,7 +127,7 @@ def softmax_attention_torch(q, k, v, scale: float | None = None, mask=None):
 
 def check_decode_shapes(q, k, v) -> tuple[int, int, int, int]:
     """Validate one decode step's tensors; return (H, Hkv, n, d)."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -154,7 +154,7 @@ def check_decode_shapes(q, k, v) -> tuple[int, int, int, int]:
 
 
 def _work_dtype(t):
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     return torch.float64 if t.dtype == torch.float64 else torch.float32
 
@@ -181,7 +181,7 @@ def _num_keys(budget, n: int) -> int:
 
 
 def _finish(out, q, keys_read, n: int, **extra):
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     keys_read = keys_read.to("cpu", torch.int64)
     stats = {"budget": float(keys_read.double().mean()) / n, "keys_read": keys_read, "n": n}
@@ -190,7 +190,7 @@ def _finish(out, q, keys_read, n: int, **extra):
 
 
 def _masked_softmax(scores, keep):
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     weights = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
     return torch.nan_to_num(weights, nan=0.0)
@@ -198,7 +198,7 @@ def _masked_softmax(scores, keep):
 
 def dense_attention(q, k, v):
     """Read every key: the reference every approximation is measured against."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     weights = torch.softmax(_grouped_scores(q, k), dim=-1)
@@ -207,7 +207,7 @@ def dense_attention(q, k, v):
 
 def topk_attention(q, k, v, budget):
     """Exact softmax over the m keys with the highest scores, renormalised (TopK)."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     m = _num_keys(budget, n)
@@ -220,7 +220,7 @@ def topk_attention(q, k, v, budget):
 
 def streaming_attention(q, k, v, sinks: int = 4, recent: int = 64):
     """StreamingLLM: exact softmax over the first ``sinks`` and last ``recent`` keys only."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     sinks = check_int("sinks", sinks, 0, n)
@@ -253,7 +253,7 @@ def _race_log_counts(log_w, m: int, generator):
     positive weight never stops: its unlimited draws converge to the weights themselves, so
     it gets log_w on those keys (the exact answer once normalised).
     """
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     dev = log_w.device
     log_w = log_w.to(torch.float64)
@@ -287,7 +287,7 @@ def _race_log_counts(log_w, m: int, generator):
 
 
 def _generator(seed) -> "torch.Generator":
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     return torch.Generator().manual_seed(check_int("seed", seed, 0))
 
@@ -297,7 +297,7 @@ def oracle_sampling_attention(q, k, v, budget, seed: int = 0):
     values (each draw counts once). Drawing goes on while it needs at most m distinct keys;
     the draw that would need an (m+1)-th ends the run unread. Unbiased. If m covers every key
     of positive weight, nothing ends the run and the output is exact."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     m = _num_keys(budget, n)
@@ -314,7 +314,7 @@ def hybrid_attention(q, k, v, budget, seed: int = 0):
     the weight by oracle sampling from the remaining keys with a budget of m - floor(m/2)
     distinct keys (the stopping rule of :func:`oracle_sampling_attention`), scaled by the
     remaining weight. Exact for the head, unbiased for the tail."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     m = _num_keys(budget, n)
@@ -343,7 +343,7 @@ def quest_attention(q, k, v, budget, page: int = 16):
     page can reach, so the sum bounds every score in the page from above. Besides the keys,
     a query reads the 2 vectors of metadata per page (``stats["metadata_vectors"]``).
     """
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     m = _num_keys(budget, n)

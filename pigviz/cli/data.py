@@ -6,14 +6,13 @@ import sys
 
 from pigviz.cli.args import int_list
 from pigviz.model import shipped
+from pigviz.model.capture import capture, save_capture  # heavy: torch and transformers
+from pigviz.model.loading import load_model  # heavy: torch and transformers
 
 __all__ = ["register"]
 
 
 def _cmd_capture(args) -> int:
-    from pigviz.model.capture import capture, save_capture  # heavy: torch and transformers
-    from pigviz.model.loading import load_model  # heavy: torch and transformers
-
     model, tokenizer = load_model(args.model, device=args.device, progress=not args.quiet)
     cap = capture(model, tokenizer, n_tokens=args.context, last=args.last, layers=args.layers,
                   kv_heads=args.kv_heads, progress=not args.quiet, allow_long_context=args.allow_long_context)

@@ -7,6 +7,12 @@ import json
 import sys
 
 from pigviz.cli.args import int_list, kl_pairs
+from pigviz.decode.session import METHODS
+from pigviz.model.loading import load_model
+from pigviz.model import texts
+from pigviz.decode.generation import generate
+from pigviz._util.io import write_json_atomic
+from pigviz.decode import evaluate as decode_eval
 
 __all__ = ["register"]
 
@@ -22,8 +28,6 @@ def _configs(text: str) -> list[tuple[int, int]]:
 
 
 def _methods(text: str) -> list[str]:
-    from pigviz.decode.session import METHODS
-
     names = [m.strip() for m in text.split(",") if m.strip()]
     # "quest/4": Quest with pages of 4 tokens (eval only).
     unknown = [m for m in names if m.split("/")[0] not in METHODS
@@ -49,9 +53,8 @@ def _add_method_options(p) -> None:
 
 
 def _load(args):
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-    from pigviz.model.loading import load_model
 
     if args.threads is not None:
         if args.threads < 1:
@@ -61,9 +64,6 @@ def _load(args):
 
 
 def _cmd_generate(args) -> int:
-    from pigviz.model import texts
-    from pigviz.decode.generation import generate
-
     if (args.prompt is None) == (args.from_text is None):
         raise ValueError("give exactly one of --prompt TEXT or --from-text N (the first N tokens of the stdlib docs)")
     model, tokenizer = _load(args)
@@ -72,8 +72,6 @@ def _cmd_generate(args) -> int:
     result = generate(model, tokenizer, prompt, args.attention, args.max_new_tokens, chat=args.chat,
                       progress=not args.quiet, allow_long_context=args.allow_long_context, **options)
     if args.json:
-        from pigviz._util.io import write_json_atomic
-
         write_json_atomic(args.json, result.as_dict())
     print(result.text)
     print(f"\n[{args.attention}] {len(result.token_ids)} tokens after a {result.prompt_tokens}-token prompt: "
@@ -84,9 +82,6 @@ def _cmd_generate(args) -> int:
 
 
 def _cmd_eval(args) -> int:
-    from pigviz.decode import evaluate as decode_eval
-    from pigviz._util.io import write_json_atomic
-
     model, tokenizer = _load(args)
     dense_layers = tuple(args.dense_layers) if args.dense_layers is not None else (0,)
     baselines = [m for m in args.attention if m not in ("dense", "magicpig")]
@@ -145,8 +140,6 @@ def _eval_command(args) -> str:
 
 def register(sub) -> None:
     """Add ``generate`` and ``eval`` to the ``pigviz`` sub-command parser ``sub``."""
-    from pigviz.decode.session import METHODS
-
     p = sub.add_parser("generate", help="greedy decoding with dense, MagicPIG, TopK, Quest or StreamingLLM attention")
     p.add_argument("--prompt", help="the prompt text")
     p.add_argument("--from-text", type=int, metavar="N", help="use the first N tokens of the stdlib docs as prompt")

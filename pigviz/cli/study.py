@@ -12,6 +12,10 @@ from __future__ import annotations
 from pigviz.cli.args import int_list, kl_pairs, name_list
 from pigviz.plots import study as plots_study
 from pigviz.study import findings
+from pigviz.study.run import DEFAULT_SETTINGS, METHODS
+from pigviz.study import run as study
+from pigviz.study.findings import format_summary
+import time
 
 DEFAULT_OUT_HINT = "results JSON to write (e.g. data/study_smollm2.json)"
 
@@ -24,8 +28,6 @@ DEFAULT_OUT_HINT = "results JSON to write (e.g. data/study_smollm2.json)"
 
 def command_line(args) -> str:
     """The command that reproduces ``args`` (stored in the results file)."""
-    from pigviz.study.run import DEFAULT_SETTINGS, METHODS
-
     parts = ["pigviz study", f"--model {args.model}", f"--context {args.context}", f"--last {args.last}"]
     if args.layers is not None:
         parts.append("--layers " + ",".join(map(str, args.layers)))
@@ -40,9 +42,6 @@ def command_line(args) -> str:
 
 
 def _cmd_study(args) -> int:
-    from pigviz.study import run as study
-    from pigviz.study.findings import format_summary
-
     if args.from_results:
         results = study.load_results(args.from_results)
         print(format_summary(results))
@@ -56,12 +55,8 @@ def _cmd_study(args) -> int:
 
 
 def _run(args) -> dict:
-    import time
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-    import torch
-
-    from pigviz.study import run as study
-    from pigviz.study.findings import format_summary
 
     spec = study.StudySpec(settings=tuple(args.settings or study.DEFAULT_SETTINGS), seeds=args.seeds,
                            methods=tuple(args.methods or study.METHODS), ablations=not args.no_ablations)

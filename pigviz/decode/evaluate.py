@@ -23,6 +23,18 @@ import sys
 import time
 
 from pigviz._util.validate import check_int
+import pigviz
+from pigviz.model.loading import model_source
+from pigviz.decode.session import forward, use_attention
+from pigviz.model import texts
+from pigviz.decode.session import forward, new_cache, use_attention
+from pigviz.model.loading import check_context
+from pigviz._util.validate import check_choice
+from pigviz._util.validate import check_float
+from pigviz.decode.generation import generate
+from pathlib import Path
+from pigviz.model import shipped
+from pigviz._util.io import sha256_file, write_json_atomic
 
 __all__ = ["QUALITY_FORMAT", "PASSKEY_FORMAT", "quality_eval", "passkey_eval", "passkey_prompt",
            "wilson_interval", "generation_demo", "environment", "record_in_manifest"]
@@ -34,11 +46,9 @@ _INTRO = "There is an important piece of information hidden inside a lot of irre
 
 
 def environment(model) -> dict:
-    import torch
-    import transformers
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+    import transformers  # heavy: transformers loads in seconds; only model code needs it
 
-    import pigviz
-    from pigviz.model.loading import model_source
 
     device = next(model.parameters()).device
     threads = torch.get_num_threads()
@@ -51,7 +61,7 @@ def environment(model) -> dict:
 
 
 def _compare(ref_logits, logits, targets) -> dict:
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     ref = torch.log_softmax(ref_logits.double(), -1)
     got = torch.log_softmax(logits.double(), -1)
@@ -72,9 +82,8 @@ def _summary(cmp, budgets, seconds) -> dict:
 def _run_chunk(model, cache, chunk, attention, options):
     """Feed ``chunk`` as decode rows with ``attention`` and crop the cache back. Returns
     (logits, per-row budgets, per-layer mean budgets, seconds, index seconds)."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-    from pigviz.decode.session import forward, use_attention
 
     t0 = time.perf_counter()
     with use_attention(model, attention, **options) as session:
@@ -97,12 +106,9 @@ def quality_eval(model, tokenizer, *, prefix: int = 7936, stretch: int = 256, co
     """Teacher-forced comparison with dense (module docstring). ``configs``: (K, L) pairs.
     ``ids``: at least prefix + stretch + 1 token ids to use instead of ``texts.long_text()``'s
     (whose text changes between Python releases), e.g. ids recorded on another machine."""
-    import torch
-    from tqdm.auto import tqdm
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+    from tqdm.auto import tqdm  # heavy: progress bars only for long runs
 
-    from pigviz.model import texts
-    from pigviz.decode.session import forward, new_cache, use_attention
-    from pigviz.model.loading import check_context
 
     prefix = check_int("prefix", prefix, 1)
     stretch = check_int("stretch", stretch, 1)
@@ -164,8 +170,6 @@ def quality_eval(model, tokenizer, *, prefix: int = 7936, stretch: int = 256, co
 
 def _baseline_options(spec: str, budget: float, sinks: int, dense_layers) -> tuple[str, dict]:
     """"topk", "quest", "streaming", or "quest/P" for Quest with pages of P tokens."""
-    from pigviz._util.validate import check_choice
-
     method, _, page = str(spec).partition("/")
     check_choice("baseline", method, ("topk", "quest", "streaming"))
     opts = dict(budget=budget, dense_layers=tuple(dense_layers))
@@ -186,9 +190,8 @@ def _jsonable(options: dict) -> dict:
 def passkey_prompt(tokenizer, n_tokens: int, depth: float, key: str):
     """``(prompt ids, answer ids, digit positions in the answer)`` for a chat prompt of about
     ``n_tokens`` tokens with the key at relative ``depth`` (0 = start, 1 = end) of the filler."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-    from pigviz._util.validate import check_float
 
     n_tokens = check_int("n_tokens", n_tokens, 128)
     depth = check_float("depth", depth, 0.0, 1.0)
@@ -231,10 +234,9 @@ def passkey_eval(model, tokenizer, *, lengths=(1024, 2048, 4096), trials: int = 
                  seed: int = 0, progress: bool = True) -> dict:
     """Passkey accuracy per context length: dense, MagicPIG (hash seed = trial number) and the
     baselines at the budget MagicPIG used in that same trial."""
-    import torch
-    from tqdm.auto import tqdm
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+    from tqdm.auto import tqdm  # heavy: progress bars only for long runs
 
-    from pigviz.decode.session import forward, new_cache, use_attention
 
     trials = check_int("trials", trials, 1)
     rng = random.Random(check_int("seed", seed, 0))
@@ -299,9 +301,6 @@ def passkey_eval(model, tokenizer, *, lengths=(1024, 2048, 4096), trials: int = 
 def generation_demo(model, tokenizer, *, prefix: int = 4096, max_new_tokens: int = 40,
                     attentions=("dense", "magicpig"), progress: bool = True, **options) -> list[dict]:
     """The same pydoc prefix continued greedily by each attention (for the side-by-side view)."""
-    from pigviz.model import texts
-    from pigviz.decode.generation import generate
-
     ids = texts.first_tokens(tokenizer, prefix)
     out = []
     for attention in attentions:
@@ -313,14 +312,9 @@ def generation_demo(model, tokenizer, *, prefix: int = 4096, max_new_tokens: int
 
 def record_in_manifest(path, what: str, command: str, directory=None) -> dict:
     """Add or replace ``path``'s entry in ``data/manifest.json`` (other entries untouched)."""
-    from pathlib import Path
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+    import transformers  # heavy: transformers loads in seconds; only model code needs it
 
-    import torch
-    import transformers
-
-    import pigviz
-    from pigviz.model import shipped
-    from pigviz._util.io import sha256_file, write_json_atomic
 
     path = Path(path)
     manifest = shipped.read_manifest(directory)

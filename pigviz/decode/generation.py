@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 
 from pigviz._util.validate import check_int
 from pigviz.decode.session import _check_seen, check_swappable, forward, new_cache, use_attention
+from pigviz.model.loading import check_context
 
 __all__ = ["GenerationResult", "generate", "prompt_ids"]
 
 
 def prompt_ids(tokenizer, prompt, *, chat: bool = False):
     """A prompt as a 1-D LongTensor: a str (optionally wrapped in the chat template) or ids."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     if isinstance(prompt, str):
         if chat:
@@ -79,10 +80,9 @@ def generate(model, tokenizer, prompt, attention: str = "magicpig", max_new_toke
     min_hits, sinks, recent, seed, buffer, dense_layers for "magicpig"; budget for the
     baselines). The prompt is prefilled with dense sdpa, then every new token is decoded
     with the chosen attention. The model's attention implementation is restored after."""
-    import torch
-    from tqdm.auto import tqdm
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+    from tqdm.auto import tqdm  # heavy: progress bars only for long runs
 
-    from pigviz.model.loading import check_context
 
     check_swappable(model)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)

@@ -6,6 +6,8 @@ import json
 import math
 
 from pigviz.attention.names import method_label
+from pigviz.model import shipped
+import textwrap
 
 __all__ = ["QUALITY_FILE", "PASSKEY_FILE", "SPEED_FILE", "GPU_SPEED_FILE", "load_result", "load_gpu_speed", "magicpig_summary",
            "quality_table", "passkey_table", "speed_table", "side_by_side", "headline", "rederives_its_means"]
@@ -18,16 +20,12 @@ GPU_SPEED_FILE = "decode_speed_gpu.json"     # written only where a GPU run was 
 
 def load_result(name: str, *, verify: bool = True) -> dict:
     """A shipped result from ``data/``; with ``verify`` its sha256 must match the manifest."""
-    from pigviz.model import shipped
-
     path = shipped.verified_path(name, verify=verify)
     return json.loads(path.read_text(encoding="utf-8"))
 
 
 def load_gpu_speed() -> dict | None:
     """The GPU check's result if one was imported into ``data/`` (``gpu_check.sh import``), else None."""
-    from pigviz.model import shipped
-
     if GPU_SPEED_FILE not in shipped.read_manifest()["files"]:
         return None
     return load_result(GPU_SPEED_FILE)
@@ -92,8 +90,6 @@ def speed_table(rows: list[dict]) -> str:
 
 def side_by_side(generations: list[dict], width: int = 96) -> str:
     """The shared start of several generations, then where each goes its own way."""
-    import textwrap
-
     ids = [g["token_ids"] for g in generations]
     same = 0
     while all(len(t) > same for t in ids) and len({t[same] for t in ids}) == 1:

@@ -38,6 +38,8 @@ import time
 from dataclasses import dataclass
 
 from pigviz._util.validate import check_choice, check_float, check_int
+import inspect
+from pigviz import attention as base
 
 __all__ = ["ATTENTION_NAME", "METHODS", "default_options", "DecodeSession", "use_attention", "check_swappable",
            "new_cache", "forward"]
@@ -142,7 +144,7 @@ class DecodeSession:
         """Per-row attention budget of the last forward: mean over sampled layers and heads of
         keys read / keys visible (1.0 for dense). Returns ``(rows,)`` float tensor and
         clears the record; per layer in ``last_layer_budgets``."""
-        import torch
+        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
         self.last_layer_budgets = {k: v.clone() for k, v in self._budgets.items()}
         if not self._budgets:
@@ -163,10 +165,10 @@ class DecodeSession:
         self.index_seconds += time.perf_counter() - t0
 
     def _build(self, layer: int, keys, values) -> None:
-        import torch
+        from pigviz.lsh.index import build_index  # heavy: imports torch
+        from pigviz.lsh.magicpig import exact_positions  # heavy: imports torch
+        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-        from pigviz.lsh.index import build_index
-        from pigviz.lsh.magicpig import exact_positions
 
         o = self.options
         n = keys.shape[1]
@@ -182,7 +184,7 @@ class DecodeSession:
 
     # -- the attention function ----------------------------------------------------------
     def __call__(self, module, query, key, value, attention_mask, scaling=None, **kwargs):
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward  # heavy: transformers loads in seconds; only model code needs it
 
         layer = module.layer_idx
         self._seen.add(layer)
@@ -211,15 +213,14 @@ class DecodeSession:
     def _sync(self, tensor) -> None:
         """With ``time_attention`` on a GPU, wait for queued kernels so the clock means something."""
         if self.time_attention and tensor.is_cuda:
-            import torch
+            import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
             torch.cuda.synchronize(tensor.device)
 
     def _baseline(self, q, k, v, scaling):
         """Rows one by one, each against the keys up to its own position."""
-        import torch
+        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-        from pigviz import attention as base
 
         H, T, d = q.shape
         n_total = k.shape[1]
@@ -242,9 +243,9 @@ class DecodeSession:
         return torch.stack(outs, 1).transpose(0, 1), torch.tensor(budgets)
 
     def _magicpig(self, layer, q, k, v, scaling):
-        import torch
+        from pigviz.lsh.magicpig import attend, exact_positions  # heavy: imports torch
+        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-        from pigviz.lsh.magicpig import attend, exact_positions
 
         H, T, d = q.shape
         Hkv, n_total, dv = v.shape
@@ -311,14 +312,14 @@ def _dispatch(module, query, key, value, attention_mask, **kwargs):
     for session in reversed(_ACTIVE):
         if module.config is session.config:
             return session(module, query, key, value, attention_mask, **kwargs)
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward  # heavy: transformers loads in seconds; only model code needs it
 
     return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
 
 def _register() -> None:
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from transformers import AttentionInterface  # heavy: transformers loads in seconds; only model code needs it
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask  # heavy: transformers loads in seconds; only model code needs it
 
     AttentionInterface.register(ATTENTION_NAME, _dispatch)
     AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
@@ -342,7 +343,7 @@ def use_attention(model, attention: str = "magicpig", **options):
 
 
 def new_cache(model):
-    from transformers import DynamicCache
+    from transformers import DynamicCache  # heavy: transformers loads in seconds; only model code needs it
 
     try:
         return DynamicCache(config=model.config)
@@ -353,9 +354,7 @@ def new_cache(model):
 def forward(model, ids, cache, *, logits_to_keep: int = 0):
     """One forward of ``ids`` (1-D) appended to ``cache``; returns float32 logits (rows, vocab).
     Works with transformers that call the cache ``cache=`` (5.2x) or ``past_key_values=``."""
-    import inspect
-
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     device = next(model.parameters()).device

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pigviz._util.validate import check_choice, check_int
+from pigviz.model.shipped import load_shipped_capture
 
 __all__ = [
     "EXACT_SINKS", "EXACT_RECENT", "GRID_K", "GRID_L", "VARIANTS", "SCURVE_HEAD",
@@ -125,8 +126,6 @@ def head_view(cap, layer, head) -> HeadView:
 @functools.lru_cache(maxsize=1)
 def shipped_capture():
     """The shipped capture, loaded (and checked against its manifest) once per process."""
-    from pigviz.model.shipped import load_shipped_capture
-
     return load_shipped_capture()
 
 

@@ -39,14 +39,14 @@ MAX_PREFIX_BITS = 16
 def _pack(bits):
     """Sign bits ``(..., L, K)`` (torch bool) -> int32 codes ``(..., L)``, bit b worth 2**b.
     A float matrix-vector product is exact here (codes < 2**16) and much faster than shifts."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     weights = 2.0 ** torch.arange(bits.shape[-1], dtype=torch.float32)
     return (bits.to(torch.float32) @ weights).to(torch.int32)
 
 
 def _codes(x, planes, L, K):
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     return _pack((torch.as_tensor(x, dtype=torch.float32) @ planes >= 0).view(-1, L, K))
 
@@ -72,7 +72,7 @@ class HashAgreement:
 def agreement_prefix(query, keys, n_hashings: int, K_max: int, L_max: int, seed: int = 0) -> HashAgreement:
     """Hash ``query`` and ``keys`` with ``n_hashings`` independent sets of ``L_max`` tables of
     ``K_max`` Gaussian hyperplanes (all drawn from ``numpy.random.default_rng(seed)``)."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     keys = np.atleast_2d(np.asarray(keys, dtype=np.float64))
     query = np.asarray(query, dtype=np.float64)
@@ -95,7 +95,7 @@ def agreement_prefix(query, keys, n_hashings: int, K_max: int, L_max: int, seed:
 @functools.lru_cache(maxsize=MAX_PREFIX_BITS)
 def _trailing_zero_table(bits: int):
     """int8 table: for every ``bits``-bit code, its trailing zero bits (``bits`` for code 0)."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     codes = torch.arange(1 << bits, dtype=torch.int64)
     lowest = (codes & -codes).clamp(min=1).double()
@@ -194,7 +194,7 @@ def collision_grid(cap, Ks=GRID_K, Ls=GRID_L, query_stride: int = 8, seed: int =
     """Hash every hashed key of every captured head with ``max(Ls)`` tables of ``max(Ks)`` bits
     (one draw per layer, shared by raw and centred keys) and count, for every ``query_stride``-th
     captured query, the keys sharing its bucket; smaller K and L use the first bits and tables."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     Ks = tuple(sorted({check_int("Ks entry", k, 1, MAX_PREFIX_BITS) for k in Ks}))
     Ls = tuple(sorted({check_int("Ls entry", x, 1, sh.MAX_L) for x in Ls}))
@@ -244,7 +244,7 @@ def _counter_groups(Ks, K_max: int, L_max: int):
     """Count the tables that collide at several K in one pass: each table adds, through a
     lookup on the xor of its codes, 1 to a ``bits``-wide counter of every K its agreement
     reaches, all counters packed into one int64. Returns (K indices, bits, table) groups."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     bits = L_max.bit_length()
     per_group = 63 // bits

@@ -62,7 +62,7 @@ def collision_probability_torch(cos):
     """Torch version of :func:`collision_probability`, on ``cos``'s device and dtype.
 
     The result is clamped to [0, 1] so float32 rounding of pi cannot produce p = -1e-8."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     p = 1.0 - torch.arccos(cos.clamp(-1.0, 1.0)) / math.pi
     return p.clamp(0.0, 1.0)
@@ -172,7 +172,7 @@ def log_inclusion_probability_torch(p, K: int = DEFAULT_K, L: int = DEFAULT_L, m
     done in float64 (except on Apple MPS, which lacks it) so float32 inputs get a float32-
     accurate answer. ``check=False`` skips the NaN/range check, which needs a device sync.
     """
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     K, L, min_hits = _check_kl(K, L, min_hits)
     if not isinstance(p, torch.Tensor):

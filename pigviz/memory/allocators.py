@@ -223,7 +223,11 @@ def paged_admission_with_allocator(requests, page_tokens: int = 16, budget_bytes
     page_tokens = check_int("page_tokens", page_tokens, 1, 4096)
     budget, bpt = _budget(budget_bytes, bytes_per_token or replica_bytes_per_token())
     prefix = check_int("shared_prefix", shared_prefix, 0, MAX_TOKENS)
-    pool = PagedKVAllocator(budget // (page_tokens * bpt), page_tokens)
+    name = f"allocator, {page_tokens}-token pages" + (f" + shared {prefix:,}" if prefix else "")
+    n_pages = budget // (page_tokens * bpt)
+    if n_pages == 0:  # the budget holds not one page: nothing is admitted, as the formula says
+        return Allocation(name, 0, 0, 0)
+    pool = PagedKVAllocator(n_pages, page_tokens)
     if prefix:
         pool.add_sequence("system prompt", prefix)
     batch, logical = 0, 0
@@ -239,7 +243,6 @@ def paged_admission_with_allocator(requests, page_tokens: int = 16, budget_bytes
             pool.free(i)
             break
         batch, logical = batch + 1, logical + prompt + output
-    name = f"allocator, {page_tokens}-token pages" + (f" + shared {prefix:,}" if prefix else "")
     return Allocation(name, batch, pool.pages_in_use * page_tokens * bpt, logical * bpt)
 
 

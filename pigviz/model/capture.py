@@ -27,6 +27,10 @@ import numpy as np
 
 from pigviz._util.io import atomic_path
 from pigviz._util.validate import check_int
+import hashlib
+import pigviz
+from pigviz.model import loading as models, texts
+from pigviz.model.loading import resolve_dtype
 
 __all__ = ["Capture", "capture", "save_capture", "load_capture", "CAPTURE_ATTN_IMPLEMENTATION",
            "REQUIRED_METADATA"]
@@ -137,7 +141,7 @@ class Capture:
             per_layer = [[int(h) for h in hs] for hs in kv_heads]
         if len(per_layer) != len(rows) or len({len(h) for h in per_layer}) != 1 or not per_layer[0]:
             raise ValueError("kv_heads must be one non-empty list, or one list of equal length per kept layer")
-        import torch
+        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
         g = self.group_size
         k_idx, q_idx = [], []
@@ -156,8 +160,6 @@ class Capture:
 
     def astype(self, dtype) -> "Capture":
         """Same capture with queries, keys, values and outputs stored as ``dtype`` (e.g. fp16)."""
-        from pigviz.model.loading import resolve_dtype
-
         if dtype is None:
             raise ValueError("dtype must be one of 'float32', 'float16', 'bfloat16' (or a torch dtype), got None")
         dtype = resolve_dtype(dtype, "cpu")
@@ -168,7 +170,7 @@ class Capture:
 
     def attention_weights(self, row: int) -> "torch.Tensor":
         """Causal softmax weights ``(Hq, T, N)`` in fp32 for kept layer ``row`` (0-based row)."""
-        import torch
+        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
         row = check_int("row", row, lo=0, hi=len(self.layers) - 1)
         q = self.queries[row].float()
@@ -187,8 +189,8 @@ class Capture:
 # -- the capturing attention function ----------------------------------------------------------
 class _Recorder:
     def __init__(self, layers, kv_heads, n_tokens, last, config, dtype, progress):
-        import torch
-        from tqdm.auto import tqdm
+        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+        from tqdm.auto import tqdm  # heavy: progress bars only for long runs
 
         self.row_of = {layer: i for i, layer in enumerate(layers)}
         self.kv_heads = list(kv_heads)
@@ -203,7 +205,7 @@ class _Recorder:
         self.bar = tqdm(total=config.num_hidden_layers, desc="prefill", unit="layer", disable=not progress)
 
     def __call__(self, module, query, key, value, attention_mask, **kwargs):
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward  # heavy: transformers loads in seconds; only model code needs it
 
         output, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
         row = self.row_of.get(module.layer_idx)
@@ -224,15 +226,15 @@ _ACTIVE: list = []
 
 def _dispatch(module, query, key, value, attention_mask, **kwargs):
     if not _ACTIVE:  # someone left the implementation switched on: behave exactly like sdpa
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward  # heavy: transformers loads in seconds; only model code needs it
 
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     return _ACTIVE[-1](module, query, key, value, attention_mask, **kwargs)
 
 
 def _register() -> None:
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from transformers import AttentionInterface  # heavy: transformers loads in seconds; only model code needs it
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask  # heavy: transformers loads in seconds; only model code needs it
 
     AttentionInterface.register(CAPTURE_ATTN_IMPLEMENTATION, _dispatch)
     AttentionMaskInterface.register(CAPTURE_ATTN_IMPLEMENTATION, sdpa_mask)
@@ -243,13 +245,9 @@ def capture(model, tokenizer, n_tokens: int = 8192, last: int = 64, text: str | 
     """One prefill of the first ``n_tokens`` tokens of ``text`` (default: ``texts.long_text()``)
     through ``model``, recording every kept layer's post-RoPE q (last ``last`` positions), k and
     v (all positions). ``layers``/``kv_heads``: model indices to keep (default all)."""
-    import hashlib
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+    import transformers  # heavy: transformers loads in seconds; only model code needs it
 
-    import torch
-    import transformers
-
-    import pigviz
-    from pigviz.model import loading as models, texts
 
     cfg = model.config
     n_tokens = models.check_context(model, n_tokens, allow_long_context)
@@ -317,7 +315,7 @@ def _check_indices(name, value, count) -> list[int]:
 # -- one-file storage --------------------------------------------------------------------------
 def save_capture(cap: Capture, path, *, dtype=None) -> Path:
     """Write ``cap`` (optionally cast to ``dtype``) as one safetensors file, atomically."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file  # heavy: only file I/O of captures needs it
 
     if dtype is not None:
         cap = cap.astype(dtype)
@@ -357,7 +355,7 @@ def _canonicalise_header(path: Path) -> None:
 
 def load_capture(path) -> Capture:
     """Read a file written by ``save_capture``; ValueError naming the file if it is damaged."""
-    from safetensors import safe_open
+    from safetensors import safe_open  # heavy: only file I/O of captures needs it
 
     path = Path(path)
     if not path.is_file():

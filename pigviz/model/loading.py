@@ -21,6 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pigviz._util.io import sha256_file
+from pigviz._util.validate import check_int
+import socket
+from urllib.parse import urlparse
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -111,7 +114,7 @@ def bundled_gguf_path(name: str = "smollm2-135m") -> Path:
 
 def resolve_device(device) -> "torch.device":
     """CPU, or CUDA when asked for and present (a clear error when it is not)."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     if isinstance(device, torch.device):
         kind = device.type
@@ -128,7 +131,7 @@ def resolve_device(device) -> "torch.device":
 
 def resolve_dtype(dtype, device) -> "torch.dtype":
     """fp32 on CPU (bf16 matmuls there are slow and lossy), bf16 on GPU, unless ``dtype`` says."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     names = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
              "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
@@ -222,8 +225,6 @@ def max_context(model) -> int:
 def check_context(model, n_tokens: int, allow_long_context: bool = False) -> int:
     """Refuse contexts past the trained length: RoPE positions the model never saw make its
     attention maps unrepresentative. ``allow_long_context=True`` lifts the check."""
-    from pigviz._util.validate import check_int
-
     n_tokens = check_int("n_tokens", n_tokens, lo=1)
     limit = max_context(model)
     if n_tokens > limit and not allow_long_context:
@@ -237,9 +238,6 @@ def check_context(model, n_tokens: int, allow_long_context: bool = False) -> int
 # ----------------------------------------------------------------------------------------------
 def _hub_offline(timeout_s: float = 3.0) -> bool:
     """True when HF_HUB_OFFLINE is set or the hub's host cannot be reached within ``timeout_s``."""
-    import socket
-    from urllib.parse import urlparse
-
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         return True
     host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
@@ -251,7 +249,7 @@ def _hub_offline(timeout_s: float = 3.0) -> bool:
 
 
 def _from_pretrained(directory, torch_dtype, progress, load_kwargs, *, hub: bool):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: transformers loads in seconds; only model code needs it
 
     common = dict(trust_remote_code=False, **load_kwargs)
     try:
@@ -329,8 +327,8 @@ def _discard_stale(entry: Path) -> None:
 
 
 def _dequantise_into(gguf: Path, folder: Path, *, progress: bool) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: transformers loads in seconds; only model code needs it
 
     with _quiet_transformers(progress):
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -347,7 +345,7 @@ def _dequantise_into(gguf: Path, folder: Path, *, progress: bool) -> None:
 @contextlib.contextmanager
 def _quiet_transformers(progress: bool):
     """Hide transformers' progress bars when asked, restoring the global setting after."""
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # heavy: transformers loads in seconds; only model code needs it
 
     was_enabled = hf_logging.is_progress_bar_enabled()
     if not progress:

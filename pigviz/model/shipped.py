@@ -25,6 +25,11 @@ import tempfile
 from pathlib import Path
 
 from pigviz._util.io import sha256_file, write_json_atomic
+import json
+from pigviz.model.capture import load_capture
+from pigviz.model.capture import capture
+from pigviz.model.capture import save_capture
+from pigviz.model.loading import load_model
 
 __all__ = [
     "CAPTURE_FILE", "SHIPPED_LAYERS", "SHIPPED_N_TOKENS", "SHIPPED_LAST", "SHIPPED_MODEL",
@@ -55,8 +60,6 @@ def manifest_path(directory=None) -> Path:
 
 def read_manifest(directory=None) -> dict:
     """Parse ``manifest.json``; ValueError naming the file if it lacks the expected fields."""
-    import json
-
     path = manifest_path(directory)
     if not path.is_file():
         raise FileNotFoundError(f"data manifest {path} does not exist; run `{REGENERATE_COMMAND}`")
@@ -110,15 +113,13 @@ def verified_path(name: str, command: str | None = None, *, verify: bool = True)
 
 def load_shipped_capture(*, verify: bool = True):
     """The shipped ``Capture`` (fp16 tensors, fp32 summaries in ``.extras``)."""
-    from pigviz.model.capture import load_capture
-
     return load_capture(verified_path(CAPTURE_FILE, REGENERATE_COMMAND, verify=verify))
 
 
 # -- summaries of a full capture ---------------------------------------------------------------
 def sink_weights(cap) -> "torch.Tensor":
     """Mean causal-softmax weight on position 0 over the captured queries: ``(layers, Hq)`` fp32."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     return torch.stack([cap.attention_weights(row)[:, :, 0].mean(dim=1) for row in range(len(cap.layers))])
 
@@ -137,9 +138,8 @@ def choose_kv_heads(sink_weight, group_size: int, layers) -> list[list[int]]:
 
 def build_shipped_capture(model, tokenizer, *, progress: bool = True):
     """Full fp32 capture -> all-layer summaries -> the four chosen pairs in fp16."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-    from pigviz.model.capture import capture
 
     full = capture(model, tokenizer, n_tokens=SHIPPED_N_TOKENS, last=SHIPPED_LAST, progress=progress)
     sink = sink_weights(full)
@@ -163,7 +163,7 @@ FP32_SUMMARY_ATOL = 1e-7
 
 def _fp16_steps(a, b):
     """Per element: |a - b| in units of the fp16 step at max(|a|, |b|)."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     a, b = a.float(), b.float()
     biggest = torch.maximum(a.abs(), b.abs())
@@ -226,10 +226,8 @@ def regenerate_shipped(out_dir=None, *, check: bool = False, progress: bool = Tr
     "sha256", "expected", "match", "within_precision", "comparison"}``: ``match`` is bit-for-bit
     equality, which holds only on the CPU the file was made on; ``within_precision`` is what a
     check on any machine should ask for."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-    from pigviz.model.capture import save_capture
-    from pigviz.model.loading import load_model
 
     expected = None
     if manifest_path().is_file():

@@ -21,7 +21,7 @@ _SEPARATOR = "\n\n"
 
 def long_text() -> tuple[str, str]:
     """Return ``(text, sha256_hex)`` of the stdlib reference topics joined deterministically."""
-    from pydoc_data.topics import topics
+    from pydoc_data.topics import topics  # heavy: a 1 MB text, read only when a long text is asked for
 
     text = _SEPARATOR.join(topics[key] for key in sorted(topics))
     return text, hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -38,7 +38,7 @@ def first_tokens(tokenizer, n: int, text: str | None = None):
     The whole text is tokenised and then cut, rather than cutting the characters first, so
     the last id never depends on where a character cut happened to fall.
     """
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     n = check_int("n", n, lo=1)
     if text is None:

@@ -10,6 +10,11 @@ import contextlib
 import numpy as np
 
 from pigviz._util.validate import check_int
+from pigviz.model.shipped import load_shipped_capture
+from pigviz.study.run import StudySpec, run_layer
+from pigviz.lsh.simhash import inclusion_probability
+from pigviz.attention import dense_attention
+from pigviz.study.run import decode_index, exact_outputs
 
 __all__ = ["one_thread", "shipped_layer", "live_run", "kl_sweep", "sampled_share", "decode_step_pieces", "mass_captured"]
 
@@ -19,7 +24,7 @@ def one_thread():
     """Run torch on one thread inside the block. A decode step is hundreds of small ops; on a
     busy shared CPU each multi-threaded op waits for a second core, which made the study ~10x
     slower with 2 threads than with 1."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -31,8 +36,6 @@ def one_thread():
 
 def shipped_layer(row: int):
     """``(model layer, query heads, q (H, T, d), k, v (1, N, d))`` of one pair in the shipped capture."""
-    from pigviz.model.shipped import load_shipped_capture
-
     cap = load_shipped_capture()
     row = check_int("row", row, 0, len(cap.layers) - 1)
     return (cap.layers[row], cap.query_heads[row], cap.queries[row].float(), cap.keys[row].float(),
@@ -41,8 +44,6 @@ def shipped_layer(row: int):
 
 def live_run(row: int = 2, settings=((10, 150),), seeds: int = 1, methods=("magicpig", "topk")) -> dict:
     """:func:`pigviz.study.run_layer` on one (layer, KV head) of the shipped fp16 capture."""
-    from pigviz.study.run import StudySpec, run_layer
-
     _, _, q, k, v = shipped_layer(row)
     spec = StudySpec(settings=settings, seeds=seeds, methods=methods, ablations=False)
     with one_thread():
@@ -70,8 +71,6 @@ def sampled_share(row: int = 0, dims=(64, 128), K: int = 10, L: int = 150, min_h
       any query has density proportional to (1 - c^2)^((d - 3) / 2): it narrows like 1/sqrt(d);
     * ``real``: one shipped layer's real centred keys against its last query of each head.
     """
-    from pigviz.lsh.simhash import inclusion_probability
-
     c = np.linspace(-1.0, 1.0, 40_001)[1:-1]
     u = inclusion_probability(1.0 - np.arccos(c) / np.pi, K, L, min_hits)
     isotropic = {}
@@ -95,10 +94,8 @@ def decode_step_pieces(row: int = 2, head: int = 0, K: int = 10, L: int = 150, s
     """The last decode step of one shipped head, cut into what the five-line estimator needs:
     the query, the sampled keys/values (as numpy float64), the exact set's keys/values, the
     key mean, and the engine's own output and budget for the same step."""
-    from pigviz.attention import dense_attention
-    from pigviz.lsh.index import build_index
-    from pigviz.lsh.magicpig import attend, exact_positions
-
+    from pigviz.lsh.index import build_index  # heavy: imports torch
+    from pigviz.lsh.magicpig import attend, exact_positions  # heavy: imports torch
     layer, heads, q, k, v = shipped_layer(row)
     head = check_int("head", head, 0, q.shape[0] - 1)
     with one_thread():
@@ -119,11 +116,10 @@ def mass_captured(row: int = 2, K: int = 10, L: int = 150, seed: int = 0) -> dic
     """Share of the true attention weight that lands on the keys MagicPIG reads (exact set
     and sampled set apart) and on TopK's keys when TopK reads as many, per query head of one
     shipped layer, averaged over its last T positions."""
-    import torch
+    from pigviz.lsh.index import build_index  # heavy: imports torch
+    from pigviz.lsh.magicpig import attend, exact_positions  # heavy: imports torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-    from pigviz.lsh.index import build_index
-    from pigviz.lsh.magicpig import attend, exact_positions
-    from pigviz.study.run import decode_index, exact_outputs
 
     layer, heads, q, k, v = shipped_layer(row)
     H, T, _ = q.shape

@@ -11,6 +11,17 @@ from __future__ import annotations
 import numpy as np
 
 from pigviz._util.validate import check_int
+from pigviz.model.shipped import verified_path
+from pigviz.study.run import load_results
+import sys
+from pathlib import Path
+from pigviz._util.io import sha256_file
+from pigviz._util.io import write_json_atomic
+from pigviz.model.shipped import manifest_path, read_manifest
+import json
+import pigviz
+from pigviz.model.shipped import data_dir
+from pigviz.study.experiments import live_run, shipped_layer
 
 __all__ = [
     "RESULTS_FILE", "SPEED_FILE", "METHOD_LABELS", "series_summary", "summary_rows", "format_summary",
@@ -142,20 +153,13 @@ def setup_text(results: dict) -> str:
 # -- the shipped results ---------------------------------------------------------------------------
 def load_shipped_results(*, verify: bool = True) -> dict:
     """``data/study_smollm2.json``, checked against its sha256 in ``data/manifest.json``."""
-    from pigviz.model.shipped import verified_path
-    from pigviz.study.run import load_results
-
     return load_results(verified_path(RESULTS_FILE, RESULTS_COMMAND, verify=verify))
 
 
 def manifest_entry(path, results: dict) -> dict:
     """The manifest line of a results file: what it is, the command, its sha256 and versions."""
-    import sys
-    from pathlib import Path
+    import transformers  # heavy: transformers loads in seconds; only model code needs it
 
-    import transformers
-
-    from pigviz._util.io import sha256_file
 
     path = Path(path)
     spec = results["spec"]
@@ -174,9 +178,6 @@ def manifest_entry(path, results: dict) -> dict:
 
 def add_to_manifest(name: str, entry: dict) -> dict:
     """Add (or replace) one file's entry in ``data/manifest.json``, leaving the others alone."""
-    from pigviz._util.io import write_json_atomic
-    from pigviz.model.shipped import manifest_path, read_manifest
-
     manifest = read_manifest()
     manifest["files"][name] = entry
     write_json_atomic(manifest_path(), manifest)
@@ -185,14 +186,8 @@ def add_to_manifest(name: str, entry: dict) -> dict:
 
 def speed_manifest_entry(path) -> dict:
     """The manifest line of the timing table written by ``benchmarks/bench_attend.py --json``."""
-    import json
-    import sys
-    from pathlib import Path
+    import transformers  # heavy: transformers loads in seconds; only model code needs it
 
-    import transformers
-
-    import pigviz
-    from pigviz._util.io import sha256_file
 
     path = Path(path)
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -212,9 +207,6 @@ SPEED_COMMAND = "python benchmarks/bench_attend.py --json data/bench_attend_cpu.
 
 def speed_table(path=None) -> str:
     """The shipped CPU timing table (one decode step of one layer), as text."""
-    import json
-
-    from pigviz.model.shipped import data_dir
 
     path = path or data_dir() / SPEED_FILE
     data = json.loads(open(path, encoding="utf-8").read())
@@ -233,8 +225,6 @@ def speed_table(path=None) -> str:
 def live_agreement(row: int = 2, results: dict | None = None) -> tuple[float, int]:
     """Largest relative gap between a live (10, 150), seed-0 run of one shipped layer and the
     study's seed-0 errors for the same query heads, and that layer."""
-    from pigviz.study.experiments import live_run, shipped_layer
-
     r = results or load_shipped_results()
     layer, heads, *_ = shipped_layer(row)
     live = live_run(row)

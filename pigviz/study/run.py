@@ -29,6 +29,14 @@ from pathlib import Path
 
 from pigviz._util.io import write_json_atomic
 from pigviz._util.validate import check_choice, check_int
+import hashlib
+from pigviz.model import loading as models, texts
+from pigviz._util.io import sha256_file
+from pigviz.model.capture import capture, load_capture, save_capture
+from pigviz.model.loading import load_model
+from pigviz import attention as A
+import pigviz
+import json
 
 __all__ = [
     "FORMAT", "METHODS", "DEFAULT_SETTINGS", "PAPER_SETTING", "StudySpec", "series_id",
@@ -108,13 +116,8 @@ def series_id(method: str, setting=None, variant: str = "main") -> str:
 def capture_cache_path(model: str, context: int, last: int) -> Path:
     """Where the full capture of ``model`` on the default text is cached: keyed by the model's
     weights (the bundled GGUF's sha256, else its name), the text's sha256, N and T."""
-    import hashlib
-
-    from pigviz.model import loading as models, texts
 
     if model in models.BUNDLED_MODELS:
-        from pigviz._util.io import sha256_file
-
         weights = sha256_file(models.bundled_gguf_path(model))[:16]
     else:
         weights = hashlib.sha256(str(model).encode()).hexdigest()[:16]
@@ -126,8 +129,6 @@ def capture_cache_path(model: str, context: int, last: int) -> Path:
 def cached_capture(model: str = "smollm2-135m", context: int = 8192, last: int = 64, *,
                    progress: bool = True, device: str = "cpu"):
     """The full capture (all layers and heads, fp32), from the cache or made once and cached."""
-    from pigviz.model.capture import capture, load_capture, save_capture
-
     context = check_int("context", context, 2)
     last = check_int("last", last, 1, context - 1)
     path = capture_cache_path(model, context, last)
@@ -136,7 +137,6 @@ def cached_capture(model: str = "smollm2-135m", context: int = 8192, last: int =
             return load_capture(path)
         except ValueError:
             path.unlink()  # a damaged cache entry is rebuilt, not trusted
-    from pigviz.model.loading import load_model
 
     net, tokenizer = load_model(model, device=device, progress=progress)
     cap = capture(net, tokenizer, n_tokens=context, last=last, progress=progress)
@@ -153,9 +153,9 @@ def decode_index(prompt_index, k, n: int):
     lists them and they are never sampled. That changes nothing while they sit in the exact
     recent window, i.e. while n - n0 <= recent: their table hits would be zeroed anyway.
     """
-    import torch
+    from pigviz.lsh.index import LSHIndex  # heavy: imports torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-    from pigviz.lsh.index import LSHIndex
 
     base = prompt_index
     Hkv, L, n0 = base.entries.shape
@@ -173,7 +173,7 @@ def decode_index(prompt_index, k, n: int):
 # -- one layer -----------------------------------------------------------------------------------
 def exact_outputs(q, k, v):
     """Causal scores (H, T, N) and exact outputs (H, T, dv) of the last T positions."""
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, T, d = q.shape
     Hkv, N, _ = k.shape
@@ -202,11 +202,10 @@ def _magicpig_runs(spec: StudySpec):
 def run_layer(q, k, v, spec: StudySpec, tick=None) -> dict:
     """All series for one layer: ``{series id: {"error": [[per head] per seed], "budget": ...}}``.
     ``q`` (H, T, d), ``k``/``v`` (Hkv, N, d); ``tick()`` is called after each unit of work."""
-    import torch
+    from pigviz.lsh.index import build_index  # heavy: imports torch
+    from pigviz.lsh.magicpig import attend  # heavy: imports torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-    from pigviz import attention as A
-    from pigviz.lsh.index import build_index
-    from pigviz.lsh.magicpig import attend
 
     q, k, v = q.float(), k.float().contiguous(), v.float().contiguous()
     H, T, d = q.shape
@@ -308,9 +307,8 @@ def _round(x):
 
 
 def _header(cap, spec: StudySpec, layers, command: str) -> dict:
-    import torch
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-    import pigviz
 
     meta = cap.metadata
     return {
@@ -328,9 +326,7 @@ def run_study(cap, spec: StudySpec | None = None, out=None, *, layers=None, prog
     """Run :func:`run_layer` on every kept layer of ``cap``. With ``out``, the finished layers
     are saved to ``out + '.partial'`` after each layer (a re-run with the same header resumes
     there) and the results to ``out`` at the end, atomically."""
-    import json
-
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # heavy: progress bars only for long runs
 
     spec = spec or StudySpec()
     layers = cap.layers if layers is None else [int(x) for x in layers]
@@ -385,8 +381,6 @@ def save_results(results: dict, path) -> Path:
 
 def load_results(path) -> dict:
     """Read a results JSON; ValueError naming the file if it is not a study of this format."""
-    import json
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"study results {path} do not exist; run `pigviz study --out {path}`")

@@ -41,7 +41,6 @@ import numpy as np
 
 from pigviz._util.validate import check_array, check_choice, check_float, check_int
 from pigviz.attention import stable_softmax
-from pigviz.lessons.verify import Claim, format_table
 
 __all__ = [
     "SCENARIOS", "METHODS", "DEFAULT_N", "DEFAULT_BUDGET", "Scenario", "Estimate", "ErrorCurves",

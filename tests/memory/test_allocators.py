@@ -2,7 +2,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pigviz.memory import allocators as al
@@ -58,6 +58,7 @@ def test_paged_waste_is_below_one_page_per_sequence(reqs, page):
 
 @settings(max_examples=40, deadline=None)
 @given(reqs=requests_st, page=st.sampled_from([1, 16, 64]), budget=st.integers(1, 10**6))
+@example(reqs=[(16, 8)], page=16, budget=1)   # a budget smaller than one page admits nothing
 def test_real_allocator_matches_page_formula_without_sharing(reqs, page, budget):
     formula = al.paged_allocation(reqs, page, budget_bytes=budget, bytes_per_token=1)
     real = al.paged_admission_with_allocator(reqs, page, budget_bytes=budget, bytes_per_token=1)
