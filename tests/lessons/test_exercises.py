@@ -219,6 +219,18 @@ def test_a_function_that_raises_gets_the_error_and_the_input():
         ex.check("04.inclusion_probability", broken)
 
 
+def test_a_torch_only_function_is_run_on_tensors_and_its_own_error_shown():
+    def topk_no_clamp(weights, values, budget):          # torch.topk refuses k > n
+        top = torch.topk(weights, budget)
+        return (top.values * values[top.indices]).sum() / top.values.sum()
+
+    with pytest.raises(AssertionError) as info:
+        ex.check("01.topk_estimate", topk_no_clamp)
+    message = str(info.value)
+    assert "budget > n" in message                       # the earlier cases passed on tensors
+    assert "raised:   RuntimeError" in message and "with numpy arrays instead: TypeError" in message
+
+
 def test_returning_none_from_written_code_is_pointed_out():
     def forgot_return(weights, values):
         w = np.asarray(weights)

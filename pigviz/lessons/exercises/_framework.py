@@ -277,12 +277,14 @@ def _message(ex, fn, number, total, case, expected, result) -> str:
              f"  input:    {inputs}"]
     blank = is_blank(fn)
     if result.error is not None:
-        err = result.error
+        first, second, flavour = result.error, result.torch_error, "torch tensors"
+        if second is not None and any(w in str(first) for w in ("ndarray", "numpy", "Tensor")):
+            # A torch-only function: its error on tensors is the informative one.
+            first, second, flavour = second, first, "numpy arrays"
         lines.append(f"  expected: {show(expected)}")
-        lines.append(f"  raised:   {type(err).__name__}: {err}")
-        if result.torch_error is not None:
-            lines.append(f"  (with torch tensors instead: {type(result.torch_error).__name__}: "
-                         f"{result.torch_error})")
+        lines.append(f"  raised:   {type(first).__name__}: {first}")
+        if second is not None:
+            lines.append(f"  (with {flavour} instead: {type(second).__name__}: {second})")
     else:
         got = _as_number_or_array(result.value)
         lines.append(f"  expected: {show(expected)}")
