@@ -114,6 +114,11 @@ def _incl_expm1_difference(p, K, L):
     return -np.expm1(L * np.log1p(-P)) - L * P * np.exp((L - 1) * np.log1p(-P))
 
 
+def _incl_drops_miss_factor(p, K, L):
+    P = _hit(p, K)
+    return -np.expm1(L * np.log1p(-P)) - L * P
+
+
 def _incl_forgets_K(p, K, L):
     return inclusion_probability(p, 1, L)
 
@@ -157,6 +162,9 @@ EXERCISES = [
                Wrong("1 - P(0) - P(1) with expm1/log1p", _incl_expm1_difference,
                      "expm1 and log1p make each part accurate, but their difference still cancels for tiny "
                      "u: sum the terms k >= 2"),
+               Wrong("P(exactly 1) written as L p**K", _incl_drops_miss_factor,
+                     "exactly one table out of L collides with probability L P (1 - P)^(L - 1): the other "
+                     "L - 1 tables must miss"),
                Wrong("p instead of p**K", _incl_forgets_K,
                      "a table collides only when all K bits agree: P = p**K"),
                Wrong("exactly 2 tables", _incl_exactly_two,
