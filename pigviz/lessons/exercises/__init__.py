@@ -1,0 +1,238 @@
+"""Exercises: the learner writes the central code of a notebook, a check says if it is right.
+
+A notebook leaves a function body as ``...`` (the exercise cell), then checks it::
+
+    from pigviz.lessons import exercises as ex
+
+    def topk_estimate(weights, values, budget):
+        ...
+
+    topk_estimate = ex.reference_or("01.topk_estimate", topk_estimate)
+    ex.check("01.topk_estimate", topk_estimate)
+
+``check`` runs the function on many inputs, edge cases included, and returns True or raises
+AssertionError naming the input, the expected and the returned value, and a hint (and,
+when the result is what a common mistake gives, which mistake). It accepts loops or
+vectorised code, numpy or torch: when numpy input makes the function raise, the case is
+retried with torch tensors, and torch results are compared as numpy arrays.
+
+``reference_or`` is the switch for committed, nbval-tested notebooks: while the function is
+still blank and solutions are on (environment variable ``PIGVIZ_SOLUTIONS=1``, or
+``enable_solutions()``), it returns the reference solution instead, so the rest of the
+notebook runs; otherwise it returns the learner's function unchanged, and the check fails
+with a pointer to the blank until the learner writes it.
+
+``solution(name)`` shows the reference, ``exercises()`` lists them, ``self_test()`` checks the
+checks: each must pass its reference and fail the blank and every known wrong version.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+
+from pigviz.lessons.exercises._framework import Case, Exercise, Wrong, failure, is_blank, solution_text
+from pigviz.lessons.exercises import nb01, nb02, nb03, nb04, nb05, nb06, nb07
+
+__all__ = [
+    "Exercise", "Case", "Wrong", "SOLUTIONS_ENV", "NOTEBOOKS",
+    "exercises", "get", "check", "solution", "Solution", "stub", "case_inputs",
+    "reference_or", "solutions_enabled", "enable_solutions", "is_blank",
+    "self_test", "format_listing", "run_cli",
+]
+
+SOLUTIONS_ENV = "PIGVIZ_SOLUTIONS"
+
+NOTEBOOKS = {
+    "01": "01_stick_balance",
+    "02": "02_key_cone",
+    "03": "03_centring",
+    "04": "04_simhash_scurves",
+    "05": "05_kv_budget",
+    "06": "06_sampled_attention",
+    "07": "07_sampled_decoding",
+}
+
+_REGISTRY: dict[str, Exercise] = {}
+for _module in (nb01, nb02, nb03, nb04, nb05, nb06, nb07):
+    for _ex in _module.EXERCISES:
+        if _ex.name in _REGISTRY:
+            raise RuntimeError(f"exercise {_ex.name} is defined twice")
+        _REGISTRY[_ex.name] = _ex
+del _module, _ex
+
+_solutions_override: bool | None = None
+
+
+def exercises(notebook: str | None = None) -> list[Exercise]:
+    """Every exercise, in notebook order; only one notebook's with ``notebook="04"``."""
+    found = list(_REGISTRY.values())
+    if notebook is not None:
+        notebook = str(notebook).zfill(2)
+        found = [e for e in found if e.notebook == notebook]
+    return found
+
+
+def get(name: str) -> Exercise:
+    """The exercise called ``name`` ("04.inclusion_probability"; "inclusion_probability" works
+    too when only one notebook has it)."""
+    if isinstance(name, Exercise):
+        return name
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    short = [e for e in _REGISTRY.values() if e.function_name == name]
+    if len(short) == 1:
+        return short[0]
+    close = difflib.get_close_matches(str(name), list(_REGISTRY) + [e.function_name for e in _REGISTRY.values()], 3)
+    extra = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(_REGISTRY)}"
+    raise KeyError(f"no exercise called {name!r}{extra}")
+
+
+def check(name: str, fn, *, quiet: bool = False) -> bool:
+    """Run exercise ``name``'s check on ``fn``: True, or AssertionError with the failing input,
+    expected vs got, and a hint. Prints one line on success unless ``quiet``."""
+    __tracebackhide__ = True  # noqa: F841 - IPython and pytest then show the message, not this frame
+    ex = get(name)
+    message = failure(ex, fn)
+    if message is not None:
+        raise AssertionError(message) from None
+    if not quiet:
+        print(f"{ex.name}: pass ({len(ex.cases())} cases)")
+    return True
+
+
+class Solution(str):
+    """Source text that a notebook displays as code, not as a quoted string."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_markdown_(self) -> str:
+        return f"```python\n{self}```"
+
+
+def solution(name: str) -> Solution:
+    """The reference solution's source (a str that Jupyter shows as a code block)."""
+    return Solution(solution_text(get(name)))
+
+
+def stub(name: str) -> str:
+    """The exercise cell as the learner gets it: signature, task as docstring, ``...`` body."""
+    return get(name).stub()
+
+
+def case_inputs(name: str, number: int) -> tuple:
+    """The arguments of case ``number`` (1-based, as failure messages count) of a check."""
+    cases = get(name).cases()
+    if not 1 <= number <= len(cases):
+        raise IndexError(f"{name} has cases 1 to {len(cases)}, not {number}")
+    import copy
+
+    return copy.deepcopy(cases[number - 1][0].args)
+
+
+def solutions_enabled() -> bool:
+    """True when blank exercises should be replaced by their reference solutions:
+    ``enable_solutions(True/False)`` if called, else ``PIGVIZ_SOLUTIONS`` in (1, true, yes, on)."""
+    if _solutions_override is not None:
+        return _solutions_override
+    return os.environ.get(SOLUTIONS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def enable_solutions(on: bool | None = True) -> None:
+    """Switch solutions on or off for this process; ``None`` goes back to the environment."""
+    global _solutions_override
+    _solutions_override = None if on is None else bool(on)
+
+
+def reference_or(name: str, fn):
+    """``fn``, unless it is still blank and solutions are on: then the reference solution.
+
+    Use it in the check cell, before ``check``, so that a notebook run with
+    ``PIGVIZ_SOLUTIONS=1`` (nbval, the static site) passes with the references filled in,
+    while a learner with a blank function sees the check fail."""
+    ex = get(name)
+    if is_blank(fn) and solutions_enabled():
+        print(f"{ex.name}: {getattr(fn, '__name__', ex.function_name)} is blank and {SOLUTIONS_ENV} is on, "
+              f"so the reference solution stands in")
+        return ex.reference
+    return fn
+
+
+# --------------------------------------------------------------------------- self-test and listing
+
+def self_test(names=None) -> list[str]:
+    """Check the checks. For each exercise: its reference must pass; the blank and every known
+    wrong version must fail, each wrong version with its own hint in the message; at least two
+    wrong versions; a solution text. Returns the problems found (empty: all good)."""
+    problems = []
+    for ex in (exercises() if names is None else [get(n) for n in names]):
+        try:
+            message = failure(ex, ex.reference)
+        except Exception as exc:  # noqa: BLE001 - a broken check is a problem to report
+            problems.append(f"{ex.name}: the check itself fails: {type(exc).__name__}: {exc}")
+            continue
+        if message is not None:
+            problems.append(f"{ex.name}: the reference solution fails its own check:\n{message}")
+        message = failure(ex, ex.blank())
+        if message is None:
+            problems.append(f"{ex.name}: the blank passes the check")
+        elif "still `...`" not in message:
+            problems.append(f"{ex.name}: the blank's failure does not say it is blank:\n{message}")
+        if len(ex.wrong) < 2:
+            problems.append(f"{ex.name}: only {len(ex.wrong)} wrong version(s); at least 2 are required")
+        for wrong in ex.wrong:
+            message = failure(ex, wrong.fn)
+            if message is None:
+                problems.append(f"{ex.name}: the wrong version '{wrong.label}' passes the check")
+            elif wrong.hint not in message:
+                problems.append(f"{ex.name}: the failure of '{wrong.label}' does not give its hint:\n{message}")
+        try:
+            if ex.function_name not in solution_text(ex):
+                problems.append(f"{ex.name}: the solution text does not define {ex.function_name}")
+        except (OSError, TypeError) as exc:
+            problems.append(f"{ex.name}: no solution source: {exc}")
+    return problems
+
+
+def format_listing() -> str:
+    """Every exercise with its notebook and signature, grouped by notebook (for the CLI)."""
+    lines = []
+    for number, notebook in NOTEBOOKS.items():
+        found = exercises(number)
+        if not found:
+            continue
+        lines.append(f"notebooks/{notebook}.ipynb")
+        width = max(len(e.name) for e in found)
+        for e in found:
+            lines.append(f"  {e.name:<{width}}  {e.signature}")
+    lines.append("")
+    lines.append(f"{len(_REGISTRY)} exercises. In a notebook: pigviz.lessons.check(name, fn); "
+                 f"pigviz.lessons.solution(name) shows a reference; {SOLUTIONS_ENV}=1 fills in "
+                 f"blanks with the references.")
+    return "\n".join(lines)
+
+
+def _problems() -> list[str]:
+    return self_test()
+
+
+def run_cli(self_test: bool = False, out=None) -> int:
+    """What ``pigviz exercises [--self-test]`` prints, and its exit status: the listing (0), or
+    the self-test's problems (1 if any, else 0 and a one-line summary)."""
+    import sys
+
+    out = out or sys.stdout
+    if not self_test:
+        print(format_listing(), file=out)
+        return 0
+    problems = _problems()
+    total = len(_REGISTRY)
+    wrongs = sum(len(e.wrong) for e in _REGISTRY.values())
+    if problems:
+        for problem in problems:
+            print(problem, file=out)
+        print(f"self-test FAILED: {len(problems)} problem(s) in {total} exercises", file=out)
+        return 1
+    print(f"self-test passed: {total} exercises; each check passes its reference and rejects "
+          f"the blank and its wrong versions ({wrongs} in all)", file=out)
+    return 0

@@ -1,0 +1,536 @@
+"""The exercise framework (pigviz.lessons.exercises): every check passes its reference, rejects
+the blank and the known wrong versions with their hints, and accepts other correct ways of
+writing the same function (loops, vectorised numpy, torch)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pigviz.lessons import exercises as ex
+from pigviz.lessons.exercises import Case, Exercise, Wrong
+
+torch = pytest.importorskip("torch")
+
+ALL = [e.name for e in ex.exercises()]
+WRONG = [(e.name, i) for e in ex.exercises() for i in range(len(e.wrong))]
+
+
+# --------------------------------------------------------------------------- the registry
+
+REQUIRED = {
+    "01.topk_estimate": "topk_estimate(weights, values, budget) -> float",
+    "04.inclusion_probability": "inclusion_probability(p, K, L) -> float or ndarray",
+    "05.kv_bytes_per_token": "kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes) -> int",
+    "05.paged_waste": "paged_waste(lengths, page) -> float",
+    "06.sampled_estimate": "sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L) -> ndarray",
+}
+
+
+def test_required_exercises_have_the_issue_signatures():
+    for name, signature in REQUIRED.items():
+        assert ex.get(name).signature == signature
+
+
+def test_every_notebook_has_enough_exercises():
+    counts = {nb: len(ex.exercises(nb)) for nb in ex.NOTEBOOKS}
+    assert all(n >= 2 for n in counts.values()), counts
+    for nb in ("02", "03", "07"):
+        assert counts[nb] >= 2
+    assert counts["01"] >= 2 and counts["04"] >= 2 and counts["05"] >= 3 and counts["06"] >= 2
+
+
+def test_reference_parameters_match_the_signature():
+    import inspect
+
+    for e in ex.exercises():
+        assert list(inspect.signature(e.reference).parameters) == e.parameters, e.name
+        assert e.reference.__name__ == e.function_name, e.name
+        assert len(e.wrong) >= 2, e.name
+
+
+def test_self_test_finds_no_problems():
+    assert ex.self_test() == []
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_reference_passes(name, capsys):
+    assert ex.check(name, ex.get(name).reference) is True
+    assert f"{name}: pass" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_blank_fails_and_says_so(name):
+    e = ex.get(name)
+    with pytest.raises(AssertionError) as info:
+        ex.check(name, e.blank())
+    message = str(info.value)
+    assert "still `...`" in message and "expected:" in message and "input:" in message
+
+
+@pytest.mark.parametrize("name,i", WRONG)
+def test_wrong_version_fails_with_its_hint(name, i):
+    wrong = ex.get(name).wrong[i]
+    with pytest.raises(AssertionError) as info:
+        ex.check(name, wrong.fn)
+    message = str(info.value)
+    assert wrong.hint in message
+    assert "expected:" in message and ("got:" in message or "raised:" in message)
+
+
+def test_solution_is_source_text():
+    text = ex.solution("01.topk_estimate")
+    assert isinstance(text, str) and text.startswith("def topk_estimate(weights, values, budget):")
+    assert repr(text) == str(text)                    # Jupyter shows code, not a quoted string
+    assert "```python" in text._repr_markdown_()
+    # A reference that calls a helper shows the helper too.
+    assert "def log_inclusion_probability" in ex.solution("06.sampled_estimate")
+    from pigviz.lessons import solution
+
+    assert solution("04.inclusion_probability") == ex.solution("04.inclusion_probability")
+
+
+def test_stub_is_a_blank_with_the_signature():
+    stub = ex.stub("05.paged_waste")
+    assert stub.startswith("def paged_waste(lengths, page):") and stub.rstrip().endswith("...")
+    namespace: dict = {}
+    exec(stub, namespace)
+    assert ex.is_blank(namespace["paged_waste"])
+
+
+def test_names_resolve_and_unknown_names_say_so():
+    assert ex.get("paged_waste").name == "05.paged_waste"
+    with pytest.raises(KeyError, match="did you mean"):
+        ex.get("05.paged_wast")
+
+
+def test_case_inputs_are_copies():
+    args = ex.case_inputs("01.topk_estimate", 1)
+    args[0][:] = 0
+    assert ex.case_inputs("01.topk_estimate", 1)[0].sum() > 0
+    with pytest.raises(IndexError):
+        ex.case_inputs("01.topk_estimate", 999)
+
+
+def test_listing_and_cli(capsys):
+    listing = ex.format_listing()
+    for e in ex.exercises():
+        assert e.name in listing and e.signature in listing
+    assert "notebooks/04_simhash_scurves.ipynb" in listing
+    assert ex.run_cli() == 0
+    assert ex.run_cli(self_test=True) == 0
+    assert "self-test passed" in capsys.readouterr().out
+
+
+def test_self_test_reports_a_check_that_lets_a_wrong_version_through(monkeypatch, capsys):
+    def double(x):
+        return 2 * np.asarray(x, dtype=float)
+
+    def also_double(x):                     # "wrong", but right on every case
+        return np.asarray(x, dtype=float) * 2
+
+    def triple(x):
+        return 3 * np.asarray(x, dtype=float)
+
+    broken = Exercise(name="99.double", signature="double(x) -> ndarray", task="Twice x.",
+                      reference=double, make_cases=lambda: [Case("three", (np.array([1.0, 2.0]),))],
+                      wrong=(Wrong("not wrong", also_double, "never shown"), Wrong("triples", triple, "two, not three")),
+                      hint="2 x")
+    problems = ex.self_test([broken])
+    assert len(problems) == 1 and "'not wrong' passes the check" in problems[0]
+    monkeypatch.setattr(ex, "self_test", lambda: problems)
+    assert ex.run_cli(self_test=True) == 1
+    assert "FAILED" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- the switch
+
+def test_is_blank():
+    def dots(a, b):
+        ...
+
+    def documented(a):
+        """Write me."""
+        ...
+
+    def passing(a):
+        pass
+
+    def written(a):
+        return a
+
+    def returns_none_after_work(a):
+        a = a + 1
+        return None
+
+    assert ex.is_blank(dots) and ex.is_blank(documented) and ex.is_blank(passing)
+    assert not ex.is_blank(written) and not ex.is_blank(returns_none_after_work)
+    assert not ex.is_blank(np.sum) and not ex.is_blank(len)
+
+
+def test_reference_or_uses_the_reference_only_for_a_blank_with_solutions_on(monkeypatch, capsys):
+    blank = ex.get("05.paged_waste").blank()
+
+    def mine(lengths, page):
+        return 0.0
+
+    monkeypatch.delenv(ex.SOLUTIONS_ENV, raising=False)
+    assert ex.reference_or("05.paged_waste", blank) is blank
+    with pytest.raises(AssertionError, match="still `...`"):
+        ex.check("05.paged_waste", ex.reference_or("05.paged_waste", blank))
+
+    monkeypatch.setenv(ex.SOLUTIONS_ENV, "1")
+    chosen = ex.reference_or("05.paged_waste", blank)
+    assert chosen is ex.get("05.paged_waste").reference
+    assert "reference solution stands in" in capsys.readouterr().out
+    assert ex.check("05.paged_waste", chosen)
+    assert ex.reference_or("05.paged_waste", mine) is mine      # the learner's own code wins
+
+    try:
+        ex.enable_solutions(False)
+        assert ex.reference_or("05.paged_waste", blank) is blank
+        monkeypatch.delenv(ex.SOLUTIONS_ENV)
+        ex.enable_solutions(True)
+        assert ex.reference_or("05.paged_waste", blank) is not blank
+    finally:
+        ex.enable_solutions(None)
+    assert not ex.solutions_enabled()
+
+
+def test_failure_message_names_input_expected_got_and_hint():
+    def not_renormalised(weights, values, budget):
+        keep = np.argsort(-np.asarray(weights))[:budget]
+        return float(np.dot(np.asarray(weights)[keep], np.asarray(values)[keep]))
+
+    with pytest.raises(AssertionError) as info:
+        ex.check("01.topk_estimate", not_renormalised)
+    message = str(info.value)
+    assert "case 1 of" in message and "budget=2" in message
+    assert "expected: 1.375" in message and "got:      1.1" in message
+    assert "divide by their sum" in message
+
+
+def test_a_function_that_raises_gets_the_error_and_the_input():
+    def broken(p, K, L):
+        raise ValueError("not today")
+
+    with pytest.raises(AssertionError, match=r"raised:   ValueError: not today"):
+        ex.check("04.inclusion_probability", broken)
+
+
+def test_a_torch_only_function_is_run_on_tensors_and_its_own_error_shown():
+    def topk_no_clamp(weights, values, budget):          # torch.topk refuses k > n
+        top = torch.topk(weights, budget)
+        return (top.values * values[top.indices]).sum() / top.values.sum()
+
+    with pytest.raises(AssertionError) as info:
+        ex.check("01.topk_estimate", topk_no_clamp)
+    message = str(info.value)
+    assert "budget > n" in message                       # the earlier cases passed on tensors
+    assert "raised:   RuntimeError" in message and "with numpy arrays instead: TypeError" in message
+
+
+def test_returning_none_from_written_code_is_pointed_out():
+    def forgot_return(weights, values):
+        w = np.asarray(weights)
+        w @ np.asarray(values) / w.sum()
+
+    with pytest.raises(AssertionError, match="forget `return`"):
+        ex.check("01.balance_point", forgot_return)
+
+
+# --------------------------------------------------------------------------- other correct implementations
+
+def _t(x):
+    return torch.as_tensor(x, dtype=torch.float64)
+
+
+def _torch_log_inclusion(p, K, L):
+    """log P(Binomial(L, p**K) >= 2) in torch, written independently of the reference."""
+    p = _t(p)
+    k = torch.arange(2, L + 1, dtype=torch.float64)
+    log_comb = torch.lgamma(torch.tensor(L + 1.0)) - torch.lgamma(k + 1) - torch.lgamma(L - k + 1)
+    log_hit = K * torch.log(p)
+    log_miss = torch.log(-torch.expm1(log_hit))
+    terms = log_comb + k * log_hit[..., None] + (L - k) * log_miss[..., None]
+    terms = torch.nan_to_num(terms, nan=-math.inf)
+    if L >= 2:
+        terms[..., -1] = torch.where(p == 1, torch.zeros_like(p), terms[..., -1])
+    return torch.logsumexp(terms, dim=-1).clamp(max=0.0)
+
+
+# 01
+def topk_loop(weights, values, budget):
+    order = sorted(range(len(weights)), key=lambda i: -float(weights[i]))[:budget]
+    num = sum(float(weights[i]) * float(values[i]) for i in order)
+    return num / sum(float(weights[i]) for i in order)
+
+
+def topk_torch(weights, values, budget):
+    w, v = _t(weights), _t(values)
+    top = torch.topk(w, min(budget, len(w)))
+    return (top.values * v[top.indices]).sum() / top.values.sum()     # a 0-d tensor
+
+
+def balance_loop(weights, values):
+    return sum(w * v for w, v in zip(weights, values)) / sum(weights)
+
+
+def balance_torch(weights, values):
+    return torch.sum(weights * values) / torch.sum(weights)       # torch only: numpy input is retried as tensors
+
+
+def importance_loop(weights, values, proposal, drawn):
+    num = den = 0.0
+    for i in drawn:
+        r = weights[i] / proposal[i]
+        num, den = num + r * values[i], den + r
+    return num / den
+
+
+# 02
+def cos_to_mean_torch(keys):
+    unit = torch.nn.functional.normalize(_t(keys), dim=-1)
+    return unit @ torch.nn.functional.normalize(unit.mean(0), dim=0)
+
+
+def cone_width_mean_cos(keys):
+    return float(np.mean(cos_to_mean_torch(keys).numpy()))
+
+
+def attention_torch(q, keys):
+    q = _t(q)
+    return torch.softmax(_t(keys) @ q / math.sqrt(q.shape[0]), dim=0)
+
+
+# 03
+def centring_mean_loop(keys, sinks, recent):
+    rows = [keys[i] for i in range(sinks, len(keys) - recent)]
+    return sum(rows) / len(rows)
+
+
+def cos_centred_torch(q, keys, mu):
+    return torch.nn.functional.cosine_similarity(_t(keys) - _t(mu), _t(q)[None, :], dim=-1)
+
+
+def softmax_torch(scores):
+    return torch.softmax(scores, dim=-1)                           # torch only
+
+
+def softmax_logsumexp(scores):
+    s = np.asarray(scores, dtype=float)
+    top = s.max(axis=-1, keepdims=True)
+    return np.exp(s - top - np.log(np.exp(s - top).sum(axis=-1, keepdims=True)))
+
+
+# 04
+def bit_agreement_vectorize(cos):
+    f = np.vectorize(lambda c: 1.0 - math.acos(max(-1.0, min(1.0, c))) / math.pi)
+    out = f(cos)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def bit_agreement_torch(cos):
+    return 1 - torch.arccos(cos.clamp(-1, 1)) / math.pi              # torch only
+
+
+def inclusion_loop(p, K, L):
+    def one(p):
+        P = p**K
+        return sum(math.comb(L, k) * P**k * (1 - P) ** (L - k) for k in range(2, L + 1))
+
+    out = np.vectorize(one)(p)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def inclusion_torch(p, K, L):
+    return torch.exp(_torch_log_inclusion(p, K, L))
+
+
+def inclusion_head_or_tail(p, K, L):
+    """1 - P(0) - P(1) where that is safe (u not small), the tail sum where it is not."""
+    p = np.asarray(p, dtype=float)
+    P = p**K
+    with np.errstate(all="ignore"):
+        head = -np.expm1(L * np.log1p(-P)) - L * P * np.exp((L - 1) * np.log1p(-P))
+    tail = np.exp(ex.get("06.log_u").helpers[0](p, K, L))
+    out = np.where(head > 0.5, head, tail)
+    return float(out) if out.ndim == 0 else out
+
+
+# 05
+def kv_bytes_math(layers, kv_heads, head_dim, dtype_bytes):
+    return math.prod([2, layers, kv_heads, head_dim, dtype_bytes])
+
+
+def paged_waste_loop(lengths, page):
+    allocated = sum(math.ceil(int(n) / page) * page for n in lengths)
+    return 1 - sum(int(n) for n in lengths) / allocated
+
+
+def paged_waste_torch(lengths, page):
+    lengths = torch.as_tensor(lengths)
+    pages = torch.ceil(lengths / page)
+    return float(1 - lengths.sum() / (pages.sum() * page))
+
+
+def break_even_two_steps(bytes_per_token, n_params, flops_per_gpu, tp):
+    flops_per_token = 2.0 * n_params
+    tokens_per_second = flops_per_gpu * tp / flops_per_token
+    return bytes_per_token * tokens_per_second
+
+
+# 06
+def log_u_torch(q, keys, mu, K, L):
+    cos = torch.nn.functional.cosine_similarity(_t(keys) - _t(mu), _t(q)[None, :], dim=-1)
+    p = 1 - torch.arccos(cos.clamp(-1, 1)) / math.pi
+    return _torch_log_inclusion(p, K, L)
+
+
+def sampled_estimate_torch(q, K_S, V_S, mu, K_exact, V_exact, K, L):
+    q = _t(q)
+    d = q.shape[0]
+    scores = torch.cat([_t(K_S) @ q / math.sqrt(d) - log_u_torch(q, K_S, mu, K, L), _t(K_exact) @ q / math.sqrt(d)])
+    return torch.softmax(scores, 0) @ torch.cat([_t(V_S), _t(V_exact)])
+
+
+def sampled_estimate_loop(q, K_S, V_S, mu, K_exact, V_exact, K, L):
+    """Key by key, with the logit shift done by hand."""
+    d = len(q)
+    log_u = ex.get("06.log_u").helpers[0]
+    scores, values = [], []
+    for k, v in zip(K_S, V_S):
+        c = k - mu
+        cos = float(c @ q) / (np.linalg.norm(c) * np.linalg.norm(q))
+        p = 1 - math.acos(max(-1.0, min(1.0, cos))) / math.pi
+        scores.append(float(k @ q) / math.sqrt(d) - log_u(p, K, L))
+        values.append(v)
+    for k, v in zip(K_exact, V_exact):
+        scores.append(float(k @ q) / math.sqrt(d))
+        values.append(v)
+    top = max(scores)
+    w = [math.exp(s - top) for s in scores]
+    return sum(wi * v for wi, v in zip(w, values)) / sum(w)
+
+
+# 07
+def kl_torch(ref_logits, logits):
+    lp = torch.log_softmax(_t(ref_logits), -1)
+    lq = torch.log_softmax(_t(logits), -1)
+    return torch.nn.functional.kl_div(lq, lp, log_target=True, reduction="none").sum(-1)
+
+
+def merge_logaddexp(out_a, lse_a, out_b, lse_b):
+    lse = np.logaddexp(lse_a, lse_b)
+    wa, wb = np.exp(np.subtract(lse_a, lse)), np.exp(np.subtract(lse_b, lse))
+    return np.expand_dims(wa, -1) * out_a + np.expand_dims(wb, -1) * out_b
+
+
+def merge_sigmoid_torch(out_a, lse_a, out_b, lse_b):
+    share_a = torch.sigmoid(_t(lse_a) - _t(lse_b))[..., None]
+    return share_a * _t(out_a) + (1 - share_a) * _t(out_b)
+
+
+def perplexity_torch(logits, targets):
+    nll = torch.nn.functional.cross_entropy(_t(logits), torch.as_tensor(targets))
+    return torch.exp(nll).item()
+
+
+ALTERNATIVES = [
+    ("01.topk_estimate", topk_loop), ("01.topk_estimate", topk_torch),
+    ("01.balance_point", balance_loop), ("01.balance_point", balance_torch),
+    ("01.importance_estimate", importance_loop),
+    ("02.cos_to_mean_direction", cos_to_mean_torch), ("02.cone_width", cone_width_mean_cos),
+    ("02.attention_weights", attention_torch),
+    ("03.centring_mean", centring_mean_loop), ("03.cos_centred", cos_centred_torch),
+    ("03.softmax", softmax_torch), ("03.softmax", softmax_logsumexp),
+    ("04.bit_agreement", bit_agreement_vectorize), ("04.bit_agreement", bit_agreement_torch),
+    ("04.inclusion_probability", inclusion_loop), ("04.inclusion_probability", inclusion_torch),
+    ("04.inclusion_probability", inclusion_head_or_tail),
+    ("05.kv_bytes_per_token", kv_bytes_math),
+    ("05.paged_waste", paged_waste_loop), ("05.paged_waste", paged_waste_torch),
+    ("05.break_even_bandwidth", break_even_two_steps),
+    ("06.log_u", log_u_torch),
+    ("06.sampled_estimate", sampled_estimate_torch), ("06.sampled_estimate", sampled_estimate_loop),
+    ("07.kl_divergence", kl_torch),
+    ("07.merge_partial", merge_logaddexp), ("07.merge_partial", merge_sigmoid_torch),
+    ("07.perplexity", perplexity_torch),
+]
+
+
+@pytest.mark.parametrize("name,fn", ALTERNATIVES, ids=[f"{n}-{f.__name__}" for n, f in ALTERNATIVES])
+def test_other_correct_implementations_pass(name, fn):
+    assert ex.check(name, fn, quiet=True)
+
+
+def inclusion_torch_float32(p, K, L):
+    """A torch version as a learner might write it: torch.arange and lgamma in float32."""
+    p = torch.as_tensor(p, dtype=torch.float64)       # u can be 1e-56: not representable in float32
+    k = torch.arange(2, L + 1)
+    log_comb = torch.lgamma(torch.tensor(L + 1.0)) - torch.lgamma(k + 1.0) - torch.lgamma(L - k + 1.0)
+    log_hit = K * torch.log(p)
+    terms = log_comb + k * log_hit[..., None] + (L - k) * torch.log(-torch.expm1(log_hit))[..., None]
+    terms = torch.nan_to_num(terms, nan=-math.inf)
+    u = torch.logsumexp(terms, -1).exp()
+    return torch.where(p == 1, float(L >= 2), u)
+
+
+def sampled_estimate_float32(q, K_S, V_S, mu, K_exact, V_exact, K, L):
+    f = lambda x: torch.as_tensor(x, dtype=torch.float32)  # noqa: E731
+    q32, k_s, k_e = f(q), f(K_S), f(K_exact)
+    log_u = log_u_torch(q, K_S, mu, K, L).float()
+    scores = torch.cat([k_s @ q32 / math.sqrt(len(q32)) - log_u, k_e @ q32 / math.sqrt(len(q32))])
+    return torch.softmax(scores, 0) @ torch.cat([f(V_S), f(V_exact)])
+
+
+@pytest.mark.parametrize("name,fn", [("04.inclusion_probability", inclusion_torch_float32),
+                                     ("06.sampled_estimate", sampled_estimate_float32),
+                                     ("05.paged_waste", paged_waste_torch)])
+def test_float32_arithmetic_is_accurate_enough(name, fn):
+    assert ex.check(name, fn, quiet=True)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_references_accept_torch_tensors(name):
+    e = ex.get(name)
+    for case, expected in e.cases():
+        args = [torch.from_numpy(a.copy()) if isinstance(a, np.ndarray) else a for a in case.args]
+        got = e.reference(*args)
+        np.testing.assert_allclose(np.asarray(got, dtype=float), np.asarray(expected, dtype=float),
+                                   rtol=1e-9, atol=1e-300, err_msg=f"{name}: {case.label}")
+
+
+def test_alternatives_cover_every_exercise():
+    assert {n for n, _ in ALTERNATIVES} == set(ALL)
+
+
+# --------------------------------------------------------------------------- the numbers themselves
+
+def test_reference_values_against_known_numbers():
+    """Values computed independently (pigviz.simhash, pigviz.budget, hand arithmetic)."""
+    ip = ex.get("04.inclusion_probability").reference
+    assert ip(0.001, 10, 150) == pytest.approx(1.1175e-56, rel=1e-9)         # ~ C(150, 2) p^20
+    assert ip(0.3, 10, 150) == pytest.approx(3.894212151278535e-07, rel=1e-9)
+    assert ip(0.9, 10, 150) == pytest.approx(1.0, abs=1e-12) and ip(0.9, 10, 150) <= 1.0
+    assert ip(0.0, 10, 150) == 0.0 and ip(1.0, 10, 150) == 1.0 and ip(0.7, 3, 1) == 0.0
+    assert isinstance(ip(0.5, 10, 150), float) and ip(np.array([0.5, 0.6]), 10, 150).shape == (2,)
+    assert ex.get("05.kv_bytes_per_token").reference(80, 8, 128, 2) == 327_680      # Llama-3.1-70B, fp16
+    assert ex.get("05.paged_waste").reference(np.array([17]), 16) == 15 / 32
+    assert ex.get("04.bit_agreement").reference(0.5) == pytest.approx(2 / 3)
+    assert ex.get("01.topk_estimate").reference([0.5, 0.3, 0.2], [1, 2, 4], 2) == pytest.approx(1.375)
+
+
+def test_sampled_estimate_with_u_equal_to_one_is_plain_attention():
+    """When every sampled key is along the query (p = 1, u = 1, log u = 0) the estimator is
+    ordinary attention over the sampled and exact keys together."""
+    rng = np.random.default_rng(0)
+    d, mu = 8, np.zeros(8)
+    q = rng.standard_normal(d)
+    k_s = np.outer([0.5, 1.0, 2.0], q)             # parallel to q: p = 1
+    k_e = rng.standard_normal((3, d))
+    v = rng.standard_normal((6, 2))
+    got = ex.get("06.sampled_estimate").reference(q, k_s, v[:3], mu, k_e, v[3:], 10, 150)
+    keys = np.vstack([k_s, k_e])
+    w = ex.get("02.attention_weights").reference(q, keys)
+    np.testing.assert_allclose(got, w @ v, rtol=1e-12)
