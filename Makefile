@@ -24,9 +24,11 @@ lint: setup
 
 ## Set up, then run every test: lint and the layer contract, the library's pytest suite (browser
 ## tests included), nbval over every notebook, and pigviz verify.
+## Notebooks run with the reference solutions standing in for blank exercises (PIGVIZ_SOLUTIONS=1).
 test: setup lint
-	$(BIN)/python -m pytest -q tests
-	$(BIN)/python -m pytest -q --nbval notebooks --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider
+	$(BIN)/pigviz exercises --self-test
+	PIGVIZ_SOLUTIONS=1 $(BIN)/python -m pytest -q tests
+	PIGVIZ_SOLUTIONS=1 $(BIN)/python -m pytest -q --nbval notebooks --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider
 	$(BIN)/pigviz verify
 
 ## Library tests without the slow ones.
@@ -35,7 +37,7 @@ test-fast: setup
 
 ## Rebuild and execute the notebooks from notebooks/src.
 notebooks: setup
-	$(BIN)/python tools/build_notebooks.py
+	PIGVIZ_SOLUTIONS=1 $(BIN)/python tools/build_notebooks.py
 
 verify: setup
 	$(BIN)/pigviz verify

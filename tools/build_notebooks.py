@@ -10,6 +10,7 @@ and what nbval checks; ``tests/test_layout.py`` fails when a source and its note
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -46,6 +47,8 @@ def build(src: Path, execute: bool = True) -> Path:
 
 
 def main(argv):
+    # The committed notebooks run with the reference solutions standing in for blank exercises.
+    os.environ.setdefault("PIGVIZ_SOLUTIONS", "1")
     sources = sorted(SRC.glob("[0-9][0-9]_*.py"))
     if argv:
         sources = [s for s in sources if s.stem[:2] in argv]
