@@ -32,6 +32,8 @@ import os
 
 from pigviz.lessons.exercises._framework import Case, Exercise, Wrong, failure, is_blank, solution_text
 from pigviz.lessons.exercises import nb01, nb02, nb03, nb04, nb05, nb06, nb07
+import copy
+import sys
 
 __all__ = [
     "Exercise", "Case", "Wrong", "SOLUTIONS_ENV", "NOTEBOOKS",
@@ -125,7 +127,6 @@ def case_inputs(name: str, number: int) -> tuple:
     cases = get(name).cases()
     if not 1 <= number <= len(cases):
         raise IndexError(f"{name} has cases 1 to {len(cases)}, not {number}")
-    import copy
 
     return copy.deepcopy(cases[number - 1][0].args)
 
@@ -219,8 +220,6 @@ def _problems() -> list[str]:
 def run_cli(self_test: bool = False, out=None) -> int:
     """What ``pigviz exercises [--self-test]`` prints, and its exit status: the listing (0), or
     the self-test's problems (1 if any, else 0 and a one-line summary)."""
-    import sys
-
     out = out or sys.stdout
     if not self_test:
         print(format_listing(), file=out)

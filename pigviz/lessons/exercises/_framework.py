@@ -107,7 +107,7 @@ class _Result:
 
 def _torch():
     try:
-        import torch
+        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     except Exception:  # noqa: BLE001 - torch is optional here
         return None
     return torch
