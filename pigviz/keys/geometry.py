@@ -36,7 +36,7 @@ __all__ = [
     "format_sink_table", "sink_table", "sink_onset", "format_sink_onset", "cos_to_mean_direction",
     "cos_with_query", "shift_invariance", "format_shift_invariance", "format_bound", "shift_passes",
     "SHIFT_TOL_FP64", "SHIFT_TOL_FP32",
-    "claims", "print_claims",
+
 ]
 
 EXACT_SINKS = 4

@@ -16,6 +16,8 @@ reproducible byte for byte.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import os
 import struct
@@ -31,6 +33,9 @@ import hashlib
 import pigviz
 from pigviz.model import loading as models, texts
 from pigviz.model.loading import resolve_dtype
+
+if TYPE_CHECKING:  # annotations only; torch itself loads lazily
+    import torch
 
 __all__ = ["Capture", "capture", "save_capture", "load_capture", "CAPTURE_ATTN_IMPLEMENTATION",
            "REQUIRED_METADATA"]

@@ -10,6 +10,8 @@ needs network). Remote code is never trusted.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import contextlib
 import importlib.util
 import os
@@ -24,6 +26,9 @@ from pigviz._util.io import sha256_file
 from pigviz._util.validate import check_int
 import socket
 from urllib.parse import urlparse
+
+if TYPE_CHECKING:  # annotations only; torch itself loads lazily
+    import torch
 
 __all__ = [
     "BUNDLED_MODELS",

@@ -19,6 +19,8 @@ to the precision it is stored in (bit for bit only on the CPU it was made on).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
 import sys
 import tempfile
@@ -30,6 +32,9 @@ from pigviz.model.capture import load_capture
 from pigviz.model.capture import capture
 from pigviz.model.capture import save_capture
 from pigviz.model.loading import load_model
+
+if TYPE_CHECKING:  # annotations only; torch itself loads lazily
+    import torch
 
 __all__ = [
     "CAPTURE_FILE", "SHIPPED_LAYERS", "SHIPPED_N_TOKENS", "SHIPPED_LAST", "SHIPPED_MODEL",
