@@ -13,6 +13,7 @@ The package is layered; each layer imports only the ones above it in this list:
 * ``lessons``: per notebook, its claims (``pigviz verify``) and exercises
 * ``cli``: the ``pigviz`` command; ``site``: the static site
 """
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "setup_notebook"]

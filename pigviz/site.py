@@ -5,6 +5,7 @@ Plotly figures stay interactive: every ``application/vnd.plotly.v1+json`` output
 (found through a relative ``<script src>``, so the site works from ``file://`` too). Widgets
 need a kernel, so each widget output is replaced by a note that says how to run it live.
 """
+
 from __future__ import annotations
 
 import copy
@@ -35,11 +36,18 @@ WIDGET_NOTE = (
 
 
 def _plotly_html(fig_json: dict, div_id: str) -> str:
-    payload = json.dumps({"data": fig_json.get("data", []), "layout": fig_json.get("layout", {}),
-                          "config": {"responsive": True, "displaylogo": False}})
-    return (f'<div id="{div_id}" class="pigviz-static-plot" style="width:100%;min-height:420px"></div>\n'
-            f"<script>(function(){{var f={payload};"
-            f"Plotly.newPlot('{div_id}',f.data,f.layout,f.config);}})();</script>")
+    payload = json.dumps(
+        {
+            "data": fig_json.get("data", []),
+            "layout": fig_json.get("layout", {}),
+            "config": {"responsive": True, "displaylogo": False},
+        }
+    )
+    return (
+        f'<div id="{div_id}" class="pigviz-static-plot" style="width:100%;min-height:420px"></div>\n'
+        f"<script>(function(){{var f={payload};"
+        f"Plotly.newPlot('{div_id}',f.data,f.layout,f.config);}})();</script>"
+    )
 
 
 def _convert_outputs(nb, stem: str) -> tuple[int, int]:
@@ -63,7 +71,7 @@ def _index_page(entries: list[tuple[str, str, int, int]]) -> str:
     rows = "\n".join(
         f'<li><a href="{html.escape(page)}">{html.escape(title)}</a>'
         f' <span style="color:#666">({plots} interactive figure{"s" if plots != 1 else ""}'
-        f'{f", {widgets} widget(s) to run live" if widgets else ""})</span></li>'
+        f"{f', {widgets} widget(s) to run live' if widgets else ''})</span></li>"
         for page, title, plots, widgets in entries
     )
     return f"""<!doctype html>
@@ -112,7 +120,7 @@ def install_tree(source: Path, target: Path) -> Path:
     try:
         shutil.copytree(source, tmp, dirs_exist_ok=True)
         (tmp / COMPLETE_MARKER).write_text(str(source) + "\n", encoding="utf-8")
-        if (target / COMPLETE_MARKER).is_file():    # a parallel build finished first
+        if (target / COMPLETE_MARKER).is_file():  # a parallel build finished first
             return target
         if target.exists():
             stale = Path(tempfile.mkdtemp(prefix=f".{target.name}.stale.", dir=target.parent))
@@ -140,9 +148,8 @@ class HTMLExporterDefaults:
 def build_site(out_dir: str | Path = "site", notebook_dir: str | Path = NOTEBOOK_DIR) -> Path:
     """Export every ``NN_*.ipynb`` under ``notebook_dir`` to ``out_dir``; return the index path."""
     import nbformat  # heavy: only the site builder needs it
-    from nbconvert import HTMLExporter  # heavy: only the site builder needs it
-
     import plotly  # heavy: plotly is needed only by notebooks
+    from nbconvert import HTMLExporter  # heavy: only the site builder needs it
 
     notebook_dir, out_dir = Path(notebook_dir), Path(out_dir)
     notebooks = sorted(notebook_dir.glob("[0-9][0-9]_*.ipynb"))

@@ -1,5 +1,6 @@
 """Fixtures every test folder shares: the bundled SmolLM2 model (loaded once per session) and the
 shipped capture."""
+
 import pytest
 from hypothesis import settings
 

@@ -1,4 +1,5 @@
 """Small synthetic objects that several test folders build."""
+
 import torch
 
 import pigviz
@@ -13,12 +14,27 @@ def make_capture(n_layers=3, n_heads=6, n_kv=2, n=40, t=8, d=4, seed=0, outputs=
     k = torch.randn(n_layers, n_kv, n, d, generator=gen)
     v = torch.randn(n_layers, n_kv, n, d, generator=gen)
     meta = {
-        "format": capmod.FORMAT, "model_name": "synthetic", "model_kind": "test", "model_revision": "r0",
-        "text_source": "none", "text_sha256": "0" * 64, "token_ids_sha256": "1" * 64,
-        "n_tokens": n, "last": t, "layers": list(range(n_layers)), "kv_heads": [list(range(n_kv))] * n_layers,
-        "n_model_layers": n_layers, "n_model_heads": n_heads, "n_model_kv_heads": n_kv, "head_dim": d,
-        "scaling": d ** -0.5, "dtype": "float32", "pigviz_version": pigviz.__version__,
-        "torch_version": torch.__version__, "transformers_version": "x", "python_version": "x",
+        "format": capmod.FORMAT,
+        "model_name": "synthetic",
+        "model_kind": "test",
+        "model_revision": "r0",
+        "text_source": "none",
+        "text_sha256": "0" * 64,
+        "token_ids_sha256": "1" * 64,
+        "n_tokens": n,
+        "last": t,
+        "layers": list(range(n_layers)),
+        "kv_heads": [list(range(n_kv))] * n_layers,
+        "n_model_layers": n_layers,
+        "n_model_heads": n_heads,
+        "n_model_kv_heads": n_kv,
+        "head_dim": d,
+        "scaling": d**-0.5,
+        "dtype": "float32",
+        "pigviz_version": pigviz.__version__,
+        "torch_version": torch.__version__,
+        "transformers_version": "x",
+        "python_version": "x",
     }
     cap = Capture(queries=q, keys=k, values=v, query_positions=torch.arange(n - t, n), metadata=meta)
     if outputs:

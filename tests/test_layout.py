@@ -1,5 +1,6 @@
 """The package's shape: no import cycles, lazy imports only for heavy libraries (with a reason),
 every package lists its public names, and every notebook source parses and matches its notebook."""
+
 import ast
 import importlib
 import pkgutil
@@ -16,8 +17,20 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pigviz"
 # Imported inside functions on purpose: each costs seconds or hundreds of MB, and most lessons
 # never need it. pigviz.lsh.index and pigviz.lsh.magicpig import torch at their top.
-HEAVY = {"torch", "transformers", "safetensors", "tqdm", "plotly", "nbformat", "nbconvert",
-         "jupyter_server_mathjax", "pydoc_data", "numba", "pigviz.lsh.index", "pigviz.lsh.magicpig"}
+HEAVY = {
+    "torch",
+    "transformers",
+    "safetensors",
+    "tqdm",
+    "plotly",
+    "nbformat",
+    "nbconvert",
+    "jupyter_server_mathjax",
+    "pydoc_data",
+    "numba",
+    "pigviz.lsh.index",
+    "pigviz.lsh.magicpig",
+}
 
 
 def _function_imports():
@@ -28,7 +41,7 @@ def _function_imports():
                 for sub in ast.walk(node):
                     if isinstance(sub, ast.ImportFrom | ast.Import):
                         module = sub.module if isinstance(sub, ast.ImportFrom) else sub.names[0].name
-                        yield path.relative_to(ROOT), sub.lineno, module, lines[sub.end_lineno - 1]
+                        yield path.relative_to(ROOT), sub.lineno, module, "\n".join(lines[sub.lineno - 1 : sub.end_lineno])
 
 
 def test_no_import_cycle_between_pigviz_modules():
@@ -42,8 +55,11 @@ def test_no_import_cycle_between_pigviz_modules():
 
 
 def test_imports_inside_functions_are_heavy_libraries_with_a_reason():
-    wrong = [f"{path}:{line}: {module}" for path, line, module, text in _function_imports()
-             if not (module.split(".")[0] in HEAVY or module in HEAVY) or "# heavy:" not in text]
+    wrong = [
+        f"{path}:{line}: {module}"
+        for path, line, module, text in _function_imports()
+        if not (module.split(".")[0] in HEAVY or module in HEAVY) or "# heavy:" not in text
+    ]
     assert not wrong, "import at the top of the module, or mark a heavy import '# heavy: why': " + "; ".join(wrong)
 
 
@@ -55,8 +71,9 @@ def test_every_package_lists_its_public_names():
         names = getattr(package, "__all__", None)
         assert names, f"{info.name} has no __all__"
         for name in names:
-            assert hasattr(package, name) or importlib.util.find_spec(f"{info.name}.{name}"), \
+            assert hasattr(package, name) or importlib.util.find_spec(f"{info.name}.{name}"), (
                 f"{info.name}.__all__ names {name!r}, which it does not have"
+            )
 
 
 SOURCES = sorted((ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.py"))

@@ -1,4 +1,5 @@
 """Static site: copies are all-or-nothing, and a build leaves no temporary files behind."""
+
 import shutil
 from pathlib import Path
 
@@ -60,8 +61,7 @@ def test_build_site_writes_pages_and_plotly_without_temporaries(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("nbconvert")
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# 99 · A tiny lesson"),
-                nbformat.v4.new_code_cell("1 + 1")]
+    nb.cells = [nbformat.v4.new_markdown_cell("# 99 · A tiny lesson"), nbformat.v4.new_code_cell("1 + 1")]
     notebooks = tmp_path / "nb"
     notebooks.mkdir()
     nbformat.write(nb, str(notebooks / "99_tiny.ipynb"))
@@ -69,6 +69,7 @@ def test_build_site_writes_pages_and_plotly_without_temporaries(tmp_path):
     index = site.build_site(out, notebooks)
     assert "A tiny lesson" in index.read_text()
     import plotly
+
     shipped_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     assert (out / "plotly.min.js").stat().st_size == shipped_js.stat().st_size
     assert not [p for p in out.iterdir() if p.name.startswith(".")]

@@ -8,6 +8,7 @@ what jupytext does not do: stable cell ids, executing the notebook in a fresh ke
 writing ``notebooks/NN_name.ipynb`` atomically. The executed notebook is what learners open
 and what nbval checks; ``tests/test_layout.py`` fails when a source and its notebook differ.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,15 +29,18 @@ from pigviz._util.io import atomic_path
 
 def build(src: Path, execute: bool = True) -> Path:
     nb = jupytext.read(src, fmt="py:percent")
-    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-                   "language_info": {"name": "python"},
-                   "jupytext": {"formats": "ipynb,src//py:percent"}}
+    nb.metadata = {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+        "jupytext": {"formats": "ipynb,src//py:percent"},
+    }
     for i, cell in enumerate(nb.cells):
         cell["id"] = f"{src.stem[:2]}-{i:02d}"
         cell.metadata = {}
     if execute:
-        client = NotebookClient(nb, timeout=600, kernel_name="python3", store_widget_state=False,
-                                resources={"metadata": {"path": str(OUT)}})
+        client = NotebookClient(
+            nb, timeout=600, kernel_name="python3", store_widget_state=False, resources={"metadata": {"path": str(OUT)}}
+        )
         t0 = time.perf_counter()
         client.execute()
         print(f"{src.stem}: executed in {time.perf_counter() - t0:.1f} s")

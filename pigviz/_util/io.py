@@ -1,4 +1,5 @@
 """Atomic file writes: a crash or Ctrl-C never leaves a half-written file behind."""
+
 from __future__ import annotations
 
 import contextlib

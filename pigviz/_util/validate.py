@@ -4,6 +4,7 @@ Each helper raises a ValueError or TypeError whose message names the parameter a
 range it must lie in, so a learner who mistypes a slider value in a notebook sees what
 to change instead of a NaN three cells later.
 """
+
 from __future__ import annotations
 
 import math

@@ -3,12 +3,31 @@ oracle sampling, the hybrid, Quest, StreamingLLM), all in ``baselines``.
 
     from pigviz.attention import quest_attention, topk_attention
 """
-from pigviz.attention import baselines
-from pigviz.attention.baselines import (check_decode_shapes, dense_attention, hybrid_attention,
-                                        oracle_sampling_attention, quest_attention, softmax_attention,
-                                        softmax_attention_torch, stable_softmax, streaming_attention,
-                                        topk_attention)
 
-__all__ = ["baselines", "stable_softmax", "softmax_attention", "softmax_attention_torch", "check_decode_shapes",
-           "dense_attention", "topk_attention", "oracle_sampling_attention", "hybrid_attention",
-           "streaming_attention", "quest_attention"]
+from pigviz.attention import baselines
+from pigviz.attention.baselines import (
+    check_decode_shapes,
+    dense_attention,
+    hybrid_attention,
+    oracle_sampling_attention,
+    quest_attention,
+    softmax_attention,
+    softmax_attention_torch,
+    stable_softmax,
+    streaming_attention,
+    topk_attention,
+)
+
+__all__ = [
+    "baselines",
+    "stable_softmax",
+    "softmax_attention",
+    "softmax_attention_torch",
+    "check_decode_shapes",
+    "dense_attention",
+    "topk_attention",
+    "oracle_sampling_attention",
+    "hybrid_attention",
+    "streaming_attention",
+    "quest_attention",
+]

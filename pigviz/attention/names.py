@@ -1,10 +1,18 @@
 """What each attention method is called on a page: one name per method, used by tables and figures."""
+
 from __future__ import annotations
 
 __all__ = ["METHOD_NAMES", "method_label"]
 
-METHOD_NAMES = {"dense": "dense", "magicpig": "MagicPIG", "topk": "TopK (oracle)", "oracle": "oracle sampling",
-                "hybrid": "hybrid (TopK + sampling)", "quest": "Quest", "streaming": "StreamingLLM"}
+METHOD_NAMES = {
+    "dense": "dense",
+    "magicpig": "MagicPIG",
+    "topk": "TopK (oracle)",
+    "oracle": "oracle sampling",
+    "hybrid": "hybrid (TopK + sampling)",
+    "quest": "Quest",
+    "streaming": "StreamingLLM",
+}
 
 
 def method_label(spec: str) -> str:

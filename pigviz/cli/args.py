@@ -1,4 +1,5 @@
 """Argument types shared by the sub-commands: each says what it expected and what it got."""
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,9 @@ def name_list(text: str) -> list[str]:
 def kl_pairs(text: str, *, pair_sep: str = ";", inner_sep: str = ",", example: str = "10,150;12,200"):
     """``"10,150;12,200"`` -> ``[(10, 150), (12, 200)]`` (separators configurable)."""
     try:
-        pairs = [tuple(int(x) for x in chunk.lower().split(inner_sep)) for chunk in text.split(pair_sep) if chunk.strip()]
+        pairs = [
+            tuple(int(x) for x in chunk.lower().split(inner_sep)) for chunk in text.split(pair_sep) if chunk.strip()
+        ]
     except ValueError:
         pairs = []
     if not pairs or any(len(p) != 2 for p in pairs):

@@ -1,4 +1,5 @@
 """``pigviz budget``: KV-cache and LSH-table memory for a model and a context."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,7 @@ def _cmd_budget(args) -> int:
         return 0
     if args.context is None:
         raise ValueError("--context is required: the number of tokens in the context, e.g. --context 98304")
-    report = budget.budget_report(
-        args.model, args.context, dtype_bytes=args.dtype_bytes, K=args.K, L=args.L
-    )
+    report = budget.budget_report(args.model, args.context, dtype_bytes=args.dtype_bytes, K=args.K, L=args.L)
     if args.json:
         print(json.dumps(report, indent=1))
     else:

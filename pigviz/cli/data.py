@@ -1,5 +1,6 @@
 """``pigviz capture`` and ``pigviz data``: record a real model's q/k/v; rebuild the shipped capture.
 Both load a model (torch, transformers) only inside their handlers."""
+
 from __future__ import annotations
 
 import sys
@@ -14,11 +15,21 @@ __all__ = ["register"]
 
 def _cmd_capture(args) -> int:
     model, tokenizer = load_model(args.model, device=args.device, progress=not args.quiet)
-    cap = capture(model, tokenizer, n_tokens=args.context, last=args.last, layers=args.layers,
-                  kv_heads=args.kv_heads, progress=not args.quiet, allow_long_context=args.allow_long_context)
+    cap = capture(
+        model,
+        tokenizer,
+        n_tokens=args.context,
+        last=args.last,
+        layers=args.layers,
+        kv_heads=args.kv_heads,
+        progress=not args.quiet,
+        allow_long_context=args.allow_long_context,
+    )
     path = save_capture(cap, args.out, dtype="float16" if args.fp16 else None)
-    print(f"wrote {path}: queries {tuple(cap.queries.shape)}, keys/values {tuple(cap.keys.shape)}, "
-          f"{path.stat().st_size / 2**20:.1f} MiB")
+    print(
+        f"wrote {path}: queries {tuple(cap.queries.shape)}, keys/values {tuple(cap.keys.shape)}, "
+        f"{path.stat().st_size / 2**20:.1f} MiB"
+    )
     return 0
 
 
@@ -28,12 +39,17 @@ def _cmd_data_regenerate(args) -> int:
         largest = shipped.largest_difference(result["comparison"])
         if result["within_precision"]:
             exact = "bit for bit" if result["match"] else "within the precision it is stored in"
-            print(f"{shipped.CAPTURE_FILE}: the rebuilt capture matches the shipped one {exact}; "
-                  f"largest difference: {largest}")
+            print(
+                f"{shipped.CAPTURE_FILE}: the rebuilt capture matches the shipped one {exact}; "
+                f"largest difference: {largest}"
+            )
             return 0
         problems = (result["comparison"] or {}).get("problems") or ["no shipped file to compare with"]
-        print(f"{shipped.CAPTURE_FILE}: the rebuilt capture differs from the shipped one beyond its "
-              f"stored precision: " + "; ".join(problems), file=sys.stderr)
+        print(
+            f"{shipped.CAPTURE_FILE}: the rebuilt capture differs from the shipped one beyond its "
+            f"stored precision: " + "; ".join(problems),
+            file=sys.stderr,
+        )
         return 1
     print(f"wrote {result['path']} (sha256 {result['sha256']}) and its manifest entry")
     return 0
@@ -56,9 +72,14 @@ def register(sub) -> None:
     p = sub.add_parser("data", help="the small captures shipped in data/")
     data_sub = p.add_subparsers(dest="data_command", metavar="ACTION")
     data_sub.required = True
-    q = data_sub.add_parser("regenerate", help="rebuild the shipped capture (--check: compare it with the shipped file)")
-    q.add_argument("--check", action="store_true",
-                   help="write nothing; check the rebuilt capture against the shipped one, to its stored precision")
+    q = data_sub.add_parser(
+        "regenerate", help="rebuild the shipped capture (--check: compare it with the shipped file)"
+    )
+    q.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; check the rebuilt capture against the shipped one, to its stored precision",
+    )
     q.add_argument("--out-dir", default=None, help="write here instead of data/")
     q.add_argument("--quiet", action="store_true", help="no progress bars")
     q.set_defaults(func=_cmd_data_regenerate)

@@ -1,18 +1,19 @@
 """``pigviz generate`` and ``pigviz eval``: sampled decoding of a real model from the shell.
 torch and transformers are imported inside the handlers, so ``pigviz --help`` stays instant."""
+
 from __future__ import annotations
 
 import argparse
 import json
 import sys
 
-from pigviz.cli.args import int_list, kl_pairs
-from pigviz.decode.session import METHODS
-from pigviz.model.loading import load_model
-from pigviz.model import texts
-from pigviz.decode.generation import generate
 from pigviz._util.io import write_json_atomic
+from pigviz.cli.args import int_list, kl_pairs
 from pigviz.decode import evaluate as decode_eval
+from pigviz.decode.generation import generate
+from pigviz.decode.session import METHODS
+from pigviz.model import texts
+from pigviz.model.loading import load_model
 
 __all__ = ["register"]
 
@@ -20,21 +21,22 @@ __all__ = ["register"]
 _METHOD_OPTIONS = ("K", "L", "min_hits", "sinks", "recent", "seed", "buffer", "budget", "page", "dense_layers")
 
 
-
-
 def _configs(text: str) -> list[tuple[int, int]]:
     return kl_pairs(text, pair_sep=",", inner_sep="x", example="10x150,8x75")
-
 
 
 def _methods(text: str) -> list[str]:
     names = [m.strip() for m in text.split(",") if m.strip()]
     # "quest/4": Quest with pages of 4 tokens (eval only).
-    unknown = [m for m in names if m.split("/")[0] not in METHODS
-               or ("/" in m and not (m.startswith("quest/") and m[6:].isdigit()))]
+    unknown = [
+        m
+        for m in names
+        if m.split("/")[0] not in METHODS or ("/" in m and not (m.startswith("quest/") and m[6:].isdigit()))
+    ]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"attention must be one or more of {', '.join(METHODS)} "
-                                         f"(or quest/PAGE); got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"attention must be one or more of {', '.join(METHODS)} (or quest/PAGE); got {text!r}"
+        )
     return names
 
 
@@ -55,7 +57,6 @@ def _add_method_options(p) -> None:
 def _load(args):
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-
     if args.threads is not None:
         if args.threads < 1:
             raise ValueError(f"--threads must be at least 1, got {args.threads}")
@@ -69,15 +70,27 @@ def _cmd_generate(args) -> int:
     model, tokenizer = _load(args)
     prompt = args.prompt if args.prompt is not None else texts.first_tokens(tokenizer, args.from_text)
     options = {k: getattr(args, k) for k in _METHOD_OPTIONS if getattr(args, k) is not None}
-    result = generate(model, tokenizer, prompt, args.attention, args.max_new_tokens, chat=args.chat,
-                      progress=not args.quiet, allow_long_context=args.allow_long_context, **options)
+    result = generate(
+        model,
+        tokenizer,
+        prompt,
+        args.attention,
+        args.max_new_tokens,
+        chat=args.chat,
+        progress=not args.quiet,
+        allow_long_context=args.allow_long_context,
+        **options,
+    )
     if args.json:
         write_json_atomic(args.json, result.as_dict())
     print(result.text)
-    print(f"\n[{args.attention}] {len(result.token_ids)} tokens after a {result.prompt_tokens}-token prompt: "
-          f"prefill {result.prefill_seconds:.2f} s, index {result.index_seconds:.2f} s, "
-          f"decode {result.decode_ms_per_token():.1f} ms/token, mean budget {100 * result.mean_budget():.2f}% "
-          f"of cached keys", file=sys.stderr)
+    print(
+        f"\n[{args.attention}] {len(result.token_ids)} tokens after a {result.prompt_tokens}-token prompt: "
+        f"prefill {result.prefill_seconds:.2f} s, index {result.index_seconds:.2f} s, "
+        f"decode {result.decode_ms_per_token():.1f} ms/token, mean budget {100 * result.mean_budget():.2f}% "
+        f"of cached keys",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -87,29 +100,57 @@ def _cmd_eval(args) -> int:
     baselines = [m for m in args.attention if m not in ("dense", "magicpig")]
     if args.task == "quality":
         result = decode_eval.quality_eval(
-            model, tokenizer, prefix=args.prefix, stretch=args.stretch, configs=args.configs, seeds=args.seeds,
-            baselines=baselines, dense_layers=dense_layers, progress=not args.quiet)
+            model,
+            tokenizer,
+            prefix=args.prefix,
+            stretch=args.stretch,
+            configs=args.configs,
+            seeds=args.seeds,
+            baselines=baselines,
+            dense_layers=dense_layers,
+            progress=not args.quiet,
+        )
         if args.demo_tokens:
             K, L = args.configs[0]
             result["generation"] = decode_eval.generation_demo(
-                model, tokenizer, prefix=args.demo_prefix, max_new_tokens=args.demo_tokens,
-                progress=not args.quiet, K=K, L=L, dense_layers=dense_layers)
-        summary = [f"{r['label']:<44} seed {r.get('seed', '-')!s:>2}  budget {100 * r['budget']:6.2f}%  "
-                   f"KL {r['kl_mean']:.4f}  top-1 {100 * r['top1_agreement']:5.1f}%  ppl {r['perplexity']:.2f}"
-                   for r in result["rows"]]
+                model,
+                tokenizer,
+                prefix=args.demo_prefix,
+                max_new_tokens=args.demo_tokens,
+                progress=not args.quiet,
+                K=K,
+                L=L,
+                dense_layers=dense_layers,
+            )
+        summary = [
+            f"{r['label']:<44} seed {r.get('seed', '-')!s:>2}  budget {100 * r['budget']:6.2f}%  "
+            f"KL {r['kl_mean']:.4f}  top-1 {100 * r['top1_agreement']:5.1f}%  ppl {r['perplexity']:.2f}"
+            for r in result["rows"]
+        ]
     else:
         result = decode_eval.passkey_eval(
-            model, tokenizer, lengths=args.lengths, trials=args.trials, baselines=baselines,
-            dense_layers=dense_layers, progress=not args.quiet)
-        summary = [f"{r['length']:>6} {r['method']:<10} {r['correct']:>3}/{r['n']:<3} "
-                   f"[{100 * r['ci_low']:.0f}%, {100 * r['ci_high']:.0f}%]  budget {100 * r['budget']:.2f}%"
-                   for r in result["rows"]]
+            model,
+            tokenizer,
+            lengths=args.lengths,
+            trials=args.trials,
+            baselines=baselines,
+            dense_layers=dense_layers,
+            progress=not args.quiet,
+        )
+        summary = [
+            f"{r['length']:>6} {r['method']:<10} {r['correct']:>3}/{r['n']:<3} "
+            f"[{100 * r['ci_low']:.0f}%, {100 * r['ci_high']:.0f}%]  budget {100 * r['budget']:.2f}%"
+            for r in result["rows"]
+        ]
     result["command"] = _eval_command(args)
     if args.json:
         path = write_json_atomic(args.json, result)
         if args.record:
-            what = ("teacher-forced quality of sampled decoding vs dense (SmolLM2-135M)" if args.task == "quality"
-                    else "passkey retrieval accuracy, dense vs sampled decoding (SmolLM2-135M)")
+            what = (
+                "teacher-forced quality of sampled decoding vs dense (SmolLM2-135M)"
+                if args.task == "quality"
+                else "passkey retrieval accuracy, dense vs sampled decoding (SmolLM2-135M)"
+            )
             decode_eval.record_in_manifest(path, what, result["command"], directory=path.parent)
         print(f"wrote {path}", file=sys.stderr)
     else:
@@ -122,9 +163,12 @@ def _eval_command(args) -> str:
     """The command that reproduces this run (for the manifest), rebuilt from the parsed options."""
     parts = ["pigviz eval", f"--task {args.task}", f"--attention {','.join(args.attention)}"]
     if args.task == "quality":
-        parts += [f"--prefix {args.prefix}", f"--stretch {args.stretch}",
-                  "--configs " + ",".join(f"{k}x{l}" for k, l in args.configs),
-                  "--seeds " + ",".join(map(str, args.seeds))]
+        parts += [
+            f"--prefix {args.prefix}",
+            f"--stretch {args.stretch}",
+            "--configs " + ",".join(f"{k}x{l}" for k, l in args.configs),
+            "--seeds " + ",".join(map(str, args.seeds)),
+        ]
         if args.demo_tokens:
             parts += [f"--demo-tokens {args.demo_tokens}", f"--demo-prefix {args.demo_prefix}"]
     else:
@@ -153,13 +197,26 @@ def register(sub) -> None:
 
     p = sub.add_parser("eval", help="quality (teacher-forced KL, top-1, perplexity) or passkey accuracy vs dense")
     p.add_argument("--task", choices=("quality", "passkey"), default="quality")
-    p.add_argument("--attention", type=_methods, default=["magicpig", "topk", "quest", "streaming"],
-                   help="comma-separated methods; dense is always the reference (default: all)")
-    p.add_argument("--prefix", type=int, default=7936, help="quality: tokens prefilled before the stretch (prefix + stretch <= 8192)")
+    p.add_argument(
+        "--attention",
+        type=_methods,
+        default=["magicpig", "topk", "quest", "streaming"],
+        help="comma-separated methods; dense is always the reference (default: all)",
+    )
+    p.add_argument(
+        "--prefix",
+        type=int,
+        default=7936,
+        help="quality: tokens prefilled before the stretch (prefix + stretch <= 8192)",
+    )
     p.add_argument("--stretch", type=int, default=256, help="quality: tokens compared after the prefix")
-    p.add_argument("--configs", type=_configs, default=[(10, 150)], help="quality: MagicPIG (K, L) pairs, e.g. 10x150,8x75")
+    p.add_argument(
+        "--configs", type=_configs, default=[(10, 150)], help="quality: MagicPIG (K, L) pairs, e.g. 10x150,8x75"
+    )
     p.add_argument("--seeds", type=int_list, default=[0, 1], help="quality: MagicPIG hash seeds")
-    p.add_argument("--demo-tokens", type=int, default=0, help="quality: also continue a prefix greedily, dense and MagicPIG")
+    p.add_argument(
+        "--demo-tokens", type=int, default=0, help="quality: also continue a prefix greedily, dense and MagicPIG"
+    )
     p.add_argument("--demo-prefix", type=int, default=4096, help="quality: prefix tokens of that demo")
     p.add_argument("--lengths", type=int_list, default=[1024, 2048, 4096], help="passkey: prompt lengths")
     p.add_argument("--trials", type=int, default=20, help="passkey: trials per length")
@@ -175,6 +232,10 @@ def _add_common(p) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: fp32 on CPU, bf16 on GPU)")
     p.add_argument("--allow-long-context", action="store_true", help="allow prompts past the trained context")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: torch's choice; 1 is faster on a busy machine)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's choice; 1 is faster on a busy machine)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -3,6 +3,7 @@
 Each module in ``COMMAND_MODULES`` adds its sub-commands with ``register(subparsers)``. Heavy
 libraries (torch, transformers) load only inside the handler that needs them, so ``pigviz
 budget`` and ``pigviz --help`` answer instantly."""
+
 from __future__ import annotations
 
 import argparse

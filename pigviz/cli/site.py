@@ -1,4 +1,5 @@
 """``pigviz site``: a static HTML site of the executed notebooks."""
+
 from __future__ import annotations
 
 from pigviz import site

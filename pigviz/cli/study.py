@@ -7,23 +7,19 @@
 The first run captures the model's q/k/v once (about a minute) into the pigviz cache; later runs
 read the cached file. A run that stops is resumed layer by layer from ``OUT.partial``.
 """
+
 from __future__ import annotations
+
+import time
 
 from pigviz.cli.args import int_list, kl_pairs, name_list
 from pigviz.plots import study as plots_study
 from pigviz.study import findings
-from pigviz.study.run import DEFAULT_SETTINGS, METHODS
 from pigviz.study import run as study
 from pigviz.study.findings import format_summary
-import time
+from pigviz.study.run import DEFAULT_SETTINGS, METHODS
 
 DEFAULT_OUT_HINT = "results JSON to write (e.g. data/study_smollm2.json)"
-
-
-
-
-
-
 
 
 def command_line(args) -> str:
@@ -57,9 +53,12 @@ def _cmd_study(args) -> int:
 def _run(args) -> dict:
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-
-    spec = study.StudySpec(settings=tuple(args.settings or study.DEFAULT_SETTINGS), seeds=args.seeds,
-                           methods=tuple(args.methods or study.METHODS), ablations=not args.no_ablations)
+    spec = study.StudySpec(
+        settings=tuple(args.settings or study.DEFAULT_SETTINGS),
+        seeds=args.seeds,
+        methods=tuple(args.methods or study.METHODS),
+        ablations=not args.no_ablations,
+    )
     if args.threads < 0:
         raise ValueError(f"--threads must be >= 0 (0: torch's default), got {args.threads}")
     if args.threads:
@@ -67,36 +66,61 @@ def _run(args) -> dict:
     t0 = time.perf_counter()
     cap = study.cached_capture(args.model, args.context, args.last, progress=not args.quiet)
     capture_s = time.perf_counter() - t0
-    results = study.run_study(cap, spec, args.out, layers=args.layers, progress=not args.quiet,
-                              command=command_line(args), resume=not args.no_resume)
+    results = study.run_study(
+        cap,
+        spec,
+        args.out,
+        layers=args.layers,
+        progress=not args.quiet,
+        command=command_line(args),
+        resume=not args.no_resume,
+    )
     total = time.perf_counter() - t0
     results["timing"].update(capture_or_load_s=round(capture_s, 1), total_s=round(total, 1))
     study.save_results(results, args.out)
     print(format_summary(results))
-    print(f"\nwrote {args.out}: {len(results['layers'])} layers x {results['heads']} heads x "
-          f"{results['last']} positions in {total / 60:.1f} min ({capture_s:.0f} s to capture or load q/k/v)")
+    print(
+        f"\nwrote {args.out}: {len(results['layers'])} layers x {results['heads']} heads x "
+        f"{results['last']} positions in {total / 60:.1f} min ({capture_s:.0f} s to capture or load q/k/v)"
+    )
     return results
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("study", help="error vs budget of MagicPIG and its baselines on every head of a model",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser(
+        "study",
+        help="error vs budget of MagicPIG and its baselines on every head of a model",
+        description=__doc__.splitlines()[0],
+    )
     p.add_argument("--model", default="smollm2-135m", help="bundled alias, local model folder or hub id")
     p.add_argument("--context", type=int, default=8192, help="tokens of the default text to prefill (N)")
     p.add_argument("--last", type=int, default=64, help="decode positions studied: the last T of the context")
     p.add_argument("--layers", type=int_list, default=None, help="comma-separated layers (default: all)")
-    p.add_argument("--methods", type=name_list, default=None,
-                   help="comma-separated subset of magicpig,topk,oracle,hybrid,quest,streaming (default: all)")
-    p.add_argument("--settings", type=kl_pairs, default=None,
-                   help="MagicPIG K,L pairs separated by ';' (default: '12,200;11,240;10,150;9,130')")
+    p.add_argument(
+        "--methods",
+        type=name_list,
+        default=None,
+        help="comma-separated subset of magicpig,topk,oracle,hybrid,quest,streaming (default: all)",
+    )
+    p.add_argument(
+        "--settings",
+        type=kl_pairs,
+        default=None,
+        help="MagicPIG K,L pairs separated by ';' (default: '12,200;11,240;10,150;9,130')",
+    )
     p.add_argument("--seeds", type=int, default=3, help="hash (and sampler) seeds per random method")
     p.add_argument("--no-ablations", action="store_true", help="skip the no-sink / no-exact-set runs")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch threads (0: torch's default). One is fastest on a shared CPU: each step is "
-                        "hundreds of small ops that otherwise wait for a busy core")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (0: torch's default). One is fastest on a shared CPU: each step is "
+        "hundreds of small ops that otherwise wait for a busy core",
+    )
     p.add_argument("--out", default=None, help=DEFAULT_OUT_HINT)
-    p.add_argument("--from", dest="from_results", default=None,
-                   help="read finished results instead of running (with --figure)")
+    p.add_argument(
+        "--from", dest="from_results", default=None, help="read finished results instead of running (with --figure)"
+    )
     p.add_argument("--figure", default=None, help="also write the error-vs-budget chart to this PNG")
     p.add_argument("--no-resume", action="store_true", help="ignore OUT.partial and start over")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -106,8 +130,10 @@ def register(subparsers) -> None:
 def save_figure(path, results: dict | None = None) -> str:
     """Write the all-heads error-vs-budget chart as a PNG (needs kaleido and a Chromium)."""
     results = results if results is not None else findings.load_shipped_results()
-    fig = plots_study.error_budget_figure(findings.curves(results, methods=["magicpig", "topk", "oracle", "hybrid", "quest", "streaming"]),
-                              findings.METHOD_LABELS, title=f"{results['model']}, {len(results['layers'])} layers x "
-                                                   f"{results['heads']} heads: error against budget")
+    fig = plots_study.error_budget_figure(
+        findings.curves(results, methods=["magicpig", "topk", "oracle", "hybrid", "quest", "streaming"]),
+        findings.METHOD_LABELS,
+        title=f"{results['model']}, {len(results['layers'])} layers x {results['heads']} heads: error against budget",
+    )
     fig.write_image(str(path), scale=2)
     return str(path)

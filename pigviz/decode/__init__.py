@@ -2,7 +2,8 @@
 attention, ``generation`` generates, ``evaluate`` measures quality and passkey retrieval,
 ``report`` reads the shipped results.
 """
+
 from pigviz.decode import evaluate, generation, report, session
 from pigviz.decode.generation import generate
 
-__all__ = ['session', 'generation', 'evaluate', 'report', 'generate']
+__all__ = ["session", "generation", "evaluate", "report", "generate"]

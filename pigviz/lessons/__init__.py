@@ -6,14 +6,26 @@
     lessons.check("05.paged_waste", paged_waste)   # a learner's function against its check
     lessons.solution("05.paged_waste")             # the reference, one call away
 """
+
 from __future__ import annotations
 
 from pigviz.lessons import exercises
 from pigviz.lessons.exercises import check, reference_or, solution
 from pigviz.lessons.verify import LESSON_MODULES, Claim, collect_claims, format_table, run_claims
 
-__all__ = ["Claim", "LESSON_MODULES", "claims", "print_claims", "collect_claims", "run_claims", "format_table",
-           "exercises", "check", "solution", "reference_or"]
+__all__ = [
+    "Claim",
+    "LESSON_MODULES",
+    "claims",
+    "print_claims",
+    "collect_claims",
+    "run_claims",
+    "format_table",
+    "exercises",
+    "check",
+    "solution",
+    "reference_or",
+]
 
 
 def claims(notebook: str) -> list[Claim]:

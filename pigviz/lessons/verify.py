@@ -5,6 +5,7 @@ runs them all in teaching order, and each notebook prints its own with
 ``lessons.print_claims("NN")``, so nbval and ``verify`` check one computation rather than two
 copies of it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -27,10 +28,10 @@ LESSON_MODULES = {
 
 @dataclass
 class Claim:
-    notebook: str      # e.g. "01" -- which lesson states it
-    text: str          # the sentence as a learner reads it
+    notebook: str  # e.g. "01" -- which lesson states it
+    text: str  # the sentence as a learner reads it
     passed: bool
-    value: str         # the measured number, formatted
+    value: str  # the measured number, formatted
     source: str = field(default="")
 
     def row(self) -> tuple[str, str, str, str]:
@@ -50,8 +51,15 @@ def collect_claims(modules=None) -> list[Claim]:
                 raise AttributeError(f"{name} has no claims() function")
             found = list(produce())
         except Exception as exc:  # noqa: BLE001 -- any failure is reported as a FAIL row
-            out.append(Claim(notebook="--", text=f"{name} states its claims", passed=False,
-                             value=f"{type(exc).__name__}: {exc}"[:200], source=name))
+            out.append(
+                Claim(
+                    notebook="--",
+                    text=f"{name} states its claims",
+                    passed=False,
+                    value=f"{type(exc).__name__}: {exc}"[:200],
+                    source=name,
+                )
+            )
             continue
         for claim in found:
             claim.source = claim.source or name

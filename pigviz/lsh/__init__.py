@@ -7,6 +7,7 @@
 
 ``index`` and ``magicpig`` import torch; import them as ``from pigviz.lsh import magicpig``.
 """
+
 from pigviz.lsh import simhash, simhash_checks
 
-__all__ = ['simhash', 'simhash_checks', 'index', 'magicpig']
+__all__ = ["simhash", "simhash_checks", "index", "magicpig"]

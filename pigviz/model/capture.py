@@ -14,39 +14,56 @@ str->str dict whose values are JSON. The header is rewritten with sorted keys, b
 safetensors writes its metadata map in a random order and the shipped file must be
 reproducible byte for byte.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+import hashlib
 import json
 import os
 import struct
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+import pigviz
 from pigviz._util.io import atomic_path
 from pigviz._util.validate import check_int
-import hashlib
-import pigviz
-from pigviz.model import loading as models, texts
+from pigviz.model import loading as models
+from pigviz.model import texts
 from pigviz.model.loading import resolve_dtype
 
 if TYPE_CHECKING:  # annotations only; torch itself loads lazily
     import torch
 
-__all__ = ["Capture", "capture", "save_capture", "load_capture", "CAPTURE_ATTN_IMPLEMENTATION",
-           "REQUIRED_METADATA"]
+__all__ = ["Capture", "capture", "save_capture", "load_capture", "CAPTURE_ATTN_IMPLEMENTATION", "REQUIRED_METADATA"]
 
 CAPTURE_ATTN_IMPLEMENTATION = "pigviz_capture_sdpa"
 FORMAT = "pigviz-capture-v1"
 REQUIRED_METADATA = (
-    "format", "model_name", "model_kind", "model_revision", "text_source", "text_sha256",
-    "token_ids_sha256", "n_tokens", "last", "layers", "kv_heads", "n_model_layers",
-    "n_model_heads", "n_model_kv_heads", "head_dim", "scaling", "dtype", "pigviz_version",
-    "torch_version", "transformers_version", "python_version",
+    "format",
+    "model_name",
+    "model_kind",
+    "model_revision",
+    "text_source",
+    "text_sha256",
+    "token_ids_sha256",
+    "n_tokens",
+    "last",
+    "layers",
+    "kv_heads",
+    "n_model_layers",
+    "n_model_heads",
+    "n_model_kv_heads",
+    "head_dim",
+    "scaling",
+    "dtype",
+    "pigviz_version",
+    "torch_version",
+    "transformers_version",
+    "python_version",
 )
 
 
@@ -110,8 +127,10 @@ class Capture:
             raise ValueError(f"capture format must be {FORMAT!r}, got {self.metadata['format']!r}")
         q, k, v, pos = self.queries, self.keys, self.values, self.query_positions
         if q.ndim != 4 or k.ndim != 4 or tuple(k.shape) != tuple(v.shape):
-            raise ValueError(f"queries and keys/values must be 4-D with keys.shape == values.shape; got "
-                             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+            raise ValueError(
+                f"queries and keys/values must be 4-D with keys.shape == values.shape; got "
+                f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+            )
         layers, kv_heads, d = self.metadata["layers"], self.metadata["kv_heads"], self.metadata["head_dim"]
         n_kv = {len(h) for h in kv_heads}
         expected_q = (len(layers), k.shape[1] * self.group_size, self.metadata["last"], d)
@@ -119,8 +138,10 @@ class Capture:
         if len(kv_heads) != len(layers) or len(n_kv) != 1:
             raise ValueError("metadata kv_heads must list the same number of KV heads for every kept layer")
         if tuple(k.shape) != expected_k or tuple(q.shape) != expected_q:
-            raise ValueError(f"shapes disagree with metadata: keys {tuple(k.shape)} (expected {expected_k}), "
-                             f"queries {tuple(q.shape)} (expected {expected_q})")
+            raise ValueError(
+                f"shapes disagree with metadata: keys {tuple(k.shape)} (expected {expected_k}), "
+                f"queries {tuple(q.shape)} (expected {expected_q})"
+            )
         if tuple(pos.shape) != (q.shape[2],) or int(pos[-1]) != k.shape[2] - 1:
             raise ValueError("query_positions must hold the last T positions, ending at n_tokens - 1")
         if self.outputs is not None and tuple(self.outputs.shape) != tuple(q.shape):
@@ -160,8 +181,14 @@ class Capture:
         pick_k = lambda t: torch.stack([t[r][c] for r, c in zip(rows, k_idx)])  # noqa: E731
         pick_q = lambda t: torch.stack([t[r][c] for r, c in zip(rows, q_idx)])  # noqa: E731
         meta = dict(self.metadata, layers=layers, kv_heads=per_layer)
-        return replace(self, queries=pick_q(self.queries), keys=pick_k(self.keys), values=pick_k(self.values),
-                       outputs=None if self.outputs is None else pick_q(self.outputs), metadata=meta)
+        return replace(
+            self,
+            queries=pick_q(self.queries),
+            keys=pick_k(self.keys),
+            values=pick_k(self.values),
+            outputs=None if self.outputs is None else pick_q(self.outputs),
+            metadata=meta,
+        )
 
     def astype(self, dtype) -> "Capture":
         """Same capture with queries, keys, values and outputs stored as ``dtype`` (e.g. fp16)."""
@@ -170,8 +197,14 @@ class Capture:
         dtype = resolve_dtype(dtype, "cpu")
         conv = lambda t: None if t is None else t.to(dtype)  # noqa: E731
         meta = dict(self.metadata, dtype=str(dtype).replace("torch.", ""))
-        return replace(self, queries=conv(self.queries), keys=conv(self.keys), values=conv(self.values),
-                       outputs=conv(self.outputs), metadata=meta)
+        return replace(
+            self,
+            queries=conv(self.queries),
+            keys=conv(self.keys),
+            values=conv(self.values),
+            outputs=conv(self.outputs),
+            metadata=meta,
+        )
 
     def attention_weights(self, row: int) -> "torch.Tensor":
         """Causal softmax weights ``(Hq, T, N)`` in fp32 for kept layer ``row`` (0-based row)."""
@@ -210,16 +243,18 @@ class _Recorder:
         self.bar = tqdm(total=config.num_hidden_layers, desc="prefill", unit="layer", disable=not progress)
 
     def __call__(self, module, query, key, value, attention_mask, **kwargs):
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward  # heavy: transformers loads in seconds; only model code needs it
+        from transformers.integrations.sdpa_attention import (
+            sdpa_attention_forward,  # heavy: transformers loads in seconds; only model code needs it
+        )
 
         output, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
         row = self.row_of.get(module.layer_idx)
         if row is not None:
             # query/key/value: (1, heads, N, d); output: (1, N, Hq, d)
-            self.queries[row] = query[0, self.q_heads, -self.last:]
+            self.queries[row] = query[0, self.q_heads, -self.last :]
             self.keys[row] = key[0, self.kv_heads]
             self.values[row] = value[0, self.kv_heads]
-            self.outputs[row] = output[0, -self.last:, self.q_heads].transpose(0, 1)
+            self.outputs[row] = output[0, -self.last :, self.q_heads].transpose(0, 1)
             self.scaling = kwargs.get("scaling")
             self.seen.add(module.layer_idx)
         self.bar.update(1)
@@ -231,7 +266,9 @@ _ACTIVE: list = []
 
 def _dispatch(module, query, key, value, attention_mask, **kwargs):
     if not _ACTIVE:  # someone left the implementation switched on: behave exactly like sdpa
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward  # heavy: transformers loads in seconds; only model code needs it
+        from transformers.integrations.sdpa_attention import (
+            sdpa_attention_forward,  # heavy: transformers loads in seconds; only model code needs it
+        )
 
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     return _ACTIVE[-1](module, query, key, value, attention_mask, **kwargs)
@@ -239,20 +276,32 @@ def _dispatch(module, query, key, value, attention_mask, **kwargs):
 
 def _register() -> None:
     from transformers import AttentionInterface  # heavy: transformers loads in seconds; only model code needs it
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask  # heavy: transformers loads in seconds; only model code needs it
+    from transformers.masking_utils import (  # heavy: transformers loads in seconds; only model code needs it
+        AttentionMaskInterface,
+        sdpa_mask,
+    )
 
     AttentionInterface.register(CAPTURE_ATTN_IMPLEMENTATION, _dispatch)
     AttentionMaskInterface.register(CAPTURE_ATTN_IMPLEMENTATION, sdpa_mask)
 
 
-def capture(model, tokenizer, n_tokens: int = 8192, last: int = 64, text: str | None = None,
-            layers=None, progress: bool = True, *, kv_heads=None, allow_long_context: bool = False) -> Capture:
+def capture(
+    model,
+    tokenizer,
+    n_tokens: int = 8192,
+    last: int = 64,
+    text: str | None = None,
+    layers=None,
+    progress: bool = True,
+    *,
+    kv_heads=None,
+    allow_long_context: bool = False,
+) -> Capture:
     """One prefill of the first ``n_tokens`` tokens of ``text`` (default: ``texts.long_text()``)
     through ``model``, recording every kept layer's post-RoPE q (last ``last`` positions), k and
     v (all positions). ``layers``/``kv_heads``: model indices to keep (default all)."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     import transformers  # heavy: transformers loads in seconds; only model code needs it
-
 
     cfg = model.config
     n_tokens = models.check_context(model, n_tokens, allow_long_context)
@@ -285,24 +334,43 @@ def capture(model, tokenizer, n_tokens: int = 8192, last: int = 64, text: str | 
         model.set_attn_implementation(previous)
         recorder.bar.close()
     if recorder.seen != set(layers):
-        raise RuntimeError(f"the model's attention never called the capture wrapper for layers "
-                           f"{sorted(set(layers) - recorder.seen)}; is it a transformers AttentionInterface model?")
+        raise RuntimeError(
+            f"the model's attention never called the capture wrapper for layers "
+            f"{sorted(set(layers) - recorder.seen)}; is it a transformers AttentionInterface model?"
+        )
 
     source = models.model_source(model)
     meta = {
-        "format": FORMAT, "model_name": source.name, "model_kind": source.kind, "model_revision": source.revision,
-        "text_source": text_source, "text_sha256": text_sha,
+        "format": FORMAT,
+        "model_name": source.name,
+        "model_kind": source.kind,
+        "model_revision": source.revision,
+        "text_source": text_source,
+        "text_sha256": text_sha,
         "token_ids_sha256": hashlib.sha256(ids.numpy().astype("<i8").tobytes()).hexdigest(),
-        "n_tokens": n_tokens, "last": last, "layers": layers, "kv_heads": [kv_heads] * len(layers),
-        "n_model_layers": cfg.num_hidden_layers, "n_model_heads": cfg.num_attention_heads,
-        "n_model_kv_heads": cfg.num_key_value_heads, "head_dim": int(recorder.keys.shape[-1]),
-        "scaling": float(recorder.scaling), "dtype": str(recorder.keys.dtype).replace("torch.", ""),
-        "pigviz_version": pigviz.__version__, "torch_version": torch.__version__,
-        "transformers_version": transformers.__version__, "python_version": sys.version.split()[0],
+        "n_tokens": n_tokens,
+        "last": last,
+        "layers": layers,
+        "kv_heads": [kv_heads] * len(layers),
+        "n_model_layers": cfg.num_hidden_layers,
+        "n_model_heads": cfg.num_attention_heads,
+        "n_model_kv_heads": cfg.num_key_value_heads,
+        "head_dim": int(recorder.keys.shape[-1]),
+        "scaling": float(recorder.scaling),
+        "dtype": str(recorder.keys.dtype).replace("torch.", ""),
+        "pigviz_version": pigviz.__version__,
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+        "python_version": sys.version.split()[0],
     }
-    return Capture(queries=recorder.queries, keys=recorder.keys, values=recorder.values,
-                   query_positions=torch.arange(n_tokens - last, n_tokens), metadata=meta,
-                   outputs=recorder.outputs)
+    return Capture(
+        queries=recorder.queries,
+        keys=recorder.keys,
+        values=recorder.values,
+        query_positions=torch.arange(n_tokens - last, n_tokens),
+        metadata=meta,
+        outputs=recorder.outputs,
+    )
 
 
 def _check_indices(name, value, count) -> list[int]:
@@ -324,8 +392,7 @@ def save_capture(cap: Capture, path, *, dtype=None) -> Path:
 
     if dtype is not None:
         cap = cap.astype(dtype)
-    tensors = {"queries": cap.queries, "keys": cap.keys, "values": cap.values,
-               "query_positions": cap.query_positions}
+    tensors = {"queries": cap.queries, "keys": cap.keys, "values": cap.values, "query_positions": cap.query_positions}
     if cap.outputs is not None:
         tensors["outputs"] = cap.outputs
     tensors.update({f"extra.{name}": t for name, t in sorted(cap.extras.items())})
@@ -376,9 +443,15 @@ def load_capture(path) -> Capture:
         missing = [name for name in ("queries", "keys", "values", "query_positions") if name not in tensors]
         if missing:
             raise ValueError(f"missing tensors: {', '.join(missing)}")
-        extras = {name[len("extra."):]: t for name, t in tensors.items() if name.startswith("extra.")}
-        return Capture(queries=tensors["queries"], keys=tensors["keys"], values=tensors["values"],
-                       query_positions=tensors["query_positions"], metadata=metadata,
-                       outputs=tensors.get("outputs"), extras=extras)
+        extras = {name[len("extra.") :]: t for name, t in tensors.items() if name.startswith("extra.")}
+        return Capture(
+            queries=tensors["queries"],
+            keys=tensors["keys"],
+            values=tensors["values"],
+            query_positions=tensors["query_positions"],
+            metadata=metadata,
+            outputs=tensors.get("outputs"),
+            extras=extras,
+        )
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path} is not a valid pigviz capture: {exc}") from None

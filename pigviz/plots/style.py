@@ -4,6 +4,7 @@ Colours are Okabe-Ito hues (distinguishable with the common colour-vision defici
 method keeps its colour in every notebook: TopK is always blue, MagicPIG always vermillion,
 and the toy's importance sampling shares MagicPIG's colour because it is the same idea.
 """
+
 from __future__ import annotations
 
 __all__ = ["LAYOUT", "layout", "METHOD_COLORS", "method_color", "OTHER_COLOR"]
@@ -11,10 +12,13 @@ __all__ = ["LAYOUT", "layout", "METHOD_COLORS", "method_color", "OTHER_COLOR"]
 LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=70, r=30, t=70, b=60))
 
 METHOD_COLORS = {
-    "dense": "#000000", "exact": "#000000",
-    "magicpig": "#D55E00", "importance": "#D55E00",
+    "dense": "#000000",
+    "exact": "#000000",
+    "magicpig": "#D55E00",
+    "importance": "#D55E00",
     "topk": "#0072B2",
-    "oracle": "#009E73", "sampling": "#009E73",
+    "oracle": "#009E73",
+    "sampling": "#009E73",
     "hybrid": "#CC79A7",
     "quest": "#E69F00",
     "streaming": "#56B4E9",

@@ -1,6 +1,7 @@
 """The error-vs-budget study on every head of a real model (notebook 06): ``run`` computes it,
 ``experiments`` are its small live companions, ``findings`` reads the results.
 """
-from pigviz.study import run, experiments, findings
 
-__all__ = ['run', 'experiments', 'findings']
+from pigviz.study import experiments, findings, run
+
+__all__ = ["run", "experiments", "findings"]

@@ -1,5 +1,6 @@
 """Small pieces every widget shares: clamping what a learner types, and showing an error in
 the widget's status line instead of raising into the notebook."""
+
 from __future__ import annotations
 
 import html

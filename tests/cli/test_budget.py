@@ -23,8 +23,12 @@ def test_json_output(capsys):
 
 
 def test_text_output_and_options(capsys):
-    assert main(["budget", "--model", "Llama-3.1-70B", "--context", "131072", "--dtype-bytes", "1",
-                 "--K", "8", "--L", "50"]) == 0
+    assert (
+        main(
+            ["budget", "--model", "Llama-3.1-70B", "--context", "131072", "--dtype-bytes", "1", "--K", "8", "--L", "50"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "160 KiB" in out and "K=8, L=50" in out and "20 GiB" in out
 
@@ -36,13 +40,16 @@ def test_config_path(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["kv_bytes_per_token"] == 2 * 2 * 1 * 32 * 2
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--model", "gpt-9", "--context", "10"], "Known models: " + ", ".join(known_models())),
-    (["--model", "llama-3.1-8b", "--context", "-5"], "context must be in [1"),
-    (["--model", "llama-3.1-8b", "--context", "10", "--K", "0"], "K must be in [1"),
-    (["--model", "llama-3.1-8b", "--context", "10", "--L", "0"], "L must be in [1"),
-    (["--model", "llama-3.1-8b", "--context", "10", "--dtype-bytes", "3"], "dtype_bytes must be one of"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--model", "gpt-9", "--context", "10"], "Known models: " + ", ".join(known_models())),
+        (["--model", "llama-3.1-8b", "--context", "-5"], "context must be in [1"),
+        (["--model", "llama-3.1-8b", "--context", "10", "--K", "0"], "K must be in [1"),
+        (["--model", "llama-3.1-8b", "--context", "10", "--L", "0"], "L must be in [1"),
+        (["--model", "llama-3.1-8b", "--context", "10", "--dtype-bytes", "3"], "dtype_bytes must be one of"),
+    ],
+)
 def test_bad_input_exits_2_with_a_clear_message(args, message, capsys):
     assert main(["budget", *args]) == 2
     err = capsys.readouterr().err
@@ -50,8 +57,9 @@ def test_bad_input_exits_2_with_a_clear_message(args, message, capsys):
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "pigviz", "budget", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pigviz", "budget", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_module_entry_point_subprocess():

@@ -1,5 +1,6 @@
 """Every notebook's claims: each one passes, carries its notebook and a value, and there are
 as many as the notebook states (so a claim that silently disappears fails here)."""
+
 import pytest
 
 from pigviz import lessons

@@ -1,4 +1,5 @@
 """`pigviz verify`'s collector: a registered module that is missing or broken is a FAIL, never skipped."""
+
 import sys
 import types
 
@@ -26,11 +27,14 @@ def test_good_module_claims_are_collected_with_their_source(fake_modules):
     assert ok and len(found) == 1 and found[0].source == "fake_good"
 
 
-@pytest.mark.parametrize("name,why", [
-    ("pigviz.no_such_lesson", "ModuleNotFoundError"),
-    ("fake_no_claims", "no claims() function"),
-    ("fake_raises", "ZeroDivisionError"),
-])
+@pytest.mark.parametrize(
+    "name,why",
+    [
+        ("pigviz.no_such_lesson", "ModuleNotFoundError"),
+        ("fake_no_claims", "no claims() function"),
+        ("fake_raises", "ZeroDivisionError"),
+    ],
+)
 def test_broken_module_becomes_a_fail_row_naming_it(fake_modules, name, why):
     found, ok = cl.run_claims(["fake_good", name])
     assert not ok
@@ -45,7 +49,7 @@ def test_every_registered_module_imports_and_states_claims():
     assert list(cl.LESSON_MODULES) == [f"{i:02d}" for i in range(1, len(cl.LESSON_MODULES) + 1)], "teaching order"
     for name in cl.LESSON_MODULES.values():
         __import__(name)
-        assert callable(getattr(sys.modules[name], "claims")), name
+        assert callable(sys.modules[name].claims), name
 
 
 def test_no_modules_is_not_a_pass():

@@ -1,6 +1,7 @@
 """The exercise framework (pigviz.lessons.exercises): every check passes its reference, rejects
 the blank and the known wrong versions with their hints, and accepts other correct ways of
 writing the same function (loops, vectorised numpy, torch)."""
+
 from __future__ import annotations
 
 import math
@@ -82,7 +83,7 @@ def test_wrong_version_fails_with_its_hint(name, i):
 def test_solution_is_source_text():
     text = ex.solution("01.topk_estimate")
     assert isinstance(text, str) and text.startswith("def topk_estimate(weights, values, budget):")
-    assert repr(text) == str(text)                    # Jupyter shows code, not a quoted string
+    assert repr(text) == str(text)  # Jupyter shows code, not a quoted string
     assert "```python" in text._repr_markdown_()
     # A reference that calls a helper shows the helper too.
     assert "def log_inclusion_probability" in ex.solution("06.sampled_estimate")
@@ -127,16 +128,21 @@ def test_self_test_reports_a_check_that_lets_a_wrong_version_through(monkeypatch
     def double(x):
         return 2 * np.asarray(x, dtype=float)
 
-    def also_double(x):                     # "wrong", but right on every case
+    def also_double(x):  # "wrong", but right on every case
         return np.asarray(x, dtype=float) * 2
 
     def triple(x):
         return 3 * np.asarray(x, dtype=float)
 
-    broken = Exercise(name="99.double", signature="double(x) -> ndarray", task="Twice x.",
-                      reference=double, make_cases=lambda: [Case("three", (np.array([1.0, 2.0]),))],
-                      wrong=(Wrong("not wrong", also_double, "never shown"), Wrong("triples", triple, "two, not three")),
-                      hint="2 x")
+    broken = Exercise(
+        name="99.double",
+        signature="double(x) -> ndarray",
+        task="Twice x.",
+        reference=double,
+        make_cases=lambda: [Case("three", (np.array([1.0, 2.0]),))],
+        wrong=(Wrong("not wrong", also_double, "never shown"), Wrong("triples", triple, "two, not three")),
+        hint="2 x",
+    )
     problems = ex.self_test([broken])
     assert len(problems) == 1 and "'not wrong' passes the check" in problems[0]
     monkeypatch.setattr(ex, "self_test", lambda: problems)
@@ -146,9 +152,9 @@ def test_self_test_reports_a_check_that_lets_a_wrong_version_through(monkeypatch
 
 # --------------------------------------------------------------------------- the switch
 
+
 def test_is_blank():
-    def dots(a, b):
-        ...
+    def dots(a, b): ...
 
     def documented(a):
         """Write me."""
@@ -185,7 +191,7 @@ def test_reference_or_uses_the_reference_only_for_a_blank_with_solutions_on(monk
     assert chosen is ex.get("05.paged_waste").reference
     assert "reference solution stands in" in capsys.readouterr().out
     assert ex.check("05.paged_waste", chosen)
-    assert ex.reference_or("05.paged_waste", mine) is mine      # the learner's own code wins
+    assert ex.reference_or("05.paged_waste", mine) is mine  # the learner's own code wins
 
     try:
         ex.enable_solutions(False)
@@ -220,14 +226,14 @@ def test_a_function_that_raises_gets_the_error_and_the_input():
 
 
 def test_a_torch_only_function_is_run_on_tensors_and_its_own_error_shown():
-    def topk_no_clamp(weights, values, budget):          # torch.topk refuses k > n
+    def topk_no_clamp(weights, values, budget):  # torch.topk refuses k > n
         top = torch.topk(weights, budget)
         return (top.values * values[top.indices]).sum() / top.values.sum()
 
     with pytest.raises(AssertionError) as info:
         ex.check("01.topk_estimate", topk_no_clamp)
     message = str(info.value)
-    assert "budget > n" in message                       # the earlier cases passed on tensors
+    assert "budget > n" in message  # the earlier cases passed on tensors
     assert "raised:   RuntimeError" in message and "with numpy arrays instead: TypeError" in message
 
 
@@ -241,6 +247,7 @@ def test_returning_none_from_written_code_is_pointed_out():
 
 
 # --------------------------------------------------------------------------- other correct implementations
+
 
 def _t(x):
     return torch.as_tensor(x, dtype=torch.float64)
@@ -270,7 +277,7 @@ def topk_loop(weights, values, budget):
 def topk_torch(weights, values, budget):
     w, v = _t(weights), _t(values)
     top = torch.topk(w, min(budget, len(w)))
-    return (top.values * v[top.indices]).sum() / top.values.sum()     # a 0-d tensor
+    return (top.values * v[top.indices]).sum() / top.values.sum()  # a 0-d tensor
 
 
 def balance_loop(weights, values):
@@ -278,7 +285,7 @@ def balance_loop(weights, values):
 
 
 def balance_torch(weights, values):
-    return torch.sum(weights * values) / torch.sum(weights)       # torch only: numpy input is retried as tensors
+    return torch.sum(weights * values) / torch.sum(weights)  # torch only: numpy input is retried as tensors
 
 
 def importance_loop(weights, values, proposal, drawn):
@@ -315,7 +322,7 @@ def cos_centred_torch(q, keys, mu):
 
 
 def softmax_torch(scores):
-    return torch.softmax(scores, dim=-1)                           # torch only
+    return torch.softmax(scores, dim=-1)  # torch only
 
 
 def softmax_logsumexp(scores):
@@ -332,7 +339,7 @@ def bit_agreement_vectorize(cos):
 
 
 def bit_agreement_torch(cos):
-    return 1 - torch.arccos(cos.clamp(-1, 1)) / math.pi              # torch only
+    return 1 - torch.arccos(cos.clamp(-1, 1)) / math.pi  # torch only
 
 
 def inclusion_loop(p, K, L):
@@ -438,23 +445,33 @@ def perplexity_torch(logits, targets):
 
 
 ALTERNATIVES = [
-    ("01.topk_estimate", topk_loop), ("01.topk_estimate", topk_torch),
-    ("01.balance_point", balance_loop), ("01.balance_point", balance_torch),
+    ("01.topk_estimate", topk_loop),
+    ("01.topk_estimate", topk_torch),
+    ("01.balance_point", balance_loop),
+    ("01.balance_point", balance_torch),
     ("01.importance_estimate", importance_loop),
-    ("02.cos_to_mean_direction", cos_to_mean_torch), ("02.cone_width", cone_width_mean_cos),
+    ("02.cos_to_mean_direction", cos_to_mean_torch),
+    ("02.cone_width", cone_width_mean_cos),
     ("02.attention_weights", attention_torch),
-    ("03.centring_mean", centring_mean_loop), ("03.cos_centred", cos_centred_torch),
-    ("03.softmax", softmax_torch), ("03.softmax", softmax_logsumexp),
-    ("04.bit_agreement", bit_agreement_vectorize), ("04.bit_agreement", bit_agreement_torch),
-    ("04.inclusion_probability", inclusion_loop), ("04.inclusion_probability", inclusion_torch),
+    ("03.centring_mean", centring_mean_loop),
+    ("03.cos_centred", cos_centred_torch),
+    ("03.softmax", softmax_torch),
+    ("03.softmax", softmax_logsumexp),
+    ("04.bit_agreement", bit_agreement_vectorize),
+    ("04.bit_agreement", bit_agreement_torch),
+    ("04.inclusion_probability", inclusion_loop),
+    ("04.inclusion_probability", inclusion_torch),
     ("04.inclusion_probability", inclusion_head_or_tail),
     ("05.kv_bytes_per_token", kv_bytes_math),
-    ("05.paged_waste", paged_waste_loop), ("05.paged_waste", paged_waste_torch),
+    ("05.paged_waste", paged_waste_loop),
+    ("05.paged_waste", paged_waste_torch),
     ("05.break_even_bandwidth", break_even_two_steps),
     ("06.log_u", log_u_torch),
-    ("06.sampled_estimate", sampled_estimate_torch), ("06.sampled_estimate", sampled_estimate_loop),
+    ("06.sampled_estimate", sampled_estimate_torch),
+    ("06.sampled_estimate", sampled_estimate_loop),
     ("07.kl_divergence", kl_torch),
-    ("07.merge_partial", merge_logaddexp), ("07.merge_partial", merge_sigmoid_torch),
+    ("07.merge_partial", merge_logaddexp),
+    ("07.merge_partial", merge_sigmoid_torch),
     ("07.perplexity", perplexity_torch),
 ]
 
@@ -466,7 +483,7 @@ def test_other_correct_implementations_pass(name, fn):
 
 def inclusion_torch_float32(p, K, L):
     """A torch version as a learner might write it: torch.arange and lgamma in float32."""
-    p = torch.as_tensor(p, dtype=torch.float64)       # u can be 1e-56: not representable in float32
+    p = torch.as_tensor(p, dtype=torch.float64)  # u can be 1e-56: not representable in float32
     k = torch.arange(2, L + 1)
     log_comb = torch.lgamma(torch.tensor(L + 1.0)) - torch.lgamma(k + 1.0) - torch.lgamma(L - k + 1.0)
     log_hit = K * torch.log(p)
@@ -484,9 +501,14 @@ def sampled_estimate_float32(q, K_S, V_S, mu, K_exact, V_exact, K, L):
     return torch.softmax(scores, 0) @ torch.cat([f(V_S), f(V_exact)])
 
 
-@pytest.mark.parametrize("name,fn", [("04.inclusion_probability", inclusion_torch_float32),
-                                     ("06.sampled_estimate", sampled_estimate_float32),
-                                     ("05.paged_waste", paged_waste_torch)])
+@pytest.mark.parametrize(
+    "name,fn",
+    [
+        ("04.inclusion_probability", inclusion_torch_float32),
+        ("06.sampled_estimate", sampled_estimate_float32),
+        ("05.paged_waste", paged_waste_torch),
+    ],
+)
 def test_float32_arithmetic_is_accurate_enough(name, fn):
     assert ex.check(name, fn, quiet=True)
 
@@ -497,8 +519,13 @@ def test_references_accept_torch_tensors(name):
     for case, expected in e.cases():
         args = [torch.from_numpy(a.copy()) if isinstance(a, np.ndarray) else a for a in case.args]
         got = e.reference(*args)
-        np.testing.assert_allclose(np.asarray(got, dtype=float), np.asarray(expected, dtype=float),
-                                   rtol=1e-9, atol=1e-300, err_msg=f"{name}: {case.label}")
+        np.testing.assert_allclose(
+            np.asarray(got, dtype=float),
+            np.asarray(expected, dtype=float),
+            rtol=1e-9,
+            atol=1e-300,
+            err_msg=f"{name}: {case.label}",
+        )
 
 
 def test_alternatives_cover_every_exercise():
@@ -507,15 +534,16 @@ def test_alternatives_cover_every_exercise():
 
 # --------------------------------------------------------------------------- the numbers themselves
 
+
 def test_reference_values_against_known_numbers():
     """Values computed independently (pigviz.simhash, pigviz.budget, hand arithmetic)."""
     ip = ex.get("04.inclusion_probability").reference
-    assert ip(0.001, 10, 150) == pytest.approx(1.1175e-56, rel=1e-9)         # ~ C(150, 2) p^20
+    assert ip(0.001, 10, 150) == pytest.approx(1.1175e-56, rel=1e-9)  # ~ C(150, 2) p^20
     assert ip(0.3, 10, 150) == pytest.approx(3.894212151278535e-07, rel=1e-9)
     assert ip(0.9, 10, 150) == pytest.approx(1.0, abs=1e-12) and ip(0.9, 10, 150) <= 1.0
     assert ip(0.0, 10, 150) == 0.0 and ip(1.0, 10, 150) == 1.0 and ip(0.7, 3, 1) == 0.0
     assert isinstance(ip(0.5, 10, 150), float) and ip(np.array([0.5, 0.6]), 10, 150).shape == (2,)
-    assert ex.get("05.kv_bytes_per_token").reference(80, 8, 128, 2) == 327_680      # Llama-3.1-70B, fp16
+    assert ex.get("05.kv_bytes_per_token").reference(80, 8, 128, 2) == 327_680  # Llama-3.1-70B, fp16
     assert ex.get("05.paged_waste").reference(np.array([17]), 16) == 15 / 32
     assert ex.get("04.bit_agreement").reference(0.5) == pytest.approx(2 / 3)
     assert ex.get("01.topk_estimate").reference([0.5, 0.3, 0.2], [1, 2, 4], 2) == pytest.approx(1.375)
@@ -527,7 +555,7 @@ def test_sampled_estimate_with_u_equal_to_one_is_plain_attention():
     rng = np.random.default_rng(0)
     d, mu = 8, np.zeros(8)
     q = rng.standard_normal(d)
-    k_s = np.outer([0.5, 1.0, 2.0], q)             # parallel to q: p = 1
+    k_s = np.outer([0.5, 1.0, 2.0], q)  # parallel to q: p = 1
     k_e = rng.standard_normal((3, d))
     v = rng.standard_normal((6, 2))
     got = ex.get("06.sampled_estimate").reference(q, k_s, v[:3], mu, k_e, v[3:], 10, 150)

@@ -5,10 +5,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import pigviz
+from pigviz.cli import main
 from pigviz.model import capture as capmod
 from pigviz.model.capture import Capture, capture, load_capture, save_capture
-from pigviz.cli import main
 from tests.factories import make_capture
 
 
@@ -19,7 +18,7 @@ def test_attention_weights_are_causal_and_normalised():
     assert w.shape == (6, 8, 40)
     assert torch.allclose(w.sum(-1), torch.ones(6, 8), atol=1e-6)
     for i, pos in enumerate(cap.query_positions.tolist()):
-        assert torch.all(w[:, i, pos + 1:] == 0)
+        assert torch.all(w[:, i, pos + 1 :] == 0)
         assert torch.all(w[:, i, : pos + 1] > 0)
 
 
@@ -41,8 +40,16 @@ def test_subset_of_a_subset_and_shared_kv_heads():
     assert sub.kv_heads == [[1]] and torch.equal(sub.keys[0, 0], cap.keys[1, 1])
 
 
-@pytest.mark.parametrize("kwargs", [dict(layers=[5]), dict(layers=[0, 0]), dict(layers=[]),
-                                    dict(kv_heads=[7]), dict(layers=[0, 1], kv_heads=[[0], [0, 1]])])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(layers=[5]),
+        dict(layers=[0, 0]),
+        dict(layers=[]),
+        dict(kv_heads=[7]),
+        dict(layers=[0, 1], kv_heads=[[0], [0, 1]]),
+    ],
+)
 def test_subset_rejects_bad_indices(kwargs):
     with pytest.raises(ValueError):
         make_capture().subset(**kwargs)
@@ -121,8 +128,11 @@ def test_file_with_incomplete_metadata_names_the_file(tmp_path):
     cap = make_capture()
     meta = {k: json.dumps(v) for k, v in cap.metadata.items() if k != "layers"}
     path = tmp_path / "partial.safetensors"
-    save_file({"queries": cap.queries, "keys": cap.keys, "values": cap.values,
-               "query_positions": cap.query_positions}, str(path), metadata=meta)
+    save_file(
+        {"queries": cap.queries, "keys": cap.keys, "values": cap.values, "query_positions": cap.query_positions},
+        str(path),
+        metadata=meta,
+    )
     with pytest.raises(ValueError, match=r"partial\.safetensors.*layers"):
         load_capture(path)
 
@@ -133,16 +143,29 @@ def test_file_with_wrong_shapes_names_the_file(tmp_path):
     cap = make_capture()
     meta = {k: json.dumps(v) for k, v in cap.metadata.items()}
     path = tmp_path / "shapes.safetensors"
-    save_file({"queries": cap.queries[:, :2].contiguous(), "keys": cap.keys, "values": cap.values,
-               "query_positions": cap.query_positions}, str(path), metadata=meta)
+    save_file(
+        {
+            "queries": cap.queries[:, :2].contiguous(),
+            "keys": cap.keys,
+            "values": cap.values,
+            "query_positions": cap.query_positions,
+        },
+        str(path),
+        metadata=meta,
+    )
     with pytest.raises(ValueError, match=r"shapes\.safetensors"):
         load_capture(path)
 
 
 # -- argument checks before any prefill (fake model and tokenizer) --------------------------------
 def fake_model(max_len=100):
-    cfg = SimpleNamespace(max_position_embeddings=max_len, num_hidden_layers=4, num_attention_heads=4,
-                          num_key_value_heads=2, _attn_implementation="sdpa")
+    cfg = SimpleNamespace(
+        max_position_embeddings=max_len,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        _attn_implementation="sdpa",
+    )
     return SimpleNamespace(config=cfg)
 
 
@@ -151,22 +174,39 @@ class CharTokenizer:
         return {"input_ids": [ord(c) for c in text]}
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(n_tokens=10, last=11), "last must be at most n_tokens=10"),
-    (dict(n_tokens=101), "allow_long_context"),
-    (dict(n_tokens=10, last=2, layers=[4]), r"layers entry must be in \[0, 3\]"),
-    (dict(n_tokens=10, last=2, layers=[1, 1]), "distinct"),
-    (dict(n_tokens=10, last=2, kv_heads=[2]), r"kv_heads entry must be in \[0, 1\]"),
-    (dict(n_tokens=50, last=2, text="short"), "n must be at most 5"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(n_tokens=10, last=11), "last must be at most n_tokens=10"),
+        (dict(n_tokens=101), "allow_long_context"),
+        (dict(n_tokens=10, last=2, layers=[4]), r"layers entry must be in \[0, 3\]"),
+        (dict(n_tokens=10, last=2, layers=[1, 1]), "distinct"),
+        (dict(n_tokens=10, last=2, kv_heads=[2]), r"kv_heads entry must be in \[0, 1\]"),
+        (dict(n_tokens=50, last=2, text="short"), "n must be at most 5"),
+    ],
+)
 def test_capture_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         capture(fake_model(), CharTokenizer(), progress=False, **kwargs)
 
 
 def test_cli_capture_unknown_model_returns_2(tmp_path, capsys):
-    assert main(["capture", "--model", "not a model", "--context", "8", "--last", "2",
-                 "--out", str(tmp_path / "x.safetensors")]) == 2
+    assert (
+        main(
+            [
+                "capture",
+                "--model",
+                "not a model",
+                "--context",
+                "8",
+                "--last",
+                "2",
+                "--out",
+                str(tmp_path / "x.safetensors"),
+            ]
+        )
+        == 2
+    )
     assert "smollm2-135m" in capsys.readouterr().err
 
 
@@ -179,9 +219,12 @@ def real_capture(smollm2):
     """One small capture, with independent hooks on o_proj recording what the model fed it."""
     model, tokenizer = smollm2
     fed_to_o_proj, logits_seen = {}, []
-    hooks = [layer.self_attn.o_proj.register_forward_pre_hook(
-        lambda mod, args, i=i: fed_to_o_proj.__setitem__(i, args[0][0].clone()))
-        for i, layer in enumerate(model.model.layers)]
+    hooks = [
+        layer.self_attn.o_proj.register_forward_pre_hook(
+            lambda mod, args, i=i: fed_to_o_proj.__setitem__(i, args[0][0].clone())
+        )
+        for i, layer in enumerate(model.model.layers)
+    ]
     hooks.append(model.lm_head.register_forward_hook(lambda mod, args, out: logits_seen.append(out.clone())))
     try:
         cap = capture(model, tokenizer, n_tokens=N, last=T, progress=False)
@@ -201,7 +244,7 @@ def test_real_capture_shapes_and_metadata(real_capture, smollm2):
     meta = cap.metadata
     assert meta["model_revision"] == model.pigviz_source.revision
     assert meta["n_tokens"] == N and meta["last"] == T and meta["layers"] == list(range(30))
-    assert meta["scaling"] == pytest.approx(64 ** -0.5)
+    assert meta["scaling"] == pytest.approx(64**-0.5)
     assert model.config._attn_implementation == "sdpa"  # switched back
 
 
@@ -260,8 +303,26 @@ def test_failed_prefill_restores_attention_implementation(smollm2):
 @pytest.mark.model
 def test_cli_capture_writes_a_subset_in_fp16(tmp_path, capsys):
     out = tmp_path / "small.safetensors"
-    assert main(["capture", "--context", "64", "--last", "8", "--layers", "0,12", "--kv-heads", "1",
-                 "--fp16", "--quiet", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "capture",
+                "--context",
+                "64",
+                "--last",
+                "8",
+                "--layers",
+                "0,12",
+                "--kv-heads",
+                "1",
+                "--fp16",
+                "--quiet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     cap = load_capture(out)
     assert cap.keys.shape == (2, 1, 64, 64) and cap.queries.shape == (2, 3, 8, 64)
     assert cap.keys.dtype == torch.float16 and cap.query_heads == [[3, 4, 5], [3, 4, 5]]

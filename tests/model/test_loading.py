@@ -6,10 +6,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pigviz.model import loading as models
 from pigviz._util.io import sha256_file
-
-
+from pigviz.model import loading as models
 
 
 # -- names, devices, dtypes ---------------------------------------------------------------------
@@ -162,7 +160,7 @@ def test_entry_a_parallel_builder_renamed_in_is_kept(fake_bundle, monkeypatch):
 
     monkeypatch.setattr(models, "_dequantise_into", racing)
     assert _ensure(gguf) == entry
-    assert (entry / "config.json").read_text() == "theirs"      # not deleted and replaced
+    assert (entry / "config.json").read_text() == "theirs"  # not deleted and replaced
     assert [p.name for p in entry.parent.iterdir()] == [entry.name]
 
 
@@ -170,7 +168,7 @@ def test_half_built_entry_is_replaced_without_leftovers(fake_bundle):
     gguf, calls = fake_bundle
     entry = models.cache_entry_path("smollm2-135m", sha256_file(gguf))
     entry.mkdir(parents=True)
-    (entry / "config.json").write_text("{}")                       # no weights, no sha file
+    (entry / "config.json").write_text("{}")  # no weights, no sha file
     assert _ensure(gguf) == entry and len(calls) == 1
     assert (entry / "model.safetensors").read_bytes() == b"tensor bytes"
     assert [p.name for p in entry.parent.iterdir()] == [entry.name]

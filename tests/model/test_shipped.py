@@ -4,9 +4,9 @@ import shutil
 import pytest
 import torch
 
-from pigviz.model import shipped
 from pigviz._util.io import sha256_file
 from pigviz.cli import main
+from pigviz.model import shipped
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +50,14 @@ def test_kept_kv_heads_follow_the_documented_rule(cap):
 def test_shipped_tensors_agree_with_the_all_layer_summaries(cap):
     """The fp16 tensors and the fp32 summaries come from the same prefill."""
     from_tensors = shipped.sink_weights(cap)
-    summary = torch.stack([cap.extras["sink_weight"][layer, heads]
-                           for layer, heads in zip(cap.layers, cap.query_heads)])
+    summary = torch.stack(
+        [cap.extras["sink_weight"][layer, heads] for layer, heads in zip(cap.layers, cap.query_heads)]
+    )
     torch.testing.assert_close(from_tensors, summary, atol=2e-3, rtol=1e-2)
     key0, median = shipped.key_norm_stats(cap)
-    expected0 = torch.stack([cap.extras["key_norm_pos0"][layer, heads] for layer, heads in zip(cap.layers, cap.kv_heads)])
+    expected0 = torch.stack(
+        [cap.extras["key_norm_pos0"][layer, heads] for layer, heads in zip(cap.layers, cap.kv_heads)]
+    )
     torch.testing.assert_close(key0, expected0, atol=1e-2, rtol=1e-3)
 
 
@@ -89,19 +92,23 @@ def test_broken_manifest_names_the_file(tmp_path, monkeypatch):
     (tmp_path / "manifest.json").write_text("{not json")
     with pytest.raises(ValueError, match="manifest.json"):
         shipped.read_manifest()
-    (tmp_path / "manifest.json").write_text(json.dumps({"format": shipped.MANIFEST_FORMAT,
-                                                         "files": {"x.bin": {"sha256": "0"}}}))
+    (tmp_path / "manifest.json").write_text(
+        json.dumps({"format": shipped.MANIFEST_FORMAT, "files": {"x.bin": {"sha256": "0"}}})
+    )
     with pytest.raises(ValueError, match="lacks bytes"):
         shipped.read_manifest()
 
 
-@pytest.mark.parametrize("manifest,match", [
-    ([1, 2], "JSON object"),
-    ("just text", "JSON object"),
-    ({"format": "pigviz-data-manifest-v1", "files": ["x.bin"]}, "'files' table"),
-    ({"format": "pigviz-data-manifest-v1", "files": {"x.bin": "abc"}}, "entry 'x.bin' must be an object"),
-    ({"format": "pigviz-data-manifest-v1", "files": {"x.bin": None}}, "entry 'x.bin' must be an object"),
-])
+@pytest.mark.parametrize(
+    "manifest,match",
+    [
+        ([1, 2], "JSON object"),
+        ("just text", "JSON object"),
+        ({"format": "pigviz-data-manifest-v1", "files": ["x.bin"]}, "'files' table"),
+        ({"format": "pigviz-data-manifest-v1", "files": {"x.bin": "abc"}}, "entry 'x.bin' must be an object"),
+        ({"format": "pigviz-data-manifest-v1", "files": {"x.bin": None}}, "entry 'x.bin' must be an object"),
+    ],
+)
 def test_malformed_manifest_is_a_value_error_naming_the_file(tmp_path, monkeypatch, manifest, match):
     monkeypatch.setenv("PIGVIZ_DATA_DIR", str(tmp_path))
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
@@ -111,9 +118,18 @@ def test_malformed_manifest_is_a_value_error_naming_the_file(tmp_path, monkeypat
 
 
 def test_cli_check_reports_a_mismatch(monkeypatch, capsys):
-    fake = {"path": None, "sha256": "a" * 64, "expected": "b" * 64, "match": False, "within_precision": False,
-            "comparison": {"within_precision": False, "tensors": {},
-                           "problems": ["keys: differs by 3.00 fp16 steps (at most 1 allowed)"]}}
+    fake = {
+        "path": None,
+        "sha256": "a" * 64,
+        "expected": "b" * 64,
+        "match": False,
+        "within_precision": False,
+        "comparison": {
+            "within_precision": False,
+            "tensors": {},
+            "problems": ["keys: differs by 3.00 fp16 steps (at most 1 allowed)"],
+        },
+    }
     monkeypatch.setattr(shipped, "regenerate_shipped", lambda out_dir, check, progress: fake)
     assert main(["data", "regenerate", "--check", "--quiet"]) == 1
     err = capsys.readouterr().err
@@ -121,11 +137,19 @@ def test_cli_check_reports_a_mismatch(monkeypatch, capsys):
 
 
 def test_cli_check_accepts_a_rebuild_within_stored_precision(monkeypatch, capsys):
-    comparison = {"within_precision": True, "problems": [],
-                  "tensors": {"keys": {"max_abs": 1e-3, "max_rel": 4e-4, "differing_fraction": 0.01,
-                                       "max_fp16_steps": 1.0}}}
-    fake = {"path": None, "sha256": "a" * 64, "expected": "b" * 64, "match": False, "within_precision": True,
-            "comparison": comparison}
+    comparison = {
+        "within_precision": True,
+        "problems": [],
+        "tensors": {"keys": {"max_abs": 1e-3, "max_rel": 4e-4, "differing_fraction": 0.01, "max_fp16_steps": 1.0}},
+    }
+    fake = {
+        "path": None,
+        "sha256": "a" * 64,
+        "expected": "b" * 64,
+        "match": False,
+        "within_precision": True,
+        "comparison": comparison,
+    }
     monkeypatch.setattr(shipped, "regenerate_shipped", lambda out_dir, check, progress: fake)
     assert main(["data", "regenerate", "--check", "--quiet"]) == 0
     out = capsys.readouterr().out

@@ -6,8 +6,6 @@ import torch
 from pigviz.model import texts
 
 
-
-
 class CharTokenizer:
     """One id per character: enough to test slicing and the length check without a model."""
 

@@ -25,21 +25,37 @@ with a pointer to the blank until the learner writes it.
 ``solution(name)`` shows the reference, ``exercises()`` lists them, ``self_test()`` checks the
 checks: each must pass its reference and fail the blank and every known wrong version.
 """
+
 from __future__ import annotations
 
+import copy
 import difflib
 import os
-
-from pigviz.lessons.exercises._framework import Case, Exercise, Wrong, failure, is_blank, solution_text
-from pigviz.lessons.exercises import nb01, nb02, nb03, nb04, nb05, nb06, nb07
-import copy
 import sys
 
+from pigviz.lessons.exercises import nb01, nb02, nb03, nb04, nb05, nb06, nb07
+from pigviz.lessons.exercises._framework import Case, Exercise, Wrong, failure, is_blank, solution_text
+
 __all__ = [
-    "Exercise", "Case", "Wrong", "SOLUTIONS_ENV", "NOTEBOOKS",
-    "exercises", "get", "check", "solution", "Solution", "stub", "case_inputs",
-    "reference_or", "solutions_enabled", "enable_solutions", "is_blank",
-    "self_test", "format_listing", "run_cli",
+    "Exercise",
+    "Case",
+    "Wrong",
+    "SOLUTIONS_ENV",
+    "NOTEBOOKS",
+    "exercises",
+    "get",
+    "check",
+    "solution",
+    "Solution",
+    "stub",
+    "case_inputs",
+    "reference_or",
+    "solutions_enabled",
+    "enable_solutions",
+    "is_blank",
+    "self_test",
+    "format_listing",
+    "run_cli",
 ]
 
 SOLUTIONS_ENV = "PIGVIZ_SOLUTIONS"
@@ -153,20 +169,23 @@ def reference_or(name: str, fn):
     while a learner with a blank function sees the check fail."""
     ex = get(name)
     if is_blank(fn) and solutions_enabled():
-        print(f"{ex.name}: {getattr(fn, '__name__', ex.function_name)} is blank and {SOLUTIONS_ENV} is on, "
-              f"so the reference solution stands in")
+        print(
+            f"{ex.name}: {getattr(fn, '__name__', ex.function_name)} is blank and {SOLUTIONS_ENV} is on, "
+            f"so the reference solution stands in"
+        )
         return ex.reference
     return fn
 
 
 # --------------------------------------------------------------------------- self-test and listing
 
+
 def self_test(names=None) -> list[str]:
     """Check the checks. For each exercise: its reference must pass; the blank and every known
     wrong version must fail, each wrong version with its own hint in the message; at least two
     wrong versions; a solution text. Returns the problems found (empty: all good)."""
     problems = []
-    for ex in (exercises() if names is None else [get(n) for n in names]):
+    for ex in exercises() if names is None else [get(n) for n in names]:
         try:
             message = failure(ex, ex.reference)
         except Exception as exc:  # noqa: BLE001 - a broken check is a problem to report
@@ -207,9 +226,11 @@ def format_listing() -> str:
         for e in found:
             lines.append(f"  {e.name:<{width}}  {e.signature}")
     lines.append("")
-    lines.append(f"{len(_REGISTRY)} exercises. In a notebook: pigviz.lessons.check(name, fn); "
-                 f"pigviz.lessons.solution(name) shows a reference; {SOLUTIONS_ENV}=1 fills in "
-                 f"blanks with the references.")
+    lines.append(
+        f"{len(_REGISTRY)} exercises. In a notebook: pigviz.lessons.check(name, fn); "
+        f"pigviz.lessons.solution(name) shows a reference; {SOLUTIONS_ENV}=1 fills in "
+        f"blanks with the references."
+    )
     return "\n".join(lines)
 
 
@@ -232,6 +253,9 @@ def run_cli(self_test: bool = False, out=None) -> int:
             print(problem, file=out)
         print(f"self-test FAILED: {len(problems)} problem(s) in {total} exercises", file=out)
         return 1
-    print(f"self-test passed: {total} exercises; each check passes its reference and rejects "
-          f"the blank and its wrong versions ({wrongs} in all)", file=out)
+    print(
+        f"self-test passed: {total} exercises; each check passes its reference and rejects "
+        f"the blank and its wrong versions ({wrongs} in all)",
+        file=out,
+    )
     return 0

@@ -3,6 +3,7 @@
 Only numpy is needed. torch is used when it is installed, and only to retry a case with
 tensors when a learner's function refuses numpy input (a function written with torch ops).
 """
+
 from __future__ import annotations
 
 import copy
@@ -12,8 +13,9 @@ import math
 import numbers
 import textwrap
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -43,17 +45,17 @@ class Wrong:
 class Exercise:
     """One place in a notebook where the learner writes the central code."""
 
-    name: str                       # "01.topk_estimate": notebook number, dot, function name
-    signature: str                  # "topk_estimate(weights, values, budget) -> float"
-    task: str                       # what to write, in a few sentences
-    reference: Callable             # the reference solution (its source is the solution)
+    name: str  # "01.topk_estimate": notebook number, dot, function name
+    signature: str  # "topk_estimate(weights, values, budget) -> float"
+    task: str  # what to write, in a few sentences
+    reference: Callable  # the reference solution (its source is the solution)
     make_cases: Callable[[], list]  # -> list[Case], deterministic
-    wrong: tuple                    # Wrong, at least two
-    hint: str                       # the general hint shown with any failure
-    output: str = ARRAY             # FLOAT, INT or ARRAY (ARRAY also covers float-or-array)
+    wrong: tuple  # Wrong, at least two
+    hint: str  # the general hint shown with any failure
+    output: str = ARRAY  # FLOAT, INT or ARRAY (ARRAY also covers float-or-array)
     rtol: float = 1e-6
     atol: float = 1e-12
-    helpers: tuple = ()             # functions the reference calls, shown with the solution
+    helpers: tuple = ()  # functions the reference calls, shown with the solution
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -66,14 +68,13 @@ class Exercise:
 
     @property
     def parameters(self) -> list[str]:
-        inside = self.signature[self.signature.index("(") + 1:self.signature.index(")")]
+        inside = self.signature[self.signature.index("(") + 1 : self.signature.index(")")]
         return [p.strip() for p in inside.split(",") if p.strip()]
 
     def stub(self) -> str:
         """The exercise cell's code: the signature, the task as docstring, a ``...`` body."""
         doc = textwrap.fill(self.task, 84, initial_indent="    ", subsequent_indent="    ")
-        return (f"def {self.function_name}({', '.join(self.parameters)}):\n"
-                f'    """\n{doc}\n    """\n    ...\n')
+        return f'def {self.function_name}({", ".join(self.parameters)}):\n    """\n{doc}\n    """\n    ...\n'
 
     def blank(self) -> Callable:
         """A function with the right parameters and a ``...`` body, as the learner gets it."""
@@ -88,14 +89,14 @@ class Exercise:
             for case in cases:
                 result = _call_quietly(self.reference, case.args)
                 if result.error is not None:
-                    raise RuntimeError(f"the reference of {self.name} fails on case {case.label!r}: "
-                                       f"{result.error!r}")
+                    raise RuntimeError(f"the reference of {self.name} fails on case {case.label!r}: {result.error!r}")
                 expected.append(_as_number_or_array(result.value))
             self._cache["cases"] = list(zip(cases, expected))
         return self._cache["cases"]
 
 
 # --------------------------------------------------------------------------- calling
+
 
 @dataclass
 class _Result:
@@ -147,7 +148,7 @@ def _as_number_or_array(value):
     """numpy view of a result: torch tensors, numpy scalars, lists and Python numbers."""
     if value is None or isinstance(value, (str, bytes, dict)):
         return value
-    if hasattr(value, "detach") and hasattr(value, "cpu"):      # a torch tensor
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
         value = value.detach().cpu()
         value = value.double() if value.is_floating_point() else value
         value = value.numpy()
@@ -176,6 +177,7 @@ def is_blank(fn) -> bool:
 
 
 # --------------------------------------------------------------------------- comparing
+
 
 def _compare(ex: Exercise, got, expected) -> str | None:
     """None if ``got`` is right, else a short description of what is off."""
@@ -221,8 +223,12 @@ def _compare(ex: Exercise, got, expected) -> str | None:
 def _same(a: _Result, b: _Result, atol: float = 1e-12) -> bool:
     """Do two calls agree (used to recognise a known mistake in a learner's result)?"""
     if a.error is not None or b.error is not None:
-        return (a.error is not None and b.error is not None
-                and type(a.error) is type(b.error) and str(a.error) == str(b.error))
+        return (
+            a.error is not None
+            and b.error is not None
+            and type(a.error) is type(b.error)
+            and str(a.error) == str(b.error)
+        )
     x, y = _as_number_or_array(a.value), _as_number_or_array(b.value)
     if x is None or y is None:
         return x is None and y is None
@@ -250,10 +256,11 @@ def show(x, width: int = 90) -> str:
         text = repr(x)
         return text if len(text) <= 14 else f"{x:.12g}"
     text = repr(x)
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 # --------------------------------------------------------------------------- checking
+
 
 def failure(ex: Exercise, fn) -> str | None:
     """None if ``fn`` passes every case of ``ex``, else the message the learner sees."""
@@ -273,8 +280,7 @@ def failure(ex: Exercise, fn) -> str | None:
 def _message(ex, fn, number, total, case, expected, result) -> str:
     names = ex.parameters
     inputs = ", ".join(f"{n}={show(a)}" for n, a in zip(names, case.args))
-    lines = [f"{ex.name} failed case {number} of {total}: {case.label}",
-             f"  input:    {inputs}"]
+    lines = [f"{ex.name} failed case {number} of {total}: {case.label}", f"  input:    {inputs}"]
     blank = is_blank(fn)
     if result.error is not None:
         first, second, flavour = result.error, result.torch_error, "torch tensors"
@@ -296,8 +302,10 @@ def _message(ex, fn, number, total, case, expected, result) -> str:
         if detail:
             lines.append(f"  {detail}")
     if blank:
-        lines.append(f"  hint: the body of {getattr(fn, '__name__', 'your function')} is still `...`: "
-                     f"write it, then run this check again.")
+        lines.append(
+            f"  hint: the body of {getattr(fn, '__name__', 'your function')} is still `...`: "
+            f"write it, then run this check again."
+        )
     elif result.error is None and result.value is None:
         lines.append("  hint: your function returned None. Did you forget `return`?")
     else:
@@ -309,11 +317,15 @@ def _message(ex, fn, number, total, case, expected, result) -> str:
         if not matches:
             close = _relative_error(got_of(result), expected)
             if close is not None and close < 1e-2:
-                lines.append(f"  close: off by a relative {close:.1e}, but the check asks for {ex.rtol:g}. Is part of "
-                             f"the arithmetic in float32 (torch's default dtype), or does a step lose precision?")
+                lines.append(
+                    f"  close: off by a relative {close:.1e}, but the check asks for {ex.rtol:g}. Is part of "
+                    f"the arithmetic in float32 (torch's default dtype), or does a step lose precision?"
+                )
             lines.append(f"  general hint: {ex.hint}")
-    lines.append(f"  reproduce: pigviz.lessons.exercises.case_inputs({ex.name!r}, {number}); "
-                 f"solution: pigviz.lessons.solution({ex.name!r})")
+    lines.append(
+        f"  reproduce: pigviz.lessons.exercises.case_inputs({ex.name!r}, {number}); "
+        f"solution: pigviz.lessons.solution({ex.name!r})"
+    )
     return "\n".join(lines)
 
 
@@ -351,8 +363,10 @@ def _where(ex, got, expected) -> str:
         return ""
     idx = tuple(int(i) for i in np.argwhere(bad)[0])
     where = idx[0] if len(idx) == 1 else idx
-    return (f"first difference at index {where}: expected {e[idx]:.10g}, got {g[idx]:.10g} "
-            f"({int(bad.sum())} of {e.size} entries differ)")
+    return (
+        f"first difference at index {where}: expected {e[idx]:.10g}, got {g[idx]:.10g} "
+        f"({int(bad.sum())} of {e.size} entries differ)"
+    )
 
 
 def solution_text(ex: Exercise) -> str:

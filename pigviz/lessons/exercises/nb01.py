@@ -1,23 +1,24 @@
 """Notebook 01, stick balance: the balance point, TopK, self-normalised importance sampling."""
+
 from __future__ import annotations
 
 import numpy as np
 
 from pigviz.lessons.exercises._framework import FLOAT, Case, Exercise, Wrong
 
-
 # --------------------------------------------------------------------------- references
+
 
 def balance_point(weights, values):
     w = np.asarray(weights, dtype=np.float64)
     v = np.asarray(values, dtype=np.float64)
-    return float(w @ v / w.sum())          # the weights need not sum to 1
+    return float(w @ v / w.sum())  # the weights need not sum to 1
 
 
 def topk_estimate(weights, values, budget):
     w = np.asarray(weights, dtype=np.float64)
     v = np.asarray(values, dtype=np.float64)
-    keep = np.argsort(-w, kind="stable")[:budget]    # the `budget` heaviest keys (all if budget >= n)
+    keep = np.argsort(-w, kind="stable")[:budget]  # the `budget` heaviest keys (all if budget >= n)
     return float(w[keep] @ v[keep] / w[keep].sum())  # renormalised over the kept keys
 
 
@@ -26,11 +27,12 @@ def importance_estimate(weights, values, proposal, drawn):
     v = np.asarray(values, dtype=np.float64)
     u = np.asarray(proposal, dtype=np.float64)
     i = np.asarray(drawn, dtype=np.int64)  # one entry per draw, repeats included
-    ratio = w[i] / u[i]                    # each draw weighed by w / u
-    return float(ratio @ v[i] / ratio.sum())   # self-normalised
+    ratio = w[i] / u[i]  # each draw weighed by w / u
+    return float(ratio @ v[i] / ratio.sum())  # self-normalised
 
 
 # --------------------------------------------------------------------------- cases
+
 
 def _softmax(s):
     e = np.exp(s - s.max())
@@ -39,53 +41,95 @@ def _softmax(s):
 
 def _balance_cases():
     rng = np.random.default_rng(101)
-    cases = [Case("three keys, weights summing to 1", (np.array([0.5, 0.3, 0.2]), np.array([1.0, 2.0, 4.0]))),
-             Case("weights that do not sum to 1 (exp of scores)", (np.array([2.0, 6.0, 2.0]), np.array([0.0, 1.0, 3.0])),
-                  "divide by the sum of the weights: the balance point of sticks 2, 6, 2 tall is not sum(w v)")]
+    cases = [
+        Case("three keys, weights summing to 1", (np.array([0.5, 0.3, 0.2]), np.array([1.0, 2.0, 4.0]))),
+        Case(
+            "weights that do not sum to 1 (exp of scores)",
+            (np.array([2.0, 6.0, 2.0]), np.array([0.0, 1.0, 3.0])),
+            "divide by the sum of the weights: the balance point of sticks 2, 6, 2 tall is not sum(w v)",
+        ),
+    ]
     v = rng.uniform(-1, 1, 40)
     cases.append(Case("40 keys, softmax weights", (_softmax(3 * rng.standard_normal(40)), v)))
-    cases.append(Case("40 keys, unnormalised weights exp(scores)", (np.exp(rng.standard_normal(40)), v),
-                      "weights = exp(scores) do not sum to 1"))
+    cases.append(
+        Case(
+            "40 keys, unnormalised weights exp(scores)",
+            (np.exp(rng.standard_normal(40)), v),
+            "weights = exp(scores) do not sum to 1",
+        )
+    )
     cases.append(Case("one key", (np.array([0.7]), np.array([-2.5])), "one stick balances at its own position"))
-    cases.append(Case("some weights exactly 0", (np.array([0.0, 3.0, 0.0, 1.0]), np.array([9.0, 1.0, -9.0, 2.0])),
-                      "a stick of height 0 does not pull the balance point"))
+    cases.append(
+        Case(
+            "some weights exactly 0",
+            (np.array([0.0, 3.0, 0.0, 1.0]), np.array([9.0, 1.0, -9.0, 2.0])),
+            "a stick of height 0 does not pull the balance point",
+        )
+    )
     return cases
 
 
 def _topk_cases():
     rng = np.random.default_rng(102)
     w3, v3 = np.array([0.5, 0.3, 0.2]), np.array([1.0, 2.0, 4.0])
-    cases = [Case("three keys, budget 2", (w3, v3, 2),
-                  "keep the 2 heaviest keys (0.5 and 0.3) and divide by their total weight 0.8"),
-             Case("keys in no particular order, budget 2",
-                  (np.array([0.1, 0.6, 0.05, 0.25]), np.array([5.0, 1.0, -3.0, 2.0]), 2),
-                  "the heaviest keys are not the first ones: sort by weight"),
-             Case("budget 1", (w3, v3, 1), "with one key kept the estimate is that key's value")]
+    cases = [
+        Case(
+            "three keys, budget 2",
+            (w3, v3, 2),
+            "keep the 2 heaviest keys (0.5 and 0.3) and divide by their total weight 0.8",
+        ),
+        Case(
+            "keys in no particular order, budget 2",
+            (np.array([0.1, 0.6, 0.05, 0.25]), np.array([5.0, 1.0, -3.0, 2.0]), 2),
+            "the heaviest keys are not the first ones: sort by weight",
+        ),
+        Case("budget 1", (w3, v3, 1), "with one key kept the estimate is that key's value"),
+    ]
     w = _softmax(2.5 * rng.standard_normal(64))
     v = rng.uniform(0, 1, 64)
-    cases += [Case("64 keys, budget 8", (w, v, 8)),
-              Case("64 keys, budget 63", (w, v, 63)),
-              Case("budget = n (every key kept)", (w3, v3, 3), "keeping every key gives the exact balance point"),
-              Case("budget > n", (w3, v3, 10), "a budget larger than n keeps every key; do not index past the end")]
+    cases += [
+        Case("64 keys, budget 8", (w, v, 8)),
+        Case("64 keys, budget 63", (w, v, 63)),
+        Case("budget = n (every key kept)", (w3, v3, 3), "keeping every key gives the exact balance point"),
+        Case("budget > n", (w3, v3, 10), "a budget larger than n keeps every key; do not index past the end"),
+    ]
     ws = np.exp(0.05 * rng.standard_normal(31))
-    cases.append(Case("sink: token 0 holds half the weight, weights unnormalised",
-                      (np.concatenate([[ws.sum()], ws]), np.concatenate([[0.02], rng.uniform(0.36, 0.96, 31)]), 4),
-                      "the weights need not sum to 1; renormalise over the kept keys"))
+    cases.append(
+        Case(
+            "sink: token 0 holds half the weight, weights unnormalised",
+            (np.concatenate([[ws.sum()], ws]), np.concatenate([[0.02], rng.uniform(0.36, 0.96, 31)]), 4),
+            "the weights need not sum to 1; renormalise over the kept keys",
+        )
+    )
     return cases
 
 
 def _importance_cases():
     rng = np.random.default_rng(103)
     w, v = np.array([0.5, 0.3, 0.2]), np.array([1.0, 2.0, 4.0])
-    cases = [Case("three keys, three distinct draws", (w, v, np.array([0.4, 0.4, 0.2]), np.array([0, 1, 2]))),
-             Case("draws with repeats", (w, v, np.array([0.2, 0.3, 0.5]), np.array([2, 2, 0, 2, 1])),
-                  "a key drawn twice counts twice"),
-             Case("proposal equal to the weights", (w, v, w.copy(), np.array([0, 0, 1, 2, 0])),
-                  "when u = w every ratio is 1 and the estimate is the plain mean of the drawn values"),
-             Case("unnormalised weights and proposal", (10 * w, v, np.array([4.0, 4.0, 2.0]), np.array([0, 1, 1])),
-                  "self-normalising makes the scale of w and u irrelevant: divide by the sum of the ratios"),
-             Case("a single draw", (w, v, np.array([0.2, 0.3, 0.5]), np.array([1])),
-                  "with one draw the estimate is that key's value")]
+    cases = [
+        Case("three keys, three distinct draws", (w, v, np.array([0.4, 0.4, 0.2]), np.array([0, 1, 2]))),
+        Case(
+            "draws with repeats",
+            (w, v, np.array([0.2, 0.3, 0.5]), np.array([2, 2, 0, 2, 1])),
+            "a key drawn twice counts twice",
+        ),
+        Case(
+            "proposal equal to the weights",
+            (w, v, w.copy(), np.array([0, 0, 1, 2, 0])),
+            "when u = w every ratio is 1 and the estimate is the plain mean of the drawn values",
+        ),
+        Case(
+            "unnormalised weights and proposal",
+            (10 * w, v, np.array([4.0, 4.0, 2.0]), np.array([0, 1, 1])),
+            "self-normalising makes the scale of w and u irrelevant: divide by the sum of the ratios",
+        ),
+        Case(
+            "a single draw",
+            (w, v, np.array([0.2, 0.3, 0.5]), np.array([1])),
+            "with one draw the estimate is that key's value",
+        ),
+    ]
     n = 50
     w = np.exp(2 * rng.standard_normal(n))
     u = _softmax(0.5 * np.log(w))
@@ -95,6 +139,7 @@ def _importance_cases():
 
 
 # --------------------------------------------------------------------------- wrong versions
+
 
 def _balance_no_division(weights, values):
     return float(np.dot(weights, values))
@@ -157,47 +202,82 @@ EXERCISES = [
         name="01.balance_point",
         signature="balance_point(weights, values) -> float",
         task="Where the sticks balance: the weighted mean of the values, sum_i w_i v_i / sum_i w_i. "
-             "The weights are >= 0 but need not sum to 1.",
-        reference=balance_point, make_cases=_balance_cases, output=FLOAT,
+        "The weights are >= 0 but need not sum to 1.",
+        reference=balance_point,
+        make_cases=_balance_cases,
+        output=FLOAT,
         hint="the balance point is sum(w * v) / sum(w)",
-        wrong=(Wrong("no division by the total weight", _balance_no_division,
-                     "sum(w * v) is the balance point only when the weights sum to 1; divide by sum(w)"),
-               Wrong("plain mean of the values", _balance_plain_mean,
-                     "every stick counts by its height: weigh each value by its weight"),
-               Wrong("divided by n", _balance_divide_by_n,
-                     "divide by the total weight sum(w), not by the number of keys")),
+        wrong=(
+            Wrong(
+                "no division by the total weight",
+                _balance_no_division,
+                "sum(w * v) is the balance point only when the weights sum to 1; divide by sum(w)",
+            ),
+            Wrong(
+                "plain mean of the values",
+                _balance_plain_mean,
+                "every stick counts by its height: weigh each value by its weight",
+            ),
+            Wrong("divided by n", _balance_divide_by_n, "divide by the total weight sum(w), not by the number of keys"),
+        ),
     ),
     Exercise(
         name="01.topk_estimate",
         signature="topk_estimate(weights, values, budget) -> float",
         task="TopK's balance point: keep the `budget` heaviest keys (every key when budget >= n), "
-             "and return the weighted mean of their values with their weights renormalised to sum to 1.",
-        reference=topk_estimate, make_cases=_topk_cases, output=FLOAT,
+        "and return the weighted mean of their values with their weights renormalised to sum to 1.",
+        reference=topk_estimate,
+        make_cases=_topk_cases,
+        output=FLOAT,
         hint="sort the keys by weight, keep the first `budget`, return sum(w v) / sum(w) over those",
-        wrong=(Wrong("not renormalised", _topk_not_renormalised,
-                     "the kept weights sum to less than 1: divide by their sum"),
-               Wrong("keeps the lightest keys", _topk_lightest,
-                     "sort by decreasing weight (np.argsort(-w) or torch.topk)"),
-               Wrong("unweighted mean of the kept values", _topk_unweighted_mean,
-                     "the kept sticks still have different heights: weigh each value by its weight"),
-               Wrong("keeps the first `budget` keys", _topk_first_keys,
-                     "the heaviest keys can be anywhere: select them by weight, not by position")),
+        wrong=(
+            Wrong(
+                "not renormalised", _topk_not_renormalised, "the kept weights sum to less than 1: divide by their sum"
+            ),
+            Wrong(
+                "keeps the lightest keys", _topk_lightest, "sort by decreasing weight (np.argsort(-w) or torch.topk)"
+            ),
+            Wrong(
+                "unweighted mean of the kept values",
+                _topk_unweighted_mean,
+                "the kept sticks still have different heights: weigh each value by its weight",
+            ),
+            Wrong(
+                "keeps the first `budget` keys",
+                _topk_first_keys,
+                "the heaviest keys can be anywhere: select them by weight, not by position",
+            ),
+        ),
     ),
     Exercise(
         name="01.importance_estimate",
         signature="importance_estimate(weights, values, proposal, drawn) -> float",
         task="Self-normalised importance sampling: `drawn` holds the index of each draw from the "
-             "proposal u (repeats included). Weigh each draw by r = w/u and return "
-             "sum(r * v) / sum(r) over the draws. Neither w nor u need sum to 1.",
-        reference=importance_estimate, make_cases=_importance_cases, output=FLOAT,
+        "proposal u (repeats included). Weigh each draw by r = w/u and return "
+        "sum(r * v) / sum(r) over the draws. Neither w nor u need sum to 1.",
+        reference=importance_estimate,
+        make_cases=_importance_cases,
+        output=FLOAT,
         hint="r = w[drawn] / u[drawn]; estimate = sum(r * v[drawn]) / sum(r)",
-        wrong=(Wrong("drops repeated draws", _importance_unique,
-                     "a key drawn twice counts twice: do not deduplicate `drawn`"),
-               Wrong("multiplies by u instead of dividing", _importance_times_u,
-                     "the correction is w / u: keys the proposal favours are drawn often, so each draw counts less"),
-               Wrong("not self-normalised", _importance_not_normalised,
-                     "divide by the sum of the ratios, not by the number of draws: w and u need not sum to 1"),
-               Wrong("ignores the weights", _importance_unweighted,
-                     "a plain mean of the drawn values estimates the proposal's balance point, not the attention's")),
+        wrong=(
+            Wrong(
+                "drops repeated draws", _importance_unique, "a key drawn twice counts twice: do not deduplicate `drawn`"
+            ),
+            Wrong(
+                "multiplies by u instead of dividing",
+                _importance_times_u,
+                "the correction is w / u: keys the proposal favours are drawn often, so each draw counts less",
+            ),
+            Wrong(
+                "not self-normalised",
+                _importance_not_normalised,
+                "divide by the sum of the ratios, not by the number of draws: w and u need not sum to 1",
+            ),
+            Wrong(
+                "ignores the weights",
+                _importance_unweighted,
+                "a plain mean of the drawn values estimates the proposal's balance point, not the attention's",
+            ),
+        ),
     ),
 ]

@@ -1,36 +1,38 @@
 """Notebook 02, the key cone: cosine with the mean direction, cone width, attention weights."""
+
 from __future__ import annotations
 
 import numpy as np
 
 from pigviz.lessons.exercises._framework import ARRAY, FLOAT, Case, Exercise, Wrong
 
-
 # --------------------------------------------------------------------------- references
+
 
 def cos_to_mean_direction(keys):
     k = np.asarray(keys, dtype=np.float64)
-    unit = k / np.linalg.norm(k, axis=-1, keepdims=True)   # each key's direction
-    mean_dir = unit.mean(axis=0)                           # the keys' mean direction ...
-    mean_dir = mean_dir / np.linalg.norm(mean_dir)         # ... as a unit vector
+    unit = k / np.linalg.norm(k, axis=-1, keepdims=True)  # each key's direction
+    mean_dir = unit.mean(axis=0)  # the keys' mean direction ...
+    mean_dir = mean_dir / np.linalg.norm(mean_dir)  # ... as a unit vector
     return unit @ mean_dir
 
 
 def cone_width(keys):
     k = np.asarray(keys, dtype=np.float64)
     unit = k / np.linalg.norm(k, axis=-1, keepdims=True)
-    return float(np.linalg.norm(unit.mean(axis=0)))        # length of the average unit key
+    return float(np.linalg.norm(unit.mean(axis=0)))  # length of the average unit key
 
 
 def attention_weights(q, keys):
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(keys, dtype=np.float64)
-    scores = k @ q / np.sqrt(q.shape[-1])                  # q.k / sqrt(d)
-    e = np.exp(scores - scores.max())                      # subtract the max: no overflow
+    scores = k @ q / np.sqrt(q.shape[-1])  # q.k / sqrt(d)
+    e = np.exp(scores - scores.max())  # subtract the max: no overflow
     return e / e.sum()
 
 
 # --------------------------------------------------------------------------- cases
+
 
 def _cone(rng, n, d, spread=1.0, centre=3.0):
     direction = rng.standard_normal(d)
@@ -47,12 +49,18 @@ def _geometry_cases():
     sink[0] = -25.0 * cone.mean(axis=0) / np.linalg.norm(cone.mean(axis=0)) + rng.standard_normal(16)
     return [
         Case("three keys in 2-D", (easy,)),
-        Case("two orthogonal keys of lengths 4 and 1", (lengths,),
-             "use each key's direction (divide by its length) before averaging: a long key must not "
-             "pull the mean direction its way"),
+        Case(
+            "two orthogonal keys of lengths 4 and 1",
+            (lengths,),
+            "use each key's direction (divide by its length) before averaging: a long key must not "
+            "pull the mean direction its way",
+        ),
         Case("300 keys in a cone, d = 16", (cone,)),
-        Case("a cone plus one long key pointing the other way", (sink,),
-             "average the unit vectors, not the raw keys: the long key would dominate a raw mean"),
+        Case(
+            "a cone plus one long key pointing the other way",
+            (sink,),
+            "average the unit vectors, not the raw keys: the long key would dominate a raw mean",
+        ),
         Case("isotropic random keys, d = 64", (rng.standard_normal((500, 64)),)),
         Case("keys scaled by 1000", (1000.0 * cone,), "cosines do not depend on the keys' lengths"),
         Case("one key", (np.array([[0.3, -0.4, 1.2]]),), "a single key is its own mean direction"),
@@ -65,20 +73,29 @@ def _attention_cases():
     keys = rng.standard_normal((40, d))
     q = rng.standard_normal(d)
     return [
-        Case("two keys, d = 4", (np.array([1.0, 0.0, 0.0, 0.0]), np.array([[2.0, 0, 0, 0], [0.0, 1, 0, 0]])),
-             "scores are q.k / sqrt(d) = [1, 0]"),
+        Case(
+            "two keys, d = 4",
+            (np.array([1.0, 0.0, 0.0, 0.0]), np.array([[2.0, 0, 0, 0], [0.0, 1, 0, 0]])),
+            "scores are q.k / sqrt(d) = [1, 0]",
+        ),
         Case("40 keys, d = 16", (q, keys)),
-        Case("d = 64", (rng.standard_normal(64), rng.standard_normal((100, 64))),
-             "scale by 1 / sqrt(d), d = len(q)"),
-        Case("large scores (q.k up to ~5000)", (40.0 * q, 40.0 * keys),
-             "exp of a large score overflows: subtract the largest score first (softmax is shift invariant)"),
+        Case("d = 64", (rng.standard_normal(64), rng.standard_normal((100, 64))), "scale by 1 / sqrt(d), d = len(q)"),
+        Case(
+            "large scores (q.k up to ~5000)",
+            (40.0 * q, 40.0 * keys),
+            "exp of a large score overflows: subtract the largest score first (softmax is shift invariant)",
+        ),
         Case("one key", (q, keys[:1]), "with one key all the weight goes to it"),
-        Case("very negative scores", (-40.0 * q, 40.0 * keys[:5] + 40.0 * q),
-             "exp of very negative scores underflows to 0: subtract the largest score first"),
+        Case(
+            "very negative scores",
+            (-40.0 * q, 40.0 * keys[:5] + 40.0 * q),
+            "exp of very negative scores underflows to 0: subtract the largest score first",
+        ),
     ]
 
 
 # --------------------------------------------------------------------------- wrong versions
+
 
 def _cos_raw_mean(keys):
     k = np.asarray(keys, float)
@@ -136,43 +153,80 @@ EXERCISES = [
         name="02.cos_to_mean_direction",
         signature="cos_to_mean_direction(keys) -> ndarray",
         task="For keys of shape (n, d), each key's cosine with the keys' mean direction: the average "
-             "of the unit vectors k / |k|, scaled to length 1. Returns shape (n,).",
-        reference=cos_to_mean_direction, make_cases=_geometry_cases, output=ARRAY, rtol=1e-6, atol=1e-10,
+        "of the unit vectors k / |k|, scaled to length 1. Returns shape (n,).",
+        reference=cos_to_mean_direction,
+        make_cases=_geometry_cases,
+        output=ARRAY,
+        rtol=1e-6,
+        atol=1e-10,
         hint="unit = k / |k| row by row; m = unit.mean(0) / |unit.mean(0)|; return unit @ m",
-        wrong=(Wrong("mean of the raw keys as the direction", _cos_raw_mean,
-                     "average the unit vectors, not the raw keys: one long key would drag a raw mean its way"),
-               Wrong("keys not normalised", _cos_unnormalised_keys,
-                     "a cosine needs both vectors of length 1: divide each key by its length"),
-               Wrong("mean direction not normalised", _cos_mean_not_unit,
-                     "the average of unit vectors is shorter than 1: divide it by its length")),
+        wrong=(
+            Wrong(
+                "mean of the raw keys as the direction",
+                _cos_raw_mean,
+                "average the unit vectors, not the raw keys: one long key would drag a raw mean its way",
+            ),
+            Wrong(
+                "keys not normalised",
+                _cos_unnormalised_keys,
+                "a cosine needs both vectors of length 1: divide each key by its length",
+            ),
+            Wrong(
+                "mean direction not normalised",
+                _cos_mean_not_unit,
+                "the average of unit vectors is shorter than 1: divide it by its length",
+            ),
+        ),
     ),
     Exercise(
         name="02.cone_width",
         signature="cone_width(keys) -> float",
         task="How narrow the cone is: the mean cosine of the keys with their mean direction, which "
-             "equals the length of the average unit key (near 1: a narrow cone; about 1/sqrt(n) for "
-             "random directions).",
-        reference=cone_width, make_cases=_geometry_cases, output=FLOAT, rtol=1e-6, atol=1e-10,
+        "equals the length of the average unit key (near 1: a narrow cone; about 1/sqrt(n) for "
+        "random directions).",
+        reference=cone_width,
+        make_cases=_geometry_cases,
+        output=FLOAT,
+        rtol=1e-6,
+        atol=1e-10,
         hint="the length of (k / |k|).mean(axis=0)",
-        wrong=(Wrong("raw mean key over the mean length", _cone_raw_mean,
-                     "normalise each key first; long keys must not count more"),
-               Wrong("mean cosine with the mean raw key", _cone_mean_cos_to_mean_key,
-                     "the mean direction is the average of the unit keys, not the direction of the mean key"),
-               Wrong("length of the mean raw key", _cone_norm_of_mean_key,
-                     "a width is a cosine, between 0 and 1: average unit vectors, not raw keys")),
+        wrong=(
+            Wrong(
+                "raw mean key over the mean length",
+                _cone_raw_mean,
+                "normalise each key first; long keys must not count more",
+            ),
+            Wrong(
+                "mean cosine with the mean raw key",
+                _cone_mean_cos_to_mean_key,
+                "the mean direction is the average of the unit keys, not the direction of the mean key",
+            ),
+            Wrong(
+                "length of the mean raw key",
+                _cone_norm_of_mean_key,
+                "a width is a cosine, between 0 and 1: average unit vectors, not raw keys",
+            ),
+        ),
     ),
     Exercise(
         name="02.attention_weights",
         signature="attention_weights(q, keys) -> ndarray",
         task="The attention weights of one query q (d,) over keys (n, d): softmax of the scores "
-             "q.k / sqrt(d). Must not overflow for large scores. Returns shape (n,).",
-        reference=attention_weights, make_cases=_attention_cases, output=ARRAY, rtol=1e-6, atol=1e-15,
+        "q.k / sqrt(d). Must not overflow for large scores. Returns shape (n,).",
+        reference=attention_weights,
+        make_cases=_attention_cases,
+        output=ARRAY,
+        rtol=1e-6,
+        atol=1e-15,
         hint="scores = keys @ q / sqrt(d); w = exp(scores - max) / sum(exp(scores - max))",
-        wrong=(Wrong("no 1/sqrt(d) scaling", _attention_no_scale,
-                     "the scores are q.k / sqrt(d), with d = len(q)"),
-               Wrong("divided by d instead of sqrt(d)", _attention_divide_by_d,
-                     "scale by 1 / sqrt(d), not 1 / d"),
-               Wrong("exp without subtracting the max", _attention_naive_exp,
-                     "exp(5000) is inf in float64: subtract the largest score before exp (the result is the same)")),
+        wrong=(
+            Wrong("no 1/sqrt(d) scaling", _attention_no_scale, "the scores are q.k / sqrt(d), with d = len(q)"),
+            Wrong("divided by d instead of sqrt(d)", _attention_divide_by_d, "scale by 1 / sqrt(d), not 1 / d"),
+            Wrong(
+                "exp without subtracting the max",
+                _attention_naive_exp,
+                "exp(5000) is inf in float64: subtract the largest score before exp (the result is the same)",
+            ),
+        ),
     ),
 ]

@@ -1,40 +1,42 @@
 """Notebook 03, centring: the mean MagicPIG subtracts, cosines with centred keys, softmax's
 shift invariance."""
+
 from __future__ import annotations
 
 import numpy as np
 
 from pigviz.lessons.exercises._framework import ARRAY, Case, Exercise, Wrong
 
-
 # --------------------------------------------------------------------------- references
+
 
 def centring_mean(keys, sinks, recent):
     k = np.asarray(keys, dtype=np.float64)
     n = k.shape[0]
-    hashed = k[sinks:n - recent]        # not k[sinks:-recent]: that is empty when recent == 0
+    hashed = k[sinks : n - recent]  # not k[sinks:-recent]: that is empty when recent == 0
     return hashed.mean(axis=0)
 
 
 def cos_centred(q, keys, mu):
     q = np.asarray(q, dtype=np.float64)
-    centred = np.asarray(keys, dtype=np.float64) - np.asarray(mu, dtype=np.float64)   # the query stays as is
+    centred = np.asarray(keys, dtype=np.float64) - np.asarray(mu, dtype=np.float64)  # the query stays as is
     return centred @ q / (np.linalg.norm(centred, axis=-1) * np.linalg.norm(q))
 
 
 def softmax(scores):
     s = np.asarray(scores, dtype=np.float64)
-    e = np.exp(s - s.max(axis=-1, keepdims=True))   # any shift gives the same weights; the max avoids overflow
+    e = np.exp(s - s.max(axis=-1, keepdims=True))  # any shift gives the same weights; the max avoids overflow
     return e / e.sum(axis=-1, keepdims=True)
 
 
 # --------------------------------------------------------------------------- cases
 
+
 def _keys_with_sink(rng, n, d):
     direction = rng.standard_normal(d)
     keys = 3.0 * direction / np.linalg.norm(direction) + rng.standard_normal((n, d))
-    keys[0] = 20.0 * rng.standard_normal(d)      # a long sink key
-    keys[-3:] += 5.0                               # recent keys that differ from the rest
+    keys[0] = 20.0 * rng.standard_normal(d)  # a long sink key
+    keys[-3:] += 5.0  # recent keys that differ from the rest
     return keys
 
 
@@ -43,10 +45,17 @@ def _mean_cases():
     small = np.arange(12, dtype=np.float64).reshape(6, 2) ** 2
     keys = _keys_with_sink(rng, 200, 8)
     return [
-        Case("6 keys, sinks=1, recent=2", (small, 1, 2), "average rows 1..3: skip the first `sinks` and the last `recent`"),
+        Case(
+            "6 keys, sinks=1, recent=2",
+            (small, 1, 2),
+            "average rows 1..3: skip the first `sinks` and the last `recent`",
+        ),
         Case("200 keys with a sink, sinks=4, recent=64", (keys, 4, 64)),
-        Case("recent = 0", (keys, 4, 0),
-             "with recent = 0 every key after the sinks is hashed; keys[sinks:-0] is empty, use keys[sinks:n - recent]"),
+        Case(
+            "recent = 0",
+            (keys, 4, 0),
+            "with recent = 0 every key after the sinks is hashed; keys[sinks:-0] is empty, use keys[sinks:n - recent]",
+        ),
         Case("sinks = 0", (keys, 0, 16), "with sinks = 0 the first key is hashed too"),
         Case("sinks = 0 and recent = 0", (keys, 0, 0), "nothing is read exactly: the mean of all keys"),
         Case("one hashed key", (small, 2, 3), "a single hashed key is its own mean"),
@@ -60,12 +69,18 @@ def _cos_cases():
     mu = keys[4:-8].mean(axis=0)
     q = -keys[10:].mean(axis=0) + rng.standard_normal(d)
     return [
-        Case("2-D, mu = (1, 0)", (np.array([0.0, 1.0]), np.array([[1.0, 1.0], [2.0, 0.0], [0.0, -3.0]]), np.array([1.0, 0.0])),
-             "centre the keys (k - mu), then take the cosine with q"),
+        Case(
+            "2-D, mu = (1, 0)",
+            (np.array([0.0, 1.0]), np.array([[1.0, 1.0], [2.0, 0.0], [0.0, -3.0]]), np.array([1.0, 0.0])),
+            "centre the keys (k - mu), then take the cosine with q",
+        ),
         Case("50 keys in a cone, d = 16", (q, keys, mu)),
         Case("mu = 0 (nothing to centre)", (q, keys, np.zeros(d)), "with mu = 0 this is the plain cosine"),
-        Case("a query far from the origin", (100.0 * q + 50.0 * mu, keys, mu),
-             "only the keys are centred: the query is hashed as it is"),
+        Case(
+            "a query far from the origin",
+            (100.0 * q + 50.0 * mu, keys, mu),
+            "only the keys are centred: the query is hashed as it is",
+        ),
         Case("keys and mean scaled by 1000", (q, 1000.0 * keys, 1000.0 * mu), "cosines ignore length"),
     ]
 
@@ -77,19 +92,29 @@ def _softmax_cases():
     return [
         Case("three scores", (np.array([1.0, 2.0, 3.0]),)),
         Case("20 scores", (s,)),
-        Case("large scores (around 1000)", (s + 1000.0,),
-             "exp(1000) overflows: subtract the largest score first; a shift changes nothing else"),
-        Case("scores 1000 apart", (np.array([1000.0, 0.0, -1000.0]),),
-             "subtract the maximum (not the mean): exp(score - max) <= 1 never overflows"),
+        Case(
+            "large scores (around 1000)",
+            (s + 1000.0,),
+            "exp(1000) overflows: subtract the largest score first; a shift changes nothing else",
+        ),
+        Case(
+            "scores 1000 apart",
+            (np.array([1000.0, 0.0, -1000.0]),),
+            "subtract the maximum (not the mean): exp(score - max) <= 1 never overflows",
+        ),
         Case("very negative scores", (s - 2000.0,), "exp(-2000) underflows to 0: subtract the largest score first"),
         Case("a masked key (-inf)", (np.array([0.5, -np.inf, 1.5]),), "exp(-inf) = 0: a masked key gets weight 0"),
         Case("one score", (np.array([7.0]),)),
-        Case("a (4, 7) batch: softmax over the last axis", (rows,),
-             "each row is one query's scores: normalise along the last axis, row by row"),
+        Case(
+            "a (4, 7) batch: softmax over the last axis",
+            (rows,),
+            "each row is one query's scores: normalise along the last axis, row by row",
+        ),
     ]
 
 
 # --------------------------------------------------------------------------- wrong versions
+
 
 def _mean_negative_slice(keys, sinks, recent):
     return np.asarray(keys, float)[sinks:-recent].mean(axis=0)
@@ -137,43 +162,77 @@ EXERCISES = [
         name="03.centring_mean",
         signature="centring_mean(keys, sinks, recent) -> ndarray",
         task="The mean key MagicPIG subtracts: the mean over the keys it hashes, i.e. all rows of "
-             "keys (n, d) except the first `sinks` and the last `recent` (recent may be 0). "
-             "Returns shape (d,).",
-        reference=centring_mean, make_cases=_mean_cases, output=ARRAY, rtol=1e-6, atol=1e-12,
+        "keys (n, d) except the first `sinks` and the last `recent` (recent may be 0). "
+        "Returns shape (d,).",
+        reference=centring_mean,
+        make_cases=_mean_cases,
+        output=ARRAY,
+        rtol=1e-6,
+        atol=1e-12,
         hint="keys[sinks:n - recent].mean(axis=0)",
-        wrong=(Wrong("keys[sinks:-recent]", _mean_negative_slice,
-                     "keys[sinks:-0] is empty: write the end as n - recent"),
-               Wrong("mean of all keys", _mean_all_keys,
-                     "leave out the exact set: a long sink key would drag the mean away from the hashed cloud"),
-               Wrong("leaves out the sinks only", _mean_skips_sinks_only,
-                     "the last `recent` keys are read exactly too: leave them out")),
+        wrong=(
+            Wrong("keys[sinks:-recent]", _mean_negative_slice, "keys[sinks:-0] is empty: write the end as n - recent"),
+            Wrong(
+                "mean of all keys",
+                _mean_all_keys,
+                "leave out the exact set: a long sink key would drag the mean away from the hashed cloud",
+            ),
+            Wrong(
+                "leaves out the sinks only",
+                _mean_skips_sinks_only,
+                "the last `recent` keys are read exactly too: leave them out",
+            ),
+        ),
     ),
     Exercise(
         name="03.cos_centred",
         signature="cos_centred(q, keys, mu) -> ndarray",
         task="What the hash sees: the cosine between the query q (d,), as it is, and each centred "
-             "key k - mu, for keys (n, d). Returns shape (n,).",
-        reference=cos_centred, make_cases=_cos_cases, output=ARRAY, rtol=1e-6, atol=1e-10,
+        "key k - mu, for keys (n, d). Returns shape (n,).",
+        reference=cos_centred,
+        make_cases=_cos_cases,
+        output=ARRAY,
+        rtol=1e-6,
+        atol=1e-10,
         hint="c = keys - mu; return c @ q / (|c| |q|), one |c| per row",
-        wrong=(Wrong("centres the query too", _cos_centres_query,
-                     "only the keys are centred; the query is hashed as it is (a shift of q would change its scores)"),
-               Wrong("keys not centred", _cos_not_centred, "subtract mu from every key first"),
-               Wrong("dot product without the lengths", _cos_dot_only,
-                     "a cosine divides by both lengths: |k - mu| per key and |q|")),
+        wrong=(
+            Wrong(
+                "centres the query too",
+                _cos_centres_query,
+                "only the keys are centred; the query is hashed as it is (a shift of q would change its scores)",
+            ),
+            Wrong("keys not centred", _cos_not_centred, "subtract mu from every key first"),
+            Wrong(
+                "dot product without the lengths",
+                _cos_dot_only,
+                "a cosine divides by both lengths: |k - mu| per key and |q|",
+            ),
+        ),
     ),
     Exercise(
         name="03.softmax",
         signature="softmax(scores) -> ndarray",
         task="Softmax over the last axis of `scores` (one row per query), exact for any scores: "
-             "softmax(s + c) = softmax(s), so shift each row before exp so that nothing overflows. "
-             "-inf marks a masked key.",
-        reference=softmax, make_cases=_softmax_cases, output=ARRAY, rtol=1e-6, atol=1e-15,
+        "softmax(s + c) = softmax(s), so shift each row before exp so that nothing overflows. "
+        "-inf marks a masked key.",
+        reference=softmax,
+        make_cases=_softmax_cases,
+        output=ARRAY,
+        rtol=1e-6,
+        atol=1e-15,
         hint="e = exp(s - s.max(axis=-1, keepdims=True)); return e / e.sum(axis=-1, keepdims=True)",
-        wrong=(Wrong("no shift before exp", _softmax_naive,
-                     "exp(1000) is inf: subtract each row's maximum first"),
-               Wrong("shifts by the mean", _softmax_minus_mean,
-                     "the mean still leaves scores 1000 above it: shift by the maximum"),
-               Wrong("normalises the whole array at once", _softmax_whole_array,
-                     "each row is one query: take the max and the sum along the last axis with keepdims=True")),
+        wrong=(
+            Wrong("no shift before exp", _softmax_naive, "exp(1000) is inf: subtract each row's maximum first"),
+            Wrong(
+                "shifts by the mean",
+                _softmax_minus_mean,
+                "the mean still leaves scores 1000 above it: shift by the maximum",
+            ),
+            Wrong(
+                "normalises the whole array at once",
+                _softmax_whole_array,
+                "each row is one query: take the max and the sum along the last axis with keepdims=True",
+            ),
+        ),
     ),
 ]

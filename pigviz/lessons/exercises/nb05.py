@@ -1,12 +1,13 @@
 """Notebook 05, the KV budget: bytes per token, paging waste, fetch-or-recompute."""
+
 from __future__ import annotations
 
 import numpy as np
 
 from pigviz.lessons.exercises._framework import FLOAT, INT, Case, Exercise, Wrong
 
-
 # --------------------------------------------------------------------------- references
+
 
 def kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes):
     # One key and one value vector per layer and KV head.
@@ -15,23 +16,27 @@ def kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes):
 
 def paged_waste(lengths, page):
     lengths = np.asarray(lengths, dtype=np.int64)
-    pages = -(-lengths // page)                  # ceil(length / page) in exact integer arithmetic
-    allocated = int(pages.sum()) * page          # slots handed out
+    pages = -(-lengths // page)  # ceil(length / page) in exact integer arithmetic
+    allocated = int(pages.sum()) * page  # slots handed out
     used = int(lengths.sum())
     return (allocated - used) / allocated
 
 
 def break_even_bandwidth(bytes_per_token, n_params, flops_per_gpu, tp):
-    recompute_s = 2 * n_params / (flops_per_gpu * tp)   # prefill: 2 FLOPs per parameter per token
-    return bytes_per_token / recompute_s                # bytes/s at which fetching takes as long
+    recompute_s = 2 * n_params / (flops_per_gpu * tp)  # prefill: 2 FLOPs per parameter per token
+    return bytes_per_token / recompute_s  # bytes/s at which fetching takes as long
 
 
 # --------------------------------------------------------------------------- cases
 
+
 def _kv_cases():
     return [
-        Case("Llama-3.1-70B at fp16: 80 layers, 8 KV heads, head_dim 128", (80, 8, 128, 2),
-             "K and V, every layer and KV head: 2 x 80 x 8 x 128 x 2 bytes"),
+        Case(
+            "Llama-3.1-70B at fp16: 80 layers, 8 KV heads, head_dim 128",
+            (80, 8, 128, 2),
+            "K and V, every layer and KV head: 2 x 80 x 8 x 128 x 2 bytes",
+        ),
         Case("SmolLM2-135M at fp32: 30 layers, 3 KV heads, head_dim 64", (30, 3, 64, 4)),
         Case("fp8: one byte per element", (32, 8, 128, 1)),
         Case("one layer, one head, head_dim 1, 1 byte", (1, 1, 1, 1), "one key number and one value number"),
@@ -42,31 +47,46 @@ def _kv_cases():
 def _waste_cases():
     rng = np.random.default_rng(501)
     return [
-        Case("one sequence of 17 tokens, pages of 16", (np.array([17]), 16),
-             "17 tokens need 2 pages = 32 slots, 15 unused: waste = 15/32"),
-        Case("lengths that fill their pages exactly", (np.array([16, 32, 48]), 16),
-             "a multiple of the page size needs no extra page: waste 0"),
+        Case(
+            "one sequence of 17 tokens, pages of 16",
+            (np.array([17]), 16),
+            "17 tokens need 2 pages = 32 slots, 15 unused: waste = 15/32",
+        ),
+        Case(
+            "lengths that fill their pages exactly",
+            (np.array([16, 32, 48]), 16),
+            "a multiple of the page size needs no extra page: waste 0",
+        ),
         Case("mixed lengths, pages of 16", (np.array([1, 15, 16, 17, 100]), 16)),
         Case("pages of 1 token", (np.array([3, 7, 11]), 1), "one-token pages waste nothing"),
         Case("a zero-length sequence among others", (np.array([0, 5, 20]), 8), "a sequence of 0 tokens holds 0 pages"),
         Case("one page larger than every sequence", (np.array([3, 9, 30]), 128)),
-        Case("4,000 log-normal lengths, pages of 16",
-             (np.clip(rng.lognormal(6.4, 1.0, 4000).astype(np.int64), 16, 128_000), 16)),
+        Case(
+            "4,000 log-normal lengths, pages of 16",
+            (np.clip(rng.lognormal(6.4, 1.0, 4000).astype(np.int64), 16, 128_000), 16),
+        ),
     ]
 
 
 def _break_even_cases():
     return [
-        Case("Llama-70B per-token KV (327,680 B), 70e9 parameters, one H100", (327_680, 70e9, 989.5e12, 1),
-             "recomputing a token costs 2 N FLOPs; time = 2 N / (FLOP/s x tp); bandwidth = bytes / time"),
-        Case("the same model on 4 GPUs (tensor parallel)", (327_680, 70e9, 989.5e12, 4),
-             "tp GPUs recompute tp times faster, so fetching must be tp times faster to break even"),
+        Case(
+            "Llama-70B per-token KV (327,680 B), 70e9 parameters, one H100",
+            (327_680, 70e9, 989.5e12, 1),
+            "recomputing a token costs 2 N FLOPs; time = 2 N / (FLOP/s x tp); bandwidth = bytes / time",
+        ),
+        Case(
+            "the same model on 4 GPUs (tensor parallel)",
+            (327_680, 70e9, 989.5e12, 4),
+            "tp GPUs recompute tp times faster, so fetching must be tp times faster to break even",
+        ),
         Case("small numbers", (1000, 1e6, 1e12, 2)),
         Case("an 8B model in fp8", (65_536, 8e9, 1979e12, 1)),
     ]
 
 
 # --------------------------------------------------------------------------- wrong versions
+
 
 def _kv_no_factor_2(layers, kv_heads, head_dim, dtype_bytes):
     return layers * kv_heads * head_dim * dtype_bytes
@@ -115,43 +135,76 @@ EXERCISES = [
         name="05.kv_bytes_per_token",
         signature="kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes) -> int",
         task="Bytes one token adds to the KV cache: a key and a value vector of head_dim numbers of "
-             "dtype_bytes bytes, in every layer and every KV head.",
-        reference=kv_bytes_per_token, make_cases=_kv_cases, output=INT,
+        "dtype_bytes bytes, in every layer and every KV head.",
+        reference=kv_bytes_per_token,
+        make_cases=_kv_cases,
+        output=INT,
         hint="2 (K and V) x layers x kv_heads x head_dim x dtype_bytes",
-        wrong=(Wrong("forgets the factor 2 for K and V", _kv_no_factor_2,
-                     "the cache holds a key AND a value per layer and head: multiply by 2"),
-               Wrong("counts bits", _kv_bits, "dtype_bytes is already in bytes: do not multiply by 8"),
-               Wrong("forgets the layers", _kv_no_layers, "every layer keeps its own keys and values")),
+        wrong=(
+            Wrong(
+                "forgets the factor 2 for K and V",
+                _kv_no_factor_2,
+                "the cache holds a key AND a value per layer and head: multiply by 2",
+            ),
+            Wrong("counts bits", _kv_bits, "dtype_bytes is already in bytes: do not multiply by 8"),
+            Wrong("forgets the layers", _kv_no_layers, "every layer keeps its own keys and values"),
+        ),
     ),
     Exercise(
         name="05.paged_waste",
         signature="paged_waste(lengths, page) -> float",
         task="Each sequence of `lengths` (integers >= 0, not all 0) gets ceil(length / page) pages of "
-             "`page` slots. Return the fraction of the allocated slots left unused: "
-             "(allocated - used) / allocated.",
-        reference=paged_waste, make_cases=_waste_cases, output=FLOAT, rtol=1e-6, atol=1e-6,
+        "`page` slots. Return the fraction of the allocated slots left unused: "
+        "(allocated - used) / allocated.",
+        reference=paged_waste,
+        make_cases=_waste_cases,
+        output=FLOAT,
+        rtol=1e-6,
+        atol=1e-6,
         hint="pages = ceil(length / page) per sequence (in integers: -(-length // page)); "
-             "allocated = page x total pages; waste = (allocated - sum(lengths)) / allocated",
-        wrong=(Wrong("divides by the used slots", _waste_over_used,
-                     "the fraction is of the allocated slots: divide by allocated, not by used"),
-               Wrong("floor instead of ceil", _waste_floor,
-                     "a partly filled page is still a whole page: round the page count up"),
-               Wrong("length // page + 1 pages", _waste_plus_one,
-                     "a sequence that fills its pages exactly needs no extra page: use ceil, not floor + 1")),
+        "allocated = page x total pages; waste = (allocated - sum(lengths)) / allocated",
+        wrong=(
+            Wrong(
+                "divides by the used slots",
+                _waste_over_used,
+                "the fraction is of the allocated slots: divide by allocated, not by used",
+            ),
+            Wrong(
+                "floor instead of ceil",
+                _waste_floor,
+                "a partly filled page is still a whole page: round the page count up",
+            ),
+            Wrong(
+                "length // page + 1 pages",
+                _waste_plus_one,
+                "a sequence that fills its pages exactly needs no extra page: use ceil, not floor + 1",
+            ),
+        ),
     ),
     Exercise(
         name="05.break_even_bandwidth",
         signature="break_even_bandwidth(bytes_per_token, n_params, flops_per_gpu, tp) -> float",
         task="Fetching a cached token's KV (bytes_per_token at bandwidth B) against recomputing it "
-             "(prefill costs 2 n_params FLOPs per token, spread over tp GPUs of flops_per_gpu each): "
-             "return the bandwidth B in bytes/s at which both take the same time.",
-        reference=break_even_bandwidth, make_cases=_break_even_cases, output=FLOAT, rtol=1e-6, atol=0.0,
+        "(prefill costs 2 n_params FLOPs per token, spread over tp GPUs of flops_per_gpu each): "
+        "return the bandwidth B in bytes/s at which both take the same time.",
+        reference=break_even_bandwidth,
+        make_cases=_break_even_cases,
+        output=FLOAT,
+        rtol=1e-6,
+        atol=0.0,
         hint="recompute time per token = 2 n_params / (flops_per_gpu x tp); B = bytes_per_token / that time",
-        wrong=(Wrong("forgets the 2 FLOPs per parameter", _break_even_no_2,
-                     "a forward pass costs about 2 FLOPs per parameter per token (a multiply and an add)"),
-               Wrong("ignores tp", _break_even_no_tp,
-                     "tp GPUs share the recompute: its time is divided by tp"),
-               Wrong("seconds per byte instead of bytes per second", _break_even_inverted,
-                     "bandwidth is bytes / seconds: bytes_per_token divided by the recompute time")),
+        wrong=(
+            Wrong(
+                "forgets the 2 FLOPs per parameter",
+                _break_even_no_2,
+                "a forward pass costs about 2 FLOPs per parameter per token (a multiply and an add)",
+            ),
+            Wrong("ignores tp", _break_even_no_tp, "tp GPUs share the recompute: its time is divided by tp"),
+            Wrong(
+                "seconds per byte instead of bytes per second",
+                _break_even_inverted,
+                "bandwidth is bytes / seconds: bytes_per_token divided by the recompute time",
+            ),
+        ),
     ),
 ]

@@ -5,6 +5,7 @@ keys after subtracting the mean key mu, so p = 1 - angle(q, k - mu) / pi; u is t
 colliding in at least 2 of L tables of K bits; one softmax runs over
 [q.k_S / sqrt(d) - log u ; q.k_exact / sqrt(d)] and mixes [v_S ; v_exact].
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,15 +13,15 @@ import numpy as np
 from pigviz.lessons.exercises._framework import ARRAY, Case, Exercise, Wrong
 from pigviz.lessons.exercises.nb04 import log_inclusion_probability
 
-
 # --------------------------------------------------------------------------- references
+
 
 def log_u(q, keys, mu, K, L):
     q = np.asarray(q, dtype=np.float64)
     centred = np.asarray(keys, dtype=np.float64) - np.asarray(mu, dtype=np.float64)  # keys centred, q as is
     cos = centred @ q / (np.linalg.norm(centred, axis=-1) * np.linalg.norm(q))
-    p = 1.0 - np.arccos(np.clip(cos, -1.0, 1.0)) / np.pi                           # one bit agrees
-    return log_inclusion_probability(p, K, L)          # as pigviz.simhash.log_inclusion_probability(p, K, L)
+    p = 1.0 - np.arccos(np.clip(cos, -1.0, 1.0)) / np.pi  # one bit agrees
+    return log_inclusion_probability(p, K, L)  # as pigviz.simhash.log_inclusion_probability(p, K, L)
 
 
 def sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L):
@@ -43,6 +44,7 @@ def sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L):
 
 # --------------------------------------------------------------------------- cases
 
+
 def _step(seed, d=16, m=30, e=6, dv=4, q_scale=1.0, mu_zero=False):
     """A decode step shaped like notebook 06's: keys in a cone around mu, a query that likes a
     few of them, the keys nearest the query as the sample, a handful read exactly."""
@@ -63,9 +65,11 @@ def _log_u_cases():
     q, k_s, _, mu, _, _ = _step(601)
     q2, k2, _, mu2, _, _ = _step(602, d=64, m=50)
     return [
-        Case("2-D: keys at 0, 90 and 135 degrees from q after centring, K = 2, L = 4",
-             (np.array([1.0, 0.0]), np.array([[2.0, 1.0], [1.0, 2.0], [0.0, 2.0]]), np.array([1.0, 1.0]), 2, 4),
-             "centre the keys (k - mu) but not the query; p = 1 - angle / pi"),
+        Case(
+            "2-D: keys at 0, 90 and 135 degrees from q after centring, K = 2, L = 4",
+            (np.array([1.0, 0.0]), np.array([[2.0, 1.0], [1.0, 2.0], [0.0, 2.0]]), np.array([1.0, 1.0]), 2, 4),
+            "centre the keys (k - mu) but not the query; p = 1 - angle / pi",
+        ),
         Case("30 sampled keys, d = 16, K = 10, L = 150", (q, k_s, mu, 10, 150)),
         Case("d = 64, K = 8, L = 300", (q2, k2, mu2, 8, 300)),
         Case("mu = 0", (q, k_s, np.zeros_like(mu), 10, 150), "with mu = 0 the angle is the raw angle"),
@@ -75,27 +79,54 @@ def _log_u_cases():
 
 def _estimate_cases():
     cases = [
-        Case("2-D, two sampled keys and one exact key, K = 2, L = 4",
-             (np.array([1.0, 0.5]), np.array([[2.0, 1.0], [1.0, 2.5]]), np.array([[1.0, 0.0], [0.0, 1.0]]),
-              np.array([1.0, 1.0]), np.array([[0.5, 0.5]]), np.array([[-1.0, -1.0]]), 2, 4),
-             "scores q.k/sqrt(d); subtract log u from the sampled ones only; one softmax over all three")]
+        Case(
+            "2-D, two sampled keys and one exact key, K = 2, L = 4",
+            (
+                np.array([1.0, 0.5]),
+                np.array([[2.0, 1.0], [1.0, 2.5]]),
+                np.array([[1.0, 0.0], [0.0, 1.0]]),
+                np.array([1.0, 1.0]),
+                np.array([[0.5, 0.5]]),
+                np.array([[-1.0, -1.0]]),
+                2,
+                4,
+            ),
+            "scores q.k/sqrt(d); subtract log u from the sampled ones only; one softmax over all three",
+        )
+    ]
     q, k_s, v_s, mu, k_e, v_e = _step(611)
     cases.append(Case("30 sampled + 6 exact keys, d = 16, K = 10, L = 150", (q, k_s, v_s, mu, k_e, v_e, 10, 150)))
     cases.append(Case("K = 8, L = 300", (q, k_s, v_s, mu, k_e, v_e, 8, 300)))
     q, k_s, v_s, mu, k_e, v_e = _step(612, d=64, m=80, e=10, dv=8)
     cases.append(Case("80 sampled + 10 exact keys, d = 64", (q, k_s, v_s, mu, k_e, v_e, 10, 150)))
-    cases.append(Case("nothing sampled: the exact keys alone", (q, k_s[:0], v_s[:0], mu, k_e, v_e, 10, 150),
-                      "with no sampled keys the output is plain attention over the exact keys"))
-    cases.append(Case("no exact keys", (q, k_s, v_s, mu, k_e[:0], v_e[:0], 10, 150),
-                      "with no exact keys the softmax runs over the sampled keys alone"))
-    cases.append(Case("a long query: scores in the hundreds", (40.0 * q, k_s, v_s, mu, k_e, v_e, 10, 150),
-                      "subtract the largest score before exp"))
+    cases.append(
+        Case(
+            "nothing sampled: the exact keys alone",
+            (q, k_s[:0], v_s[:0], mu, k_e, v_e, 10, 150),
+            "with no sampled keys the output is plain attention over the exact keys",
+        )
+    )
+    cases.append(
+        Case(
+            "no exact keys",
+            (q, k_s, v_s, mu, k_e[:0], v_e[:0], 10, 150),
+            "with no exact keys the softmax runs over the sampled keys alone",
+        )
+    )
+    cases.append(
+        Case(
+            "a long query: scores in the hundreds",
+            (40.0 * q, k_s, v_s, mu, k_e, v_e, 10, 150),
+            "subtract the largest score before exp",
+        )
+    )
     q, k_s, v_s, mu, k_e, v_e = _step(613, mu_zero=True)
     cases.append(Case("mu = 0 (keys not centred)", (q, k_s, v_s, mu, k_e, v_e, 10, 150)))
     return cases
 
 
 # --------------------------------------------------------------------------- wrong versions
+
 
 def _log_u_centres_query(q, keys, mu, K, L):
     return log_u(np.asarray(q, float) - np.asarray(mu, float), keys, mu, K, L)
@@ -109,7 +140,7 @@ def _log_u_at_least_one(q, keys, mu, K, L):
     q = np.asarray(q, float)
     c = np.asarray(keys, float) - np.asarray(mu, float)
     p = 1 - np.arccos(np.clip(c @ q / (np.linalg.norm(c, axis=-1) * np.linalg.norm(q)), -1, 1)) / np.pi
-    return np.log(-np.expm1(L * np.log1p(-p**K)))
+    return np.log(-np.expm1(L * np.log1p(-(p**K))))
 
 
 def _log_u_linear_p(q, keys, mu, K, L):
@@ -152,39 +183,68 @@ EXERCISES = [
         name="06.log_u",
         signature="log_u(q, keys, mu, K, L) -> ndarray",
         task="The log of each sampled key's inclusion probability u: p = 1 - angle(q, k - mu) / pi "
-             "(keys centred, the query as it is), u = P(at least 2 of L tables of K bits collide). "
-             "keys (n, d) -> shape (n,). pigviz.simhash.log_inclusion_probability(p, K, L) gives log u from p.",
-        reference=log_u, make_cases=_log_u_cases, output=ARRAY, rtol=1e-3, atol=1e-3,
+        "(keys centred, the query as it is), u = P(at least 2 of L tables of K bits collide). "
+        "keys (n, d) -> shape (n,). pigviz.simhash.log_inclusion_probability(p, K, L) gives log u from p.",
+        reference=log_u,
+        make_cases=_log_u_cases,
+        output=ARRAY,
+        rtol=1e-3,
+        atol=1e-3,
         helpers=(log_inclusion_probability,),
         hint="c = keys - mu; cos = c @ q / (|c| |q|); p = 1 - arccos(cos) / pi; "
-             "log u = simhash.log_inclusion_probability(p, K, L)",
-        wrong=(Wrong("centres the query too", _log_u_centres_query,
-                     "MagicPIG hashes the query as it is; only the keys are centred"),
-               Wrong("raw keys", _log_u_raw_keys, "the tables hash k - mu: take the angle with the centred key"),
-               Wrong("at least 1 table", _log_u_at_least_one,
-                     "a key is sampled when it collides in at least 2 tables"),
-               Wrong("p linear in the cosine", _log_u_linear_p,
-                     "one bit agrees with probability 1 - angle / pi, angle = arccos(cos)")),
+        "log u = simhash.log_inclusion_probability(p, K, L)",
+        wrong=(
+            Wrong(
+                "centres the query too",
+                _log_u_centres_query,
+                "MagicPIG hashes the query as it is; only the keys are centred",
+            ),
+            Wrong("raw keys", _log_u_raw_keys, "the tables hash k - mu: take the angle with the centred key"),
+            Wrong("at least 1 table", _log_u_at_least_one, "a key is sampled when it collides in at least 2 tables"),
+            Wrong(
+                "p linear in the cosine",
+                _log_u_linear_p,
+                "one bit agrees with probability 1 - angle / pi, angle = arccos(cos)",
+            ),
+        ),
     ),
     Exercise(
         name="06.sampled_estimate",
         signature="sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L) -> ndarray",
         task="MagicPIG's estimate of one attention output: scores q.k / sqrt(d) of the sampled keys "
-             "K_S (m, d) and the exact keys K_exact (e, d); subtract log u from the sampled scores "
-             "(u from the angle between q and k - mu, at least 2 of L tables of K bits); one softmax "
-             "over both; the weighted sum of [V_S ; V_exact]. Returns shape (dv,). m or e may be 0.",
-        reference=sampled_estimate, make_cases=_estimate_cases, output=ARRAY, rtol=1e-3, atol=1e-5,
+        "K_S (m, d) and the exact keys K_exact (e, d); subtract log u from the sampled scores "
+        "(u from the angle between q and k - mu, at least 2 of L tables of K bits); one softmax "
+        "over both; the weighted sum of [V_S ; V_exact]. Returns shape (dv,). m or e may be 0.",
+        reference=sampled_estimate,
+        make_cases=_estimate_cases,
+        output=ARRAY,
+        rtol=1e-3,
+        atol=1e-5,
         helpers=(log_inclusion_probability,),
         hint="scores = [K_S @ q / sqrt(d) - log u ; K_exact @ q / sqrt(d)]; w = softmax(scores); "
-             "return w @ [V_S ; V_exact]",
-        wrong=(Wrong("no -log u correction", _est_no_correction,
-                     "keys that are likely to be sampled are over-represented: subtract log u from their scores"),
-               Wrong("adds log u", _est_plus_log_u,
-                     "dividing the weight by u means subtracting log u from the score, not adding it"),
-               Wrong("u from the raw key's angle", _est_raw_angle,
-                     "the tables hash centred keys: the angle is between q and k - mu"),
-               Wrong("u from the centred query's angle", _est_centred_query,
-                     "only the keys are centred: the angle is between q itself and k - mu"),
-               Wrong("no 1/sqrt(d)", _est_no_sqrt_d, "the scores are q.k / sqrt(d)")),
+        "return w @ [V_S ; V_exact]",
+        wrong=(
+            Wrong(
+                "no -log u correction",
+                _est_no_correction,
+                "keys that are likely to be sampled are over-represented: subtract log u from their scores",
+            ),
+            Wrong(
+                "adds log u",
+                _est_plus_log_u,
+                "dividing the weight by u means subtracting log u from the score, not adding it",
+            ),
+            Wrong(
+                "u from the raw key's angle",
+                _est_raw_angle,
+                "the tables hash centred keys: the angle is between q and k - mu",
+            ),
+            Wrong(
+                "u from the centred query's angle",
+                _est_centred_query,
+                "only the keys are centred: the angle is between q itself and k - mu",
+            ),
+            Wrong("no 1/sqrt(d)", _est_no_sqrt_d, "the scores are q.k / sqrt(d)"),
+        ),
     ),
 ]

@@ -1,12 +1,13 @@
 """Notebook 07, sampled decoding: KL from dense, merging two partial softmaxes, perplexity."""
+
 from __future__ import annotations
 
 import numpy as np
 
 from pigviz.lessons.exercises._framework import ARRAY, FLOAT, Case, Exercise, Wrong
 
-
 # --------------------------------------------------------------------------- references
+
 
 def kl_divergence(ref_logits, logits):
     def log_softmax(x):
@@ -14,15 +15,15 @@ def kl_divergence(ref_logits, logits):
         shifted = x - x.max(axis=-1, keepdims=True)
         return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
-    log_p, log_q = log_softmax(ref_logits), log_softmax(logits)   # p: dense, q: the method
-    kl = (np.exp(log_p) * (log_p - log_q)).sum(axis=-1)           # KL(p || q), in nats
+    log_p, log_q = log_softmax(ref_logits), log_softmax(logits)  # p: dense, q: the method
+    kl = (np.exp(log_p) * (log_p - log_q)).sum(axis=-1)  # KL(p || q), in nats
     return kl if kl.ndim else float(kl)
 
 
 def merge_partial(out_a, lse_a, out_b, lse_b):
     out_a, out_b = np.asarray(out_a, dtype=np.float64), np.asarray(out_b, dtype=np.float64)
     lse_a, lse_b = np.asarray(lse_a, dtype=np.float64), np.asarray(lse_b, dtype=np.float64)
-    top = np.maximum(lse_a, lse_b)                 # shift both normalisers: exp cannot overflow
+    top = np.maximum(lse_a, lse_b)  # shift both normalisers: exp cannot overflow
     w_a, w_b = np.exp(lse_a - top), np.exp(lse_b - top)
     return (w_a[..., None] * out_a + w_b[..., None] * out_b) / (w_a + w_b)[..., None]
 
@@ -31,31 +32,47 @@ def perplexity(logits, targets):
     x = np.asarray(logits, dtype=np.float64)
     shifted = x - x.max(axis=-1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    nll = -log_probs[np.arange(len(x)), np.asarray(targets)]       # one per position
+    nll = -log_probs[np.arange(len(x)), np.asarray(targets)]  # one per position
     return float(np.exp(nll.mean()))
 
 
 # --------------------------------------------------------------------------- cases
+
 
 def _kl_cases():
     rng = np.random.default_rng(701)
     ref = rng.standard_normal(100)
     batch = rng.standard_normal((5, 50))
     return [
-        Case("two tokens: (1/2, 1/2) against (3/4, 1/4)", (np.array([0.0, 0.0]), np.array([np.log(3.0), 0.0])),
-             "KL(dense || method) = sum p log(p / q), p from the first argument"),
-        Case("a skewed reference: (0.9, 0.1) against (1/2, 1/2)", (np.array([np.log(9.0), 0.0]), np.array([0.0, 0.0])),
-             "KL is not symmetric: the expectation is under the first (dense) distribution"),
+        Case(
+            "two tokens: (1/2, 1/2) against (3/4, 1/4)",
+            (np.array([0.0, 0.0]), np.array([np.log(3.0), 0.0])),
+            "KL(dense || method) = sum p log(p / q), p from the first argument",
+        ),
+        Case(
+            "a skewed reference: (0.9, 0.1) against (1/2, 1/2)",
+            (np.array([np.log(9.0), 0.0]), np.array([0.0, 0.0])),
+            "KL is not symmetric: the expectation is under the first (dense) distribution",
+        ),
         Case("identical logits", (ref, ref.copy()), "a distribution is 0 nats from itself"),
         Case("logits shifted by a constant", (ref, ref + 5.0), "softmax ignores a shift: the KL is 0"),
         Case("vocabulary of 100", (ref, ref + 0.5 * rng.standard_normal(100))),
-        Case("a (5, 50) batch: one KL per row", (batch, batch + rng.standard_normal((5, 50))),
-             "reduce over the last axis only: one number per row"),
-        Case("logits in the thousands", (1000.0 * ref, 1000.0 * rng.standard_normal(100)),
-             "work with log-softmax (subtract the max, then the log of the sum of exps): probabilities "
-             "underflow to 0 and their logs to -inf"),
-        Case("logits around 5000", (ref + 5000.0, 0.5 * rng.standard_normal(100) + 5000.0),
-             "exp(5000) overflows: subtract each row's maximum first (a shift does not change softmax)"),
+        Case(
+            "a (5, 50) batch: one KL per row",
+            (batch, batch + rng.standard_normal((5, 50))),
+            "reduce over the last axis only: one number per row",
+        ),
+        Case(
+            "logits in the thousands",
+            (1000.0 * ref, 1000.0 * rng.standard_normal(100)),
+            "work with log-softmax (subtract the max, then the log of the sum of exps): probabilities "
+            "underflow to 0 and their logs to -inf",
+        ),
+        Case(
+            "logits around 5000",
+            (ref + 5000.0, 0.5 * rng.standard_normal(100) + 5000.0),
+            "exp(5000) overflows: subtract each row's maximum first (a shift does not change softmax)",
+        ),
         Case("nearly identical distributions", (ref, ref + 1e-4 * rng.standard_normal(100))),
     ]
 
@@ -65,17 +82,33 @@ def _merge_cases():
     a, b = rng.standard_normal(6), rng.standard_normal(6)
     return [
         Case("equal normalisers: the average", (np.array([1.0, 0.0]), 0.0, np.array([0.0, 1.0]), 0.0)),
-        Case("part a holds 3/4 of the weight", (np.array([1.0, 0.0]), np.log(3.0), np.array([0.0, 1.0]), 0.0),
-             "each part counts in proportion to its normaliser exp(lse)"),
-        Case("normalisers in the thousands", (a, 1000.0, b, 1001.0),
-             "exp(1000) overflows: subtract the larger lse first (only the difference matters)"),
-        Case("very negative normalisers", (a, -1000.0, b, -1002.0),
-             "exp(-1000) underflows to 0: subtract the larger lse first"),
+        Case(
+            "part a holds 3/4 of the weight",
+            (np.array([1.0, 0.0]), np.log(3.0), np.array([0.0, 1.0]), 0.0),
+            "each part counts in proportion to its normaliser exp(lse)",
+        ),
+        Case(
+            "normalisers in the thousands",
+            (a, 1000.0, b, 1001.0),
+            "exp(1000) overflows: subtract the larger lse first (only the difference matters)",
+        ),
+        Case(
+            "very negative normalisers",
+            (a, -1000.0, b, -1002.0),
+            "exp(-1000) underflows to 0: subtract the larger lse first",
+        ),
         Case("part b is empty (lse = -inf)", (a, 0.3, b, -np.inf), "an empty part has weight 0"),
         Case("one part dominates", (a, 0.0, b, 800.0)),
-        Case("a batch of 4 heads: out (4, 8), lse (4,)",
-             (rng.standard_normal((4, 8)), rng.standard_normal(4) * 3, rng.standard_normal((4, 8)), rng.standard_normal(4) * 3),
-             "one weight per head: broadcast the lse over the last axis of out"),
+        Case(
+            "a batch of 4 heads: out (4, 8), lse (4,)",
+            (
+                rng.standard_normal((4, 8)),
+                rng.standard_normal(4) * 3,
+                rng.standard_normal((4, 8)),
+                rng.standard_normal(4) * 3,
+            ),
+            "one weight per head: broadcast the lse over the last axis of out",
+        ),
     ]
 
 
@@ -88,21 +121,34 @@ def _perplexity_cases():
     confident = np.full((3, 5), -5.0)
     confident[np.arange(3), [1, 4, 0]] = 5.0
     return [
-        Case("uniform over 10 tokens", (np.zeros((4, 10)), np.array([0, 3, 9, 2])),
-             "a uniform guess over V tokens has perplexity V"),
+        Case(
+            "uniform over 10 tokens",
+            (np.zeros((4, 10)), np.array([0, 3, 9, 2])),
+            "a uniform guess over V tokens has perplexity V",
+        ),
         Case("20 positions, vocabulary 50", (logits, targets)),
         Case("one position", (logits[:1], targets[:1])),
         Case("confident and right", (confident, np.array([1, 4, 0]))),
-        Case("confident and wrong", (confident, np.array([0, 0, 1])),
-             "perplexity is exp(mean negative log-probability of the targets)"),
-        Case("logits around 1000", (3.0 * logits + 1000.0, targets),
-             "exp(1000) overflows: use log-softmax, which subtracts each row's maximum first"),
-        Case("one target with probability exp(-800)", (unlikely, targets),
-             "a probability of exp(-800) underflows to 0 and log(0) = -inf: use log-softmax, not log(softmax)"),
+        Case(
+            "confident and wrong",
+            (confident, np.array([0, 0, 1])),
+            "perplexity is exp(mean negative log-probability of the targets)",
+        ),
+        Case(
+            "logits around 1000",
+            (3.0 * logits + 1000.0, targets),
+            "exp(1000) overflows: use log-softmax, which subtracts each row's maximum first",
+        ),
+        Case(
+            "one target with probability exp(-800)",
+            (unlikely, targets),
+            "a probability of exp(-800) underflows to 0 and log(0) = -inf: use log-softmax, not log(softmax)",
+        ),
     ]
 
 
 # --------------------------------------------------------------------------- wrong versions
+
 
 def _kl_reversed(ref_logits, logits):
     return kl_divergence(logits, ref_logits)
@@ -143,13 +189,16 @@ def _merge_average(out_a, lse_a, out_b, lse_b):
 
 def _merge_linear_lse(out_a, lse_a, out_b, lse_b):
     lse_a, lse_b = np.asarray(lse_a, float), np.asarray(lse_b, float)
-    return ((lse_a[..., None] * np.asarray(out_a, float) + lse_b[..., None] * np.asarray(out_b, float))
-            / (lse_a + lse_b)[..., None])
+    return (lse_a[..., None] * np.asarray(out_a, float) + lse_b[..., None] * np.asarray(out_b, float)) / (
+        lse_a + lse_b
+    )[..., None]
 
 
 def _merge_naive_exp(out_a, lse_a, out_b, lse_b):
     w_a, w_b = np.exp(np.asarray(lse_a, float)), np.exp(np.asarray(lse_b, float))
-    return (w_a[..., None] * np.asarray(out_a, float) + w_b[..., None] * np.asarray(out_b, float)) / (w_a + w_b)[..., None]
+    return (w_a[..., None] * np.asarray(out_a, float) + w_b[..., None] * np.asarray(out_b, float)) / (w_a + w_b)[
+        ..., None
+    ]
 
 
 def _merge_swapped(out_a, lse_a, out_b, lse_b):
@@ -184,52 +233,100 @@ EXERCISES = [
         name="07.kl_divergence",
         signature="kl_divergence(ref_logits, logits) -> float or ndarray",
         task="KL(dense || method) in nats between the next-token distributions softmax(ref_logits) "
-             "(dense) and softmax(logits) (the method), over the last axis: a float for one position, "
-             "one value per row for a batch. Exact for logits in the thousands.",
-        reference=kl_divergence, make_cases=_kl_cases, output=ARRAY, rtol=1e-6, atol=1e-10,
+        "(dense) and softmax(logits) (the method), over the last axis: a float for one position, "
+        "one value per row for a batch. Exact for logits in the thousands.",
+        reference=kl_divergence,
+        make_cases=_kl_cases,
+        output=ARRAY,
+        rtol=1e-6,
+        atol=1e-10,
         hint="log_p = log_softmax(ref_logits), log_q = log_softmax(logits); sum(exp(log_p) * (log_p - log_q), -1)",
-        wrong=(Wrong("KL(method || dense)", _kl_reversed,
-                     "KL is not symmetric: weigh by the dense distribution, the first argument"),
-               Wrong("logits used as log-probabilities", _kl_raw_logits,
-                     "logits are log-probabilities only up to a constant per row: take log_softmax of both"),
-               Wrong("log(p / q) from probabilities", _kl_from_probabilities,
-                     "probabilities underflow to 0 for large logits and log(0/0) is NaN: compute log_softmax directly"),
-               Wrong("exp without subtracting the max", _kl_naive_exp,
-                     "exp(1000) overflows: subtract the row maximum before exp")),
+        wrong=(
+            Wrong(
+                "KL(method || dense)",
+                _kl_reversed,
+                "KL is not symmetric: weigh by the dense distribution, the first argument",
+            ),
+            Wrong(
+                "logits used as log-probabilities",
+                _kl_raw_logits,
+                "logits are log-probabilities only up to a constant per row: take log_softmax of both",
+            ),
+            Wrong(
+                "log(p / q) from probabilities",
+                _kl_from_probabilities,
+                "probabilities underflow to 0 for large logits and log(0/0) is NaN: compute log_softmax directly",
+            ),
+            Wrong(
+                "exp without subtracting the max",
+                _kl_naive_exp,
+                "exp(1000) overflows: subtract the row maximum before exp",
+            ),
+        ),
     ),
     Exercise(
         name="07.merge_partial",
         signature="merge_partial(out_a, lse_a, out_b, lse_b) -> ndarray",
         task="Merge two attention outputs over disjoint sets of keys into the output over their union. "
-             "Each part comes with lse = log(sum of exp(score)) over its keys; out (..., dv), lse (...). "
-             "Stable for lse in the thousands; an empty part has lse = -inf.",
-        reference=merge_partial, make_cases=_merge_cases, output=ARRAY, rtol=1e-6, atol=1e-12,
+        "Each part comes with lse = log(sum of exp(score)) over its keys; out (..., dv), lse (...). "
+        "Stable for lse in the thousands; an empty part has lse = -inf.",
+        reference=merge_partial,
+        make_cases=_merge_cases,
+        output=ARRAY,
+        rtol=1e-6,
+        atol=1e-12,
         hint="w_a, w_b = exp(lse_a - m), exp(lse_b - m) with m = max(lse_a, lse_b); "
-             "(w_a out_a + w_b out_b) / (w_a + w_b), the weights broadcast over the last axis",
-        wrong=(Wrong("plain average", _merge_average,
-                     "the parts count in proportion to their normalisers exp(lse), not equally"),
-               Wrong("weights proportional to lse", _merge_linear_lse,
-                     "lse is a log: the weight of a part is exp(lse), not lse"),
-               Wrong("exp without a shift", _merge_naive_exp,
-                     "exp(1000) overflows and exp(-1000) underflows: subtract max(lse_a, lse_b) first"),
-               Wrong("weights swapped", _merge_swapped,
-                     "out_a is weighed by exp(lse_a), out_b by exp(lse_b)")),
+        "(w_a out_a + w_b out_b) / (w_a + w_b), the weights broadcast over the last axis",
+        wrong=(
+            Wrong(
+                "plain average",
+                _merge_average,
+                "the parts count in proportion to their normalisers exp(lse), not equally",
+            ),
+            Wrong(
+                "weights proportional to lse",
+                _merge_linear_lse,
+                "lse is a log: the weight of a part is exp(lse), not lse",
+            ),
+            Wrong(
+                "exp without a shift",
+                _merge_naive_exp,
+                "exp(1000) overflows and exp(-1000) underflows: subtract max(lse_a, lse_b) first",
+            ),
+            Wrong("weights swapped", _merge_swapped, "out_a is weighed by exp(lse_a), out_b by exp(lse_b)"),
+        ),
     ),
     Exercise(
         name="07.perplexity",
         signature="perplexity(logits, targets) -> float",
         task="Perplexity of the real next tokens: logits (T, V), targets (T,) token ids; "
-             "exp of the mean over positions of -log softmax(logits)[t, targets[t]]. "
-             "Exact for logits in the thousands.",
-        reference=perplexity, make_cases=_perplexity_cases, output=FLOAT, rtol=1e-6, atol=1e-12,
+        "exp of the mean over positions of -log softmax(logits)[t, targets[t]]. "
+        "Exact for logits in the thousands.",
+        reference=perplexity,
+        make_cases=_perplexity_cases,
+        output=FLOAT,
+        rtol=1e-6,
+        atol=1e-12,
         hint="nll = -log_softmax(logits)[range(T), targets]; return exp(nll.mean())",
-        wrong=(Wrong("exp of the summed NLL", _ppl_sum,
-                     "average the negative log-probabilities over positions before exp"),
-               Wrong("logits used as log-probabilities", _ppl_raw_logits,
-                     "normalise first: log_softmax(logits), not the raw logits"),
-               Wrong("1 / mean probability", _ppl_inverse_mean_prob,
-                     "perplexity averages log-probabilities (a geometric mean), not probabilities"),
-               Wrong("log of the softmax probabilities", _ppl_log_of_softmax,
-                     "log(softmax(x)) is -inf where the probability underflows to 0: compute log_softmax directly")),
+        wrong=(
+            Wrong(
+                "exp of the summed NLL", _ppl_sum, "average the negative log-probabilities over positions before exp"
+            ),
+            Wrong(
+                "logits used as log-probabilities",
+                _ppl_raw_logits,
+                "normalise first: log_softmax(logits), not the raw logits",
+            ),
+            Wrong(
+                "1 / mean probability",
+                _ppl_inverse_mean_prob,
+                "perplexity averages log-probabilities (a geometric mean), not probabilities",
+            ),
+            Wrong(
+                "log of the softmax probabilities",
+                _ppl_log_of_softmax,
+                "log(softmax(x)) is -inf where the probability underflows to 0: compute log_softmax directly",
+            ),
+        ),
     ),
 ]
