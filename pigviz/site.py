@@ -19,9 +19,12 @@ from pathlib import Path
 
 from pigviz._util.io import atomic_path
 
-__all__ = ["build_site", "install_tree", "NOTEBOOK_DIR"]
+__all__ = ["build_site", "install_tree", "NOTEBOOK_DIR", "DOCS_DIR", "GUIDES"]
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
+# Markdown guides published beside the notebooks: (file in docs/, title on the index page).
+GUIDES = (("workshop.md", "Instructor guide: agendas, room set-up, answers, common stumbles"),)
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # Written last into a copied folder: its presence means the copy finished.
@@ -67,7 +70,21 @@ def _convert_outputs(nb, stem: str) -> tuple[int, int]:
     return plots, widgets
 
 
-def _index_page(entries: list[tuple[str, str, int, int]]) -> str:
+def _guide_page(title: str, body_html: str) -> str:
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body{{font-family:sans-serif;max-width:52em;margin:2em auto;line-height:1.5}}
+table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:0.2em 0.5em}}
+code{{background:#f4f4f4}}</style></head>
+<body><p><a href="index.html">&larr; all notebooks</a></p>
+{body_html}
+</body></html>
+"""
+
+
+def _index_page(entries: list[tuple[str, str, int, int]], guides=()) -> str:
+    guide_rows = "\n".join(f'<li><a href="{html.escape(page)}">{html.escape(title)}</a></li>' for page, title in guides)
+    guide_block = f"<h2>For instructors</h2>\n<ul>\n{guide_rows}\n</ul>" if guides else ""
     rows = "\n".join(
         f'<li><a href="{html.escape(page)}">{html.escape(title)}</a>'
         f' <span style="color:#666">({plots} interactive figure{"s" if plots != 1 else ""}'
@@ -82,7 +99,8 @@ def _index_page(entries: list[tuple[str, str, int, int]]) -> str:
 Figures are interactive (zoom, hover); widgets need a kernel: run <code>make lab</code>.</p>
 <ol>
 {rows}
-</ol></body></html>
+</ol>
+{guide_block}</body></html>
 """
 
 
@@ -145,11 +163,15 @@ class HTMLExporterDefaults:
     MATHJAX_CDN = "https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML-full,Safe"
 
 
-def build_site(out_dir: str | Path = "site", notebook_dir: str | Path = NOTEBOOK_DIR) -> Path:
-    """Export every ``NN_*.ipynb`` under ``notebook_dir`` to ``out_dir``; return the index path."""
+def build_site(
+    out_dir: str | Path = "site", notebook_dir: str | Path = NOTEBOOK_DIR, docs_dir: str | Path = DOCS_DIR
+) -> Path:
+    """Export every ``NN_*.ipynb`` under ``notebook_dir`` and the ``GUIDES`` found in ``docs_dir``
+    to ``out_dir``; return the index path."""
     import nbformat  # heavy: only the site builder needs it
     import plotly  # heavy: plotly is needed only by notebooks
     from nbconvert import HTMLExporter  # heavy: only the site builder needs it
+    from nbconvert.filters import markdown2html  # heavy: only the site builder needs it
 
     notebook_dir, out_dir = Path(notebook_dir), Path(out_dir)
     notebooks = sorted(notebook_dir.glob("[0-9][0-9]_*.ipynb"))
@@ -176,7 +198,16 @@ def build_site(out_dir: str | Path = "site", notebook_dir: str | Path = NOTEBOOK
         with atomic_path(out_dir / page) as tmp:
             tmp.write_text(body, encoding="utf-8")
         entries.append((page, _title(nb, path.stem), plots, widgets))
+    guides = []
+    for name, title in GUIDES:
+        source = Path(docs_dir) / name
+        if not source.is_file():
+            continue
+        page = source.with_suffix(".html").name
+        with atomic_path(out_dir / page) as tmp:
+            tmp.write_text(_guide_page(title, markdown2html(source.read_text(encoding="utf-8"))), encoding="utf-8")
+        guides.append((page, title))
     index = out_dir / "index.html"
     with atomic_path(index) as tmp:
-        tmp.write_text(_index_page(entries), encoding="utf-8")
+        tmp.write_text(_index_page(entries, guides), encoding="utf-8")
     return index

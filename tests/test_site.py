@@ -73,3 +73,19 @@ def test_build_site_writes_pages_and_plotly_without_temporaries(tmp_path):
     shipped_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     assert (out / "plotly.min.js").stat().st_size == shipped_js.stat().st_size
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_guides_are_published_and_linked_from_the_index(tmp_path):
+    import nbformat
+
+    notebooks, docs = tmp_path / "nb", tmp_path / "docs"
+    notebooks.mkdir()
+    docs.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 01 · A lesson")])
+    nbformat.write(nb, str(notebooks / "01_lesson.ipynb"))
+    (docs / "workshop.md").write_text("# Running the workshop\n\n| agenda | minutes |\n|---|---|\n| 01 | 30 |\n")
+    index = site.build_site(tmp_path / "out", notebook_dir=notebooks, docs_dir=docs)
+    page = (tmp_path / "out" / "workshop.html").read_text()
+    assert "<h1" in page and "Running the workshop" in page and "<table" in page
+    assert 'href="workshop.html"' in index.read_text()
+    assert not list((tmp_path / "out").glob("*.tmp*"))
