@@ -3,6 +3,8 @@
     pigviz study --out results.json                       # SmolLM2-135M, 8k tokens, last 64
     pigviz study --layers 0,14 --seeds 1 --out quick.json # a quick look at two layers
     pigviz study --from data/study_smollm2.json --figure docs/img/study_error_budget.png
+    # the MagicPIG explainer's own setup, on a GPU runtime that is online (28 x 12 x 64 = 21,504 rows):
+    pigviz study --model Qwen/Qwen2.5-1.5B --context 16384 --last 64 --device cuda --out qwen.json
 
 The first run captures the model's q/k/v once (about a minute) into the pigviz cache; later runs
 read the cached file. A run that stops is resumed layer by layer from ``OUT.partial``.
@@ -25,6 +27,10 @@ DEFAULT_OUT_HINT = "results JSON to write (e.g. data/study_smollm2.json)"
 def command_line(args) -> str:
     """The command that reproduces ``args`` (stored in the results file)."""
     parts = ["pigviz study", f"--model {args.model}", f"--context {args.context}", f"--last {args.last}"]
+    if args.device != "cpu":
+        parts.append(f"--device {args.device}")
+    if args.dtype:
+        parts.append(f"--dtype {args.dtype}")
     if args.layers is not None:
         parts.append("--layers " + ",".join(map(str, args.layers)))
     if args.methods is not None and tuple(args.methods) != METHODS:
@@ -64,7 +70,9 @@ def _run(args) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    cap = study.cached_capture(args.model, args.context, args.last, progress=not args.quiet)
+    cap = study.cached_capture(
+        args.model, args.context, args.last, progress=not args.quiet, device=args.device, dtype=args.dtype
+    )
     capture_s = time.perf_counter() - t0
     results = study.run_study(
         cap,
@@ -94,6 +102,8 @@ def register(subparsers) -> None:
     )
     p.add_argument("--model", default="smollm2-135m", help="bundled alias, local model folder or hub id")
     p.add_argument("--context", type=int, default=8192, help="tokens of the default text to prefill (N)")
+    p.add_argument("--device", default="cpu", help="where the model runs its prefill: cpu or cuda")
+    p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: fp32 on CPU, bf16 on GPU)")
     p.add_argument("--last", type=int, default=64, help="decode positions studied: the last T of the context")
     p.add_argument("--layers", type=int_list, default=None, help="comma-separated layers (default: all)")
     p.add_argument(

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pigviz._util.validate import check_choice, check_float, check_int
 import inspect
 from pigviz import attention as base
+from pigviz.model import loading as models
 
 __all__ = ["ATTENTION_NAME", "METHODS", "default_options", "DecodeSession", "use_attention", "check_swappable",
            "new_cache", "forward"]
@@ -76,12 +77,7 @@ def check_swappable(model) -> None:
     for attr in ("num_attention_heads", "num_key_value_heads", "num_hidden_layers"):
         if not isinstance(getattr(config, attr, None), int):
             raise ValueError(f"{type(model).__name__} cannot have its attention swapped: config.{attr} is missing")
-    window = getattr(config, "sliding_window", None)
-    if window is not None and getattr(config, "use_sliding_window", True) is not False:
-        raise ValueError(f"{type(model).__name__} uses sliding-window attention (sliding_window={window}), "
-                         "which the sampled decoder does not reproduce")
-    if getattr(config, "attn_logit_softcapping", None):
-        raise ValueError(f"{type(model).__name__} soft-caps its attention logits, which the sampled decoder does not")
+    models.check_supported_attention(config, type(model).__name__)
 
 
 def _check_options(method: str, options: dict, num_layers: int) -> dict:

@@ -304,6 +304,7 @@ def capture(
     import transformers  # heavy: transformers loads in seconds; only model code needs it
 
     cfg = model.config
+    models.check_supported_attention(cfg, type(model).__name__)
     n_tokens = models.check_context(model, n_tokens, allow_long_context)
     last = check_int("last", last, lo=1)
     if last > n_tokens:

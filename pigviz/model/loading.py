@@ -35,6 +35,9 @@ __all__ = [
     "BundledModel",
     "ModelSource",
     "ModelUnavailableError",
+    "UnsupportedAttentionError",
+    "unsupported_attention",
+    "check_supported_attention",
     "cache_root",
     "cache_entry_path",
     "bundled_gguf_path",
@@ -219,6 +222,39 @@ def load_model(
     return model.to(torch_device).eval(), tokenizer
 
 
+class UnsupportedAttentionError(ValueError):
+    """The model's attention does something the estimator and the capture do not model."""
+
+
+def unsupported_attention(config) -> list[str]:
+    """What ``config``'s attention does that pigviz's capture and sampled decoding do not model
+    (empty: supported). Both assume plain causal softmax attention over the whole context,
+    q.k / sqrt(d) (or the config's own scaling) with grouped KV heads."""
+    problems = []
+    cap = getattr(config, "attn_logit_softcapping", None)
+    if cap:
+        problems.append(f"attention logits soft-capped (attn_logit_softcapping={cap}): "
+                        "softmax(cap * tanh(s / cap)) instead of softmax(s)")
+    window = getattr(config, "sliding_window", None)
+    if window is not None and getattr(config, "use_sliding_window", True) is not False:
+        problems.append(f"sliding-window attention (sliding_window={window}): keys older than the window are not read")
+    if getattr(config, "is_encoder_decoder", False):
+        problems.append("an encoder-decoder model: only decoder-only causal LMs are supported")
+    return problems
+
+
+def check_supported_attention(config, what: str = "model") -> None:
+    """Raise ``UnsupportedAttentionError`` naming the family and what the estimator lacks."""
+    problems = unsupported_attention(config)
+    if problems:
+        family = getattr(config, "model_type", None) or type(config).__name__
+        raise UnsupportedAttentionError(
+            f"{what} of family {family!r} cannot be used with pigviz's capture or sampled attention: it uses "
+            + "; and ".join(problems)
+            + ". Supported: plain causal softmax attention (e.g. Llama, Qwen2, Mistral without a sliding window)."
+        )
+
+
 def model_source(model) -> ModelSource:
     """The ``ModelSource`` recorded by ``load_model``, or a best guess for other models."""
     source = getattr(model, "pigviz_source", None)
@@ -266,6 +302,7 @@ def _hub_offline(timeout_s: float = 3.0) -> bool:
 
 def _from_pretrained(directory, torch_dtype, progress, load_kwargs, *, hub: bool):
     from transformers import (  # heavy: transformers loads in seconds; only model code needs it
+        AutoConfig,
         AutoModelForCausalLM,
         AutoTokenizer,
     )
@@ -273,6 +310,9 @@ def _from_pretrained(directory, torch_dtype, progress, load_kwargs, *, hub: bool
     common = dict(trust_remote_code=False, **load_kwargs)
     try:
         with _quiet_transformers(progress):
+            # Name what the estimator lacks before transformers fails on it (Gemma2's soft-capping
+            # makes transformers refuse sdpa with an error that says nothing about pigviz).
+            check_supported_attention(AutoConfig.from_pretrained(directory, **common), f"model {str(directory)!r}")
             tokenizer = AutoTokenizer.from_pretrained(directory, **common)
             model = AutoModelForCausalLM.from_pretrained(
                 directory, dtype=torch_dtype, attn_implementation="sdpa", **common
@@ -348,6 +388,7 @@ def _discard_stale(entry: Path) -> None:
 def _dequantise_into(gguf: Path, folder: Path, *, progress: bool) -> None:
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     from transformers import (  # heavy: transformers loads in seconds; only model code needs it
+        AutoConfig,
         AutoModelForCausalLM,
         AutoTokenizer,
     )

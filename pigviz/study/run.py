@@ -113,9 +113,10 @@ def series_id(method: str, setting=None, variant: str = "main") -> str:
 
 
 # -- the capture, cached ------------------------------------------------------------------------
-def capture_cache_path(model: str, context: int, last: int) -> Path:
+def capture_cache_path(model: str, context: int, last: int, dtype: str | None = None) -> Path:
     """Where the full capture of ``model`` on the default text is cached: keyed by the model's
-    weights (the bundled GGUF's sha256, else its name), the text's sha256, N and T."""
+    weights (the bundled GGUF's sha256, else its name), the text's sha256, N, T and, when not
+    the default, the dtype the model ran in."""
 
     if model in models.BUNDLED_MODELS:
         weights = sha256_file(models.bundled_gguf_path(model))[:16]
@@ -123,22 +124,23 @@ def capture_cache_path(model: str, context: int, last: int) -> Path:
         weights = hashlib.sha256(str(model).encode()).hexdigest()[:16]
     _, text_sha = texts.long_text()
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)[-40:]
-    return models.cache_root() / "captures" / f"{safe}-{weights}-text{text_sha[:12]}-n{context}-t{last}.safetensors"
+    tag = f"-{dtype}" if dtype else ""
+    return models.cache_root() / "captures" / f"{safe}-{weights}-text{text_sha[:12]}-n{context}-t{last}{tag}.safetensors"
 
 
 def cached_capture(model: str = "smollm2-135m", context: int = 8192, last: int = 64, *,
-                   progress: bool = True, device: str = "cpu"):
+                   progress: bool = True, device: str = "cpu", dtype: str | None = None):
     """The full capture (all layers and heads, fp32), from the cache or made once and cached."""
     context = check_int("context", context, 2)
     last = check_int("last", last, 1, context - 1)
-    path = capture_cache_path(model, context, last)
+    path = capture_cache_path(model, context, last, dtype)
     if path.is_file():
         try:
             return load_capture(path)
         except ValueError:
             path.unlink()  # a damaged cache entry is rebuilt, not trusted
 
-    net, tokenizer = load_model(model, device=device, progress=progress)
+    net, tokenizer = load_model(model, device=device, dtype=dtype, progress=progress)
     cap = capture(net, tokenizer, n_tokens=context, last=last, progress=progress)
     save_capture(cap, path)
     return cap
