@@ -4,6 +4,6 @@
 * ``budget``: bytes per token, read time, the LSH table bill, fetch vs recompute.
 * ``allocators``: contiguous vs paged reservations, prefix sharing, preemption.
 """
-from pigviz.memory import model_shapes, budget, allocators
+from pigviz.memory import allocators, budget, model_shapes
 
 __all__ = ['model_shapes', 'budget', 'allocators']
