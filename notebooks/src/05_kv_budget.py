@@ -5,16 +5,27 @@
 # That cache is the one data structure whose size grows with the conversation, and at long
 # context it, not the weights, decides what fits on a GPU and how fast a token comes out.
 #
-# This notebook does the accounting, in two halves:
+# **You will be able to**
 #
-# * **one sequence** — what a cached token costs, how long reading the cache takes, and what
-#   MagicPIG's LSH tables add on top (sections 1–5);
-# * **one serving replica** — how many sequences share a fixed KV budget under different
-#   allocators, when fetching a cached prefix beats recomputing it, and why running the
-#   memory close to full backfires (sections 6–12).
+# * work out what one cached token costs for any model, and what MagicPIG's LSH tables add on top;
+# * explain why paging beats contiguous reservations, and what sharing a prefix saves;
+# * decide, from bytes per token and FLOPs, whether fetching a cached prefix beats recomputing it, and how the
+#   answer moves with the prefix length, the number format and the number of GPUs;
+# * show, by simulation, why a KV pool run full costs far more than it gains.
 #
-# Every number printed below comes from `pigviz.budget` and `pigviz.allocators`; the same
-# functions back `pigviz verify` and the tests.
+# **Prerequisites:** notebooks 01–04 (what decoding reads, SimHash tables with $K$ bits and $L$ tables);
+# reading Python and numpy. **Workshop time:** about 75 minutes, 30 for Part 1 and 45 for Part 2, with the
+# three exercises taking about 5 minutes each.
+#
+# The notebook has two parts:
+#
+# * **Part 1, the bill** (sections 1–5): what a cached token costs, how long reading the cache takes,
+#   what MagicPIG's LSH tables and candidate lists add, for one sequence;
+# * **Part 2, serving** (sections 6–14): one replica with a fixed KV budget, contiguous vs paged
+#   allocation, prefix sharing, fetch vs recompute, preemption, and everything in one table.
+#
+# Every number printed below comes from `pigviz.memory` (`budget`, `allocators`); the same functions
+# back `pigviz verify`, which re-derives the claims printed at the end.
 
 # %%
 import pigviz
@@ -23,12 +34,16 @@ pigviz.setup_notebook()
 
 import numpy as np
 
-from pigviz.memory import allocators, budget, model_shapes
 from pigviz import lessons
+from pigviz.lessons import exercises as ex
+from pigviz.lessons import nb05_kv_budget as nb05
+from pigviz.memory import allocators, budget, model_shapes
 from pigviz.plots import budget as plots
 from pigviz.widgets.budget import AllocatorWidget, KVBudgetWidget
 
 # %% [markdown]
+# # Part 1 · The bill
+#
 # ## 1. What one cached token costs
 #
 # For each layer and each *key–value* head, the cache stores one key vector and one value
@@ -37,12 +52,32 @@ from pigviz.widgets.budget import AllocatorWidget, KVBudgetWidget
 #
 # $$\text{bytes per token} = 2\,(\text{K and V}) \times \text{layers} \times \text{KV heads} \times \text{head\_dim} \times \text{bytes per number}.$$
 #
-# Take Llama-3.1-8B holding a 96k-token document (96 × 1,024 tokens), stored in 16-bit floats:
+# ### Your turn: bytes per token
+#
+# Write the formula as a function. The check runs it on several model shapes, including the edge cases.
+
+# %%
+def kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes):
+    """Bytes one token adds to the KV cache: a key and a value vector of head_dim numbers
+    of dtype_bytes bytes, in every layer and every KV head."""
+    ...
+
+# %%
+kv_bytes_per_token = ex.reference_or("05.kv_bytes_per_token", kv_bytes_per_token)
+_ = ex.check("05.kv_bytes_per_token", kv_bytes_per_token)
+
+# %%
+nb05.Collapsed("Solution", ex.solution("05.kv_bytes_per_token"))
+
+# %% [markdown]
+# Take Llama-3.1-8B holding a 96k-token document (96 × 1,024 tokens), stored in 16-bit floats. Your
+# function and the library's agree:
 
 # %%
 llama8 = model_shapes.get_model_shape("Llama-3.1-8B")
 context = 96 * 1024
 per_token = budget.kv_bytes_per_token(llama8, dtype_bytes=2)
+print(f"yours: {kv_bytes_per_token(llama8.layers, llama8.kv_heads, llama8.head_dim, 2):,} B, library: {per_token:,} B")
 print(f"2 x {llama8.layers} layers x {llama8.kv_heads} KV heads x {llama8.head_dim} x 2 B "
       f"= {per_token:,} B = {budget.format_bytes(per_token)} per token")
 print(f"{context:,} tokens -> {budget.format_bytes(budget.kv_bytes(llama8, context))} for one sequence")
@@ -85,8 +120,11 @@ print(f"{budget.format_bytes(kv96)} / 1 TB/s = {budget.read_time_s(kv96, 1e12) *
 
 # %% [markdown]
 # This is a bandwidth estimate for one sequence, not a measured decoding time: real kernels
-# overlap work, and batching shares the weights between sequences — but never the cache,
-# because each sequence has its own.
+# overlap work. Batching lets many sequences share one read of the *weights*; it does not
+# share their *caches*, because each sequence's keys and values depend on its own tokens.
+# The one exception comes in section 10: sequences that begin with the same tokens have the
+# same KV for that prefix, so a paged cache can store it once. Each sequence still reads those
+# shared pages for itself at every step; sharing saves memory, not reading.
 
 # %% [markdown]
 # ## 3. The LSH bill at (K, L) = (10, 150)
@@ -149,7 +187,10 @@ print(f"full attention reads {report['key_bytes_per_head']:,} B of keys per (lay
 # %%
 KVBudgetWidget()
 
+
 # %% [markdown]
+# # Part 2 · Serving
+#
 # ## 6. From one sequence to a serving replica
 #
 # The rest of the notebook serves a Llama-70B shape (80 layers, 8 KV heads, head_dim 128,
@@ -188,17 +229,24 @@ print(budget.text_table(("tokens", "median", "90th pct", "99th pct", "max"),
 # %% [markdown]
 # ## 8. Contiguous reservations
 #
-# The simplest allocator gives each sequence one contiguous block. Nobody knows in advance how
-# long the answer will be, so the block must be sized for a worst case. "used" counts the
-# tokens the admitted sequences actually produce; "too long" counts sequences that would not
-# even fit their block.
+# The simplest allocator gives each sequence one contiguous slot of a fixed size. The prompt
+# length is known when a request arrives, but nobody knows how long the answer will be, so the
+# slot must be sized for a worst case. Requests are taken in arrival order:
+#
+# * a prompt longer than the slot cannot even be prefilled: the request is **rejected** and the
+#   slot goes to the next one;
+# * an answer that outgrows its slot fills it and is **cut off** there: that sequence cannot finish.
+#
+# "used" counts the tokens the admitted sequences actually store, a cut-off one counting its full slot.
 
 # %%
 print(allocators.contiguous_text(mix))
 
 # %% [markdown]
-# Reserve little and long requests cannot run; reserve enough for the tail and most of the
-# memory sits empty, held by sequences that will never fill it.
+# Reserve little and some requests are turned away or cut off; reserve enough for the tail and
+# most of the memory sits empty, held by sequences that will never fill it. Note the 2k row: counting
+# a cut-off sequence at its full length, as if it had finished, would make the small slot look far
+# less wasteful than it is.
 #
 # ## 9. Pages
 #
@@ -206,8 +254,33 @@ print(allocators.contiguous_text(mix))
 # current, partly filled last page beyond what it uses: under one page of waste, half a page
 # on average. The attention kernel pays for this with an indirection: a page table per
 # sequence, and keys gathered from scattered pages.
+#
+# ### Your turn: the waste of paging
+#
+# Each sequence of `lengths` gets $\lceil \text{length} / \text{page} \rceil$ pages. What fraction of the
+# allocated slots holds no token?
 
 # %%
+def paged_waste(lengths, page):
+    """Fraction of allocated KV slots left unused when each sequence gets ceil(length / page) pages."""
+    ...
+
+# %%
+paged_waste = ex.reference_or("05.paged_waste", paged_waste)
+_ = ex.check("05.paged_waste", paged_waste)
+
+# %%
+nb05.Collapsed("Solution", ex.solution("05.paged_waste"))
+
+# %% [markdown]
+# The allocator below admits the requests in order until the pages run out. Your function, given the
+# lengths of the sequences it admits at 16-token pages, gives the waste the allocator reports:
+
+# %%
+p16 = allocators.paged_allocation(mix, 16)
+print(f"yours: {paged_waste(total[:p16.batch], 16):.4%}, allocator: {p16.waste_fraction:.4%} "
+      f"over {p16.batch} sequences")
+print()
 print(allocators.paged_text(mix))
 
 # %% [markdown]
@@ -216,7 +289,9 @@ print(allocators.paged_text(mix))
 #
 # ## 10. Sharing a prefix, with refcounts
 #
-# Once memory is paged, two sequences can point at the same physical page. A page keeps a
+# Section 2 said each sequence has its own cache. That holds for every token a sequence does
+# not have in common with another. Once memory is paged, two sequences that start with the same
+# tokens can point at the same physical pages for that prefix. A page keeps a
 # reference count; a sequence that wants to *write* into a page someone else also holds gets
 # its own copy first (copy-on-write). Here is a tiny pool with 4-token pages:
 
@@ -261,62 +336,119 @@ print(f"largest gap: {gap['gap_points']:.1f} percentage points, at a {gap['prefi
 # ## 11. Fetch a cached prefix, or recompute it?
 #
 # A prefix computed earlier could be read back from somewhere, or simply prefilled again.
-# Per token, fetching moves the token's KV bytes; recomputing costs about $2N$ FLOPs for an
-# $N$-parameter model. Fetching wins when
+# Start with the weights alone: per token, fetching moves the token's KV bytes, and recomputing
+# costs about $2N$ FLOPs for an $N$-parameter model (a multiply and an add per weight). Fetching wins when
 #
 # $$\text{bandwidth} > \frac{\text{bytes per token}}{2N / (\text{FLOP/s per GPU} \times \text{TP})}.$$
 #
-# Both sides scale with the number of prefix tokens, so the length cancels: the verdict is a
-# property of the model and the hardware (the cell below also times both options for a short
-# and a long prefix and finds the same tie). With $N = 70 \times 10^9$ and an H100's dense BF16
-# rate (the datasheet's larger figure assumes 2:4 sparsity, which dense weights do not have):
+# ### Your turn: the break-even bandwidth
+
+# %%
+def break_even_bandwidth(bytes_per_token, n_params, flops_per_gpu, tp):
+    """Bandwidth (bytes/s) at which fetching a token's KV takes as long as recomputing it
+    (2 n_params FLOPs per token, spread over tp GPUs of flops_per_gpu each)."""
+    ...
+
+# %%
+break_even_bandwidth = ex.reference_or("05.break_even_bandwidth", break_even_bandwidth)
+_ = ex.check("05.break_even_bandwidth", break_even_bandwidth)
+
+# %%
+nb05.Collapsed("Solution", ex.solution("05.break_even_bandwidth"))
+
+# %% [markdown]
+# With $N = 70 \times 10^9$ and an H100's dense BF16 rate (the datasheet's larger figure assumes 2:4
+# sparsity, which dense weights do not have):
 
 # %%
 print(f"dense BF16: {budget.H100_DENSE_BF16_FLOPS / 1e12:.1f} TFLOP/s per GPU "
       f"(the 2:4-sparse headline is {budget.H100_SPARSE_BF16_FLOPS / 1e12:,.0f})")
-print(budget.break_even_text(per70, 70e9, reference_tp=4))
-fp8 = budget.break_even_bandwidth(big.kv_bytes_per_token(1), 70e9, tp=4) / 1e9
-print(f"\nFP8 KV at TP4: half the bytes, break-even {fp8:.2f} GB/s")
-for n in (128, 131_072):
-    timed = budget.break_even_by_timing(n, per70, 70e9, tp=4) / 1e9
-    print(f"timing fetch against recompute for a {n:,}-token prefix at TP4: they tie at {timed:.2f} GB/s")
-flips = budget.tier_verdict_changes(per70, 70e9, 4, 8)
-print(f"tiers whose verdict changes from TP4 to TP8: {', '.join(flips) or 'none'}")
-
-# %%
-lines = {f"TP{r['tp']}": r["break_even_GBps"] for r in budget.break_even_table(per70, 70e9)}
-lines["TP4, FP8 KV"] = fp8
-plots.break_even_figure(budget.STORAGE_TIERS_GBPS, lines, reference="TP4")
+print(f"yours at TP4: {break_even_bandwidth(per70, nb05.N_PARAMS_70B, budget.H100_DENSE_BF16_FLOPS, 4) / 1e9:.2f} GB/s")
+print(budget.break_even_text(per70, nb05.N_PARAMS_70B, reference_tp=4))
 
 # %% [markdown]
-# A local NVMe tier is slower than recomputing at TP4. That goes against the instinct that a
-# disk cache always helps, and it does so *because* KV is so large next to the compute that
-# produces it. More GPUs per replica (TP8) recompute faster and push the bar higher (though
-# in this table no tier crosses it, as printed above); FP8 KV halves the bytes and pulls it lower.
+# In this form both sides grow with the prefix length, so the length cancels. But it leaves out
+# attention. In a prefill, query $i$ scores $i$ keys and averages $i$ values, in every layer and
+# query head, so a prefix of $n$ tokens costs
+#
+# $$\text{FLOPs} = 2Nn + 4 \cdot \text{layers} \cdot q_\text{width} \cdot (1 + 2 + \dots + n) = 2Nn + 2 \cdot \text{layers} \cdot q_\text{width} \cdot n(n+1),$$
+#
+# with $q_\text{width}$ = query heads × head_dim. The weight term grows like $n$, the
+# attention term like $n^2$, while the bytes to fetch grow like $n$: recomputing gets dearer per
+# token as the prefix grows, and the break-even bandwidth
+# $n \cdot \text{bytes per token} / \text{recompute time}(n)$ falls.
+
+# %%
+print(f"q_width = {big.attention_heads} x {big.head_dim} = {big.attention_heads * big.head_dim:,}\n")
+rows_ctx = budget.break_even_over_context(big, nb05.CONTEXTS, nb05.N_PARAMS_70B, tps=(4, 8))
+tiers = {k: v for k, v in budget.STORAGE_TIERS_GBPS.items() if k != "GPU HBM (H100)"}
+print(budget.break_even_context_text(rows_ctx, tiers))
+nvme = budget.crossover_prefix(big, 7e9, nb05.N_PARAMS_70B, tp=4)
+nvme8 = budget.crossover_prefix(big, 7e9, nb05.N_PARAMS_70B, tp=8)
+obj = budget.crossover_prefix(big, 1e9, nb05.N_PARAMS_70B, tp=4)
+print(f"\nlocal NVMe (7 GB/s) beats recomputing from a {nvme:,}-token prefix at TP4, "
+      f"from {nvme8:,} at TP8; object storage (1 GB/s) from {obj:,} at TP4 "
+      f"(the model's context ends at {big.max_context:,})")
+
+# %%
+grid = np.unique(np.logspace(np.log10(128), np.log10(131_072), 25).astype(int))
+plots.break_even_context_figure(budget.break_even_over_context(big, grid, nb05.N_PARAMS_70B, tps=(4, 8)), tiers)
+
+# %% [markdown]
+# The verdicts columns use the TP4 break-even. Fetching from host memory or over RDMA wins at every
+# length; object storage loses at every length the model supports. Local NVMe is the interesting
+# one: for short prefixes it is slower than recomputing (the instinct that a disk cache always
+# helps is wrong there, because KV is so large next to the compute that produces it), but
+# attention makes long prefixes expensive enough to recompute that NVMe wins past the length
+# printed above. More GPUs per replica (TP8) recompute faster and push every break-even up; at TP8
+# NVMe would need a prefix longer than the model accepts.
+#
+# The FLOP count is arithmetic, not a measurement; the claims at the end check it a second way, by
+# summing the attention cost query by query and comparing the sum with the closed form.
 #
 # ## 12. Preemption is a cliff
 #
-# When the cache fills, the scheduler evicts a running sequence and later prefills its whole
-# prompt again — which needs KV memory, which can evict someone else. In this toy scheduler
-# the chance of a preemption per decision is zero up to 85% occupancy and then
-# $((\text{occ} - 0.85)/0.15)^2$. Each run simulates 2,000 scheduling decisions from a fixed seed.
+# When the cache fills, the scheduler evicts a running sequence and later prefills its prompt,
+# and the tokens it had generated, again. That re-prefill needs KV memory, which can evict
+# someone else. How full can the pool run before this bites?
+#
+# `allocators.simulate_serving` runs the paged allocator of section 10 through time. All 4,000
+# requests of the mix wait in a queue. Each step the scheduler admits waiting requests, in order,
+# while the pages in use plus the newcomer's prompt stay under an **admission target** (a share of
+# the pool); then every running sequence decodes one token. A token that needs a fresh page when
+# none is free evicts the most recently admitted sequence: its pages are freed, it returns to the
+# head of the queue, and on re-admission its prompt and generated tokens are prefilled again. Those
+# tokens, and their prefill time at TP4 (attention included), are the cost. No probability of
+# preemption is assumed anywhere: evictions happen only when the pool is out of pages.
 
 # %%
-sims = [allocators.simulate_preemption(occ, n_decisions=2000, seed=3) for occ in (0.60, 0.85, 0.90, 0.95, 0.99)]
-print(allocators.preemption_text(sims))
-grid = np.linspace(0.5, 1.0, 201)
-plots.preemption_figure(grid, allocators.preemption_probability(grid), sims)
+sweep = allocators.preemption_sweep()
+print(allocators.preemption_text(sweep))
+plots.preemption_figure(sweep)
 
 # %% [markdown]
-# The simulated rate follows $P$ to within sampling noise (the claims table at the end checks
-# it). Nothing happens, then everything does. Admission control should watch KV occupancy and
-# treat somewhere around 85–95% as the ceiling; GPU utilisation looks busy all along this
-# curve and warns of nothing.
+# Up to a 95% target nothing is preempted: sequences admitted earlier keep growing, and the pool
+# peaks a few points above the target, but completions free pages fast enough. From 97% a handful of
+# sequences are evicted. At 100% the scheduler re-admits an evicted sequence as soon as any page
+# frees, it grows, and it evicts again: preemptions jump by well over an order of magnitude, and the
+# re-prefill work runs to several percent of all the prompt tokens, for a batch only about 5% larger
+# than at 95% (the claims at the end give the numbers). Nothing happens, then a lot does.
+#
+# This measurement disagrees with the seed this notebook follows, which assumed a preemption
+# probability that starts at 85% occupancy. Here the edge sits between 95% and 97% of the pool, set
+# by how much the running sequences still grow. It is not a universal number: with answers four times
+# longer the edge moves down (question 5 below). What carries over is the advice: admit on KV
+# occupancy with a margin for growth, and do not run the pool full. GPU utilisation looks busy
+# along this whole table and warns of nothing.
+#
+# The simulation leaves out arrivals over time (the queue is full from the start), the time a
+# prefill or a decode step takes, and any smarter eviction (swapping pages to host memory instead of
+# recomputing them).
 #
 # ## 13. One table
 #
 # The same 4,000 requests and the same 172.5 GiB under four allocators. "held" is physical
-# memory; "logical" is what the admitted sequences would need unshared. Held/logical above 1
+# memory; "logical" is what the admitted sequences' tokens occupy, unshared. Held/logical above 1
 # is waste; below 1 means one physical byte serves several sequences.
 
 # %%
@@ -334,7 +466,58 @@ plots.allocator_figure(assembly)
 AllocatorWidget()
 
 # %% [markdown]
-# ## 14. Headline numbers, re-derived
+# ## 14. Two extensions, computed
+#
+# **FP8 KV.** Storing keys and values in one byte instead of two halves the bytes per token, and
+# nothing else in the fetch-or-recompute arithmetic changes, so every break-even halves:
+
+# %%
+rows_fp8 = budget.break_even_over_context(big, nb05.CONTEXTS, nb05.N_PARAMS_70B, dtype_bytes=1, tps=(4,))
+print(budget.break_even_context_text(rows_fp8, {"local NVMe": 7.0}))
+nvme_fp8 = budget.crossover_prefix(big, 7e9, nb05.N_PARAMS_70B, dtype_bytes=1, tp=4)
+print(f"\nlocal NVMe at TP4 wins from {nvme:,} tokens with 16-bit KV, "
+      f"from {nvme_fp8:,} token{'s' if nvme_fp8 > 1 else ' (every length)'} with FP8")
+
+# %% [markdown]
+# One number-format decision turns the NVMe tier from a loss below a long prefix into a win at
+# every length.
+#
+# **Disaggregated prefill.** Some deployments prefill on one set of GPUs and decode on another. The
+# prompt's KV must then cross the network before the first token can be sampled on the decode side.
+# The link speeds and the first-token budget below are **example numbers**, picked for
+# illustration (a 200 GbE link, the RDMA tier above, a 400 Gb/s link, and a 2-second budget), not
+# measurements:
+
+# %%
+print(nb05.disaggregation_text(nb05.disaggregation_rows()))
+
+# %% [markdown]
+# The transfer grows with the prompt exactly as the KV does, and at long prompts it takes a large
+# share of the example budget by itself. At the longest prompt the prefill alone already exceeds
+# that budget: disaggregation adds its transfer on top of a prefill that was never going to fit.
+#
+# ## Presenter summary: what to say, in order
+#
+# The same story in six lines, each number computed by the cells above:
+
+# %%
+c8, c2, p16 = allocators.contiguous_allocation(mix, 8192), allocators.contiguous_allocation(mix, 2048), assembly[2]
+at = {r["context"]: r["TP4"] for r in rows_ctx}
+quiet = max(s["target_occupancy"] for s in sweep if s["preemptions"] == 0)
+print(f"1. A Llama-70B token costs {budget.format_bytes(per70)} of KV; one 131,072-token request is "
+      f"{131_072 * per70 / allocators.KV_BUDGET_BYTES:.0%} of the replica. The cache limits the batch.")
+print(f"2. Contiguous slots must be sized for the worst case: an 8k slot wastes {c8.waste_fraction:.0%}, "
+      f"a 2k slot {c2.waste_fraction:.0%} and still turns away or cuts off {c2.rejected + c2.overflow} requests.")
+print(f"3. Pages waste {p16.waste_fraction:.1%} and run {p16.batch / c8.batch:.1f}x the batch of 8k slots; "
+      f"they also make prefix sharing possible ({assembly[3].batch / c8.batch:.1f}x with a shared 2k prompt).")
+print(f"4. Fetching a cached prefix at TP4 beats recomputing it above {at[4_096]:.1f} GB/s at 4k tokens, "
+      f"{at[131_072]:.1f} GB/s at 128k: NVMe loses below {nvme:,} tokens.")
+print("5. FP8 KV halves that bar, and NVMe wins at every length.")
+print(f"6. Running the pool full is a cliff: no preemption up to a {quiet:.0%} target, "
+      f"{sweep[-1]['preemptions']:,} at 100%.")
+
+# %% [markdown]
+# ## 15. Headline numbers, re-derived
 #
 # Each sentence below is checked by `pigviz verify` with the same code that printed the
 # numbers above.
@@ -343,17 +526,60 @@ AllocatorWidget()
 lessons.print_claims("05")
 
 # %% [markdown]
+# ## Recap
+#
+# * A cached token costs 2 × layers × KV heads × head_dim × bytes; GQA and the number format set it, not
+#   the parameter count. MagicPIG's $L$ tables of token indices can outweigh the cache they index.
+# * Contiguous slots waste most of the budget and still fail long requests; pages waste under a page
+#   per sequence and let a shared prefix be stored once.
+# * Whether to fetch a cached prefix or recompute it depends on bytes per token, FLOPs, the number of
+#   GPUs and, once attention is counted, the prefix length: long prefixes favour fetching.
+# * A KV pool run full thrashes: evictions force re-prefills that need the very memory that ran out.
+#   Keep a margin for the growth of running sequences.
+#
+# ## What comes next
+#
+# Notebook 06 leaves the budget and runs MagicPIG's sampling estimator on every attention head of a
+# real model, comparing its output with exact attention head by head.
+#
 # ## Questions to try
 #
-# 1. **FP8 KV.** Switch the widget to 1-byte KV. Which section-3 conclusion changes: are the
-#    tables still bigger than the cache? What happens to the NVMe verdict in section 11?
+# Each answer is one click away below its question, computed when the cell runs.
+#
+# 1. **FP8 KV.** Switch the widget of section 5 to 1-byte KV. Which section-3 conclusion changes: are
+#    the tables still bigger than the cache? What happens to the NVMe verdict of section 11?
+
+# %%
+nb05.answer(1)
+
+# %% [markdown]
 # 2. **MLA.** Multi-head latent attention caches one shared latent vector per layer (plus a
 #    small rotary part) instead of per-head keys and values. Build a `ModelShape` with one KV
 #    "head" whose `2 * head_dim` equals that latent width and compare bytes per token. What
 #    would LSH tables over a latent even index?
+
+# %%
+nb05.answer(2)
+
+# %% [markdown]
 # 3. **More bits.** At what $K$ do the bucket offsets outgrow the table entries for a 4k-token
 #    context? Why does the answer depend on the context but not on $L$?
+
+# %%
+nb05.answer(3)
+
+# %% [markdown]
 # 4. **Your own model.** Pass the path of any Hugging Face `config.json` to `budget.budget_report`
-#    (or to `pigviz budget --model`). How much of its advertised context fits on one GPU?
-# 5. **Admission.** Rerun `simulate_preemption` across occupancies with other seeds. Where would
-#    you set the admission ceiling if a preemption costs a user a few seconds?
+#    (or to `pigviz budget --model`). How much of its advertised context fits on one GPU? The answer
+#    does it for the shipped models.
+
+# %%
+nb05.answer(4)
+
+# %% [markdown]
+# 5. **Admission.** Rerun `allocators.simulate_serving` across targets with other request mixes (for
+#    example every output four times longer). Where would you set the admission target if a
+#    preemption costs a user a few seconds?
+
+# %%
+nb05.answer(5)

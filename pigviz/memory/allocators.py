@@ -1,28 +1,32 @@
 """Who holds the KV budget: contiguous reservations, pages, shared prefixes, preemption.
 
 One replica (a Llama-70B shape on 4x H100 with 172.5 GiB left for KV) serves one seeded
-request mix. Admission is first-come-first-served and stops at the first request that
-does not fit, as a simple scheduler would. ``held`` is physical KV bytes; ``logical`` is
-what the admitted sequences would need if nothing were shared or rounded.
+request mix. Admission is first-come-first-served: the paged allocators stop at the first
+request that does not fit, as a simple scheduler would; the contiguous one turns away a
+request whose prompt alone exceeds a slot and cuts off one whose answer outgrows it.
+``held`` is physical KV bytes; ``logical`` is what the admitted sequences' tokens occupy,
+unshared and unrounded. :func:`simulate_serving` runs the paged allocator through time,
+with evictions, to measure what running the pool full costs.
 """
 from __future__ import annotations
 
+import functools
 import random
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from pigviz._util.validate import check_array, check_float, check_int
-from pigviz.memory.budget import (GIB, H100_DENSE_BF16_FLOPS, REPLICA_KV_BUDGET_GIB,
-                           recompute_seconds_per_token, text_table)
+from pigviz.memory.budget import GIB, REPLICA_KV_BUDGET_GIB, recompute_seconds, text_table
 from pigviz.memory.model_shapes import get_model_shape
 
 __all__ = [
     "KV_BUDGET_BYTES", "replica_bytes_per_token", "request_mix", "Allocation",
     "contiguous_allocation", "paged_allocation", "OutOfPages", "PagedKVAllocator",
-    "paged_admission_with_allocator", "prefix_sharing", "preemption_probability",
-    "simulate_preemption", "assembly_table", "format_assembly", "contiguous_text", "paged_text",
-    "sharing_text", "largest_sharing_gap", "preemption_text", "preemption_rate_check",
+    "paged_admission_with_allocator", "prefix_sharing", "REPLICA_N_PARAMS", "PREEMPTION_TARGETS",
+    "simulate_serving", "preemption_sweep", "assembly_table", "format_assembly", "contiguous_text", "paged_text",
+    "sharing_text", "largest_sharing_gap", "preemption_text",
 ]
 
 KV_BUDGET_BYTES = int(REPLICA_KV_BUDGET_GIB * GIB)
@@ -57,7 +61,8 @@ def _seed(seed) -> int:
 def _requests(requests) -> np.ndarray:
     arr = check_array("requests", requests, ndim=2, dtype=np.int64)
     if arr.shape[1] != 2 or np.any(arr < 0):
-        raise ValueError(f"requests must be an (n, 2) array of non-negative (prompt, output) counts, got shape {arr.shape}")
+        raise ValueError(f"requests must be an (n, 2) array of non-negative (prompt, output) counts, "
+                         f"got shape {arr.shape}")
     return arr
 
 
@@ -66,8 +71,14 @@ class Allocation:
     name: str
     batch: int               # sequences admitted
     held_bytes: int          # physical KV the allocator holds for them
-    logical_bytes: int       # KV they would need, unshared and unrounded
-    overflow: int = 0        # admitted sequences longer than their reservation
+    logical_bytes: int       # KV their tokens occupy, unshared and unrounded
+    overflow: int = 0        # admitted sequences cut off at their reservation: they cannot finish
+    rejected: int = 0        # requests turned away because their prompt alone exceeds the reservation
+
+    @property
+    def completed(self) -> int:
+        """Admitted sequences that can run to their last token."""
+        return self.batch - self.overflow
 
     @property
     def held_over_logical(self) -> float:
@@ -86,14 +97,25 @@ def _budget(budget_bytes, bytes_per_token):
 
 def contiguous_allocation(requests, reserve_tokens: int, budget_bytes: int = KV_BUDGET_BYTES,
                           bytes_per_token: int | None = None) -> Allocation:
-    """Every sequence reserves ``reserve_tokens`` up front, because its output length is unknown."""
+    """Every sequence reserves ``reserve_tokens`` up front, because its output length is unknown.
+
+    The prompt length is known on arrival, so a request whose prompt alone exceeds the slot is
+    rejected and the slot goes to the next request. One whose answer outgrows the slot fills it
+    and is cut off there: it holds (and uses) exactly ``reserve_tokens`` and cannot finish."""
     reqs = _requests(requests)
     reserve = check_int("reserve_tokens", reserve_tokens, 1, MAX_TOKENS)
     budget, bpt = _budget(budget_bytes, bytes_per_token or replica_bytes_per_token())
-    batch = min(budget // (reserve * bpt), len(reqs))
-    totals = reqs[:batch].sum(axis=1)
+    slots = budget // (reserve * bpt)
+    fits = reqs[:, 0] <= reserve
+    admitted_idx = np.flatnonzero(fits)[:slots]
+    batch = len(admitted_idx)
+    # requests seen before the last admitted one (or all, when the slots were never filled)
+    seen = int(admitted_idx[-1]) + 1 if batch == slots and batch else len(reqs)
+    rejected = int(np.count_nonzero(~fits[:seen]))
+    totals = reqs[admitted_idx].sum(axis=1)
+    used = np.minimum(totals, reserve)
     return Allocation(f"contiguous, reserve {reserve:,}", int(batch), int(batch * reserve * bpt),
-                      int(totals.sum()) * bpt, int(np.count_nonzero(totals > reserve)))
+                      int(used.sum()) * bpt, int(np.count_nonzero(totals > reserve)), rejected)
 
 
 def paged_allocation(requests, page_tokens: int, budget_bytes: int = KV_BUDGET_BYTES,
@@ -262,7 +284,7 @@ def prefix_sharing(prefix_tokens: int, n_requests: int = 64, page_tokens: int = 
 
     pool = PagedKVAllocator(naive_pages + n + 1, pt)
     pool.add_sequence("system prompt", prefix)
-    for i, x in enumerate(private):
+    for i in range(n):
         pool.fork("system prompt", i)
     pool.free("system prompt")
     for i, x in enumerate(private):
@@ -285,36 +307,117 @@ def prefix_sharing(prefix_tokens: int, n_requests: int = 64, page_tokens: int = 
     }
 
 
-PREEMPTION_THRESHOLD = 0.85
+REPLICA_N_PARAMS = 70e9      # the round parameter count the fetch-or-recompute section uses
 
 
-def preemption_probability(occupancy):
-    """The toy scheduler's chance to preempt per decision: 0 up to 85%, then ((occ-0.85)/0.15)^2.
+def simulate_serving(target_occupancy: float, requests=None, page_tokens: int = 16,
+                     budget_bytes: int = KV_BUDGET_BYTES, bytes_per_token: int | None = None,
+                     n_params: float = REPLICA_N_PARAMS, tp: int = 4, max_steps: int = 100_000) -> dict:
+    """Serve a backlog of requests from one :class:`PagedKVAllocator` and count preemptions.
 
-    ``occupancy`` is a fraction in [0, 1], scalar or array."""
-    occ = check_array("occupancy", occupancy, min_len=0)
-    if occ.size and (occ.min() < 0 or occ.max() > 1):
-        raise ValueError(f"occupancy must be in [0, 1], got values from {occ.min()} to {occ.max()}")
-    span = 1 - PREEMPTION_THRESHOLD
-    return np.clip((occ - PREEMPTION_THRESHOLD) / span, 0.0, None) ** 2
+    Every request waits in one queue at the start. Each step the scheduler admits waiting
+    requests, oldest first, while the pages in use plus the newcomer's prefill stay within
+    ``target_occupancy`` of the pool; then every running sequence decodes one token. A token
+    that needs a fresh page when none is free evicts the most recently admitted sequence
+    (possibly the writer itself): its pages are freed and it goes back to the head of the
+    queue. Re-admitted, it must prefill its prompt *and* the tokens it had generated again;
+    those tokens and their prefill time (attention included, :func:`budget.recompute_seconds`)
+    are the cost of the preemption. Nothing random: the outcome follows from the requests.
+    """
+    target = check_float("target_occupancy", target_occupancy, 0.0, 1.0, lo_open=True)
+    reqs = _requests(request_mix() if requests is None else requests)
+    pt = check_int("page_tokens", page_tokens, 1, 4096)
+    budget, bpt = _budget(budget_bytes, bytes_per_token or replica_bytes_per_token())
+    max_steps = check_int("max_steps", max_steps, 1, 10**7)
+    n_pages = budget // (pt * bpt)
+    if n_pages == 0:
+        raise ValueError("the budget holds not one page")
+    pool = PagedKVAllocator(n_pages, pt)
+    shape = get_model_shape("Llama-3.1-70B")
+    prompt, output = reqs[:, 0].tolist(), reqs[:, 1].tolist()
+    cap = int(target * n_pages)
+    waiting = deque(range(len(reqs)))
+    running: list[int] = []                 # admission order: the last is evicted first
+    generated = [0] * len(reqs)
+    length = [0] * len(reqs)                # tokens in the cache now (the pool learns per page)
+    preemptions = reprefill_tokens = completed = rejected = steps = 0
+    reprefill_s = 0.0
+    occupancy_sum = peak = 0.0
+    saturated_steps = 0
+    batch_sum = 0
+    while (waiting or running) and steps < max_steps:
+        # admit
+        while waiting:
+            i = waiting[0]
+            tokens = prompt[i] + generated[i]
+            need = -(-tokens // pt)
+            if need > n_pages:              # can never fit, even alone
+                waiting.popleft()
+                rejected += 1
+                continue
+            if pool.pages_in_use + need > (cap if running else n_pages):
+                break
+            waiting.popleft()
+            pool.add_sequence(i, tokens)
+            length[i] = tokens
+            running.append(i)
+            if generated[i]:
+                reprefill_tokens += tokens
+                reprefill_s += recompute_seconds(shape, tokens, n_params, tp=tp)
+        if not running:
+            break
+        if waiting:                          # the backlog is not drained: the replica is saturated
+            saturated_steps += 1
+            batch_sum += len(running)
+            occ = pool.pages_in_use / n_pages
+            occupancy_sum += occ
+        # decode one token per running sequence, oldest first
+        evicted = set()
+        for i in list(running):
+            if i in evicted:
+                continue
+            if length[i] % pt == 0:          # the next token opens a fresh page
+                while pool.free_pages == 0:
+                    victim = running.pop()
+                    pool.free(victim)
+                    evicted.add(victim)
+                    waiting.appendleft(victim)
+                    preemptions += 1
+                    if victim == i:
+                        break
+                if i in evicted:
+                    continue
+                pool.append(i, length[i] + 1 - pool.length(i))
+            length[i] += 1
+            generated[i] += 1
+            if generated[i] == output[i]:
+                pool.free(i)
+                running.remove(i)
+                completed += 1
+        peak = max(peak, pool.pages_in_use / n_pages)
+        steps += 1
+    total_prompt = int(reqs[:, 0].sum())
+    return {"target_occupancy": target, "n_requests": len(reqs), "completed": completed, "rejected": rejected,
+            "steps": steps, "preemptions": preemptions, "reprefill_tokens": reprefill_tokens,
+            "reprefill_share": reprefill_tokens / total_prompt, "reprefill_gpu_s": reprefill_s,
+            "mean_occupancy": occupancy_sum / saturated_steps if saturated_steps else 0.0,
+            "peak_occupancy": peak, "mean_batch": batch_sum / saturated_steps if saturated_steps else 0.0,
+            "tokens_per_step": int(reqs[:, 1].sum()) / steps if steps else 0.0}
 
 
-def simulate_preemption(occupancy: float, n_decisions: int = 2000, seed: int = 3,
-                        n_params: float = 70e9, tp: int = 4) -> dict:
-    """Each decision may evict a sequence whose prompt (lognormal(6.4, 1.0) tokens) must
-    later be prefilled again; returns the count, the tokens and the GPU-ms they cost."""
-    occupancy = check_float("occupancy", occupancy, 0.0, 1.0)
-    n = check_int("n_decisions", n_decisions, 1, 10**6)
-    rng = random.Random(_seed(seed))
-    p = float(preemption_probability(occupancy))
-    preempted = tokens = 0
-    for _ in range(n):
-        if rng.random() < p:
-            preempted += 1
-            tokens += int(rng.lognormvariate(6.4, 1.0))
-    gpu_ms = tokens * recompute_seconds_per_token(n_params, H100_DENSE_BF16_FLOPS, tp) * 1e3
-    return {"occupancy": occupancy, "probability": p, "n_decisions": n, "preempted": preempted,
-            "tokens_reprefilled": tokens, "wasted_gpu_ms": gpu_ms}
+PREEMPTION_TARGETS = (0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 0.99, 0.995, 1.0)
+
+
+def preemption_sweep(targets=PREEMPTION_TARGETS, **kwargs) -> list[dict]:
+    """:func:`simulate_serving` at each admission target (the default mix's runs are cached)."""
+    if not kwargs:
+        return [dict(r) for r in _default_sweep(tuple(float(t) for t in targets))]
+    return [simulate_serving(t, **kwargs) for t in targets]
+
+
+@functools.lru_cache(maxsize=4)
+def _default_sweep(targets: tuple) -> tuple:
+    return tuple(simulate_serving(t) for t in targets)
 
 
 def assembly_table(requests=None, budget_bytes: int = KV_BUDGET_BYTES,
@@ -333,10 +436,10 @@ def format_assembly(rows: list[Allocation]) -> str:
     base = rows[0].batch
     width = max(len(r.name) for r in rows) + 2
     lines = [f"{'allocator':<{width}}{'batch':>6}{'held':>11}{'logical':>11}{'held/logical':>14}"
-             f"{'vs baseline':>13}{'too long':>10}"]
+             f"{'vs baseline':>13}{'cut off':>9}{'rejected':>10}"]
     for r in rows:
         lines.append(f"{r.name:<{width}}{r.batch:>6}{r.held_bytes / GIB:>7.1f} GiB{r.logical_bytes / GIB:>7.1f} GiB"
-                     f"{r.held_over_logical:>13.2f}x{r.batch / base:>12.1f}x{r.overflow:>10}")
+                     f"{r.held_over_logical:>13.2f}x{r.batch / base:>12.1f}x{r.overflow:>9}{r.rejected:>10}")
     return "\n".join(lines)
 
 
@@ -344,9 +447,9 @@ def contiguous_text(requests, reserves=(2048, 4096, 8192, 32768)) -> str:
     rows = []
     for reserve in reserves:
         a = contiguous_allocation(requests, reserve)
-        rows.append((f"{reserve:,}", a.batch, f"{a.held_bytes / GIB:.1f} GiB", f"{a.logical_bytes / GIB:.1f} GiB",
-                     f"{a.waste_fraction:.1%}", a.overflow))
-    return text_table(("reserve", "batch", "reserved", "used", "wasted", "too long"), rows)
+        rows.append((f"{reserve:,}", a.rejected, a.batch, a.overflow, f"{a.held_bytes / GIB:.1f} GiB",
+                     f"{a.logical_bytes / GIB:.1f} GiB", f"{a.waste_fraction:.1%}"))
+    return text_table(("reserve", "rejected", "admitted", "cut off", "reserved", "used", "wasted"), rows)
 
 
 def paged_text(requests, page_sizes=(1, 8, 16, 32, 128), baseline_reserve: int = 8192) -> str:
@@ -357,12 +460,14 @@ def paged_text(requests, page_sizes=(1, 8, 16, 32, 128), baseline_reserve: int =
         waste = (a.held_bytes - a.logical_bytes) / replica_bytes_per_token() / a.batch
         rows.append((pt, a.batch, f"{a.held_bytes / GIB:.1f} GiB", f"{a.waste_fraction:.2%}",
                      f"{waste:.1f}", f"{a.batch / base:.2f}x"))
-    return text_table(("page tokens", "batch", "held", "waste", "waste tokens/seq", f"vs {baseline_reserve:,} slots"), rows)
+    return text_table(("page tokens", "batch", "held", "waste", "waste tokens/seq",
+                       f"vs {baseline_reserve:,} slots"), rows)
 
 
 def sharing_text(results: list[dict]) -> str:
     return text_table(("shared prefix", "own copies", "shared pages", "saved", "formula", "copies on write"),
-                      [(f"{r['prefix_tokens']:,}", f"{r['naive_bytes'] / GIB:.2f} GiB", f"{r['shared_bytes'] / GIB:.2f} GiB",
+                      [(f"{r['prefix_tokens']:,}", f"{r['naive_bytes'] / GIB:.2f} GiB",
+                        f"{r['shared_bytes'] / GIB:.2f} GiB",
                         f"{r['saved_fraction']:.1%}", f"{r['formula_saved_fraction']:.1%}", r["cow_copies"])
                        for r in results])
 
@@ -377,25 +482,10 @@ def largest_sharing_gap(results: list[dict]) -> dict:
             "gap_points": 100 * (worst["formula_saved_fraction"] - worst["saved_fraction"])}
 
 
-def preemption_text(sims: list[dict]) -> str:
-    return text_table(("occupancy", "P(preempt)", "simulated rate", "preemptions", "tokens re-prefilled",
-                       "wasted GPU-s (TP4)"),
-                      [(f"{s['occupancy']:.0%}", f"{s['probability']:.3f}", f"{s['preempted'] / s['n_decisions']:.3f}",
-                        s["preempted"], f"{s['tokens_reprefilled']:,}", f"{s['wasted_gpu_ms'] / 1e3:.1f}")
-                       for s in sims])
-
-
-def preemption_rate_check(sims: list[dict]) -> list[dict]:
-    """Per simulation, how many binomial standard errors its preemption rate lies from P.
-
-    A simulation with P = 0 (or 1) has no spread: it passes only if it matches P exactly."""
-    rows = []
-    for s in sims:
-        p, n = s["probability"], s["n_decisions"]
-        rate = s["preempted"] / n
-        se = (p * (1 - p) / n) ** 0.5
-        z = (rate - p) / se if se > 0 else (0.0 if rate == p else float("inf"))
-        rows.append({"occupancy": s["occupancy"], "probability": p, "rate": rate, "z": z})
-    return rows
-
-
+def preemption_text(sweep: list[dict]) -> str:
+    return text_table(("target", "mean occupancy", "peak", "mean batch", "preemptions", "tokens re-prefilled",
+                       "share of prompt tokens", "re-prefill GPU-s (TP4)"),
+                      [(f"{s['target_occupancy']:.1%}", f"{s['mean_occupancy']:.1%}", f"{s['peak_occupancy']:.2%}",
+                        f"{s['mean_batch']:.0f}", f"{s['preemptions']:,}", f"{s['reprefill_tokens']:,}",
+                        f"{s['reprefill_share']:.2%}", f"{s['reprefill_gpu_s']:.2f}")
+                       for s in sweep])

@@ -15,8 +15,10 @@ __all__ = [
     "H100_DENSE_BF16_FLOPS", "H100_SPARSE_BF16_FLOPS", "REPLICA_KV_BUDGET_GIB", "STORAGE_TIERS_GBPS",
     "kv_bytes_per_token", "kv_bytes", "read_time_s", "lsh_table_bytes", "bucket_metadata_bytes",
     "candidates_per_query", "key_bytes_per_head", "index_bill", "budget_report", "format_report",
-    "recompute_seconds_per_token", "break_even_bandwidth", "fetch_or_recompute",
-    "break_even_by_timing", "break_even_table", "tier_verdicts", "tier_verdict_changes", "format_bytes", "text_table", "model_table",
+    "recompute_seconds_per_token", "attention_flops", "prefill_flops", "recompute_seconds",
+    "break_even_bandwidth", "break_even_at", "fetch_or_recompute", "crossover_prefix",
+    "break_even_over_context", "break_even_context_text", "disaggregated_transfer",
+    "break_even_table", "tier_verdicts", "tier_verdict_changes", "format_bytes", "text_table", "model_table",
     "cache_vs_size",
     "break_even_text",
 ]
@@ -235,54 +237,151 @@ def break_even_text(bytes_per_token: int, n_params: float, reference_tp: int = 4
 
 
 # --- fetch a cached prefix, or recompute it? ---------------------------------------
+#
+# Recomputing a prefix of n tokens is a prefill: about 2 N FLOPs per token for the weight
+# matmuls, plus causal attention, where query i scores i keys and averages i values in
+# every layer: 4 x layers x q_width x (1 + 2 + ... + n) = 2 x layers x q_width x n (n + 1),
+# with q_width = attention_heads x head_dim. Fetching moves n x bytes_per_token. The weight
+# term and the bytes both grow like n, the attention term like n^2, so the break-even
+# bandwidth falls as the prefix grows; at short prefixes it tends to bytes / (2 N).
 
 def recompute_seconds_per_token(n_params: float, flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
                                 tp: int = 1) -> float:
-    """Prefill time per token at full utilisation: 2N FLOPs spread over ``tp`` GPUs."""
+    """Weight-matmul time per prefill token at full utilisation: 2N FLOPs over ``tp`` GPUs.
+
+    The short-prefix limit: attention adds to it as the prefix grows (:func:`prefill_flops`)."""
     n_params = check_float("n_params", n_params, 0, lo_open=True)
     flops_per_gpu = check_float("flops_per_gpu", flops_per_gpu, 0, lo_open=True)
     tp = check_int("tp", tp, 1, 1024)
     return 2 * n_params / (flops_per_gpu * tp)
 
 
+def _n_params(shape: ModelShape, n_params) -> float:
+    if n_params is None:
+        if not shape.params:
+            raise ValueError(f"{shape.name} has no parameter count; pass n_params")
+        n_params = shape.params
+    return check_float("n_params", n_params, 0, lo_open=True)
+
+
+def attention_flops(model, tokens: int) -> float:
+    """Causal self-attention FLOPs of a prefill of ``tokens``: 2 x layers x q_width x n (n + 1).
+
+    Query i (1-based) takes i dot products for its scores and i weighted value rows, each
+    2 x head_dim FLOPs per query head."""
+    shape = _shape(model)
+    n = _context(tokens)
+    return 2.0 * shape.layers * shape.attention_heads * shape.head_dim * n * (n + 1)
+
+
+def prefill_flops(model, tokens: int, n_params: float | None = None) -> float:
+    """FLOPs to prefill ``tokens``: 2 N per token for the weights plus causal attention."""
+    shape = _shape(model)
+    n = _context(tokens)
+    return 2.0 * _n_params(shape, n_params) * n + attention_flops(shape, n)
+
+
+def recompute_seconds(model, tokens: int, n_params: float | None = None,
+                      flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> float:
+    """Time to prefill ``tokens`` again at full utilisation of ``tp`` GPUs."""
+    flops_per_gpu = check_float("flops_per_gpu", flops_per_gpu, 0, lo_open=True)
+    tp = check_int("tp", tp, 1, 1024)
+    return prefill_flops(model, tokens, n_params) / (flops_per_gpu * tp)
+
+
 def break_even_bandwidth(bytes_per_token: float, n_params: float,
                          flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> float:
-    """Bytes/s at which fetching a token's KV takes as long as recomputing it."""
+    """Bytes/s at which fetching a token's KV takes as long as its 2N weight FLOPs: the
+    short-prefix limit of :func:`break_even_at` (attention left out)."""
     bytes_per_token = check_float("bytes_per_token", bytes_per_token, 0, lo_open=True)
     return bytes_per_token / recompute_seconds_per_token(n_params, flops_per_gpu, tp)
 
 
-def fetch_or_recompute(prefix_tokens: int, bytes_per_token: float, bandwidth_bytes_per_s: float,
-                       n_params: float, flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
-                       tp: int = 1) -> dict:
-    """Time to fetch a cached prefix vs to prefill it again, for one prefix length."""
-    prefix_tokens = check_int("prefix_tokens", prefix_tokens, 1, MAX_CONTEXT)
-    bytes_per_token = check_float("bytes_per_token", bytes_per_token, 0, lo_open=True)
-    fetch = prefix_tokens * bytes_per_token / check_float(
-        "bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
-    recompute = prefix_tokens * recompute_seconds_per_token(n_params, flops_per_gpu, tp)
+def break_even_at(model, prefix_tokens: int, n_params: float | None = None, dtype_bytes: int = 2,
+                  flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> float:
+    """Bytes/s at which fetching a ``prefix_tokens`` prefix takes as long as prefilling it,
+    attention included: n x bytes_per_token / recompute_seconds(n)."""
+    n = _context(prefix_tokens)
+    return n * kv_bytes_per_token(model, dtype_bytes) / recompute_seconds(model, n, n_params, flops_per_gpu, tp)
+
+
+def fetch_or_recompute(model, prefix_tokens: int, bandwidth_bytes_per_s: float,
+                       n_params: float | None = None, dtype_bytes: int = 2,
+                       flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> dict:
+    """Time to fetch a cached prefix vs to prefill it again (attention included)."""
+    n = _context(prefix_tokens)
+    bandwidth = check_float("bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
+    fetch = n * kv_bytes_per_token(model, dtype_bytes) / bandwidth
+    recompute = recompute_seconds(model, n, n_params, flops_per_gpu, tp)
     return {"fetch_s": fetch, "recompute_s": recompute, "fetch_wins": fetch < recompute}
 
 
-def break_even_by_timing(prefix_tokens: int, bytes_per_token: float, n_params: float,
-                         flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1,
-                         lo_bytes_per_s: float = 1e3, hi_bytes_per_s: float = 1e16) -> float:
-    """The bandwidth at which fetching this prefix stops losing to recomputing it, found by
-    bisection on :func:`fetch_or_recompute`'s two times rather than by the closed form."""
-    lo = check_float("lo_bytes_per_s", lo_bytes_per_s, 0, lo_open=True)
-    hi = check_float("hi_bytes_per_s", hi_bytes_per_s, lo, lo_open=True)
+def crossover_prefix(model, bandwidth_bytes_per_s: float, n_params: float | None = None, dtype_bytes: int = 2,
+                     flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> int | None:
+    """The shortest prefix from which fetching at this bandwidth beats recomputing it.
 
-    def fetch_wins(bandwidth):
-        return fetch_or_recompute(prefix_tokens, bytes_per_token, bandwidth, n_params, flops_per_gpu, tp)["fetch_wins"]
+    Fetch wins when bandwidth > bytes x F x tp / (2N + 2 layers q_width (n + 1)), i.e. when
+    n + 1 > (bytes x F x tp / bandwidth - 2N) / (2 layers q_width). Returns 1 when it wins
+    for every prefix, None when it loses up to :data:`MAX_CONTEXT`."""
+    shape = _shape(model)
+    bandwidth = check_float("bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
+    flops_per_gpu = check_float("flops_per_gpu", flops_per_gpu, 0, lo_open=True)
+    tp = check_int("tp", tp, 1, 1024)
+    per_token = kv_bytes_per_token(shape, dtype_bytes)
+    excess = per_token * flops_per_gpu * tp / bandwidth - 2 * _n_params(shape, n_params)
+    estimate = excess / (2 * shape.layers * shape.attention_heads * shape.head_dim)
+    if estimate > MAX_CONTEXT:
+        return None
 
-    if fetch_wins(lo) or not fetch_wins(hi):
-        raise ValueError(f"the break-even lies outside [{lo:g}, {hi:g}] B/s; widen lo_bytes_per_s/hi_bytes_per_s")
-    for _ in range(200):  # geometric midpoints: the bracket spans many decades
-        mid = (lo * hi) ** 0.5
-        if mid in (lo, hi):
-            break
-        lo, hi = (lo, mid) if fetch_wins(mid) else (mid, hi)
-    return hi
+    def wins(n):
+        return fetch_or_recompute(shape, n, bandwidth, n_params, dtype_bytes, flops_per_gpu, tp)["fetch_wins"]
+
+    n = max(1, int(estimate) - 2)   # fetch loses at n exactly when n + 1 <= estimate; check, not trust
+    if wins(n):
+        while n > 1 and wins(n - 1):
+            n -= 1
+        return n
+    while not wins(n):
+        n += 1
+    return n if n <= MAX_CONTEXT else None
+
+
+def break_even_over_context(model, contexts=(128, 4_096, 32_768, 131_072), n_params: float | None = None,
+                            dtype_bytes: int = 2, tps=(4,), flops_per_gpu: float = H100_DENSE_BF16_FLOPS) -> list[dict]:
+    """Per prefix length: attention's share of the prefill FLOPs and the break-even per TP degree."""
+    shape = _shape(model)
+    rows = []
+    for n in contexts:
+        n = _context(n)
+        total = prefill_flops(shape, n, n_params)
+        row = {"context": n, "attention_share": attention_flops(shape, n) / total}
+        for tp in tps:
+            row[f"TP{tp}"] = break_even_at(shape, n, n_params, dtype_bytes, flops_per_gpu, tp) / 1e9
+        rows.append(row)
+    return rows
+
+
+def break_even_context_text(rows: list[dict], tiers: dict | None = None) -> str:
+    """A :func:`break_even_over_context` table, with each tier's verdict per TP column."""
+    tps = [k for k in rows[0] if k.startswith("TP")]
+    tiers = tiers or {}
+    headers = ["prefix tokens", "attention share of FLOPs"] + [f"break-even {tp}" for tp in tps]
+    headers += [f"{name} ({bw:g} GB/s)" for name, bw in tiers.items()]
+    body = []
+    for r in rows:
+        cells = [f"{r['context']:,}", f"{r['attention_share']:.1%}"] + [f"{r[tp]:.2f} GB/s" for tp in tps]
+        cells += ["fetch" if bw > r[tps[0]] else "recompute" for bw in tiers.values()]
+        body.append(cells)
+    return text_table(headers, body)
+
+
+def disaggregated_transfer(model, prompt_tokens: int, link_bytes_per_s: float, dtype_bytes: int = 2) -> dict:
+    """Disaggregated prefill: the prompt's KV crosses a link from the prefill to the decode
+    machine before the first token can be sampled there."""
+    n = _context(prompt_tokens)
+    link = check_float("link_bytes_per_s", link_bytes_per_s, 0, lo_open=True)
+    nbytes = n * kv_bytes_per_token(model, dtype_bytes)
+    return {"prompt_tokens": n, "kv_bytes": nbytes, "link_bytes_per_s": link, "transfer_s": nbytes / link}
 
 
 def break_even_table(bytes_per_token: float, n_params: float, tps=(1, 2, 4, 8),

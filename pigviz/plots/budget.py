@@ -3,15 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-
-from pigviz.plots import style
 from plotly.subplots import make_subplots
 
 from pigviz.memory.budget import GIB
+from pigviz.plots import style
 
 __all__ = [
     "COLORS", "index_bill_figure", "kv_vs_context_figure", "allocator_figure",
-    "prefix_sharing_figure", "break_even_figure", "preemption_figure",
+    "prefix_sharing_figure", "break_even_figure", "break_even_context_figure", "preemption_figure",
 ]
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
@@ -76,8 +75,9 @@ def allocator_figure(rows, *, title: str = "Same requests, same 172.5 GiB: four 
                         subplot_titles=("sequences admitted", "KV held vs KV the sequences need"))
     base = rows[0].batch or 1
     fig.add_trace(go.Bar(x=names, y=[r.batch for r in rows], name="batch", marker_color=COLORS["good"],
-                         text=[f"{r.batch:,}<br>({r.batch / base:.1f}x)" for r in rows], textposition="outside",
-                         cliponaxis=False, showlegend=False,
+                         text=[f"{r.batch:,}<br>({r.batch / base:.1f}x)"
+                               + (f"<br>{r.overflow} cut off" if r.overflow else "") for r in rows],
+                         textposition="outside", cliponaxis=False, showlegend=False,
                          hovertemplate="%{x}<br>batch %{y:,}<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Bar(x=names, y=[r.held_bytes / GIB for r in rows], name="held (physical)",
                          marker_color=COLORS["held"], hovertemplate="held %{y:.1f} GiB<extra></extra>"), row=1, col=2)
@@ -141,20 +141,57 @@ def break_even_figure(tiers: dict[str, float], break_even_GBps: dict[str, float]
     return fig
 
 
-def preemption_figure(occupancy, probability, sims: list[dict], *,
-                      title: str = "Preemption is a cliff, not a slope") -> go.Figure:
-    """Line: preemption probability per decision (%); bars: simulated wasted GPU-seconds."""
+def break_even_context_figure(rows: list[dict], tiers: dict[str, float] | None = None, *,
+                              title: str = "The break-even falls as the prefix grows") -> go.Figure:
+    """Lines: break-even bandwidth (GB/s) against prefix length, one per ``TPn``/label key of
+    ``rows`` (dicts with ``context``); dotted horizontal lines: storage tiers (GB/s)."""
+    series = [k for k in rows[0] if k not in ("context", "attention_share")]
+    x = [r["context"] for r in rows]
+    fig = go.Figure()
+    palette = [COLORS["kv"], COLORS["tables"], COLORS["good"], COLORS["meta"]]
+    for i, key in enumerate(series):
+        fig.add_trace(go.Scatter(x=x, y=[r[key] for r in rows], mode="lines+markers", name=f"break-even, {key}",
+                                 line=dict(color=palette[i % len(palette)], width=2.5),
+                                 hovertemplate="%{x:,} tokens: %{y:.2f} GB/s<extra>" + key + "</extra>"))
+    for name, bw in (tiers or {}).items():
+        fig.add_trace(go.Scatter(x=[min(x), max(x)], y=[bw, bw], mode="lines", name=f"{name}: {bw:g} GB/s",
+                                 line=dict(color="#777", dash="dot"), hoverinfo="skip"))
+        fig.add_annotation(x=np.log10(min(x)), y=np.log10(bw), text=f"{name} ({bw:g} GB/s)", showarrow=False,
+                           xanchor="left", yanchor="bottom", font=dict(size=11, color="#555"))
+    values = [r[k] for r in rows for k in series] + list((tiers or {}).values())
+    ticks = [t for t in (0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+             if min(values) / 2 <= t <= max(values) * 2]
+    fig.update_layout(title=title, xaxis=dict(type="log", title="prefix length (tokens, log scale)"),
+                      yaxis=dict(type="log", title="bandwidth (GB/s, log scale)", tickvals=ticks,
+                                 ticktext=[f"{t:g}" for t in ticks]),
+                      legend=dict(title="above a line: fetching wins", orientation="v", x=1.02, y=1), **_LAYOUT)
+    return fig
+
+
+def preemption_figure(sweep: list[dict], *,
+                      title: str = "Preemptions against the admission target (simulated)") -> go.Figure:
+    """Bars: preemptions per run of :func:`~pigviz.memory.allocators.simulate_serving`
+    (log axis); line: the mean batch while the backlog lasts. X: the admission target (%)."""
+    x = [f"{100 * s['target_occupancy']:g}%" for s in sweep]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Bar(x=[100 * s["occupancy"] for s in sims], y=[s["wasted_gpu_ms"] / 1e3 for s in sims],
-                         name="re-prefill work (GPU-s, simulated)", marker_color=COLORS["tables"], width=1.2,
-                         opacity=0.85, hovertemplate="%{x:.0f}%: %{y:.1f} GPU-s<extra></extra>"),
-                  secondary_y=True)
-    fig.add_trace(go.Scatter(x=100 * np.asarray(occupancy), y=100 * np.asarray(probability), mode="lines",
-                             name="preemption probability per decision", line=dict(color=COLORS["kv"], width=3),
-                             hovertemplate="%{x:.1f}%: %{y:.1f}%<extra></extra>"), secondary_y=False)
-    fig.update_xaxes(title_text="KV occupancy (% of the budget)")
-    fig.update_yaxes(title_text="preemption probability (%)", range=[0, 105], secondary_y=False)
-    fig.update_yaxes(title_text="wasted re-prefill (GPU-seconds at TP4)", secondary_y=True, showgrid=False,
-                     rangemode="tozero", tickformat=".0f")
-    fig.update_layout(title=title, legend=dict(orientation="h", y=-0.22), **_LAYOUT)
+    fig.add_trace(go.Bar(x=x, y=[max(s["preemptions"], 0.5) for s in sweep], name="preemptions",
+                         marker_color=COLORS["bad"], text=[f"{s['preemptions']:,}" for s in sweep],
+                         textposition="outside", cliponaxis=False,
+                         customdata=[[s["preemptions"], s["reprefill_tokens"], s["reprefill_gpu_s"]] for s in sweep],
+                         hovertemplate="target %{x}: %{customdata[0]:,} preemptions, %{customdata[1]:,} tokens "
+                                       "re-prefilled (%{customdata[2]:.1f} GPU-s)<extra></extra>"),
+                  secondary_y=False)
+    fig.add_trace(go.Scatter(x=x, y=[s["mean_batch"] for s in sweep], mode="lines+markers",
+                             name="mean running batch", line=dict(color=COLORS["kv"], width=2.5),
+                             hovertemplate="target %{x}: %{y:.0f} sequences<extra></extra>"), secondary_y=True)
+    top = max([s["preemptions"] for s in sweep] + [1])
+    fig.update_xaxes(title_text="admission target (share of KV pages the scheduler fills)", type="category")
+    decades = [10**k for k in range(int(np.log10(top * 4)) + 1)]
+    fig.update_yaxes(title_text="preemptions (log scale; 0 drawn at 0.5)", type="log",
+                     range=[np.log10(0.3), np.log10(top * 4)], tickvals=decades,
+                     ticktext=[f"{d:,}" for d in decades], secondary_y=False)
+    batch_top = max([s["mean_batch"] for s in sweep] + [1])
+    fig.update_yaxes(title_text="mean running batch (sequences)", secondary_y=True, showgrid=False,
+                     range=[0, batch_top * 1.5], tickmode="auto", nticks=6)
+    fig.update_layout(title=title, legend=dict(orientation="h", y=-0.25), **_LAYOUT)
     return fig

@@ -44,7 +44,8 @@ class KVBudgetWidget(widgets.VBox):
         self.dtype = widgets.ToggleButtons(options=_DTYPE_OPTIONS, value=dtype_bytes if dtype_bytes in (1, 2, 4) else 2,
                                            description="KV dtype", style={"button_width": "120px"})
         self.K = widgets.IntSlider(value=_clamp(K, *K_RANGE, 10), min=K_RANGE[0], max=K_RANGE[1], description="K bits")
-        self.L = widgets.IntSlider(value=_clamp(L, *L_RANGE, 150), min=L_RANGE[0], max=L_RANGE[1], description="L tables")
+        self.L = widgets.IntSlider(value=_clamp(L, *L_RANGE, 150), min=L_RANGE[0], max=L_RANGE[1],
+                                   description="L tables")
         self.table = widgets.HTML()
         self.status = widgets.HTML()
         self.figure = go.FigureWidget(self._figure_data())
@@ -93,7 +94,8 @@ class KVBudgetWidget(widgets.VBox):
             ("KV per token", f"{r['kv_bytes_per_token']:,} B"),
             ("KV per sequence", fmt(r["kv_bytes"])),
             ("read once at 1 TB/s", f"{r['kv_read_time_s'] * 1e3:.3g} ms"),
-            ("table bytes per token and head", f"{r['table_bytes_per_head_token']} B vs {r['kv_pair_bytes_per_head_token']} B K+V"),
+            ("table bytes per token and head",
+             f"{r['table_bytes_per_head_token']} B vs {r['kv_pair_bytes_per_head_token']} B K+V"),
             ("LSH table entries", fmt(r["table_bytes"])),
             ("bucket offsets", fmt(r["bucket_metadata_bytes"])),
             ("index / KV", f"{r['index_to_kv_ratio']:.2f}x"),
@@ -150,7 +152,8 @@ class AllocatorWidget(widgets.VBox):
             base = self.rows[0].batch or 1
             self.table.value = _html_table(
                 [(r.name, f"batch {r.batch:,} ({r.batch / base:.1f}x), held/logical {r.held_over_logical:.2f}x"
-                          + (f", {r.overflow} longer than their slot" if r.overflow else ""))
+                          + (f", {r.overflow} cut off at their slot" if r.overflow else "")
+                          + (f", {r.rejected} prompts longer than a slot rejected" if r.rejected else ""))
                  for r in self.rows])
             self.status.value = ""
         except Exception as exc:  # a widget must never raise into the notebook

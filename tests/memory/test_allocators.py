@@ -32,9 +32,23 @@ def test_replica_shape_is_320_kib_per_token():
 def test_contiguous_by_hand():
     reqs = [(100, 20), (3000, 500), (50, 10)]
     a = al.contiguous_allocation(reqs, reserve_tokens=1000, budget_bytes=2500 * 10, bytes_per_token=10)
-    assert (a.batch, a.held_bytes, a.logical_bytes, a.overflow) == (2, 20_000, 36_200, 1)
+    # the 3,000-token prompt cannot enter a 1,000-token slot: rejected, the third request takes the slot
+    assert (a.batch, a.held_bytes, a.logical_bytes, a.overflow, a.rejected) == (2, 20_000, 1_800, 0, 1)
+    a = al.contiguous_allocation([(100, 20), (900, 500)], 1000, budget_bytes=10**6, bytes_per_token=10)
+    # the second answer outgrows its slot: cut off at 1,000 tokens, it holds and uses exactly the slot
+    assert (a.batch, a.overflow, a.rejected, a.logical_bytes, a.completed) == (2, 1, 0, (120 + 1000) * 10, 1)
     a = al.contiguous_allocation(reqs, 4096, budget_bytes=10**9, bytes_per_token=10)
-    assert a.batch == 3  # more slots than requests admits them all
+    assert a.batch == 3 and a.rejected == 0  # more slots than requests admits them all
+
+
+def test_contiguous_never_counts_more_than_its_slots():
+    mix = al.request_mix()
+    for reserve in (1024, 2048, 8192):
+        a = al.contiguous_allocation(mix, reserve)
+        assert 0 <= a.waste_fraction < 1 and a.logical_bytes <= a.held_bytes
+    a = al.contiguous_allocation(mix, 2048)
+    assert (a.batch, a.rejected, a.overflow) == (276, 32, 16)
+    assert a.waste_fraction == pytest.approx(0.507, abs=5e-4)
 
 
 def test_paged_by_hand_with_and_without_prefix():
@@ -127,43 +141,47 @@ def test_allocator_with_shared_prefix_pays_for_copy_on_write():
     assert real.batch < formula.batch and real.batch > 0.95 * formula.batch
 
 
-def test_preemption_is_seeded_and_zero_below_85_percent():
-    assert al.preemption_probability(0.85) == 0 and al.preemption_probability(1.0) == 1
-    assert al.preemption_probability(0.9) == pytest.approx(1 / 9)
-    assert al.simulate_preemption(0.95) == al.simulate_preemption(0.95)
-    assert al.simulate_preemption(0.5)["tokens_reprefilled"] == 0
-    sims = [al.simulate_preemption(o)["tokens_reprefilled"] for o in (0.86, 0.9, 0.95, 0.99)]
-    assert sims == sorted(sims) and sims[-1] > 0
-    s = al.simulate_preemption(0.99)
-    assert s["wasted_gpu_ms"] == pytest.approx(s["tokens_reprefilled"] * 2 * 70e9 / (989.5e12 * 4) * 1e3)
+def test_serving_without_pressure_never_preempts_and_finishes_everything():
+    reqs = [(100, 50)] * 10
+    r = al.simulate_serving(1.0, requests=reqs, page_tokens=16, budget_bytes=10**6, bytes_per_token=1)
+    assert (r["completed"], r["preemptions"], r["reprefill_tokens"]) == (10, 0, 0)
+    assert r["steps"] == 50     # everyone runs at once and decodes 50 tokens
 
 
-@pytest.mark.parametrize("bad,exc", [(float("nan"), ValueError), (float("inf"), ValueError), (1.01, ValueError),
-                                     (-0.2, ValueError), ([0.5, float("nan")], ValueError), ("high", TypeError)])
-def test_preemption_probability_refuses_bad_occupancy(bad, exc):
-    with pytest.raises(exc, match="occupancy"):
-        al.preemption_probability(bad)
+def test_serving_evicts_when_pages_run_out_and_counts_the_reprefill():
+    # a pool of 20 four-token pages; two requests of 30 prompt tokens (8 pages each) that want 20 more
+    reqs = [(30, 20), (30, 20)]
+    r = al.simulate_serving(1.0, requests=reqs, page_tokens=4, budget_bytes=20 * 4, bytes_per_token=1)
+    assert r["completed"] == 2 and r["preemptions"] >= 1
+    # an evicted request re-prefills its prompt and what it had generated
+    assert r["reprefill_tokens"] >= 30 and r["reprefill_gpu_s"] > 0
+    # the same requests one at a time (a target that admits only one) need no eviction
+    solo = al.simulate_serving(0.5, requests=reqs, page_tokens=4, budget_bytes=20 * 4, bytes_per_token=1)
+    assert solo["preemptions"] == 0 and solo["completed"] == 2 and solo["steps"] == 40
 
 
-def test_preemption_probability_on_arrays():
-    grid = np.linspace(0, 1, 101)
-    p = al.preemption_probability(grid)
-    assert p.shape == grid.shape and np.all(np.isfinite(p))
-    assert np.all(p[grid <= 0.85] == 0) and np.all(p[grid > 0.85] > 0) and np.all(np.diff(p) >= 0)
-    assert al.preemption_probability([]).size == 0
+def test_serving_rejects_a_request_that_can_never_fit():
+    r = al.simulate_serving(0.9, requests=[(100, 10), (10, 5)], page_tokens=4, budget_bytes=40, bytes_per_token=1)
+    assert r["rejected"] == 1 and r["completed"] == 1
 
 
-def test_preemption_rate_check_can_fail():
-    honest = al.simulate_preemption(0.95, n_decisions=5000)
-    assert abs(al.preemption_rate_check([honest])[0]["z"]) < 4
-    # A simulator that preempted at half the stated rate is caught ...
-    halved = dict(honest, preempted=honest["preempted"] // 2)
-    assert abs(al.preemption_rate_check([halved])[0]["z"]) > 10
-    # ... and so is one that preempts where the rule says it never does.
-    quiet = dict(al.simulate_preemption(0.5), preempted=1)
-    assert al.preemption_rate_check([quiet])[0]["z"] == float("inf")
-    text = al.preemption_text([honest])
-    assert "simulated rate" in text and f"{honest['preempted'] / 5000:.3f}" in text
+def test_preemptions_rise_with_the_target_on_the_seed_mix():
+    sweep = al.preemption_sweep((0.9, 0.99, 1.0))
+    counts = [s["preemptions"] for s in sweep]
+    assert counts == sorted(counts) and counts[0] == 0 and counts[-1] > 40 * max(counts[1], 1)
+    assert all(s["completed"] == 4000 for s in sweep)
+    assert al.preemption_sweep((0.9,)) == sweep[:1]      # deterministic (and cached)
+    text = al.preemption_text(sweep)
+    assert "preemptions" in text and f"{counts[-1]:,}" in text
+
+
+def test_preemption_figure():
+    from pigviz.plots import budget as pb
+    reqs = [(30, 20), (30, 20)]
+    sweep = al.preemption_sweep((0.5, 1.0), requests=reqs, page_tokens=4, budget_bytes=80, bytes_per_token=1)
+    fig = pb.preemption_figure(sweep)
+    assert fig.layout.yaxis.type == "log" and list(fig.data[0].x) == ["50%", "100%"]
+    assert fig.data[0].text[0] == "0"
 
 
 def test_largest_sharing_gap_finds_the_mid_page_prefix():
@@ -178,7 +196,6 @@ def test_largest_sharing_gap_finds_the_mid_page_prefix():
 @pytest.mark.parametrize("call", [
     lambda: al.request_mix(10, seed=-5),
     lambda: al.prefix_sharing(16, seed=-1),
-    lambda: al.simulate_preemption(0.9, seed=-3),
 ])
 def test_negative_seeds_are_refused(call):
     # random.Random(-5) would silently give the same stream as random.Random(5)
@@ -189,11 +206,12 @@ def test_negative_seeds_are_refused(call):
 def test_assembly_rederives_the_seed_table():
     rows = al.assembly_table()
     assert [r.batch for r in rows] == [69, 276, 417, 1085]
-    assert [round(r.held_over_logical, 2) for r in rows] == [5.65, 1.52, 1.01, 0.38]
+    # the contiguous rows count a cut-off sequence at its slot, not at its full length
+    assert [round(r.held_over_logical, 2) for r in rows] == [6.72, 2.03, 1.01, 0.38]
     assert round(rows[3].batch / rows[0].batch, 1) == 15.7
-    assert rows[1].overflow == 43  # a 2k slot is too small for 43 of its 276 sequences
+    assert (rows[1].overflow, rows[1].rejected) == (16, 32)
     text = al.format_assembly(rows)
-    assert "5.65x" in text and "15.7x" in text
+    assert "6.72x" in text and "15.7x" in text and "rejected" in text
 
 
 @pytest.mark.parametrize("call,exc,match", [
@@ -202,7 +220,8 @@ def test_assembly_rederives_the_seed_table():
     (lambda: al.paged_allocation([(1, 2, 3)], 16), ValueError, "requests"),
     (lambda: al.paged_allocation([(-1, 2)], 16), ValueError, "requests"),
     (lambda: al.prefix_sharing(-1), ValueError, "prefix_tokens"),
-    (lambda: al.simulate_preemption(1.5), ValueError, "occupancy"),
+    (lambda: al.simulate_serving(1.5), ValueError, "target_occupancy"),
+    (lambda: al.simulate_serving(0.0), ValueError, "target_occupancy"),
     (lambda: al.request_mix(0), ValueError, "n"),
     (lambda: al.PagedKVAllocator(0), ValueError, "num_pages"),
 ])

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pigviz.memory import budget
-from pigviz.memory.model_shapes import known_models
+from pigviz.memory.budget import GIB
+from pigviz.memory.model_shapes import ModelShape, get_model_shape, known_models
 
 LLAMA8 = "Llama-3.1-8B"
 
@@ -82,14 +83,10 @@ def test_wrong_types_raise_type_errors():
         budget.kv_bytes(LLAMA8, 10, dtype_bytes=2.5)
 
 
-def test_break_even_by_hand_and_independent_of_prefix_length():
+def test_break_even_by_hand():
     per_token = 327_680
     t = 2 * 70e9 / (989.5e12 * 4)
     assert budget.break_even_bandwidth(per_token, 70e9, tp=4) == pytest.approx(per_token / t)
-    ratios = {round(budget.fetch_or_recompute(n, per_token, 25e9, 70e9, tp=4)["fetch_s"]
-                    / budget.fetch_or_recompute(n, per_token, 25e9, 70e9, tp=4)["recompute_s"], 9)
-              for n in (1, 77, 4096, 10**6)}
-    assert len(ratios) == 1
     table = budget.break_even_table(per_token, 70e9)
     assert [row["tp"] for row in table] == [1, 2, 4, 8]
     assert all(b["break_even_GBps"] == pytest.approx(2 * a["break_even_GBps"]) for a, b in zip(table, table[1:]))
@@ -100,16 +97,54 @@ def test_break_even_by_hand_and_independent_of_prefix_length():
     assert budget.H100_SPARSE_BF16_FLOPS == pytest.approx(2 * budget.H100_DENSE_BF16_FLOPS)
 
 
+def test_attention_flops_by_hand_and_by_loop():
+    # one layer, one head of width 2: query i costs 2 x 2 x i (scores) + 2 x 2 x i (values)
+    tiny = ModelShape("tiny", layers=1, attention_heads=1, kv_heads=1, head_dim=2, hidden_size=2, params=10,
+                      max_context=None)
+    assert budget.attention_flops(tiny, 3) == sum(8 * i for i in (1, 2, 3))
+    assert budget.prefill_flops(tiny, 3) == 2 * 10 * 3 + 48
+    big = get_model_shape("Llama-3.1-70B")
+    n = 1000
+    loop = sum(4 * big.layers * big.attention_heads * big.head_dim * i for i in range(1, n + 1))
+    assert budget.attention_flops(big, n) == loop
+
+
 @pytest.mark.parametrize("tp", [1, 4, 8])
-@pytest.mark.parametrize("prefix", [1, 128, 131_072])
-def test_break_even_by_timing_agrees_with_the_closed_form(prefix, tp):
-    closed = budget.break_even_bandwidth(327_680, 70e9, tp=tp)
-    assert budget.break_even_by_timing(prefix, 327_680, 70e9, tp=tp) == pytest.approx(closed, rel=1e-9)
+def test_break_even_falls_with_the_prefix_and_tends_to_the_weights_only_form(tp):
+    big = "Llama-3.1-70B"
+    short = budget.break_even_bandwidth(327_680, 70e9, tp=tp)
+    values = [budget.break_even_at(big, n, 70e9, tp=tp) for n in (1, 128, 4096, 32_768, 131_072)]
+    assert values == sorted(values, reverse=True)
+    assert values[0] == pytest.approx(short, rel=1e-4) and values[0] < short
+    # FP8 halves the bytes and nothing else
+    assert budget.break_even_at(big, 4096, 70e9, dtype_bytes=1, tp=tp) == pytest.approx(values[2] / 2)
 
 
-def test_break_even_by_timing_refuses_a_bracket_without_the_crossing():
-    with pytest.raises(ValueError, match="hi_bytes_per_s"):
-        budget.break_even_by_timing(128, 327_680, 70e9, tp=4, hi_bytes_per_s=1e9)
+def test_break_even_over_context_matches_the_quick_count():
+    rows = {r["context"]: r for r in budget.break_even_over_context("Llama-3.1-70B", n_params=70e9, tps=(4,))}
+    assert [round(rows[n]["TP4"], 1) for n in (4096, 32_768, 131_072)] == [8.9, 7.1, 4.2]
+    assert 0 < rows[128]["attention_share"] < rows[131_072]["attention_share"] < 1
+    text = budget.break_even_context_text(list(rows.values()), {"local NVMe": 7.0})
+    assert "recompute" in text and "fetch" in text
+
+
+@pytest.mark.parametrize("bw,dtype,tp", [(7e9, 2, 4), (7e9, 2, 8), (25e9, 2, 4), (7e9, 1, 4), (1e9, 2, 4)])
+def test_crossover_prefix_is_where_fetching_starts_to_win(bw, dtype, tp):
+    n = budget.crossover_prefix("Llama-3.1-70B", bw, 70e9, dtype_bytes=dtype, tp=tp)
+    win = lambda k: budget.fetch_or_recompute("Llama-3.1-70B", k, bw, 70e9, dtype, tp=tp)["fetch_wins"]  # noqa: E731
+    assert win(n)
+    assert n == 1 or not win(n - 1)
+
+
+def test_crossover_prefix_numbers_and_none():
+    assert budget.crossover_prefix("Llama-3.1-70B", 7e9, 70e9, tp=4) == 34_545
+    assert budget.crossover_prefix("Llama-3.1-70B", 7e9, 70e9, dtype_bytes=1, tp=4) == 1
+    assert budget.crossover_prefix("Llama-3.1-70B", 1.0, 70e9, tp=4) is None   # 1 B/s: never within 10^9 tokens
+
+
+def test_disaggregated_transfer():
+    t = budget.disaggregated_transfer("Llama-3.1-70B", 131_072, 25e9)
+    assert t["kv_bytes"] == 40 * GIB and t["transfer_s"] == pytest.approx(40 * GIB / 25e9)
 
 
 def test_tier_verdict_changes():
@@ -118,10 +153,17 @@ def test_tier_verdict_changes():
     assert budget.tier_verdict_changes(327_680, 70e9, 1, 8) == ["local NVMe"]
 
 
-@pytest.mark.parametrize("bpt", [-327_680, 0, float("nan")])
-def test_fetch_or_recompute_refuses_non_positive_bytes(bpt):
-    with pytest.raises(ValueError, match="bytes_per_token"):
-        budget.fetch_or_recompute(128, bpt, 7e9, 70e9)
+@pytest.mark.parametrize("bw", [-7e9, 0, float("nan")])
+def test_fetch_or_recompute_refuses_non_positive_bandwidth(bw):
+    with pytest.raises(ValueError, match="bandwidth_bytes_per_s"):
+        budget.fetch_or_recompute("Llama-3.1-70B", 128, bw, 70e9)
+
+
+def test_recompute_needs_a_parameter_count():
+    shape = ModelShape("x", layers=1, attention_heads=1, kv_heads=1, head_dim=2, hidden_size=2, params=None,
+                       max_context=None)
+    with pytest.raises(ValueError, match="n_params"):
+        budget.prefill_flops(shape, 10)
 
 
 def test_format_bytes():
@@ -159,6 +201,11 @@ def test_budget_figures_have_titles_units_and_no_nan():
     assert fig.layout.xaxis.type == "log" and "GB/s" in fig.layout.xaxis.title.text
     colors = dict(zip(fig.data[0].y, fig.data[0].marker.color))
     assert colors["local NVMe"] != colors["RDMA / 200 GbE"]
+    _finite(fig)
+    rows = budget.break_even_over_context("Llama-3.1-70B", (128, 4096, 131_072), 70e9, tps=(4, 8))
+    fig = pb.break_even_context_figure(rows, {"local NVMe": 7.0})
+    assert fig.layout.xaxis.type == "log" and "GB/s" in fig.layout.yaxis.title.text
+    assert [t.name for t in fig.data] == ["break-even, TP4", "break-even, TP8", "local NVMe: 7 GB/s"]
     _finite(fig)
 
 
