@@ -26,6 +26,8 @@ OUT = ROOT / "notebooks"
 sys.path.insert(0, str(ROOT))
 from pigviz._util.io import atomic_path
 
+KEPT_METADATA = ("jupyter", "tags", "collapsed", "slideshow")
+
 
 def build(src: Path, execute: bool = True) -> Path:
     nb = jupytext.read(src, fmt="py:percent")
@@ -36,7 +38,8 @@ def build(src: Path, execute: bool = True) -> Path:
     }
     for i, cell in enumerate(nb.cells):
         cell["id"] = f"{src.stem[:2]}-{i:02d}"
-        cell.metadata = {}
+        # Keep what a learner sees (collapsed solutions, tags); drop jupytext's spacing bookkeeping.
+        cell.metadata = {k: v for k, v in cell.metadata.items() if k in KEPT_METADATA}
     if execute:
         client = NotebookClient(
             nb, timeout=600, kernel_name="python3", store_widget_state=False, resources={"metadata": {"path": str(OUT)}}
