@@ -10,6 +10,23 @@
 # values: attention output as the balance point of weighted sticks. With it we compare four
 # ways of reading only $B$ keys: **TopK**, **sampling**, **importance sampling** and a
 # **hybrid**, and see which of them aim at the right answer.
+#
+# **You will be able to**
+#
+# * compute an attention output as the balance point of weighted sticks, and write that
+#   function yourself;
+# * show with one line of algebra why TopK misses whenever the keys it drops hold weight, and
+#   why the sink scenario makes it miss badly;
+# * say what sets the error of sampling, and why importance sampling must know, for every key
+#   it draws, the probability $u$ of drawing it.
+#
+# **Prerequisites:** none among the notebooks: Python, numpy, and what a softmax is.
+# **Time in a workshop:** about 45 minutes, of which 15 for the three exercises.
+#
+# **Exercises.** Three cells ask you to write a short function (its body is `...`); the cell
+# after each checks it and says what is wrong if it is. Each solution is one click away,
+# folded below its check. If the notebook was started with `PIGVIZ_SOLUTIONS=1`, the
+# reference solution stands in for a blank function and the notebook runs through.
 
 # %%
 import pigviz
@@ -17,12 +34,19 @@ import pigviz
 pigviz.setup_notebook()
 
 import numpy as np
+from IPython.display import Markdown
 
 from pigviz import lessons
-from pigviz.toy import stick_balance as sb
 from pigviz.attention import softmax_attention
+from pigviz.lessons import exercises as ex
 from pigviz.plots.stick_balance import error_curves_figure, estimate_spread_figure, sticks_figure
+from pigviz.toy import stick_balance as sb
 from pigviz.widgets.stick_balance import StickBalanceWidget
+
+
+def folded(summary, text):
+    """Markdown that stays folded until clicked: the solutions and the answers."""
+    return Markdown(f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>")
 
 # %% [markdown]
 # ## 1. Values as sticks, the output as their balance point
@@ -48,6 +72,29 @@ print("weights:", np.round(weights, 3), " sum:", round(float(weights.sum()), 6))
 print(f"attention output {out[0]:.4f}   balance point {toy.truth:.4f}")
 print("net turning force about it is zero:", abs(torque) < 1e-12)
 sticks_figure(toy)
+
+# %% [markdown]
+# ### Your turn: the balance point
+#
+# Write the balance point of sticks with heights `weights` at positions `values`:
+# $\sum_i w_i v_i / \sum_i w_i$. Divide by the total weight: the weights you will meet later
+# (for instance $e^{s_i}$ before the softmax divides) need not add up to 1.
+
+# %%
+def balance_point(weights, values):
+    """Where the sticks balance: sum_i w_i v_i / sum_i w_i (the weights need not sum to 1)."""
+    ...
+
+
+# %%
+balance_point = ex.reference_or("01.balance_point", balance_point)
+ex.check("01.balance_point", balance_point)
+print(f"your balance point of the eight sticks: {balance_point(weights, V[:, 0]):.4f} "
+      f"(attention output {out[0]:.4f}); from exp(scores), unnormalised: "
+      f"{balance_point(np.exp(K @ q / np.sqrt(d)), V[:, 0]):.4f}")
+
+# %%
+folded("Solution: balance_point", f"```python\n{ex.solution('01.balance_point')}```")
 
 # %% [markdown]
 # ## 2. Reading fewer keys: TopK and sampling
@@ -96,6 +143,28 @@ print(sb.estimates_table({k: est[k] for k in ("exact", "topk", "sampling")}))
 sticks_figure(sink, {k: est[k] for k in ("exact", "topk", "sampling")}, BUDGET)
 
 # %% [markdown]
+# ### Your turn: TopK's balance point
+#
+# Keep the `budget` heaviest keys (all of them if `budget >= n`) and return their weighted
+# mean value, with their weights renormalised to sum to 1. Then compare your function with
+# the library's TopK on the sink scenario.
+
+# %%
+def topk_estimate(weights, values, budget):
+    """TopK's balance point over the `budget` heaviest keys, renormalised."""
+    ...
+
+
+# %%
+topk_estimate = ex.reference_or("01.topk_estimate", topk_estimate)
+ex.check("01.topk_estimate", topk_estimate)
+print(f"sink scenario, budget {BUDGET}: your TopK {topk_estimate(sink.weights, sink.values, BUDGET):.4f}, "
+      f"the library's {est['topk'].value:.4f}, truth {sink.truth:.4f}")
+
+# %%
+folded("Solution: topk_estimate", f"```python\n{ex.solution('01.topk_estimate')}```")
+
+# %% [markdown]
 # TopK grabs the sink and a handful of its flat neighbours. Rescaling their weights to add
 # up to 1 gives the sink far more than its true half of the say, so the balance point slides
 # towards 0. No amount of luck helps: TopK is deterministic, and it misses the same way
@@ -107,6 +176,32 @@ runs = sb.repeat_estimates(sink, BUDGET, runs=4000, seed=1, methods=("topk", "sa
 for name, values in runs.items():
     print(f"{name:<9} mean of 4000 runs {values.mean():.4f}   truth {sink.truth:.4f}")
 estimate_spread_figure(runs, sink.truth, BUDGET, "sink")
+
+# %% [markdown]
+# ### TopK's miss in one line of algebra
+#
+# Split the keys into the kept set $T$ and the missed set $M$. Let $W_T$ and $W_M = 1 - W_T$
+# be the true weight each set holds, and $\bar v_T$, $\bar v_M$ the weighted mean value inside
+# each set (weighted by the true weights). The truth is $o = W_T \bar v_T + W_M \bar v_M$, and
+# TopK returns $\bar v_T$. Subtract:
+#
+# $$\text{TopK} - o = \bar v_T - W_T \bar v_T - W_M \bar v_M = W_M\,(\bar v_T - \bar v_M).$$
+#
+# TopK misses by the weight it drops times how far the dropped keys' values sit from the kept
+# ones'. It is exact only when the missed weight is 0 or the missed values average the same as
+# the kept ones. In the sink scenario the flat keys it drops hold a third of the weight and
+# their values sit far above the sink's, so both factors are large. Checked with the keys the
+# library's TopK kept:
+
+# %%
+kept = est["topk"].read
+missed = np.setdiff1d(np.arange(sink.n), kept)
+W_M = sink.weights[missed].sum()
+mean_T = sink.weights[kept] @ sink.values[kept] / sink.weights[kept].sum()
+mean_M = sink.weights[missed] @ sink.values[missed] / W_M
+print(f"kept {kept.size} keys, missed {missed.size}; missed weight W_M = {W_M:.3f}")
+print(f"TopK - truth = {est['topk'].value:.4f} - {sink.truth:.4f} = {est['topk'].value - sink.truth:+.4f}")
+print(f"W_M (mean_T - mean_M) = {W_M:.3f} x ({mean_T:.4f} - {mean_M:.4f}) = {W_M * (mean_T - mean_M):+.4f}")
 
 # %% [markdown]
 # ## 4. How fast sampling's miss shrinks, and what sets its size
@@ -168,8 +263,42 @@ print(f"RMS error at B = 8: original values {loose:.4f}, squeezed values {tight:
 # with one key: the two sums then share their only term, so $\hat o$ is simply the value of
 # the key drawn, and its mean is $\sum_i u_i v_i$, not $o$.
 
+# ### Your turn: importance sampling
+#
+# `drawn` holds the index of each draw from the proposal $u$, repeats included. Weigh each
+# draw by $r = w/u$ and return $\sum r\,v / \sum r$ over the draws. Neither $w$ nor $u$ need
+# sum to 1.
+
+# %%
+def importance_estimate(weights, values, proposal, drawn):
+    """Self-normalised importance sampling over the draws `drawn` from `proposal`."""
+    ...
+
+
+# %%
+importance_estimate = ex.reference_or("01.importance_estimate", importance_estimate)
+ex.check("01.importance_estimate", importance_estimate)
+
+# %%
+folded("Solution: importance_estimate", f"```python\n{ex.solution('01.importance_estimate')}```")
+
+# %% [markdown]
+# Now use it on the sink scenario with the rough proposal, feeding it the unnormalised
+# weights $e^{s_i}$ (all a real sampler knows). The library's sampler below also stops at a
+# budget of distinct keys; yours takes a fixed number of draws instead, which is simpler to
+# follow: with one draw its mean over many runs is $\sum_i u_i v_i$, with many it approaches
+# the truth.
+
 # %%
 u = sb.rough_proposal(sink.scores)
+draw_rng = np.random.default_rng(8)
+for m in (1, 10, 1000):
+    mine = [importance_estimate(np.exp(sink.scores), sink.values, u, draw_rng.choice(sink.n, m, p=u))
+            for _ in range(2000)]
+    print(f"your estimator, {m:>4} draws: mean of 2000 runs {np.mean(mine):.3f}, RMS error "
+          f"{np.sqrt(np.mean((np.array(mine) - sink.truth) ** 2)):.3f}   (truth {sink.truth:.3f})")
+
+# %%
 one_key = sb.repeat_estimates(sink, 1, runs=4000, seed=2, methods=("importance",))["importance"]
 print(f"the proposal draws the sink with probability {u[0]:.3f}; its true weight is {sink.weights[0]:.3f}")
 print(f"sink scenario, 1 key: mean of 4000 runs {one_key.mean():.3f}   "
@@ -239,15 +368,107 @@ lessons.print_claims("01")
 # %% [markdown]
 # ## Questions to try
 #
-# 1. In the widget, find the smallest budget at which TopK's miss in the sink scenario drops
-#    below sampling's typical miss. What fraction of the keys is that?
-# 2. Build your own sink with `sb.custom_scenario`: give the sink a value of 1 instead of
-#    0.02. Does TopK now miss upwards? Explain it with the weights TopK rescales.
-# 3. Change the proposal sharpness in `sb.rough_proposal(sink.scores, sharpness=...)` and pass
-#    it to `sb.error_curves(..., proposal=...)`. Which sharpness minimises the error at
-#    $B = 12$? What happens at sharpness 1, and why?
-# 4. With `sb.make_scenario("peaked", seed=...)`, is the hybrid ever worse than TopK? What
-#    would a hybrid that spends a quarter, not half, of its budget exactly do?
-# 5. The sampler stops *before* the first draw that needs a new key. Write the rule that
-#    stops right *after* the $B$-th new key, average 4000 runs in the sink scenario, and
-#    compare with the truth. Which keys does it over-count?
+# Each answer is one click away: the cell under the question computes it and folds it.
+#
+# **1.** In the widget, find the smallest budget at which TopK's miss in the sink scenario
+# drops below sampling's typical miss. What fraction of the keys is that?
+
+# %%
+q1 = sb.error_curves(sink, n_seeds=400, seed=0, methods=("topk", "sampling"))
+better = q1.budgets[(q1.errors["topk"] < q1.errors["sampling"]) & (q1.budgets > 1)]
+folded("Answer 1", f"Leaving out B = 1 (one key either way: TopK reads the sink, one draw reads a single key, "
+       f"and both miss by about a key's distance from the truth), TopK's miss drops below sampling's RMS "
+       f"miss (400 runs) first at **B = {better.min()}** of {sink.n} keys, **{better.min() / sink.n:.0%}** "
+       f"of them. By then TopK has read almost everything, so it saves little.")
+
+# %% [markdown]
+# **2.** Build your own sink with `sb.custom_scenario`: give the sink a value of 1 instead of
+# 0.02. Does TopK now miss upwards? Explain it with the weights TopK rescales.
+
+# %%
+high_values = sink.values.copy()
+high_values[0] = 1.0
+high_sink = sb.custom_scenario(high_values, sink.scores, name="sink at 1")
+high_top = sb.topk(high_sink.values, high_sink.weights, BUDGET).value
+folded("Answer 2", f"Yes: truth {high_sink.truth:.3f}, TopK {high_top:.3f}, a miss of {high_top - high_sink.truth:+.3f}. "
+       "TopK rescales the kept weights to add up to 1, so the sink's share grows from its true 1/2 to far more, "
+       "and the balance point slides towards the sink's value, now above everything else. In the algebra above, "
+       "the kept keys' mean is now above the missed keys' mean, so W_M (mean_T - mean_M) is positive.")
+
+# %% [markdown]
+# **3.** Change the proposal sharpness in `sb.rough_proposal(sink.scores, sharpness=...)` and
+# pass it to `sb.error_curves(..., proposal=...)`. Which sharpness minimises the error at
+# $B = 12$? What happens at sharpness 1, and why?
+
+# %%
+sharpness = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+q3 = [sb.error_curves(sink, [BUDGET], n_seeds=2000, seed=3, methods=("importance",),
+                      proposal=sb.rough_proposal(sink.scores, k)).errors["importance"][0] for k in sharpness]
+oracle = sb.error_curves(sink, [BUDGET], n_seeds=2000, seed=3, methods=("sampling",)).errors["sampling"][0]
+folded("Answer 3", "RMS error at B = 12 (2000 runs) by sharpness: "
+       + ", ".join(f"{k:g}: {e:.3f}" for k, e in zip(sharpness, q3))
+       + f"; oracle sampling {oracle:.3f}. Of these, sharpness **{sharpness[int(np.argmin(q3))]:g}** is best. "
+       "At sharpness 1 the proposal is the true weights, every ratio w/u is the same, and importance sampling "
+       "*is* oracle sampling (equal errors up to run-to-run noise). Sharper still does better here because the "
+       "budget counts distinct keys: a proposal that favours the sink spends its free repeat draws on it, "
+       "pins its weight down, and samples the flat rest almost like the hybrid does.")
+
+# %% [markdown]
+# **4.** With `sb.make_scenario("peaked", seed=...)`, is the hybrid ever worse than TopK? What
+# would a hybrid that spends a quarter, not half, of its budget exactly do?
+
+# %%
+q4 = []
+for seed in range(20):
+    errs = sb.error_curves(sb.make_scenario("peaked", seed=seed), [BUDGET], n_seeds=2000, seed=5,
+                           methods=("topk", "hybrid")).errors
+    q4.append(errs["hybrid"][0] > errs["topk"][0])
+folded("Answer 4", f"Yes, often: at B = {BUDGET}, the hybrid's RMS error is above TopK's miss for "
+       f"**{sum(q4)} of 20** peaked scenarios (seeds 0-19). When a few sticks hold nearly all the weight, "
+       "TopK's miss W_M (mean_T - mean_M) is tiny because W_M is tiny, while the hybrid spends half its budget on "
+       "sampling noise. Unlike TopK it is unbiased, which wins in the sink scenario, not here. A quarter-exact "
+       "hybrid reads fewer keys exactly and samples more. Expect it to move towards plain sampling in peaked "
+       "scenarios (more of the tall sticks left to chance), while in the sink scenario it still reads the sink "
+       "exactly and its extra samples shrink the noise of the flat part. The library's hybrid splits in half; "
+       "writing the quarter split is a good follow-up exercise.")
+
+# %% [markdown]
+# **5.** The sampler stops *before* the first draw that needs a new key. Write the rule that
+# stops right *after* the $B$-th new key, average 4000 runs in the sink scenario, and compare
+# with the truth. Which keys does it over-count?
+
+# %%
+def stop_after_bth_key(scenario, budget, rng):
+    """Draw from the true weights until `budget` distinct keys are read; average every draw."""
+    seen, drawn = set(), []
+    while len(seen) < budget:
+        i = int(rng.choice(scenario.n, p=scenario.weights))
+        seen.add(i)
+        drawn.append(scenario.values[i])
+    return np.mean(drawn)
+
+
+after = np.array([stop_after_bth_key(sink, BUDGET, np.random.default_rng(6 + r)) for r in range(4000)])
+before = sb.repeat_estimates(sink, BUDGET, runs=4000, seed=6, methods=("sampling",))["sampling"]
+se = after.std(ddof=1) / np.sqrt(after.size)
+folded("Answer 5", f"Stopping after the B-th new key: mean of 4000 runs {after.mean():.4f}, "
+       f"**{(after.mean() - sink.truth) / se:+.0f} standard errors** from the truth {sink.truth:.4f}; the library's "
+       f"rule (stop before it): {before.mean():.4f}. The last draw of every run is, by construction, a new key, and "
+       "new keys are mostly the rarely drawn flat ones; each run thus ends with one extra flat draw. It over-counts "
+       "the flat keys, whose values lie above the truth, so the estimate is pulled up.")
+
+# %% [markdown]
+# ## Recap
+#
+# * Attention's output is the balance point of the values, each weighed by its softmax weight.
+# * TopK misses by $W_M(\bar v_T - \bar v_M)$: the weight it drops times how far the dropped
+#   values sit from the kept ones. With a sink and a flat rest, that is large, and the same on
+#   every run.
+# * Sampling from the weights is unbiased; its error shrinks like $\sigma_w/\sqrt B$, where
+#   $\sigma_w$ measures how much the values disagree.
+# * Drawing from the true weights needs every key. Importance sampling draws from a cheap
+#   proposal $u$ and divides by it, so it needs $u$ for every key it draws; it converges, with
+#   a bias at small budgets.
+#
+# **Next: notebook 02** looks at a real model's keys to see what a cheap proposal has to work
+# with: the keys sit in a narrow cone, and the queries point away from it.

@@ -13,6 +13,19 @@
 # Three things turn out to matter: the keys crowd into a **cone**; from the middle layers
 # on, the first token is an **attention sink**; and the queries point **away** from the
 # cone.
+#
+# **You will be able to**
+#
+# * measure how narrow a cone a head's keys form, with two functions you write: each key's
+#   cosine with the mean direction, and the cone's width;
+# * compute one query's attention weights yourself and find the attention sink among them;
+# * explain why a short sink key still wins, and why keys in a cone are a problem for
+#   hyperplanes through the origin.
+#
+# **Prerequisites:** notebook 01 (attention as a weighted mean; why TopK and sampling need the
+# weights). **Time in a workshop:** about 40 minutes, of which 15 for the three exercises.
+# Each exercise cell leaves a function body as `...`; the cell after it checks your function,
+# and the solution is folded below the check.
 
 # %%
 import pigviz
@@ -20,11 +33,19 @@ import pigviz
 pigviz.setup_notebook()
 
 import numpy as np
+from IPython.display import Markdown
 
 from pigviz import lessons
 from pigviz.keys import geometry as kg
 from pigviz.keys import projection as kp
+from pigviz.lessons import exercises as ex
 from pigviz.plots import key_geometry as pk
+
+
+def folded(summary, text):
+    """Markdown that stays folded until clicked: the solutions and the answers."""
+    return Markdown(f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>")
+
 
 cap = kg.shipped_capture()
 d = cap.keys.shape[-1]
@@ -77,6 +98,39 @@ pk.sink_heatmap_figure(sink["sink_weight"], kg.head_pairs(cap), None, cap.group_
 # Take each key's direction and compare it with the keys' average direction. Random
 # directions in 64 dimensions would be almost orthogonal to any fixed direction (the dotted
 # curve). Real keys are not: every captured head has its keys bunched on one side.
+#
+# ### Your turn: the cone, measured
+#
+# Write the two measurements this section uses. `cos_to_mean_direction(keys)`: scale each key
+# to length 1, average those unit keys, scale the average to length 1 (that is the mean
+# direction), and return each unit key's cosine with it. `cone_width(keys)`: the mean of those
+# cosines, which equals the length of the average unit key: near 1 for a narrow cone, about
+# $1/\sqrt n$ for random directions.
+
+# %%
+def cos_to_mean_direction(keys):
+    """Each key's cosine with the keys' mean direction; keys (n, d) -> (n,)."""
+    ...
+
+
+def cone_width(keys):
+    """Mean cosine of the keys with their mean direction = length of the average unit key."""
+    ...
+
+
+# %%
+cos_to_mean_direction = ex.reference_or("02.cos_to_mean_direction", cos_to_mean_direction)
+cone_width = ex.reference_or("02.cone_width", cone_width)
+ex.check("02.cos_to_mean_direction", cos_to_mean_direction)
+ex.check("02.cone_width", cone_width)
+layer19 = kg.head_view(cap, 19, 6).keys
+print(f"layer 19's keys: your cone width {cone_width(layer19):.4f}, the library's {kg.cone_width(layer19):.4f}; "
+      f"largest gap between your cosines and the library's: "
+      f"{np.max(np.abs(cos_to_mean_direction(layer19) - kg.cos_to_mean_direction(layer19))):.1e}")
+
+# %%
+folded("Solutions: cos_to_mean_direction, cone_width",
+       f"```python\n{ex.solution('02.cos_to_mean_direction')}\n\n{ex.solution('02.cone_width')}```")
 
 # %%
 rows = kg.geometry_table(cap)
@@ -133,6 +187,30 @@ print(kg.format_sink_table(rows))
 # (recent tokens are left out: they are the other thing a query likes to read). Layer 2 has
 # no sink, and there token 0 is just another key.
 #
+# ### Your turn: one query's attention weights
+#
+# Compute the attention weights of one query `q` (shape `(d,)`) over `keys` (shape `(n, d)`):
+# the softmax of the scores $q\cdot k_i/\sqrt d$. Real scores can be large, so subtract the
+# largest score before `exp` (the softmax does not change, and nothing overflows). Then use
+# it on the last query of layer 19, head 6: how much weight lands on the sink?
+
+# %%
+def attention_weights(q, keys):
+    """softmax(keys @ q / sqrt(d)) for one query q (d,) over keys (n, d) -> (n,)."""
+    ...
+
+
+# %%
+attention_weights = ex.reference_or("02.attention_weights", attention_weights)
+ex.check("02.attention_weights", attention_weights)
+mine = attention_weights(view.queries[-1], view.keys)
+print(f"last query of layer 19, head 6: your weight on the sink key {mine[0]:.3f}, on the last "
+      f"{kg.EXACT_RECENT} keys {mine[-kg.EXACT_RECENT:].sum():.3f}; "
+      f"largest gap to the library's weights {np.max(np.abs(mine - view.attention_weights()[-1])):.1e}")
+
+# %%
+folded("Solution: attention_weights", f"```python\n{ex.solution('02.attention_weights')}```")
+#
 # ## 5. The picture: keys in the plane of the query and the mean key
 #
 # A 64-dimensional cloud cannot be drawn, but a plane through it can. Take the plane spanned
@@ -186,15 +264,104 @@ lessons.print_claims("02")
 # %% [markdown]
 # ## Questions to try
 #
-# 1. Layer 2 has no sink. Is its cone wider or narrower than the sink layers' cones, and
-#    does its query point less far away?
-# 2. In the heatmap, find a sink layer where one head ignores token 0. What might that head
-#    be doing instead?
-# 3. With `kg.cos_with_query(view, i)`, which positions does the last query like best?
-#    How many of them are among the last 64 tokens?
-# 4. The sink key is short. What would happen to its attention weight if it were scaled to
-#    the median key length, with the same direction? Compute it from `view.keys` and
-#    `view.attention_weights`.
-# 5. In the widget, set one hyperplane and toggle between raw and centred keys. What share
-#    of the keys sits on the query's side in each case, and why does it depend on the head
-#    and the query for raw keys much more than for centred ones?
+# Each answer is one click away: the cell under the question computes it and folds it.
+#
+# **1.** Layer 2 has no sink. Is its cone wider or narrower than the sink layers' cones, and
+# does its query point less far away?
+
+# %%
+by_layer = {r.layer: r for r in rows[::cap.group_size]}
+sink_layers = [layer for layer in cap.layers if layer != 2]
+folded("Answer 1", "Cone width (mean cos with the mean direction) and cos(query, mean key), averaged over "
+       "the captured queries of the first head of each layer: "
+       + "; ".join(f"layer {layer}: cone {by_layer[layer].cone_raw:.2f}, query cos {by_layer[layer].query_cos:+.2f}"
+                   for layer in cap.layers)
+       + f". Layer 2's cone is **{'wider' if by_layer[2].cone_raw < min(by_layer[x].cone_raw for x in sink_layers) else 'not wider'}** "
+       f"than every sink layer's, and its query points "
+       f"**{'less' if by_layer[2].query_cos > max(by_layer[x].query_cos for x in sink_layers) else 'not less'} far away** "
+       "than in every sink layer. Both make hashing raw keys easier there (notebook 03).")
+
+# %% [markdown]
+# **2.** In the heatmap, find a sink layer where one head ignores token 0. What might that head
+# be doing instead?
+
+# %%
+first_sink, _ = kg.sink_onset(cap)
+weight0 = sink["sink_weight"]
+quiet = [(layer, head) for layer in range(first_sink, weight0.shape[0]) for head in range(weight0.shape[1])
+         if weight0[layer, head] < 0.05]
+folded("Answer 2", f"From layer {first_sink} on, {len(quiet)} of {(weight0.shape[0] - first_sink) * weight0.shape[1]} "
+       "(layer, head) cells put under 5% of their weight on token 0, for example "
+       + ", ".join(f"layer {layer} head {head} ({weight0[layer, head]:.1%})" for layer, head in quiet[:4])
+       + ". The capture holds only their weight on token 0, so what they do instead is a guess to test: a head "
+       "that always finds something relevant (the previous token, a matching earlier token) has no spare "
+       "weight to park. Capture that head with the optional cell at the top and look where its weight goes.")
+
+# %% [markdown]
+# **3.** With `kg.cos_with_query(view, i)`, which positions does the last query like best? How
+# many of them are among the last 64 tokens?
+
+# %%
+top20 = np.argsort(-cos_q)[:20]
+recent = int(np.sum(top20 >= view.n - kg.EXACT_RECENT))
+folded("Answer 3", f"The 20 keys with the largest cosine sit at positions {', '.join(map(str, sorted(top20.tolist())))}; "
+       f"**{recent} of the 20** are among the last {kg.EXACT_RECENT} tokens (positions {view.n - kg.EXACT_RECENT} on); "
+       f"the other{'s are' if 20 - recent > 1 else ' is'} at position "
+       f"{', '.join(str(p) for p in sorted(top20.tolist()) if p < view.n - kg.EXACT_RECENT)} (0 is the sink). "
+       "The query likes the recent tokens and the sink: exactly the keys MagicPIG reads without hashing.")
+
+# %% [markdown]
+# **4.** The sink key is short. What would happen to its attention weight if it were scaled to
+# the median key length, with the same direction? Compute it from `view.keys` and
+# `view.attention_weights`.
+
+# %%
+lengths = np.linalg.norm(view.keys, axis=1)
+stretched = view.keys.copy()
+stretched[0] *= np.median(lengths) / lengths[0]
+w_now = view.attention_weights()[-1, 0]
+w_long = view.attention_weights(stretched)[-1, 0]
+folded("Answer 4", f"Key 0 is {lengths[0] / np.median(lengths):.2f} times the median length. Stretched to the median "
+       f"length, its score (positive for this query) grows by the same factor, and the last query's weight on it goes "
+       f"from **{w_now:.3f} to {w_long:.3f}**. The sink key's direction does the work; its shortness keeps its "
+       "score, and so its weight, moderate.")
+
+# %% [markdown]
+# **5.** In the widget, set one hyperplane and toggle between raw and centred keys. What share
+# of the keys sits on the query's side in each case, and why does it depend on the head and
+# the query for raw keys much more than for centred ones?
+
+# %%
+plane_rng = np.random.default_rng(5)
+shares = {"raw": [], "centred": []}
+for layer, heads in zip(cap.layers, cap.query_heads):
+    for head in heads:
+        hv = kg.head_view(cap, layer, head)
+        hashed = kg.non_exact_mask(hv.n)
+        for _ in range(20):
+            plane = plane_rng.standard_normal(d)
+            side = np.sign(hv.queries[-1] @ plane)
+            for variant in shares:
+                shares[variant].append(np.mean(np.sign(hv.keys_as(variant)[hashed] @ plane) == side))
+folded("Answer 5", f"Over 20 random hyperplanes for the last query of each of the {len(shares['raw']) // 20} captured "
+       "heads, the share of hashed keys on the query's side of one plane: "
+       + "; ".join(f"{v}: mean {np.mean(x):.0%}, spread (std) {np.std(x):.0%}, from {np.min(x):.0%} to {np.max(x):.0%}"
+                   for v, x in shares.items())
+       + ". Raw keys sit in a narrow cone away from the origin, so where a plane through the origin falls "
+       "relative to the cone and the query decides whether few or most of them are on the query's side: the "
+       "share swings from plane to plane, head to head and query to query. Centred keys surround the origin, "
+       "so every plane cuts them about in half, whatever the head or query.")
+
+# %% [markdown]
+# ## Recap
+#
+# * A real head's keys crowd into a cone: their mean cosine with their mean direction is far
+#   from the near-0 of random directions.
+# * From the first sink layer on, many heads park a large share of their weight on token 0.
+# * The queries point away from the cone; the sink key is short but points towards them, so
+#   its small positive score beats the others' large negative ones.
+# * Hyperplanes through the origin hardly cut a cone that sits far from the origin, so nearly
+#   every key lands in the same few buckets, away from the query's.
+#
+# **Next: notebook 03** subtracts the mean key before hashing, shows that attention does not
+# notice, and counts what that does to real 64-dimensional hashing.

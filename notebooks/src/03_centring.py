@@ -7,6 +7,20 @@
 # the keys it hashes from every key before hashing. This notebook shows why attention does not notice, what the
 # cloud looks like afterwards, and how much it changes what real 64-dimensional hashing
 # finds.
+#
+# **You will be able to**
+#
+# * show that subtracting one mean key from every key leaves attention unchanged, with a
+#   softmax you write yourself;
+# * compute the mean MagicPIG subtracts and the cosines the hash then sees;
+# * read a table of counted collision rates, raw against centred, and say when a count from
+#   one draw of hyperplanes can be compared with the formula and when it cannot.
+#
+# **Prerequisites:** notebook 02 (the cone, the sink, the query pointing away). The collision
+# formula of notebook 04 appears here only as numbers to compare with; 04 derives it.
+# **Time in a workshop:** about 45 minutes, of which 15 for the three exercises. Each exercise
+# cell leaves a function body as `...`; the cell after it checks it, and the solution is
+# folded below the check.
 
 # %%
 import pigviz
@@ -14,13 +28,26 @@ import pigviz
 pigviz.setup_notebook()
 
 import numpy as np
+from IPython.display import Markdown
 
 from pigviz import lessons
 from pigviz.keys import geometry as kg
-from pigviz.keys import projection as kp
 from pigviz.keys import hashing as kh
+from pigviz.keys import projection as kp
+from pigviz.lessons import exercises as ex
 from pigviz.lsh import simhash as sh
 from pigviz.plots import key_geometry as pk
+
+
+def span_pct(values):
+    """'a% to b%' for an array of fractions."""
+    return f"{np.min(values):.0%} to {np.max(values):.0%}"
+
+
+def folded(summary, text):
+    """Markdown that stays folded until clicked: the solutions and the answers."""
+    return Markdown(f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>")
+
 
 cap = kg.shipped_capture()
 d = cap.keys.shape[-1]
@@ -62,6 +89,47 @@ if RUN_LIVE:
 # the weights, and the output, are unchanged. The values are not touched. Check it on every
 # captured query (the gaps are rounding residues, so they are printed as bounds):
 
+# ### Your turn: the mean, and a softmax that any shift leaves alone
+#
+# `centring_mean(keys, sinks, recent)`: the mean over the keys MagicPIG hashes, every row of
+# `keys` except the first `sinks` and the last `recent` (`recent` may be 0).
+#
+# `softmax(scores)`: softmax over the last axis, one row per query. Use
+# $\mathrm{softmax}(s + c) = \mathrm{softmax}(s)$ to make it exact for any scores: subtract each
+# row's largest score before `exp`. A score of `-inf` marks a masked key and gets weight 0.
+
+# %%
+def centring_mean(keys, sinks, recent):
+    """Mean of keys (n, d) without the first `sinks` and the last `recent` rows -> (d,)."""
+    ...
+
+
+def softmax(scores):
+    """Softmax over the last axis, exact for any scores (shift each row by its max)."""
+    ...
+
+
+# %%
+centring_mean = ex.reference_or("03.centring_mean", centring_mean)
+softmax = ex.reference_or("03.softmax", softmax)
+ex.check("03.centring_mean", centring_mean)
+ex.check("03.softmax", softmax)
+view = kg.head_view(cap, 19, 6)
+mu = centring_mean(view.keys, kg.EXACT_SINKS, kg.EXACT_RECENT)
+q_last = view.queries[-1]
+before = softmax(view.keys @ q_last / np.sqrt(d))
+after = softmax((view.keys - mu) @ q_last / np.sqrt(d))
+print(f"layer 19, head 6: |your mean - the engine's mean| = {np.linalg.norm(mu - view.mean_key):.1e}; "
+      f"every score moved by q.mu/sqrt(d) = {q_last @ mu / np.sqrt(d):+.2f}")
+print(f"last query, your softmax: largest change of a weight after centring {np.max(np.abs(after - before)):.1e}")
+
+# %%
+folded("Solutions: centring_mean, softmax",
+       f"```python\n{ex.solution('03.centring_mean')}\n\n{ex.solution('03.softmax')}```")
+
+# %% [markdown]
+# The same check on every captured query of every captured head, in float64 and float32:
+
 # %%
 shift = kg.shift_invariance(cap)
 print(kg.format_shift_invariance(shift))
@@ -97,14 +165,36 @@ pk.key_cloud_figure(clouds["centred"], d, n_hashed, width=520)
 # Seen from the query, the change is stark. Before, every key was at a large angle; after,
 # the cosines spread around zero and a tail of keys leans towards the query.
 
+# ### Your turn: what the hash sees
+#
+# The hash compares directions, so what matters is the cosine between the query, as it is,
+# and each centred key $k_i - \mu$. Write it for a query `q` (shape `(d,)`), keys (shape
+# `(n, d)`) and the mean `mu`; the histogram below uses the library's version, and the check
+# cell compares yours with it.
+
 # %%
-cos_raw, cos_centred = kg.cos_with_query(view, -1, "raw"), kg.cos_with_query(view, -1, "centred")
-print(f"cos(query, key), median: raw {np.median(cos_raw):+.3f}, centred {np.median(cos_centred):+.3f}; "
-      f"keys with cos > 0.3: raw {np.sum(cos_raw > 0.3)}, centred {np.sum(cos_centred > 0.3)}")
+def cos_centred(q, keys, mu):
+    """cos(q, k_i - mu) for every row k_i of keys (n, d) -> (n,)."""
+    ...
+
+
+# %%
+cos_centred = ex.reference_or("03.cos_centred", cos_centred)
+ex.check("03.cos_centred", cos_centred)
+print(f"largest gap between your cosines and the library's, layer 19 head 6, last query: "
+      f"{np.max(np.abs(cos_centred(q_last, view.keys, view.mean_key) - kg.cos_with_query(view, -1, 'centred'))):.1e}")
+
+# %%
+folded("Solution: cos_centred", f"```python\n{ex.solution('03.cos_centred')}```")
+
+# %%
+cos_raw, cos_centred_lib = kg.cos_with_query(view, -1, "raw"), kg.cos_with_query(view, -1, "centred")
+print(f"cos(query, key), median: raw {np.median(cos_raw):+.3f}, centred {np.median(cos_centred_lib):+.3f}; "
+      f"keys with cos > 0.3: raw {np.sum(cos_raw > 0.3)}, centred {np.sum(cos_centred_lib > 0.3)}")
 pk.cosine_histogram_figure([("raw keys", cos_raw, pk.COLORS["raw"], "solid"),
-                            ("centred keys", cos_centred, pk.COLORS["centred"], "solid")],
+                            ("centred keys", cos_centred_lib, pk.COLORS["centred"], "solid")],
                            "The same query, raw and centred keys", "cos(query, key)",
-                           marks=[("sink, centred", cos_centred[0])],
+                           marks=[("sink, centred", cos_centred_lib[0])],
                            subtitle=f"layer 19, head 6, query at position {int(view.positions[-1])}")
 
 # %% [markdown]
@@ -146,9 +236,63 @@ print("centring multiplies the >= 2 rate by: " + kh.format_layer_gains(grid, K, 
 # So in SmolLM2 on this text, raw keys collide more often than the paper's 0.1%, in every
 # captured layer. It does not rescue raw hashing: what counts for MagicPIG is two
 # collisions, which in the sink layers only a sliver of raw keys reach, and centring
-# multiplies that rate by the factors printed above. The counted rates agree with the
-# formula in brackets, which is the point of notebook 04: the probability that a key is
-# sampled depends on its angle to the query and nothing else.
+# multiplies that rate by the factors printed above (rough ones: in the sink layers the raw
+# count is a handful of collisions, and, as the next part shows, it moves a lot from one draw
+# of hyperplanes to the next).
+#
+# ### 3b. One draw of hyperplanes against the formula
+#
+# Look at the brackets again. For centred keys the counted rates sit close to the formula.
+# For raw keys they do not: in the sink layers the counted >= 1 rates are off by a third or
+# more, some above the formula and some below it. The formula is not wrong; it answers a
+# different question. For one query and one key it gives the probability of a collision
+# **averaged over random hyperplanes**. The table counts **one draw** of hyperplanes per
+# layer, shared by all its queries and keys, so its count is one sample from the spread of
+# possible counts, and it is close to the average only if that spread is narrow.
+#
+# For centred keys it is: they surround the origin, every hyperplane cuts them about in half,
+# and the collisions of different keys are nearly independent, so one draw of 1,500
+# hyperplanes averages over them well. Raw keys sit in a narrow cone on the far side from the
+# query: whole swathes of the cone fall on the same side of a hyperplane together, so they
+# collide together or miss together, and the count for one draw swings widely.
+#
+# The check: count again with 30 fresh, independent draws of hyperplanes per layer (the same
+# queries, every eighth hashed key to keep it quick; the formula's mean is recomputed for this
+# subsample) and compare the spread of single draws with the mean over draws.
+
+# %%
+table_raw = grid.per_layer("measured", "raw", K, L, 1)
+print("the table's one draw, raw >= 1, counted against the formula: "
+      + ", ".join(f"layer {layer}: {c:.2%} vs {f:.2%} ({c / f - 1:+.0%})" for layer, c, f in
+                  zip(grid.layers, table_raw, grid.per_layer("formula", "raw", K, L, 1))))
+draws = kh.shipped_collision_rate_draws()
+print(f"{draws.n_draws} draws per layer, {draws.n_queries} queries x {draws.n_keys:,} keys; % of pairs colliding "
+      f"in >= 1 of {draws.L} tables of {draws.K} bits")
+print("layer  variant   formula   mean of draws (gap in SE)   single draws: from - to   spread (SD / mean)")
+for variant in kg.VARIANTS:
+    rates, f = draws.per_layer(variant, 1), draws.formula_per_layer(variant, 1)
+    for i, layer in enumerate(draws.layers):
+        print(f"{layer:5d}  {variant:>7}  {100 * f[i]:7.2f}   {100 * rates[i].mean():13.2f} ({draws.mean_gap_se(variant, 1)[i]:+.1f})"
+              f"   {100 * rates[i].min():15.2f} - {100 * rates[i].max():.2f}   {draws.relative_spread(variant, 1)[i]:17.0%}")
+gap2 = np.abs(np.concatenate([draws.mean_gap_se(v, 2) for v in kg.VARIANTS]))
+print(f">= 2 tables: single raw draws spread by {span_pct(draws.relative_spread('raw', 2))} of their mean, "
+      f"centred ones by {span_pct(draws.relative_spread('centred', 2))}; the means over draws are within "
+      f"{gap2.max():.1f} SE of the formula")
+inside = (draws.per_layer("raw", 1).min(1) <= table_raw) & (table_raw <= draws.per_layer("raw", 1).max(1))
+print(f"the table's raw >= 1 rate lies inside the range of the fresh draws in {inside.sum()} of {inside.size} layers")
+gain = draws.formula_per_layer("centred", 2) / draws.formula_per_layer("raw", 2)
+print("centring multiplies the >= 2 rate, by the formula (the average over draws), by: "
+      + ", ".join(f"layer {layer}: {g:.0f}x" for layer, g in zip(draws.layers, gain)))
+
+# %% [markdown]
+# The mean over 30 draws lands within a few standard errors of the formula in every layer,
+# raw and centred: the formula is right on average. What differs is how far a single draw
+# strays. Raw keys' single draws spread far more (the spread column) than centred keys', and
+# the raw rates in the table above lie inside the range the 30 fresh draws span. So a
+# counted rate from one draw can be compared with the formula for centred keys, but for raw
+# keys only an average over many draws can. For MagicPIG this is more than a footnote: it
+# hashes with one draw of hyperplanes, so with raw keys what it samples for a given query
+# would depend on the luck of that draw, not only on the angles.
 #
 # ## 4. Does it matter? The weight hashing finds
 #
@@ -213,14 +357,106 @@ lessons.print_claims("03")
 # %% [markdown]
 # ## Questions to try
 #
-# 1. Centring used the mean of the hashed keys only, as MagicPIG's engine does. Does the
-#    picture change if you centre on the mean of all keys, sink and recent tokens included?
-#    Try `view.keys.mean(0)` against `view.mean_key`.
-# 2. Layer 2 has no sink. Why is its raw collision rate so much higher than the sink
-#    layers'? Compare its `cos(query, mean key)` in notebook 02.
-# 3. Why does the query not need centring? What would subtracting the mean query do to the
-#    scores?
-# 4. In the grid, find a (K, L) where centred keys collide in >= 2 tables about as often as
-#    raw keys do at K = 6, L = 300. Which would you rather run, and why?
-# 5. The weight share for centred keys is well below 100%. Which keys carry the weight that
-#    hashing misses? (Hint: `kg.cos_with_query` and `view.attention_weights()`.)
+# Each answer is one click away: the cell under the question computes it and folds it.
+#
+# **1.** Centring used the mean of the hashed keys only, as MagicPIG's engine does. Does the
+# picture change if you centre on the mean of all keys, sink and recent tokens included? Try
+# `view.keys.mean(0)` against `view.mean_key`.
+
+# %%
+mean_all = view.keys.mean(0)
+hashed = kg.non_exact_mask(view.n)
+shift_all = np.linalg.norm(mean_all - view.mean_key) / np.linalg.norm(view.mean_key)
+widths = {name: kg.cone_width(view.keys[hashed] - m) for name, m in (("hashed-key mean", view.mean_key),
+                                                                       ("all-key mean", mean_all))}
+medians = {name: np.median(cos_centred(q_last, view.keys[hashed], m)) for name, m in (("hashed-key mean", view.mean_key),
+                                                                                       ("all-key mean", mean_all))}
+folded("Answer 1", f"Layer 19, head 6: the two means differ by {shift_all:.1%} of the hashed-key mean's length. "
+       "Cone width of the hashed keys after centring: "
+       + ", ".join(f"{k} {v:.3f}" for k, v in widths.items())
+       + "; median cos(last query, centred key): " + ", ".join(f"{k} {v:+.3f}" for k, v in medians.items())
+       + f". In this head the picture hardly changes: the exact set is {kg.EXACT_SINKS + kg.EXACT_RECENT} of "
+       f"{view.n:,} keys. The engine's choice "
+       "matters more where the exact set's keys are long outliers, which would pull the mean off the hashed cloud.")
+
+# %% [markdown]
+# **2.** Layer 2 has no sink. Why is its raw collision rate so much higher than the sink
+# layers'? Compare its `cos(query, mean key)` in notebook 02.
+
+# %%
+geo = {r.layer: r for r in kg.geometry_table(cap)[::cap.group_size]}
+raw_rates = dict(zip(grid.layers, grid.per_layer("measured", "raw", K, L, 1)))
+folded("Answer 2", "Per layer, cos(query, mean key) (first head, averaged over its captured queries), the cone "
+       "width, and the counted raw >= 1 rate: "
+       + "; ".join(f"layer {x}: {geo[x].query_cos:+.2f}, cone {geo[x].cone_raw:.2f}, {raw_rates[x]:.2%}" for x in grid.layers)
+       + ". In layer 2 the query points less far from the cone (its cos is the largest) and the cone is the widest, "
+         "so more raw keys sit within reach of the query's bucket.")
+
+# %% [markdown]
+# **3.** Why does the query not need centring? What would subtracting the mean query do to the
+# scores?
+
+# %%
+q_mean = view.queries.mean(0)
+w_true = view.attention_weights()[-1]
+w_moved = softmax(view.keys @ (q_last - q_mean) / np.sqrt(d))
+folded("Answer 3", "Subtracting a vector from every *key* moves all of one query's scores by the same amount, "
+       "which softmax ignores. Subtracting the mean query from the *query* moves score i by -q_mean . k_i, a "
+       "different amount for every key, so the weights change. For the last query of layer 19, head 6, the weight "
+       f"on the sink goes from {w_true[0]:.3f} to {w_moved[0]:.3f}, and the total change of the weights, "
+       f"sum |w' - w| / 2, is {0.5 * np.abs(w_moved - w_true).sum():.2f}. The query is also not hashed against "
+       "other queries, only against keys, so there is no cone of queries to undo.")
+
+# %% [markdown]
+# **4.** In the grid, find a (K, L) where centred keys collide in >= 2 tables about as often as
+# raw keys do at K = 6, L = 300. Which would you rather run, and why?
+
+# %%
+target = grid.mean("measured", "raw", 6, 300, 2)
+cells = [(abs(grid.mean("measured", "centred", k, l, 2) - target), k, l) for k in grid.Ks for l in grid.Ls]
+_, k4, l4 = min(cells)
+folded("Answer 4", f"Raw keys at (6, 300): {target:.1%} sampled, {grid.mean('weight_share', 'raw', 6, 300):.0%} of the "
+       f"hashed weight on them; the closest centred cell is **(K, L) = ({k4}, {l4})**: "
+       f"{grid.mean('measured', 'centred', k4, l4, 2):.1%} sampled, {grid.mean('weight_share', 'centred', k4, l4):.0%} "
+       f"of the weight. Table entries scanned per query (L n / 2^K, n = {grid.n_keys:,}): "
+       f"{sh.expected_candidates(grid.n_keys, 6, 300):,.0f} raw at (6, 300) against "
+       f"{sh.expected_candidates(grid.n_keys, k4, l4):,.0f} centred. Centred at ({k4}, {l4}): about the same number "
+       "of keys sampled, but the right ones, at a fraction of the scanning, with fewer tables to store.")
+
+# %% [markdown]
+# **5.** The weight share for centred keys is well below 100%. Which keys carry the weight that
+# hashing misses? (Hint: `kg.cos_with_query` and `view.attention_weights()`.)
+
+# %%
+c5 = kg.cos_with_query(view, -1, "centred")[hashed]
+w5 = view.attention_weights()[-1][hashed]
+w5 = w5 / w5.sum()
+u5 = sh.inclusion_probability(sh.collision_probability(c5), K, L)
+missed = w5 * (1 - u5)
+half = sh.crossing_cos(K, L, 2)
+bins = ((-1.0, 0.1), (0.1, 0.2), (0.2, 0.3), (0.3, 1.0))
+rows5 = [((c5 >= a) & (c5 < b)) for a, b in bins]
+folded("Answer 5", f"Layer 19, head 6, last query, centred keys at ({K}, {L}): the formula expects hashing to miss "
+       f"{missed.sum():.0%} of the hashed keys' weight. By cosine with the query: "
+       + "; ".join(f"cos {a:+.1f} to {b:+.1f}: {m.sum():,} keys, {w5[m].sum():.1%} of the weight, mean u {u5[m].mean():.2f}, "
+                   f"{missed[m].sum() / missed.sum():.0%} of the missed weight" for (a, b), m in zip(bins, rows5))
+       + f". The missed weight sits mostly on the closest keys: they carry most of the weight, and yet only "
+       f"{int((c5 > half).sum())} keys lie beyond the S-curve's 50% point (cos {half:.2f}), so even they are sampled "
+       "only part of the time. The bulk near cos 0 carries almost no weight for this query. (Notebook 04 shows the "
+       "same query's keys filling only the bottom of the S.)")
+
+# %% [markdown]
+# ## Recap
+#
+# * Subtracting one vector from every key moves all of a query's scores equally, so the
+#   softmax, the weights and the output do not change.
+# * Centred on the mean of the hashed keys, the cone becomes a cloud around the origin, and
+#   hyperplanes through the origin cut it.
+# * At (K, L) = (10, 150), centring multiplies the share of keys sampled (>= 2 tables) many
+#   times over and puts a large part of the attention weight on sampled keys.
+# * A collision rate counted with one draw of hyperplanes matches the formula for centred
+#   keys; for raw keys, packed in a cone, one draw scatters widely, and only an average over
+#   many draws is comparable with the formula.
+#
+# **Next: notebook 04** derives the formula used in the brackets, one hyperplane at a time,
+# and checks each step by counting.

@@ -8,14 +8,39 @@
 # "at least 2 of L tables" rule, and checks each step by hashing and counting.
 #
 # Everything here is synthetic: unit vectors at chosen angles. Real keys come at the end.
+#
+# **You will be able to**
+#
+# * derive, and write yourself, the chance that one hyperplane bit agrees and the chance $u$
+#   that a key is sampled under "at least 2 of L tables of K bits";
+# * say what K and L do to the S-curve: both move its 50% point, and K mostly sets how steep
+#   it is;
+# * explain why $u$ is an inclusion probability (the $u$'s of a query's keys need not sum to
+#   1), and why a nearest-neighbour index cannot supply it.
+#
+# **Prerequisites:** notebook 01 (importance sampling needs $u$ for every key it draws); 02 and
+# 03 for the last part, on real keys. **Time in a workshop:** about 50 minutes, of which 15
+# for the two exercises. Each exercise cell leaves a function body as `...`; the cell after it
+# checks it, and the solution is folded below the check.
 
 # %%
-import pigviz; pigviz.setup_notebook()
+import pigviz
+
+pigviz.setup_notebook()
+
 import numpy as np
+from IPython.display import Markdown, display
+
 from pigviz import lessons
+from pigviz.lessons import exercises as ex
 from pigviz.lsh import simhash as sh
 from pigviz.lsh import simhash_checks
 from pigviz.plots import simhash as plots
+
+
+def folded(summary, text):
+    """Markdown that stays folded until clicked: the solutions and the answers."""
+    return Markdown(f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>")
 
 # %% [markdown]
 # ## Hyperplanes and bits
@@ -74,6 +99,29 @@ plots.bit_agreement_figure(angles, p_curve, bits)
 # The `z` column is the gap in standard errors. Values within about ±3 are what chance
 # alone produces, so the straight line holds.
 #
+# ### Your turn: one bit
+#
+# Write the chance that one random-hyperplane bit agrees for two vectors whose cosine is
+# `cos`: $p = 1 - \theta/\pi$ with $\theta = \arccos(\cos)$. It should work elementwise on
+# arrays, and a float should give a float.
+
+# %%
+def bit_agreement(cos):
+    """p = 1 - arccos(cos) / pi, elementwise."""
+    ...
+
+
+# %%
+bit_agreement = ex.reference_or("04.bit_agreement", bit_agreement)
+ex.check("04.bit_agreement", bit_agreement)
+print(f"largest gap between your p and the library's over 181 angles: "
+      f"{np.max(np.abs(bit_agreement(np.cos(np.radians(angles))) - p_curve)):.1e}")
+
+# %%
+folded("Solution: bit_agreement", f"```python\n{ex.solution('04.bit_agreement')}```")
+
+# %% [markdown]
+#
 # ## K bits make one table: p^K
 #
 # A key shares the query's bucket only if all `K` bits agree. With independent hyperplanes
@@ -103,7 +151,7 @@ for cos in (0.0, 0.9):
 #
 # For small `p^K` this is about `L p^K`, still tiny; once `L p^K` passes 1 it saturates
 # near 1. Plotted against the angle it is an S: a cliff between "almost always" and
-# "almost never", whose position `K` sets and whose steepness `L` sharpens.
+# "almost never". What `K` and `L` do to it is measured further down.
 #
 # ## At least 2 of L
 #
@@ -144,8 +192,72 @@ for m in (1, 2):
           f"10% -> 90% takes {width:.1f} deg")
 
 # %% [markdown]
+# ### Your turn: the inclusion probability
+#
+# Write `u` for a key whose per-bit agreement is `p`: the chance that it shares the query's
+# bucket in at least 2 of `L` tables of `K` bits. One table collides with probability
+# $P = p^K$ and the number of colliding tables is Binomial($L$, $P$). The check also asks for
+# accuracy (relative error below 1e-3) when `p` is near 0 or 1 and `L` is in the hundreds,
+# where the formula as written above loses it; the section after this one explains why.
+
+# %%
+def inclusion_probability(p, K, L):
+    """P(at least 2 of L tables collide), each table colliding with probability p**K."""
+    ...
+
+
+# %%
+inclusion_probability = ex.reference_or("04.inclusion_probability", inclusion_probability)
+ex.check("04.inclusion_probability", inclusion_probability)
+p_check = sh.collision_probability(np.cos(np.radians(angles)))
+lib_u = sh.inclusion_probability(p_check, K, L)
+print(f"(K, L) = ({K}, {L}), 181 angles: largest relative gap to the library's u "
+      f"{np.max(np.abs(inclusion_probability(p_check, K, L) - lib_u) / np.maximum(lib_u, 1e-300)):.1e}")
+
+# %%
+folded("Solution: inclusion_probability", f"```python\n{ex.solution('04.inclusion_probability')}```")
+
+# %% [markdown]
+# ### What K and L do to the S-curve
+#
+# Two numbers describe the cliff: where `u` crosses 50% (its position) and how many degrees
+# it takes to climb from 10% to 90% (its width; the smaller, the steeper). Measured with
+# `sh.crossing_cos` and `sh.transition_width_deg`, moving one parameter at a time:
+
+# %%
+kl_rows = [(10, 50), (10, 150), (10, 600), (5, 150), (20, 150)]
+print("  K    L   50% point (deg)   10% -> 90% climb (deg)")
+for k_, l_ in kl_rows:
+    print(f"{k_:3d}  {l_:3d}   {sh.cos_to_degrees(sh.crossing_cos(k_, l_, 2)):15.1f}   "
+          f"{sh.transition_width_deg(k_, l_, 2):22.1f}")
+l_shift = sh.cos_to_degrees(sh.crossing_cos(10, 600, 2)) - sh.cos_to_degrees(sh.crossing_cos(10, 50, 2))
+k_shift = sh.cos_to_degrees(sh.crossing_cos(5, 150, 2)) - sh.cos_to_degrees(sh.crossing_cos(20, 150, 2))
+l_narrow = sh.transition_width_deg(10, 600, 2) / sh.transition_width_deg(10, 50, 2)
+k_narrow = sh.transition_width_deg(20, 150, 2) / sh.transition_width_deg(5, 150, 2)
+print(f"L 50 -> 600 (K = 10): the 50% point moves {l_shift:.0f} deg wider, the climb shrinks to {l_narrow:.0%}")
+print(f"K 5 -> 20 (L = 150): the 50% point moves {k_shift:.0f} deg closer, the climb shrinks to {k_narrow:.0%}")
+
+# %% [markdown]
+# Both parameters move the cliff: more tables give a key more chances, so the 50% point
+# moves to wider angles; more bits make each table pickier, so it moves towards the query.
+# But they do not sharpen it alike. Twelve times more tables narrow the climb only a little,
+# while four times more bits roughly halve it (the two lines above). So `K` mostly sets the
+# steepness, and `L` is the cheaper way to place the cliff, at the cost of more tables.
+#
+# ### u is an inclusion probability, not a distribution
+#
 # The formula only asks for `p`, which is a function of the angle. So MagicPIG knows each
 # sampled key's `u` exactly from its cosine with the query and can divide by it.
+#
+# Notice what kind of probability `u` is. Notebook 01's sampler drew keys one at a time from a
+# distribution over keys, whose probabilities add up to 1. The hash does something else: it
+# produces a **set** $S$ of sampled keys, and each key is in $S$ or not, with its own
+# probability $u_i$. Nothing makes the $u_i$ add up to 1: a query with many close keys has
+# many $u_i$ near 1 (the real query at the end of this notebook adds them up). Nor are the
+# inclusions independent: keys close to each other fall on the same side of most hyperplanes,
+# so they tend to land in $S$ together. What the correction needs is only each key's own
+# $u_i$: the estimate weighs every key in $S$ by $w_i / u_i$, and a key that is in $S$ with
+# probability $u_i$ then counts $w_i$ on average, whatever the other keys do.
 #
 # ### Computing u without losing it
 #
@@ -185,28 +297,110 @@ print(f"L n / 2^K = {L} x {n:,} / {2**K:,} = {sh.expected_candidates(n, K, L):,.
 # That count includes duplicates (a close key turns up in many tables) and assumes evenly
 # filled buckets, which real keys do not give you -- the last section of this notebook shows what real keys do.
 #
+# ### Why a nearest-neighbour index cannot supply u
+#
+# Graph indexes such as HNSW and cluster indexes such as IVF also find keys close to a
+# query, and fast. But what they return is a set, fixed once the index is built: the same
+# query gets the same keys every time, and no key comes with a probability of having been
+# returned. A key is in or out depending on the graph's edges or the cluster boundaries, not
+# through a known function of its angle. There is no `u_i` to divide by, so their result can
+# only be used as TopK is (notebook 01), with TopK's bias. SimHash is slower to search but
+# random in a way that can be written down, and that is what makes the correction possible.
+#
 # ## Explore
 #
-# Move `K` to shift the cliff, `L` to sharpen it, and `min hits` to see how the threshold
-# trades recall for steepness. The markers are counted from fresh hashings each time
+# Move `K` and `L` to move the cliff (`K` also changes its steepness much more than `L`), and
+# `min hits` to see how the threshold trades recall for steepness. The markers are counted from fresh hashings each time
 # (fewer for large K x L, so every change stays fast); "Resample" draws new keys and
 # hyperplanes.
 
 # %%
 from pigviz.widgets.simhash import SimHashExplorer
-SimHashExplorer()
+
+explorer = SimHashExplorer()
+display(explorer)
 
 # %% [markdown]
 # ## Questions to try
 #
-# 1. At K = 10, which `L` puts the ">= 2" 50% point at 45 degrees? Use `sh.crossing_cos`.
-# 2. Keep the 50% point fixed while raising K: how must L grow, and what happens to
-#    `L n / 2^K`?
-# 3. With min hits = 1, what is `u` for an orthogonal key at (10, 150)? Why is it much
-#    larger than `p^K`?
-# 4. Set K = 20 in the widget. Why do the counted markers get wider error bars?
-# 5. Compare `sh.inclusion_probability(p, 10, 150)` with the closed form for p from 0.5
-#    down to 0.1. Below which p does the closed form stop being trustworthy, and why?
+# Each answer is one click away: the cell under the question computes it and folds it.
+#
+# **1.** At K = 10, which `L` puts the ">= 2" 50% point at 45 degrees? Use `sh.crossing_cos`.
+
+# %%
+def half_point_deg(k_, l_):
+    return sh.cos_to_degrees(sh.crossing_cos(k_, l_, 2))
+
+
+l45 = min(range(2, 200), key=lambda l_: abs(half_point_deg(10, l_) - 45))
+folded("Answer 1", f"**L = {l45}**: the 50% point is then at {half_point_deg(10, l45):.1f} deg "
+       f"(L = {l45 - 1}: {half_point_deg(10, l45 - 1):.1f} deg, L = {l45 + 1}: {half_point_deg(10, l45 + 1):.1f} deg). "
+       f"Fewer tables than the default {L} pull the cliff towards the query.")
+
+# %% [markdown]
+# **2.** Keep the 50% point fixed while raising K: how must L grow, and what happens to
+# `L n / 2^K`?
+
+# %%
+goal = half_point_deg(K, L)
+
+
+def l_for(k_):
+    """Smallest L whose 50% point is at least `goal` degrees (bisection: it grows with L)."""
+    lo, hi = 2, sh.MAX_L
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if half_point_deg(k_, mid) < goal else (lo, mid)
+    return lo
+
+
+q2 = [(k_, l_for(k_)) for k_ in (8, 10, 12, 14)]
+folded("Answer 2", f"To keep the 50% point at {goal:.1f} deg (the default's), n = {sh.NAPKIN_TOKENS:,}: "
+       + "; ".join(f"K = {k_}: L = {l_:,}, L n / 2^K = {sh.expected_candidates(sh.NAPKIN_TOKENS, k_, l_):,.0f}"
+                   for k_, l_ in q2)
+       + f". Each 2 extra bits multiply L by about {q2[-1][1] / q2[-2][1]:.1f} (the keys near the "
+       "cliff lose a factor p^2 of their per-table chance, and more tables make up for it), while the buckets "
+       "shrink 4 times, so the entries scanned per query fall and the climb narrows "
+       f"({sh.transition_width_deg(q2[0][0], q2[0][1], 2):.1f} deg at K = {q2[0][0]}, "
+       f"{sh.transition_width_deg(q2[-1][0], q2[-1][1], 2):.1f} deg at K = {q2[-1][0]}). The price is elsewhere: "
+       "L tables to store, each holding every key, and L K hyperplanes to apply to every key and query.")
+
+# %% [markdown]
+# **3.** With min hits = 1, what is `u` for an orthogonal key at (10, 150)? Why is it much
+# larger than `p^K`?
+
+# %%
+u_orth1 = sh.inclusion_probability(0.5, K, L, 1)
+folded("Answer 3", f"u = {u_orth1:.3f}, against p^K = 0.5^{K} = {0.5 ** K:.5f} for one table: {u_orth1 / 0.5 ** K:.0f} times "
+       f"more. The key has {L} independent chances; for small p^K, 1 - (1 - p^K)^L is close to L p^K = {L * 0.5 ** K:.3f}, "
+       "a little less because L p^K counts a hashing with two or more collisions more than once.")
+
+# %% [markdown]
+# **4.** Set K = 20 in the widget. Why do the counted markers get wider error bars?
+
+# %%
+folded("Answer 4", f"The widget spends a fixed budget of sign bits per change, so at (K, L) = (20, {L}) it counts "
+       f"{explorer.mc_trials(20, L)} hashings per marker against {explorer.mc_trials(K, L)} at K = {K}. Fewer "
+       "hashings, wider binomial intervals (at any K, widest for the markers where u is near 50%).")
+
+# %% [markdown]
+# **5.** Compare `sh.inclusion_probability(p, 10, 150)` with the closed form for p from 0.5
+# down to 0.1. Below which p does the closed form stop being trustworthy, and why?
+
+# %%
+p_grid = np.linspace(0.5, 0.1, 401)
+P1 = p_grid**K
+closed = 1 - (1 - P1) ** L - L * P1 * (1 - P1) ** (L - 1)
+stable = sh.inclusion_probability(p_grid, K, L)
+bad = np.abs(closed - stable) > 1e-3 * stable
+first_bad = p_grid[bad].max()
+below = p_grid <= first_bad
+folded("Answer 5", f"On a grid of 401 values of p from 0.5 down to 0.1, the closed form agrees with the stable value to 0.1% "
+       f"down to p = {p_grid[~bad & ~below].min():.3f}; it first fails at p = {first_bad:.3f} (u = "
+       f"{sh.inclusion_probability(first_bad, K, L):.1e}), and from there down it fails at {bad[below].mean():.0%} of the "
+       "grid points, agreeing at the others only by luck. "
+       "It computes u as 1 minus two numbers that together are within u of 1; once u falls to around the rounding "
+       "error of numbers near 1 (about 1e-16 per operation, amplified over L factors), what is left is noise.")
 
 # %% [markdown]
 # ## One real query's keys
@@ -251,6 +445,25 @@ pk.real_scurve_figure(curve)
 # near cos 0, where u is small but, multiplied by thousands of keys, not negligible. That is why MagicPIG needs the correction
 # by u, and why it keeps the sink and the recent tokens out of the hashing and reads them
 # exactly.
+
+# %% [markdown]
+# Back to $S$ as a set of inclusions. Add up this query's $u$ over all its hashed keys, and
+# look at how much the share of the counted keys that land in $S$ varies from one hashing to
+# the next, against what it would vary if each key were included independently with its own
+# $u$:
+
+# %%
+independent_var = np.sum(curve.formula * (1 - curve.formula)) / len(curve.keys) ** 2
+print(f"sum of u over the {len(curve.cos_all):,} hashed keys: {curve.expected_sampled:,.1f} (a distribution would sum to 1)")
+print(f"variance over {curve.n_hashings} hashings of the share of the {len(curve.keys)} counted keys in S: "
+      f"{curve.per_hashing.var(ddof=1) / independent_var:.1f} times what independent inclusions would give")
+
+# %% [markdown]
+# The $u$'s add up to the expected size of $S$, not to 1. And the inclusions move together:
+# in a hashing whose hyperplanes happen to favour the query's neighbourhood, many of its
+# keys get in at once. Dividing each key's weight by its own $u_i$ corrects for how often it
+# gets in: a sum of $w_i v_i / u_i$ over $S$ is right on average whatever the correlation, which
+# only makes it noisier.
 #
 # Move K and L below. The query and its keys were hashed once with the largest K and L the
 # sliders allow; each change recounts from those hashings (a table of K bits is the first K
@@ -271,9 +484,54 @@ RealSCurveWidget()
 lessons.print_claims("04")
 
 # %% [markdown]
-# More questions:
+# More questions (answers folded below each):
 #
-# 6. Which (K, L) make the closest key's u pass 90%, and how many keys does the formula then
-#    expect this query to sample? Is that still a small fraction of its hashed keys?
-# 7. Set min hits to 1 in the widget. Which keys gain the most, the close ones or the bulk
-#    near cos 0?
+# **6.** Which (K, L) make the closest key's u pass 90%, and how many keys does the formula then
+# expect this query to sample? Is that still a small fraction of its hashed keys?
+
+# %%
+p_all = sh.collision_probability(curve.cos_all)
+p_best = sh.collision_probability(curve.cos_all.max())
+q6 = [(k_, l_, float(np.sum(sh.inclusion_probability(p_all, k_, l_))))
+      for k_ in range(6, 13) for l_ in (50, 100, 150, 200, 250, 300)
+      if sh.inclusion_probability(p_best, k_, l_) > 0.9]
+q6_best = min(q6, key=lambda row: row[2]) if q6 else None
+folded("Answer 6", "None of K 6-12, L 50-300 does it." if q6_best is None else
+       f"On a grid of K 6-12 and L 50, 100, ..., 300, {len(q6)} settings lift the closest key (cos "
+       f"{curve.cos_all.max():.2f}) above u = 90%. The one that samples fewest keys is **(K, L) = ({q6_best[0]}, "
+       f"{q6_best[1]})**, expecting {q6_best[2]:,.0f} of the {len(curve.cos_all):,} hashed keys "
+       f"({q6_best[2] / len(curve.cos_all):.0%}); at the default ({K}, {L}) it is {curve.expected_sampled:,.0f} "
+       f"({curve.expected_sampled / len(curve.cos_all):.1%}). Catching this query's best key nine times in ten costs "
+       "sampling a much larger share of the keys, because the bulk near cos 0 is lifted too.")
+
+# %% [markdown]
+# **7.** Set min hits to 1 in the widget. Which keys gain the most, the close ones or the bulk
+# near cos 0?
+
+# %%
+near0 = np.abs(curve.cos_all) < 0.05
+u2_best, u1_best = sh.inclusion_probability(p_best, K, L, 2), sh.inclusion_probability(p_best, K, L, 1)
+u2_bulk = sh.inclusion_probability(p_all[near0], K, L, 2).mean()
+u1_bulk = sh.inclusion_probability(p_all[near0], K, L, 1).mean()
+folded("Answer 7", f"At ({K}, {L}): the closest key goes from u = {u2_best:.2f} to {u1_best:.2f} ({u1_best / u2_best:.1f} "
+       f"times); the {near0.sum():,} keys with |cos| < 0.05 go on average from {u2_bulk:.4f} to {u1_bulk:.4f} "
+       f"({u1_bulk / u2_bulk:.0f} times). In proportion the bulk gains far more: one lucky collision is what "
+       "a distant key gets, and 'at least 2' is what shuts it out. The expected size of S goes from "
+       f"{np.sum(sh.inclusion_probability(p_all, K, L, 2)):,.0f} to {np.sum(sh.inclusion_probability(p_all, K, L, 1)):,.0f}.")
+
+# %% [markdown]
+# ## Recap
+#
+# * One random hyperplane separates two vectors with probability θ/π, so a bit agrees with
+#   probability $p = 1 - \theta/\pi$; a table of K bits collides with probability $p^K$.
+# * Under "at least 2 of L tables", a key is sampled with probability $u$, a function of its
+#   angle to the query alone: an S-curve whose position both K and L move, and whose
+#   steepness mostly K sets.
+# * $u$ is an inclusion probability: the sampled set $S$ has expected size $\sum_i u_i$, far
+#   above 1 for a real query, and keys close to each other get in together.
+# * Because $u$ is known for every sampled key, the estimate can divide by it; an index that
+#   returns a set with no known probabilities (HNSW, IVF) cannot be corrected that way.
+# * Real, centred keys follow the formula key by key, but fill only the bottom of the S.
+#
+# **Next: notebook 05** does the accounting: what a cached token costs, how long reading the
+# cache takes, what MagicPIG's LSH tables add on top, and how sequences share a fixed KV budget.

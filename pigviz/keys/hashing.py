@@ -28,6 +28,7 @@ __all__ = [
     "MAX_PREFIX_BITS", "HashAgreement", "agreement_prefix", "sampled_in", "counted_inclusion",
     "CollisionGrid", "collision_grid", "shipped_collision_grid", "format_collision_table", "format_layer_gains",
     "RealSCurve", "pick_keys", "real_scurve", "shipped_real_scurve", "half_point_cos",
+    "DrawScatter", "collision_rate_draws", "shipped_collision_rate_draws",
 ]
 
 # Most bits per table the counting supports: agreement lengths come from a 2**bits lookup table.
@@ -263,6 +264,99 @@ def _counter_groups(Ks, K_max: int, L_max: int):
 def shipped_collision_grid() -> CollisionGrid:
     """``collision_grid`` of the shipped capture at its defaults, computed once per process."""
     return collision_grid(shipped_capture())
+
+
+@dataclass
+class DrawScatter:
+    """The collision rate one draw of hyperplanes gives, over many independent draws.
+
+    ``rates``: ``(variant, layer, draw, min_hits - 1)``, the share of (query, key) pairs that
+    share a bucket in at least ``min_hits`` of ``L`` tables of ``K`` bits, one entry per draw.
+    ``formula``: ``(variant, layer, min_hits - 1)``, the formula's mean over the same pairs:
+    what the rates average to over draws. The same draw is used for raw and centred keys."""
+
+    layers: list
+    K: int
+    L: int
+    n_queries: int
+    n_keys: int
+    rates: np.ndarray
+    formula: np.ndarray
+
+    @property
+    def n_draws(self) -> int:
+        return self.rates.shape[2]
+
+    def per_layer(self, variant: str, min_hits: int = 1) -> np.ndarray:
+        """``(layer, draw)``: each draw's rate, per captured layer."""
+        v = VARIANTS.index(check_choice("variant", variant, VARIANTS))
+        return self.rates[v, :, :, check_int("min_hits", min_hits, 1, 2) - 1]
+
+    def formula_per_layer(self, variant: str, min_hits: int = 1) -> np.ndarray:
+        v = VARIANTS.index(check_choice("variant", variant, VARIANTS))
+        return self.formula[v, :, check_int("min_hits", min_hits, 1, 2) - 1]
+
+    def mean_gap_se(self, variant: str, min_hits: int = 1) -> np.ndarray:
+        """Per layer, (mean over draws - formula) in standard errors of that mean."""
+        r = self.per_layer(variant, min_hits)
+        se = r.std(axis=1, ddof=1) / math.sqrt(r.shape[1])
+        return (r.mean(axis=1) - self.formula_per_layer(variant, min_hits)) / np.maximum(se, 1e-300)
+
+    def relative_spread(self, variant: str, min_hits: int = 1) -> np.ndarray:
+        """Per layer, the standard deviation of one draw's rate over the mean rate."""
+        r = self.per_layer(variant, min_hits)
+        return r.std(axis=1, ddof=1) / np.maximum(r.mean(axis=1), 1e-300)
+
+
+def collision_rate_draws(cap, n_draws: int = 30, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L,
+                         query_stride: int = 8, key_stride: int = 8, seed: int = 1000) -> DrawScatter:
+    """Count, as ``collision_grid`` does at one (K, L), the share of (query, key) pairs that
+    collide in >= 1 and >= 2 tables, but for ``n_draws`` independent draws of the hyperplanes
+    (fresh ones per layer and draw, shared by raw and centred keys). Every ``query_stride``-th
+    captured query of each head of a layer, every ``key_stride``-th hashed key: a subsample of
+    the pairs, whose formula mean is reported alongside."""
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+    n_draws = check_int("n_draws", n_draws, 2, 10_000)
+    K = check_int("K", K, 1, sh.MAX_K)
+    L = check_int("L", L, 1, sh.MAX_L)
+    query_stride = check_int("query_stride", query_stride, 1)
+    key_stride = check_int("key_stride", key_stride, 1)
+    rates = np.zeros((len(VARIANTS), len(cap.layers), n_draws, 2))
+    formula = np.zeros((len(VARIANTS), len(cap.layers), 2))
+    n_queries = n_keys = 0
+    for row, layer in enumerate(cap.layers):
+        views = [head_view(cap, layer, h) for h in cap.query_heads[row]]
+        hashed = non_exact_mask(views[0].n)
+        queries = np.concatenate([v.queries[::query_stride] for v in views])
+        keys = {variant: views[0].keys_as(variant)[hashed][::key_stride] for variant in VARIANTS}
+        n_queries, n_keys = len(queries), len(keys["raw"])
+        rng = np.random.default_rng(check_int("seed", seed, 0) + layer)
+        small = torch.int16 if K < 16 else torch.int64                  # codes below 2**K: compare fewer bytes
+        for draw in range(n_draws):
+            planes = torch.from_numpy(rng.standard_normal((queries.shape[1], L * K)).astype(np.float32))
+            q_codes = _codes(queries, planes, L, K).to(small)                        # (queries, L)
+            for vi, variant in enumerate(VARIANTS):
+                k_codes = _codes(keys[variant], planes, L, K).to(small)                # (keys, L)
+                hits = torch.count_nonzero(q_codes[:, None, :] == k_codes[None], dim=2)   # (queries, keys)
+                for m in (1, 2):
+                    rates[vi, row, draw, m - 1] = (hits >= m).double().mean().item()
+        curves = np.array([_formula_on_bins(K, L, m) for m in (1, 2)]) if K <= MAX_PREFIX_BITS else None
+        for vi, variant in enumerate(VARIANTS):
+            cos = unit_rows(queries) @ unit_rows(keys[variant]).T
+            if curves is not None:                 # binned as in collision_grid: bins 0.001 wide
+                hist = np.histogram(cos, bins=_FORMULA_BINS, range=(-1.0, 1.0))[0] / cos.size
+                formula[vi, row] = curves @ hist
+            else:
+                p = sh.collision_probability(cos)
+                formula[vi, row] = [sh.inclusion_probability(p, K, L, m).mean() for m in (1, 2)]
+    return DrawScatter(list(cap.layers), K, L, n_queries, n_keys, rates, formula)
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_collision_rate_draws() -> DrawScatter:
+    """``collision_rate_draws`` of the shipped capture at its defaults, computed once per process."""
+    return collision_rate_draws(shipped_capture())
 
 
 def format_collision_table(grid: CollisionGrid, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L) -> str:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from pigviz.lessons.verify import Claim
 from pigviz.toy.stick_balance import (DEFAULT_BUDGET, SCENARIOS, error_curves, loglog_slope, make_scenario,
                                       repeat_estimates, topk)
@@ -24,11 +26,20 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
     ratio = flat.errors["sampling"][3] / flat.reference[3]
     worst = max(abs(topk(s.values, s.weights, s.n).value - s.truth) for s in map(make_scenario, SCENARIOS))
     pk = error_curves(peaked, [budget], n_seeds=2000, seed=5, methods=("sampling", "hybrid")).errors
+    kept = topk(sink.values, sink.weights, budget).read
+    missed = np.setdiff1d(np.arange(sink.n), kept)
+    w_missed = float(sink.weights[missed].sum())
+    mean_kept = float(sink.weights[kept] @ sink.values[kept] / sink.weights[kept].sum())
+    mean_missed = float(sink.weights[missed] @ sink.values[missed] / w_missed)
+    bias_formula = w_missed * (mean_kept - mean_missed)
     return [
         Claim("01", f"Sink scenario ({sink.n} keys): true balance point about 0.35",
               0.30 <= truth <= 0.40, f"{truth:.3f}"),
         Claim("01", f"Sink: TopK with {budget} keys grabs the sink, lands near 0.2",
               abs(top - truth) > 0.1 and 0.15 <= top <= 0.25, f"{top:.3f}"),
+        Claim("01", "TopK's miss = W_M (mean_T - mean_M): missed weight x gap in means",
+              abs((top - truth) - bias_formula) < 1e-12 and bias_formula < 0,
+              f"{top - truth:+.4f} = {w_missed:.3f} x ({mean_kept:.3f} - {mean_missed:.3f})"),
         Claim("01", f"Sampling {budget} keys is unbiased: {runs}-run mean within 3 SE",
               abs(_z(smp, truth)) < 3, f"{smp.mean():.4f} ({_z(smp, truth):+.1f} SE)"),
         Claim("01", "Importance sampling, rough proposal, 1 key: biased (> 5 SE)",

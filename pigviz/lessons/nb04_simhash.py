@@ -63,6 +63,18 @@ def formula_claims() -> list:
         out.append(Claim("04", f"300 independent hashings agree with the 'at least {m} of L' formula "
                                "(smallest binomial p-value > 0.001)", worst > 1e-3, f"p = {worst:.3f}"))
 
+    def half(k, l):
+        return cos_to_degrees(crossing_cos(k, l, 2))
+
+    l_move, l_w = half(10, 600) - half(10, 50), (transition_width_deg(10, 50, 2), transition_width_deg(10, 600, 2))
+    k_move, k_w = half(5, 150) - half(20, 150), (transition_width_deg(5, 150, 2), transition_width_deg(20, 150, 2))
+    out.append(Claim("04", "K = 10, L 50 -> 600: 50% point moves (deg), 10-90% climb barely narrows",
+                     l_move > 15 and l_w[1] / l_w[0] > 0.7,
+                     f"{half(10, 50):.0f} -> {half(10, 600):.0f}; {l_w[0]:.1f} -> {l_w[1]:.1f} deg"))
+    out.append(Claim("04", "L = 150, K 5 -> 20: the 50% point moves too, and the climb halves",
+                     k_move > 15 and k_w[1] / k_w[0] < 0.6,
+                     f"{half(5, 150):.0f} -> {half(20, 150):.0f}; {k_w[0]:.1f} -> {k_w[1]:.1f} deg"))
+
     cand = expected_candidates(NAPKIN_TOKENS, K, L)
     out.append(Claim("04", f"A query scans about L n / 2^K = 14,400 entries for n = {NAPKIN_TOKENS:,}",
                      cand == 14_400, f"{cand:,.0f}"))
@@ -76,11 +88,17 @@ def real_query_claims() -> list:
     gap = abs(curve.counted.mean() - curve.formula.mean())
     se = curve.mean_gap_se()
     best = int(np.argmax(curve.formula))
+    independent_var = np.sum(curve.formula * (1 - curve.formula)) / len(curve.keys) ** 2
+    ratio = float(curve.per_hashing.var(ddof=1) / independent_var)
     return [
         Claim("04", f"One real query: {curve.n_hashings} hashings match the formula key by key (99% CI)",
               cov >= 0.95, f"{cov:.1%} of {len(curve.keys)} keys"),
         Claim("04", "Mean counted inclusion equals the formula's mean (within 4 SE over hashings)",
               gap < 4 * se, f"{curve.counted.mean():.4f} vs {curve.formula.mean():.4f} (SE {se:.4f})"),
+        Claim("04", "u is an inclusion probability: sum over the query's hashed keys >> 1",
+              curve.expected_sampled > 10, f"sum u = {curve.expected_sampled:,.1f} over {len(curve.cos_all):,} keys"),
+        Claim("04", "Inclusions correlate: share in S varies more than independent keys' would",
+              ratio > 1.2, f"variance x {ratio:.1f}"),
         Claim("04", "Real keys fill only the bottom of the S: the closest key is sampled only part of the time",
               curve.formula[best] < 0.9 and 0 < curve.counted[best] < 1,
               f"u = {curve.formula[best]:.2f}, counted {curve.counted[best]:.0%}"),

@@ -372,3 +372,31 @@ def test_shipped_collision_grid_shape_and_table():
     grid = kh.shipped_collision_grid()
     assert grid.measured.shape == (2, 4, len(kg.GRID_K), len(kg.GRID_L), 2)
     assert "mean" in kh.format_collision_table(grid)
+
+
+def test_collision_rate_draws_first_draw_matches_brute_force(planted):
+    draws = kh.collision_rate_draws(planted, n_draws=2, K=3, L=5, query_stride=2, key_stride=3, seed=7)
+    layer, row = planted.layers[0], 0
+    views = [kg.head_view(planted, layer, h) for h in planted.query_heads[row]]
+    hashed = kg.non_exact_mask(views[0].n)
+    queries = np.concatenate([v.queries[::2] for v in views])
+    planes = np.random.default_rng(7 + layer).standard_normal((queries.shape[1], 5 * 3)).astype(np.float32)
+    for vi, variant in enumerate(kg.VARIANTS):
+        keys = views[0].keys_as(variant)[hashed][::3]
+        q_bits = (queries.astype(np.float32) @ planes >= 0).reshape(len(queries), 5, 3)
+        k_bits = (keys.astype(np.float32) @ planes >= 0).reshape(len(keys), 5, 3)
+        hits = (q_bits[:, None] == k_bits[None]).all(axis=3).sum(axis=2)
+        for m in (1, 2):
+            assert draws.rates[vi, row, 0, m - 1] == pytest.approx((hits >= m).mean())
+    assert draws.rates.shape == (2, len(planted.layers), 2, 2)
+    assert (draws.n_queries, draws.n_keys) == (len(queries), len(keys))
+
+
+def test_collision_rate_draws_average_to_the_formula_and_raw_draws_scatter_more(planted):
+    draws = kh.collision_rate_draws(planted, n_draws=300, K=4, L=6, query_stride=1, key_stride=1, seed=3)
+    for variant in kg.VARIANTS:
+        for m in (1, 2):
+            assert np.all(np.abs(draws.mean_gap_se(variant, m)) < 4), (variant, m, draws.mean_gap_se(variant, m))
+    assert np.all(draws.relative_spread("raw", 1) > draws.relative_spread("centred", 1))
+    with pytest.raises(ValueError, match="variant"):
+        draws.per_layer("tilted")
