@@ -45,11 +45,12 @@ verify: setup
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
-## Presenter mode for a workshop: one notebook's prose, figures and widgets, no code.
+## Presenter mode for a workshop: one notebook's prose, figures and widgets, no code. The exercises
+## run with their reference solutions, so Voila does not stop at a blank one.
 ##   make present NB=01
 NB ?= 01
 present: setup
-	$(BIN)/voila $$(ls notebooks/$(NB)_*.ipynb | head -n 1) --strip_sources=True
+	PIGVIZ_SOLUTIONS=1 $(BIN)/voila $$(ls notebooks/$(NB)_*.ipynb | head -n 1) --strip_sources=True
 
 ## A static HTML site of the executed notebooks (interactive plotly figures, works offline).
 site: setup

@@ -210,7 +210,8 @@ print(f"last query of layer 19, head 6: your weight on the sink key {mine[0]:.3f
 
 # %%
 folded("Solution: attention_weights", f"```python\n{ex.solution('02.attention_weights')}```")
-#
+
+# %% [markdown]
 # ## 5. The picture: keys in the plane of the query and the mean key
 #
 # A 64-dimensional cloud cannot be drawn, but a plane through it can. Take the plane spanned

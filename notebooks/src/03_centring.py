@@ -78,8 +78,9 @@ if RUN_LIVE:
 #
 # MagicPIG never hashes the exact set it reads anyway (the first and last tokens counted in
 # the first cell), so it centres on the mean $\mu$ of the *hashed* keys only, as the engine
-# in `pigviz.lsh_index` does: the large-norm outliers of the exact set would drag the mean
-# away from the cloud that is hashed. Replacing each key $k_i$ by $k_i - \mu$ changes every
+# in `pigviz.lsh.index` does: the exact set is not in the tables, and its odd members (the
+# sink key points its own way, notebook 02) would pull the mean away from the cloud that is
+# hashed. Replacing each key $k_i$ by $k_i - \mu$ changes every
 # score by the same amount:
 #
 # $$q \cdot (k_i - \mu) = q \cdot k_i - q \cdot \mu ,$$

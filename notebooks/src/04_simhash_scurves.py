@@ -1,5 +1,5 @@
 # %% [markdown]
-# # SimHash S-curves: how likely is a key to be sampled?
+# # 04 · SimHash S-curves: how likely is a key to be sampled?
 #
 # MagicPIG never reads every key. It hashes the keys into buckets ahead of time, hashes the
 # query the same way, and samples the keys that land where the query lands. The attention

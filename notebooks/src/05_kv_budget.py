@@ -434,8 +434,8 @@ plots.preemption_figure(sweep)
 # re-prefill work runs to several percent of all the prompt tokens, for a batch only about 5% larger
 # than at 95% (the claims at the end give the numbers). Nothing happens, then a lot does.
 #
-# This measurement disagrees with the seed this notebook follows, which assumed a preemption
-# probability that starts at 85% occupancy. Here the edge sits between 95% and 97% of the pool, set
+# This measurement disagrees with the KV-cache lesson this notebook follows, which assumed a
+# preemption probability that starts at 85% occupancy. Here the edge sits between 95% and 97% of the pool, set
 # by how much the running sequences still grow. It is not a universal number: with answers four times
 # longer the edge moves down (question 5 below). What carries over is the advice: admit on KV
 # occupancy with a margin for growth, and do not run the pool full. GPU utilisation looks busy
