@@ -442,9 +442,10 @@ folded("Answer 1", f"At (10, 150) MagicPIG beats TopK in **{len(won)}** (layer, 
        f"{results['layers'][won[0][0]]} head {won[0][1]}. Their median weight on token 0 is "
        f"**{np.median(won_sink):.2f}**, "
        f"against {np.median(sink_weight[ratio >= 1]):.2f} for the cells it loses; "
-       f"{(won_sink < 0.5).sum()} of the {len(won)} put under half their weight on the sink. Mostly yes: where no "
-       "single key dominates, TopK's tallest sticks leave out much of the weight (notebook 01), and a sample "
-       "does better.")
+       f"{(won_sink < 0.5).sum()} of the {len(won)} put under half their weight on the sink. "
+       + ("Mostly yes" if (won_sink < 0.5).mean() > 0.5 else "Often not")
+       + ": where no single key dominates, TopK's tallest sticks leave out much of the weight (notebook 01), "
+       "and a sample does better.")
 
 # %% [markdown]
 # 2. Quest keeps whole pages. Why might pages of 16 miss weight that TopK catches? How much do
