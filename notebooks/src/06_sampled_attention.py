@@ -19,19 +19,49 @@
 #
 # TopK, oracle sampling and the hybrid are oracles: they see every score, which a real
 # system cannot afford. They show what a given number of keys can buy at best.
+#
+# **You will be able to**
+#
+# * compute `log u` for a sampled key from its angle to the query, and write MagicPIG's
+#   estimator of one attention output yourself;
+# * read an error-against-budget comparison of MagicPIG, TopK, oracle sampling, the hybrid,
+#   Quest and StreamingLLM, and say where each wins on this model;
+# * tell a bad *proposal* (which keys the tables hand over) from a bad *correction* (how the
+#   sampled keys are weighed), with a measurement;
+# * explain why the same (K, L) reads a different share of the keys on a different model.
+#
+# **Prerequisites:** notebooks 01 (TopK, sampling, importance sampling), 04 (SimHash and
+# `u`), and 05 for the cost of the tables (section 6). **Workshop time:** about 45 minutes,
+# of which 10 for the two exercises.
+#
+# **Exercises.** Two cells ask you to write a short function (its body is `...`); the cell
+# after each checks it and says what is wrong if it is. Each solution is one click away,
+# folded below its check. If the notebook was started with `PIGVIZ_SOLUTIONS=1`, the
+# reference solution stands in for a blank function and the notebook runs through.
 
 # %%
-import pigviz; pigviz.setup_notebook()
+import pigviz
+
+pigviz.setup_notebook()
+
 import numpy as np
+from IPython.display import Markdown
+
 from pigviz import lessons
-from pigviz.memory import budget
+from pigviz.decode import report
+from pigviz.lessons import exercises as ex
 from pigviz.lsh import index as lsh_index
+from pigviz.lsh.simhash import log_inclusion_probability  # noqa: F401 (for your log_u)
+from pigviz.memory import budget
 from pigviz.model import shipped
-from pigviz.study import experiments, findings
-from pigviz.attention import stable_softmax
 from pigviz.plots import study as plots
-from pigviz.lsh.simhash import log_inclusion_probability
+from pigviz.study import experiments, findings
 from pigviz.widgets.study import StudyExplorer
+
+
+def folded(summary, text):
+    """Markdown that stays folded until clicked: the solutions and the answers."""
+    return Markdown(f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>")
 
 # %% [markdown]
 # ## 1. The estimator in five lines
@@ -50,27 +80,72 @@ from pigviz.widgets.study import StudyExplorer
 #    were not;
 # 5. the weights mix the values.
 #
-# Below, the pieces of the last decode step of one real head come from the library. The five
-# lines run in numpy, and `pigviz.magicpig.attend` (the engine) does the same step on its own.
+# The pieces of the last decode step of one real head come from the library: the query, the
+# sampled keys and values, the exact set, the mean key `μ`, and what `pigviz.lsh.magicpig.attend`
+# (the engine) returned for the same step.
 
 # %%
 step = experiments.decode_step_pieces(row=0, head=0)     # layer 2, 8,192 keys, (K, L) = (10, 150)
 q, K_S, V_S, mu, d = step["q"], step["K_S"], step["V_S"], step["mu"], len(step["q"])
-s_exact = step["K_exact"] @ q / np.sqrt(d)
-
-centred = K_S - mu
-cos = centred @ q / (np.linalg.norm(centred, axis=1) * np.linalg.norm(q))
-s = K_S @ q / np.sqrt(d)                                                  # 1. scores
-p = 1 - np.arccos(np.clip(cos, -1, 1)) / np.pi                            # 2. one bit agrees
-log_u = log_inclusion_probability(p, step["K"], step["L"], 2)            # 3. P(>= 2 of L collide)
-w = stable_softmax(np.concatenate([s - log_u, s_exact]))                  # 4. corrected softmax
-o_hat = w @ np.concatenate([V_S, step["V_exact"]])                        # 5. mix the values
-
-rel = lambda a: np.linalg.norm(a - step["exact"]) / np.linalg.norm(step["exact"])
 print(f"layer {step['layer']}, head {step['model_head']}: {step['n']:,} keys; read {step['keys_read']} "
-      f"= {len(s_exact)} exact + {len(s)} sampled ({step['keys_read'] / step['n']:.1%})")
-print(f"five lines vs engine: largest difference {np.abs(o_hat - step['engine']).max():.0e}")
-print(f"error against full attention: five lines {rel(o_hat):.4f}, engine {rel(step['engine']):.4f}")
+      f"= {len(step['K_exact'])} exact + {len(K_S)} sampled ({step['keys_read'] / step['n']:.1%})")
+
+# %% [markdown]
+# ### Your turn: log u
+#
+# Steps 2 and 3. Centre the keys (`k − μ`) but not the query, take the angle, turn it into
+# `p`, and give `p` to `log_inclusion_probability(p, K, L)` (notebook 04's function,
+# imported above: it counts at least 2 of `L` tables by default). `keys` is `(n, d)`; return
+# one `log u` per key.
+
+# %%
+def log_u(q, keys, mu, K, L):
+    """log u for each key: p = 1 - angle(q, k - mu) / pi, u = P(at least 2 of L tables of K bits collide)."""
+    ...
+
+# %%
+log_u = ex.reference_or("06.log_u", log_u)
+_ = ex.check("06.log_u", log_u)
+
+# %%
+folded("Solution: log_u", f"```python\n{ex.solution('06.log_u')}```")
+
+# %% [markdown]
+# On the real head, the sampled keys' `u` spans orders of magnitude: the keys least likely
+# to be drawn get the largest boost.
+
+# %%
+lu = log_u(q, K_S, mu, step["K"], step["L"])
+print(f"u of the {len(lu)} sampled keys: from {np.exp(lu.min()):.1e} to {np.exp(lu.max()):.2f} "
+      f"(median {np.exp(np.median(lu)):.1e})")
+
+# %% [markdown]
+# ### Your turn: the sampled estimate
+#
+# Steps 1 to 5 in one function: scores of the sampled keys minus their `log u`, plain scores
+# of the exact keys, one softmax over both (subtract the largest score before `exp`), then the
+# weighted sum of `[V_S ; V_exact]`. Either set may be empty.
+
+# %%
+def sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L):
+    """MagicPIG's estimate of one attention output from the sampled keys (corrected by log u) and the exact set."""
+    ...
+
+# %%
+sampled_estimate = ex.reference_or("06.sampled_estimate", sampled_estimate)
+_ = ex.check("06.sampled_estimate", sampled_estimate)
+
+# %%
+folded("Solution: sampled_estimate", f"```python\n{ex.solution('06.sampled_estimate')}```")
+
+# %% [markdown]
+# Your function on the real head, next to the engine and full attention:
+
+# %%
+o_hat = sampled_estimate(q, K_S, V_S, mu, step["K_exact"], step["V_exact"], step["K"], step["L"])
+rel = lambda a: np.linalg.norm(a - step["exact"]) / np.linalg.norm(step["exact"])
+print(f"yours vs engine: largest difference {np.abs(o_hat - step['engine']).max():.0e}")
+print(f"error against full attention: yours {rel(o_hat):.4f}, engine {rel(step['engine']):.4f}")
 
 # %% [markdown]
 # The engine tabulates `log u` on a fine grid of `p` rather than evaluating it per key, which
@@ -99,9 +174,10 @@ print()
 print(findings.format_summary(results))
 
 # %% [markdown]
-# `± seeds` is the standard deviation of the mean error across seeds. Rows marked 270
-# cover the first of the 64 positions only (section 8 explains why). The whole table in
-# one picture:
+# `± seeds` is the standard deviation of the mean error across seeds. `rows` counts the
+# attention rows averaged. Three variants have one row per (layer, head) instead of 64: they
+# were measured at the first of the 64 positions only (section 8 explains why). The whole
+# table in one picture:
 
 # %%
 plots.error_budget_figure(findings.curves(results, methods=["magicpig", "topk", "oracle", "hybrid", "quest",
@@ -177,7 +253,7 @@ for i, h in enumerate(heads):
 # %% [markdown]
 # ## 6. The bill
 #
-# The tables are not free. `pigviz.budget` does the accounting (notebook 05). At the paper's
+# The tables are not free. `pigviz.memory.budget` does the accounting (notebook 05). At the paper's
 # (10, 150) every key gets 150 four-byte ids, one per table, more bytes than the key and
 # value themselves in this model:
 
@@ -277,13 +353,37 @@ plots.kl_sweep_figure(sweep, topk, title="Layer 2: MagicPIG at several (K, L), T
 # Budgets overlap across settings, and at similar budgets the settings' errors differ:
 # compare the lines where they cross a vertical. None of them reaches TopK here.
 #
-# **How much do hash seeds matter?** Very little on average: in the table of section 2,
-# the spread across seeds (`± seeds`) is small next to the error itself. A single head
-# varies more, which the explorer's per-head error bars show.
+# **How much do hash seeds matter?** For the error of one attention row, averaged over
+# every row of the study, very little. Notebook 07 measures the same seeds inside decoding,
+# by the KL of the model's next-token distribution, and there they matter a lot. Both,
+# relative to their own mean:
+
+# %%
+seed_err = max(findings.series_summary(results, f"magicpig K{K} L{L}")["error_std"]
+               / findings.series_summary(results, f"magicpig K{K} L{L}")["error"]
+               for K, L in results["spec"]["settings"])
+decode_q = report.load_result(report.QUALITY_FILE)
+seed_kl = [np.std(kls, ddof=1) / np.mean(kls) for kls in
+           ([r["kl_mean"] for r in decode_q["rows"] if r["method"] == "magicpig" and [r["K"], r["L"]] == kl]
+            for kl in decode_q["settings"]["configs"])]
+print(f"this study, {findings.series_summary(results, 'magicpig K10 L150')['rows']:,} rows per seed: "
+      f"the mean error's std across seeds is at most {seed_err:.1%} of the error")
+print(f"notebook 07, {decode_q['settings']['stretch']} decoded tokens per seed: the mean KL's std across seeds is "
+      f"{min(seed_kl):.0%} to {max(seed_kl):.0%} of the KL, depending on (K, L)")
+
+# %% [markdown]
+# They do not contradict each other. Here the error is averaged over many thousands of rows
+# that the seed perturbs independently, so the seed's luck averages out. In notebook 07 a
+# row's error passes through 30 layers and changes the next token's distribution, and the
+# KL over the stretch of text is dominated by a few positions where the distribution moves a
+# lot; a seed that happens to miss an important key at one of those positions moves the mean
+# by itself. A single head here varies more too, which the explorer's per-head error bars
+# show.
 #
 # **Why does (10, 150) read so many keys here?** The share of sampled keys is the
 # mean of `u` over the keys, and `u` depends only on the angle to the query (a cliff, as in
-# notebook 04). The seed article's model had head dimension 128; SmolLM2 has 64. In fewer
+# notebook 04). The model in the MagicPIG explainer (the paper's blog-style write-up) had
+# head dimension 128; SmolLM2 has 64. In fewer
 # dimensions, random directions are less orthogonal: their cosines spread like 1/√d. So more
 # keys fall past the cliff. Real keys spread wider still:
 
@@ -309,16 +409,103 @@ print(f"d = 128 instead of 64 divides the random-direction share by {share['isot
 lessons.print_claims("06")
 
 # %% [markdown]
+# ## Recap
+#
+# * MagicPIG's estimate is one softmax over the exact set's scores and the sampled keys'
+#   scores minus `log u`, where `u` comes from the angle between the query and the centred key.
+# * On every head of SmolLM2-135M, oracle TopK is more accurate than MagicPIG at the same
+#   budget; MagicPIG wins mostly in layer 0, where attention is flat.
+# * Sampling is not the problem: sampling from the true weights beats TopK. MagicPIG loses in
+#   its proposal, because SimHash samples by angle while the weight follows the score.
+# * The exact set (sinks and recent tokens) does much of the work, and the 1/u correction
+#   helps; the tables cost more bytes than the keys and values they index.
+# * The hash seed barely moves the error averaged over thousands of rows, but it moves the
+#   decode-time KL of notebook 07 much more.
+#
+# ## What comes next
+#
+# Notebook 07 puts the estimator inside the model: token after token, where each layer's
+# error feeds the next layer and each token joins the context of the next one, and measures
+# it by what the model predicts.
+#
 # ## Questions to try
+#
+# Each answer is one click away: the cell under the question computes it and folds it.
 #
 # 1. In the explorer, find a head where MagicPIG beats TopK. Check its weight on token 0 in
 #    `shipped.load_shipped_capture().extras["sink_weight"]`. Is it a flat head?
-# 2. Quest keeps whole pages. Why might pages of 16 miss weight that TopK catches? Rerun
-#    `pigviz study --layers 14 --methods magicpig,quest --seeds 1 --out /tmp/q.json`, then
-#    try `attention.quest_attention` with `page=4` on a shipped layer.
+
+# %%
+won = np.argwhere(ratio < 1)
+won_sink = np.array([sink_weight[r, h] for r, h in won])
+folded("Answer 1", f"At (10, 150) MagicPIG beats TopK in **{len(won)}** (layer, head) cells, for example layer "
+       f"{results['layers'][won[0][0]]} head {won[0][1]}. Their median weight on token 0 is "
+       f"**{np.median(won_sink):.2f}**, "
+       f"against {np.median(sink_weight[ratio >= 1]):.2f} for the cells it loses; "
+       f"{(won_sink < 0.5).sum()} of the {len(won)} put under half their weight on the sink. "
+       + ("Mostly yes" if (won_sink < 0.5).mean() > 0.5 else "Often not")
+       + ": where no single key dominates, TopK's tallest sticks leave out much of the weight (notebook 01), "
+       "and a sample does better.")
+
+# %% [markdown]
+# 2. Quest keeps whole pages. Why might pages of 16 miss weight that TopK catches? How much do
+#    smaller pages help? (`pigviz study --layers 14 --methods magicpig,quest --seeds 1 --out /tmp/q.json`
+#    reruns one layer; `attention.quest_attention(..., page=4)` takes smaller pages.)
+
+# %%
+quest_err = findings.series_summary(results, "quest @K10 L150")["error"]
+topk_err = findings.series_summary(results, "topk @K10 L150")["error"]
+dq = report.headline(decode_q)["baselines"]
+folded("Answer 2", f"At (10, 150) Quest's error is **{quest_err:.3f}** against TopK's {topk_err:.3f} at the same "
+       "budget. "
+       "Quest picks a page by an upper bound on its best score, built from the elementwise min and max of its 16 keys. "
+       "The bound is loose (it mixes coordinates of different keys), so it often ranks the wrong pages first, and a "
+       "chosen page brings its 15 other keys along, most of them with little weight: the budget is spent on "
+       "neighbours, not on the highest scores. Smaller pages make the bound tighter and waste less. Notebook 07 "
+       f"measured both inside decoding: KL from dense **{dq['quest']['kl_mean']:.3f}** with pages of 16, "
+       f"**{dq['quest/4']['kl_mean']:.3f}** with pages of 4 (TopK {dq['topk']['kl_mean']:.3f}).")
+
+# %% [markdown]
 # 3. The hybrid beats TopK everywhere, but it is an oracle. Which part of it could a real
 #    system afford, and which would need something like MagicPIG's tables?
-# 4. Extend the K/L sweep to K = 14 with L = 600. Does the error at a ~2% budget improve on
-#    (12, 200)? What do the tables cost (section 6)?
+
+# %%
+S = lambda name: findings.series_summary(results, name)["error"]  # noqa: E731
+folded("Answer 3", f"At (10, 150): hybrid **{S('hybrid @K10 L150'):.4f}**, TopK {S('topk @K10 L150'):.4f}, oracle "
+       f"sampling {S('oracle @K10 L150'):.4f}, MagicPIG {S('magicpig K10 L150'):.4f}. Neither half is free. The exact "
+       "half needs the highest-scoring keys, which takes every score unless an index finds them approximately "
+       "(a top-k search structure, or Quest-like page bounds). The sampled half needs draws in proportion to the "
+       "true weights, and that is exactly what MagicPIG's tables approximate with `u`. What a real system can "
+       "afford is the fixed exact set (sinks and recent tokens, no search needed) plus a cheap proposal; the "
+       "gap between MagicPIG and the hybrid is the price of a proposal that follows angles instead of scores.")
+
+# %% [markdown]
+# 4. Extend the K/L sweep with K = 14, L = 600. Does it beat (12, 200) on layer 2, and what do
+#    the tables cost (section 6)?
+
+# %%
+(a14,), (t14,) = experiments.kl_sweep(row=0, Ks=(14,), Ls=(600,))
+(a12,), (t12,) = experiments.kl_sweep(row=0, Ks=(12,), Ls=(200,))
+mib = lambda K, L: lsh_index.index_bytes(8192, K, L) / 2**20  # noqa: E731
+folded("Answer 4", f"Layer 2, seed 0: (14, 600) reads {a14['budget']:.2%} with error **{a14['error']:.4f}** "
+       f"(TopK at that budget {t14['error']:.4f}); (12, 200) reads {a12['budget']:.2%} with error "
+       f"**{a12['error']:.4f}** (TopK {t12['error']:.4f}). "
+       + ("(14, 600) has the lower error" if a14["error"] < a12["error"] else "(14, 600) does not have the lower error")
+       + f", at a {'larger' if a14['budget'] > a12['budget'] else 'smaller'} budget, and it stays above TopK. "
+       f"The index costs {mib(14, 600):.2f} MiB per layer and KV head at 8,192 keys, against {mib(12, 200):.2f} MiB "
+       f"for (12, 200), {mib(14, 600) / mib(12, 200):.1f}x as much: table entries grow with L, and the bucket "
+       "offsets with L x 2^K (notebook 05).")
+
+# %% [markdown]
 # 5. `experiments.sampled_share(row=3, dims=(32, 64, 128, 256))`: how does the random-direction
 #    share fall with d, and how far above it do the real keys of layer 25 sit?
+
+# %%
+sh5 = experiments.sampled_share(row=3, dims=(32, 64, 128, 256))
+shares5 = list(sh5["isotropic"].values())
+folded("Answer 5", "Random directions: " + ", ".join(f"d = {d_}: {f:.2%}" for d_, f in sh5["isotropic"].items())
+       + ". Each doubling of d divides it by " + ", ".join(f"{a / b:.2f}" for a, b in zip(shares5, shares5[1:]))
+       + " in turn: the cosines' spread shrinks like 1/√d, so fewer random keys reach the cliff of `u`. "
+       + f"The real keys of layer {sh5['layer']} "
+       f"(d = 64) sample **{sh5['real']:.2%}**, {sh5['real'] / sh5['isotropic'][64]:.1f}x the random share at the "
+       f"same d: their cosines spread {sh5['real_cos_std']:.3f} instead of {sh5['isotropic_cos_std'][64]:.3f}.")

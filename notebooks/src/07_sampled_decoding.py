@@ -21,16 +21,48 @@
 # `pigviz eval` and `benchmarks/bench_decode.py` made them, and
 # `data/manifest.json` records the exact command and each file's sha256. This notebook reads
 # them and runs in seconds. A live run waits at the end, switched off by default.
+#
+# **You will be able to**
+#
+# * explain how transformers' attention is swapped for MagicPIG's, and merge the sampled part of
+#   an attention output with the exact buffer's by log-sum-exp;
+# * compute the KL of a method's next-token distribution from dense's, and the perplexity of
+#   a text, stably, and read a quality table at matched budgets;
+# * say why a passkey test is easy for sampling and a teacher-forced KL is hard;
+# * tell what a CPU (or GPU) timing of a small model does and does not measure.
+#
+# **Prerequisites:** notebook 06 (the estimator and its error per row), and notebooks 01 and
+# 05 for the recap at the end. **Workshop time:** about 40 minutes, of which 15 for the three
+# exercises.
+#
+# **Exercises.** Three cells ask you to write a short function (its body is `...`); the cell
+# after each checks it and says what is wrong if it is. Each solution is one click away,
+# folded below its check. If the notebook was started with `PIGVIZ_SOLUTIONS=1`, the
+# reference solution stands in for a blank function and the notebook runs through.
 
 # %%
 import pigviz
 
 pigviz.setup_notebook()
 
+import numpy as np
+from IPython.display import Markdown
+
 from pigviz import decode, lessons
 from pigviz.decode import report
 from pigviz.decode import session as decoding
+from pigviz.lessons import exercises as ex
+from pigviz.lsh.simhash import log_inclusion_probability
+from pigviz.memory import budget as kv_budget
+from pigviz.memory import model_shapes
 from pigviz.plots import decoding as plots
+from pigviz.study import experiments, findings
+
+
+def folded(summary, text):
+    """Markdown that stays folded until clicked: the solutions and the answers."""
+    return Markdown(f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>")
+
 
 quality = report.load_result(report.QUALITY_FILE)
 passkey = report.load_result(report.PASSKEY_FILE)
@@ -43,7 +75,7 @@ print(f"model: {env['model']['name']} ({env['dtype']}), measured on: {env['hardw
 # ## 1. Swapping the attention inside transformers
 #
 # A transformers model looks up each layer's attention function by name, in a registry
-# called `AttentionInterface`. `pigviz.decoding` registers one more entry and switches the
+# called `AttentionInterface`. `pigviz.decode.session` registers one more entry and switches the
 # model to it inside a `with` block. Leaving the block switches it back, even after an
 # error. Inside the block, decoding runs in three phases:
 #
@@ -51,10 +83,10 @@ print(f"model: {env['model']['name']} ({env['dtype']}), measured on: {env['hardw
 #   prefill is dense too. The first new token comes out of this pass.
 # * **Index.** For every layer except the dense ones (layer 0 by default, as MagicPIG keeps
 #   some layers dense), the post-RoPE keys in the cache are hashed into `L` tables of `K`
-#   bits (`pigviz.lsh_index.build_index`, notebooks 03–04).
+#   bits (`pigviz.lsh.index.build_index`, notebooks 03–04).
 # * **Decode.** Each new query reads three groups of keys. The first `sinks` tokens and
 #   the last `recent` ones are read exactly. A sample comes from the tables, with each score
-#   corrected by its inclusion probability `u` (`pigviz.magicpig.attend`, notebook 06). Every
+#   corrected by its inclusion probability `u` (`pigviz.lsh.magicpig.attend`, notebook 06). Every
 #   token generated since the index was built is read exactly too: the *buffer*. Once the
 #   buffer would grow past `buffer` tokens, the index is rebuilt over the whole cache.
 #
@@ -64,6 +96,56 @@ print(f"model: {env['model']['name']} ({env['dtype']}), measured on: {env['hardw
 # sinks and the recent window, 0 elsewhere. That column of the output is the weight the
 # estimate gave those exact keys. Their normaliser is cheap to compute directly, and
 # dividing one by the other gives the estimate's own normaliser.
+#
+# ### Your turn: merging two partial softmaxes
+#
+# This is how decoding combines the index part with the exact recent buffer. Each part is a
+# softmax over its own keys: an output `out` and `lse`, the log of its sum of exp-scores. The
+# output over the union weighs each part by its share of the total, `exp(lse)`. Subtract the
+# larger `lse` before `exp`: normalisers overflow. An empty part has `lse = -inf`.
+
+# %%
+def merge_partial(out_a, lse_a, out_b, lse_b):
+    """The attention output over the union of two disjoint key sets, from each set's output and log-normaliser."""
+    ...
+
+# %%
+merge_partial = ex.reference_or("07.merge_partial", merge_partial)
+_ = ex.check("07.merge_partial", merge_partial)
+
+# %%
+folded("Solution: merge_partial", f"```python\n{ex.solution('07.merge_partial')}```")
+
+# %% [markdown]
+# On a real decode step (notebook 06's head in layer 2): the sampled keys, with their scores
+# corrected by `log u`, form one part, and the exact keys (sinks and recent window) the other.
+# Decoding splits the index part from the buffer in the same way. Merged, the two parts give
+# what the engine computes in one softmax:
+
+# %%
+step = experiments.decode_step_pieces(row=0, head=0)
+q, d = step["q"], len(step["q"])
+
+
+def part(scores, values):
+    """A softmax over one set of keys: its output and its log-normaliser."""
+    top = scores.max()
+    w = np.exp(scores - top)
+    return w @ values / w.sum(), top + np.log(w.sum())
+
+
+centred = step["K_S"] - step["mu"]
+p = 1 - np.arccos(np.clip(centred @ q / (np.linalg.norm(centred, axis=1) * np.linalg.norm(q)), -1, 1)) / np.pi
+out_s, lse_s = part(step["K_S"] @ q / np.sqrt(d) - log_inclusion_probability(p, step["K"], step["L"]), step["V_S"])
+out_e, lse_e = part(step["K_exact"] @ q / np.sqrt(d), step["V_exact"])
+merged = merge_partial(out_s, lse_s, out_e, lse_e)
+share = np.exp(lse_s - np.logaddexp(lse_s, lse_e))
+print(f"{len(step['K_S'])} sampled keys hold {share:.1%} of the merged weight, "
+      f"{len(step['K_exact'])} exact keys the rest")
+print(f"merged vs engine: largest difference {np.abs(merged - step['engine']).max():.0e}")
+
+# %% [markdown]
+# The engine tabulates `log u` on a fine grid of `p`, which accounts for the tiny difference.
 #
 # The baselines plug in the same way: TopK, Quest and StreamingLLM each get one layer's
 # whole cache per decode step (`pigviz.attention`).
@@ -77,7 +159,7 @@ for method in decoding.METHODS:
 # every token:
 #
 # ```python
-# model, tokenizer = pigviz.models.load_model()            # SmolLM2-135M, fp32, CPU
+# model, tokenizer = pigviz.model.loading.load_model()  # SmolLM2-135M, fp32, CPU
 # out = decode.generate(model, tokenizer, prompt, attention="magicpig", max_new_tokens=40, K=10, L=150)
 # out.text, out.token_ids, out.step_seconds, out.budgets
 # ```
@@ -99,8 +181,28 @@ print(report.side_by_side(generations))
 
 # %% [markdown]
 # The two texts agree for a while, then part. Once one token differs, each run continues
-# its own text, so everything after that point differs too, even though both are plausible
-# continuations. The top panel below shows how much of the cache MagicPIG read at each step
+# its own text, so everything after that point differs too. Here they do not part into two
+# equally good texts. Count what each run writes after the shared start:
+
+# %%
+DEF = '"def"'
+same = next((i for i, (a, b) in enumerate(zip(*(g["token_ids"] for g in generations))) if a != b),
+            len(generations[0]["token_ids"]))
+for g in generations:
+    rest = "".join(g["token_texts"][same:])
+    lines = [line.strip() for line in rest.splitlines() if line.strip()]
+    bare = sum(line == '*   "def"' for line in lines)
+    print(f"{g['attention']:<9} after token {same}: {rest.count(DEF)} times {DEF}, {bare} list items that are "
+          f"{DEF} and nothing else, {len(set(lines))} distinct lines of {len(lines)}")
+
+# %% [markdown]
+# Dense explains the keyword (and starts its sentence again, as small models do). MagicPIG's
+# greedy run falls into a loop: it lists `"def"` as a bare item over and over, a repetition
+# the counts above show. Greedy decoding amplifies a small shift in the next-token
+# distribution: once a repeated item has become a little more likely than the alternatives,
+# every repetition makes the next one more likely still.
+#
+# The top panel below shows how much of the cache MagicPIG read at each step
 # (log axis; dense reads everything). The bottom panel shows the wall time of each step on
 # this CPU (noisy: other jobs shared the machine). MagicPIG's first step also fills the
 # lookup tables and scratch buffers that later steps reuse.
@@ -123,6 +225,69 @@ plots.generation_figure(generations)
 # * **top-1 agreement**: how often the method's most likely token is dense's;
 # * **perplexity** of the real next tokens: lower means the model predicts the text better.
 #
+# ### Your turn: KL from dense
+#
+# `KL(p ‖ q) = Σ p log(p / q)` with `p = softmax(ref_logits)` (dense) and `q = softmax(logits)`
+# (the method), over the last axis. Work in log-softmax: logits in the thousands overflow
+# `exp`, and tiny probabilities underflow to 0, whose log is `-inf`.
+
+# %%
+def kl_divergence(ref_logits, logits):
+    """KL(dense || method) in nats over the last axis: a float for one position, one value per row for a batch."""
+    ...
+
+# %%
+kl_divergence = ex.reference_or("07.kl_divergence", kl_divergence)
+_ = ex.check("07.kl_divergence", kl_divergence)
+
+# %%
+folded("Solution: kl_divergence", f"```python\n{ex.solution('07.kl_divergence')}```")
+
+# %% [markdown]
+# ### Your turn: perplexity
+#
+# `logits` is `(T, V)`, `targets` the `T` real next tokens. Perplexity is the exp of the mean
+# negative log-probability of the targets: a geometric mean, so one badly predicted token
+# counts a lot.
+
+# %%
+def perplexity(logits, targets):
+    """exp(mean over positions of -log softmax(logits)[t, targets[t]])."""
+    ...
+
+# %%
+perplexity = ex.reference_or("07.perplexity", perplexity)
+_ = ex.check("07.perplexity", perplexity)
+
+# %%
+folded("Solution: perplexity", f"```python\n{ex.solution('07.perplexity')}```")
+
+# %% [markdown]
+# The shipped results keep, for every position, each method's negative log-probability of
+# the real token (`nll_per_token`) and its KL from dense (`kl_per_token`), but not the 49,152
+# logits. Two logits per position are enough to test your functions on them: "the real
+# token" with log-probability `-nll`, and "any other token" with the rest. Your perplexity on
+# those two columns must give the shipped perplexity exactly. Your KL between dense's and the
+# method's two-column distributions merges all the other tokens into one, which can only
+# hide differences, so it must stay at or below the shipped KL at every position.
+
+# %%
+def two_columns(nll):
+    """Logits of a 2-token distribution: the real token with probability exp(-nll), everything else."""
+    nll = np.maximum(np.asarray(nll, dtype=np.float64), 1e-12)
+    return np.stack([-nll, np.log(-np.expm1(-nll))], axis=1)
+
+
+dense_row = next(r for r in quality["rows"] if r["method"] == "dense")
+for r in quality["rows"][:4]:
+    nll = r["nll_per_token"]
+    mine = perplexity(two_columns(nll), np.zeros(len(nll), dtype=int))
+    coarse = kl_divergence(two_columns(dense_row["nll_per_token"]), two_columns(nll))
+    below = int(np.sum(coarse <= np.asarray(r["kl_per_token"]) + 1e-6))
+    print(f"{r['label']:<28} perplexity: yours {mine:.4f}, shipped {r['perplexity']:.4f};  two-token KL "
+          f"{np.mean(coarse):.4f} <= shipped KL {r['kl_mean']:.4f} at {below} of {len(nll)} positions")
+
+# %% [markdown]
 # MagicPIG runs at several (K, L) settings, each with several hash seeds. Its budget is not
 # fixed: it reads what the tables sample. Each baseline then runs once at MagicPIG's mean
 # measured budget for that setting, so every row in a block reads the same share of keys.
@@ -158,8 +323,9 @@ for name in ("topk", "quest/4", "quest", "streaming"):
 #   and its top-1 agreement stays low. This stretch of text needs keys from far back.
 # * **Oracle TopK stays closer to dense at every budget.** The keys with the highest scores
 #   carry most of the weight in nearly every head of this model, which is what notebook 06
-#   found one row at a time. MagicPIG's sample is unbiased but noisy, and here the noise
-#   costs more than TopK's missing tail.
+#   found one row at a time. MagicPIG's sample is noisy and biased at finite budgets (the
+#   bias shrinks as the budget grows; notebook 01 §6 measures it), and here its errors cost
+#   more than TopK's missing tail.
 # * **Quest depends on its page size.** With pages of 16 it is about as far from dense as
 #   StreamingLLM: one bound per 16 keys is too loose to find the right pages. With pages of
 #   4 it lands between TopK and MagicPIG, at the cost of storing a bound for every 4 keys.
@@ -167,6 +333,31 @@ for name in ("topk", "quest/4", "quest", "streaming"):
 #   several times what it is at its largest, and its top-1 agreement falls with it (the
 #   table's last column but one). Different hash seeds of the same (K, L) move the KL a lot:
 #   compare the ranges in brackets.
+#
+# Notebook 06 found that the hash seed barely moves MagicPIG's error. Both notebooks' numbers,
+# each relative to its own mean, and how much of each run's KL its worst positions carry:
+
+# %%
+study = findings.load_shipped_results()
+seed_err = max(findings.series_summary(study, f"magicpig K{K} L{L}")["error_std"]
+               / findings.series_summary(study, f"magicpig K{K} L{L}")["error"] for K, L in study["spec"]["settings"])
+seed_kl = [np.std(kls, ddof=1) / np.mean(kls) for kls in
+           ([r["kl_mean"] for r in quality["rows"] if r["method"] == "magicpig" and [r["K"], r["L"]] == kl]
+            for kl in st["configs"])]
+top5 = [np.sort(r["kl_per_token"])[-5:].sum() / np.sum(r["kl_per_token"]) for r in quality["rows"]
+        if r["method"] == "magicpig"]
+print(f"notebook 06, error of one attention row averaged over "
+      f"{findings.series_summary(study, 'magicpig K10 L150')['rows']:,} rows: std across seeds at most {seed_err:.1%} of the error")
+print(f"here, KL of the next token over {st['stretch']} positions: std across seeds {min(seed_kl):.0%} to "
+      f"{max(seed_kl):.0%} of the KL, depending on (K, L)")
+print(f"the 5 worst of {st['stretch']} positions carry {min(top5):.0%} to {max(top5):.0%} of a run's total KL")
+
+# %% [markdown]
+# The two agree once you see what is averaged. A row's error in notebook 06 is averaged over
+# thousands of rows that the seed perturbs independently, so the seed's luck cancels. Here
+# each row's error passes through 30 layers into the next-token distribution, and a few
+# positions where it moves a lot dominate the mean KL; whether a seed happens to miss a key
+# that matters at one of those few positions moves the whole mean.
 #
 # Where does the budget go? The same tables sample more keys in some layers than in
 # others, so one budget number is an average over different layers:
@@ -260,6 +451,11 @@ else:
     print(report.speed_table(gpu["speed"]))
 
 # %% [markdown]
+# Read a GPU table with care. For a 135M-parameter model at 8k tokens, a GPU decode step is
+# mostly the fixed cost of launching many small kernels, one or more per operation of every
+# layer; reading the cache is a sliver of it. So a GPU timing here measures launch overhead,
+# not cache reads, and says nothing about MagicPIG's savings at the scale the paper targets.
+#
 # ## 6. Live: run it yourself
 #
 # Set `RUN_LIVE = True` to load the model (quick once it is cached; the first load
@@ -283,8 +479,9 @@ if RUN_LIVE:
 # ## 7. From notebook 01 to here
 #
 # * **01**: the attention output is a balance point of value "sticks". Reading only the
-#   tallest sticks (TopK) is biased when the weight is spread out. An unbiased sample,
-#   re-weighted by how likely each stick was to be drawn, fixes that in expectation.
+#   tallest sticks (TopK) is biased when the weight is spread out. A sample re-weighted by
+#   how likely each stick was to be drawn aims at the right answer: it is noisy, and biased at
+#   finite budgets, with the bias shrinking as the budget grows.
 # * **02**: real keys crowd into a narrow cone, and a short first-token key (the sink)
 #   takes much of the weight.
 # * **03**: centring the keys costs attention nothing and spreads the cone, so that hashing
@@ -314,20 +511,124 @@ if RUN_LIVE:
 lessons.print_claims("07")
 
 # %% [markdown]
+# ## Recap
+#
+# * Transformers looks up attention by name, so MagicPIG, TopK, Quest and StreamingLLM plug
+#   into the real model; the sampled part and the exact buffer are merged by log-sum-exp.
+# * Measured by KL from dense at matched budgets, MagicPIG stays far closer to dense than
+#   StreamingLLM, but oracle TopK stays closer still; its estimate is noisy and biased at
+#   finite budgets, and its errors compound across layers and tokens.
+# * The hash seed moves the decode KL far more than it moves notebook 06's per-row error,
+#   because a few positions dominate the KL.
+# * Passkey retrieval is easy for sampling (the needle's keys score far above the rest); the
+#   teacher-forced KL is the harder test.
+# * On a CPU, a decode step of this small model is mostly reading the weights, and MagicPIG's
+#   attention is slower than dense; a GPU timing at this size measures launch overhead.
+#
+# ## What comes next
+#
+# The notebooks end here. The instructor guide, `docs/workshop.md`, closes the workshop with a
+# discussion ("Talking about the findings honestly"): what these measurements on a 135M model
+# do and do not say about MagicPIG's claims for larger models and longer contexts.
+#
 # ## Questions to try
 #
-# 1. In section 3 the seeds of one (K, L) differ by tens of per cent in KL. Which rows of
-#    `quality["rows"]` have the largest `kl_per_token` values, and are they the same
-#    positions for every seed? (Hint: sort positions by KL for each seed.)
-# 2. StreamingLLM's KL hardly changes between 3% and 10% of the cache. What does that say
-#    about where the weight of this text's queries lies?
+# Each answer is one click away: the cell under the question computes it and folds it.
+#
+# 1. In section 3 the seeds of one (K, L) differ by tens of per cent in KL. Which positions
+#    have the largest `kl_per_token` values, and are they the same positions for every seed?
+#    (Hint: sort positions by KL for each seed.)
+
+# %%
+runs = [r for r in quality["rows"] if r["method"] == "magicpig" and (r["K"], r["L"]) == (10, 150)]
+worst = {r["seed"]: set(np.argsort(r["kl_per_token"])[-5:].tolist()) for r in runs}
+common = set.intersection(*worst.values())
+folded("Answer 1", "The 5 positions with the largest KL at (10, 150), per seed: "
+       + "; ".join(f"seed {seed}: {sorted(pos)}" for seed, pos in worst.items())
+       + f". In common to all {len(worst)} seeds: **{len(common)}**"
+       + (f" ({sorted(common)})" if common else "")
+       + ". Each seed's worst positions carry "
+       + ", ".join(f"{np.sort(r['kl_per_token'])[-5:].sum() / np.sum(r['kl_per_token']):.0%}" for r in runs)
+       + " of its total KL. "
+       + ("The worst positions differ from seed to seed: they are not positions that are hard for any sample, but "
+          "one seed's bad luck at a few positions, and that luck decides much of its mean."
+          if len(common) < 3 else
+          "Several worst positions are shared: some positions are hard for any sample, whatever the seed."))
+
+# %% [markdown]
+# 2. StreamingLLM's KL hardly changes between its smallest and largest budget. What does that
+#    say about where the weight of this text's queries lies?
+
+# %%
+stream = sorted((r for r in quality["rows"] if r["method"] == "streaming"), key=lambda r: r["budget"])
+folded("Answer 2", "StreamingLLM, by budget: "
+       + ", ".join(f"{100 * r['budget']:.1f}%: KL {r['kl_mean']:.3f}" for r in stream)
+       + ". Its extra budget only widens the recent window. If the KL barely moves, the keys that matter for these "
+       "predictions are neither sinks nor among the last few hundred tokens: they lie far back in the 8k context, "
+       "which is where sampling (and TopK) can reach and a window cannot.")
+
+# %% [markdown]
 # 3. Run `pigviz eval --task quality --prefix 1024 --stretch 64 --configs 10x150 --seeds 0`
 #    (a few minutes). Is MagicPIG's budget at 1k tokens larger or smaller than at 8k, and
 #    why? (Count the exact keys: 4 + 64, plus the buffer.)
+
+# %%
+opts = decoding.default_options("magicpig")
+exact = opts["sinks"] + opts["recent"]
+folded("Answer 3", f"Larger. The exact keys are a fixed count, {opts['sinks']} sinks + {opts['recent']} recent "
+       f"= {exact}, plus every token decoded since the index was built (up to {opts['buffer']}). At 1,024 tokens "
+       f"the {exact} alone are **{exact / 1024:.1%}** of the cache; at {st['prefix']:,} they are "
+       f"**{exact / st['prefix']:.1%}**, so the total at 1k should be above the {100 * mp['budget']:.2f}% measured "
+       "here. The passkey runs of section 4 (same K, L) show the trend: MagicPIG read "
+       + ", ".join(f"{100 * r['budget']:.1f}% at {r['length']:,} tokens"
+                   for r in passkey["rows"] if r["method"] == "magicpig")
+       + ". The run gives the figure for this text.")
+
+# %% [markdown]
 # 4. Keep layers 0 and 1 dense (`--dense-layers 0,1`). Does the KL at (10, 150) drop, and
 #    what does it cost in budget?
+
+# %%
+lb = {int(k): v for k, v in first["layer_budgets"].items()}      # the sampled layers only
+n_layers = 30
+now = (sum(lb.values()) + 1.0) / n_layers                         # layer 0 dense, read in full
+then = (sum(lb.values()) - lb[1] + 2.0) / n_layers                # layers 0 and 1 dense
+rest = np.mean([v for k, v in lb.items() if k != 1])
+folded("Answer 4", f"From the shipped per-layer budgets (K = {first['K']}, L = {first['L']}, seed {first['seed']}): layer 1 "
+       f"reads {100 * lb[1]:.1f}% of the cache; dense, it reads 100%. Counting every layer, dense ones included, the keys "
+       f"read go from {100 * now:.1f}% to **{100 * then:.1f}%** of the cache. The budget column of section 3 averages the "
+       f"sampled layers only ({100 * first['budget']:.2f}% here), so it would show {100 * rest:.2f}%, which hides the "
+       "cost. The KL needs the run: the shipped files hold none with layer 1 dense. Expect it to drop, since layer 1's "
+       "error no longer feeds the layers above it, and compare the drop with what the same extra keys buy when "
+       "spread over every layer (a (K, L) with a larger budget, section 3).")
+
+# %% [markdown]
 # 5. With `RUN_LIVE = True`, set `buffer=16`. How many times is the index rebuilt in 24
 #    tokens (`GenerationResult.rebuilds`), and what does a rebuild cost in step time?
+
+# %%
+g_mp = next(g for g in generations if g["attention"] == "magicpig")
+fed = 24 - 1   # the first new token comes out of the prefill; each later one needs a decode step fed the previous
+folded("Answer 5", f"24 new tokens take {fed} decode steps, each adding one token to the exact buffer. The index is "
+       f"rebuilt when the buffer would grow past 16 tokens, then the buffer starts again: **{fed // 17}** rebuild "
+       f"(check it with `rebuilds`; the shipped 40-token runs, with the default buffer of {opts['buffer']}, have "
+       f"{g_mp['rebuilds']}). A rebuild hashes the whole cache again in every sampled layer: the shipped run's "
+       f"first index took **{g_mp['index_seconds']:.2f} s** at {g_mp['prompt_tokens']:,} tokens, against a median step "
+       f"of {1e3 * np.median(g_mp['step_seconds'][1:]):.0f} ms. At 1,024 tokens expect roughly "
+       f"{1024 / g_mp['prompt_tokens']:.0%} of that, since hashing grows with the number of keys. The step that rebuilds shows it as a spike in the step-time panel.")
+
+# %% [markdown]
 # 6. Section 5 says the weights dominate a CPU decode step for this model. Using
 #    notebook 05's arithmetic, at what context would reading SmolLM2-135M's KV cache (fp32)
 #    cost as many bytes as reading its weights?
+
+# %%
+smol = model_shapes.get_model_shape("SmolLM2-135M")
+per_tok = kv_budget.kv_bytes_per_token(smol, dtype_bytes=4)
+even = smol.params * 4 / per_tok
+folded("Answer 6", f"Weights: {smol.params:,} parameters x 4 B = {kv_budget.format_bytes(smol.params * 4)}. KV per token: "
+       f"2 x {smol.layers} layers x {smol.kv_heads} KV heads x {smol.head_dim} x 4 B = {per_tok:,} B. They match at "
+       f"**{even:,.0f} tokens**, "
+       + ("beyond" if even > smol.max_context else "within")
+       + f" the model's {smol.max_context:,}-token context: at the 4k and 8k of section 5 the cache is "
+       f"{4096 * per_tok / (smol.params * 4):.0%} and {8192 * per_tok / (smol.params * 4):.0%} of the weights' bytes.")
