@@ -41,7 +41,12 @@ def _function_imports():
                 for sub in ast.walk(node):
                     if isinstance(sub, ast.ImportFrom | ast.Import):
                         module = sub.module if isinstance(sub, ast.ImportFrom) else sub.names[0].name
-                        yield path.relative_to(ROOT), sub.lineno, module, "\n".join(lines[sub.lineno - 1 : sub.end_lineno])
+                        yield (
+                            path.relative_to(ROOT),
+                            sub.lineno,
+                            module,
+                            "\n".join(lines[sub.lineno - 1 : sub.end_lineno]),
+                        )
 
 
 def test_no_import_cycle_between_pigviz_modules():

@@ -18,6 +18,7 @@ centres them. Every score then drops by the same ``q . mu``, which softmax ignor
 attention is unchanged. The query is never centred. Statistics about hashing skip the
 exact set.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,13 +31,36 @@ from pigviz._util.validate import check_choice, check_int
 from pigviz.model.shipped import load_shipped_capture
 
 __all__ = [
-    "EXACT_SINKS", "EXACT_RECENT", "GRID_K", "GRID_L", "VARIANTS", "SCURVE_HEAD",
-    "HeadView", "head_view", "shipped_capture", "head_pairs", "non_exact_mask", "centring_mean",
-    "unit_rows", "cone_width", "HeadGeometry", "head_geometry", "geometry_table", "format_geometry_table",
-    "format_sink_table", "sink_table", "sink_onset", "format_sink_onset", "cos_to_mean_direction",
-    "cos_with_query", "shift_invariance", "format_shift_invariance", "format_bound", "shift_passes",
-    "SHIFT_TOL_FP64", "SHIFT_TOL_FP32",
-
+    "EXACT_SINKS",
+    "EXACT_RECENT",
+    "GRID_K",
+    "GRID_L",
+    "VARIANTS",
+    "SCURVE_HEAD",
+    "HeadView",
+    "head_view",
+    "shipped_capture",
+    "head_pairs",
+    "non_exact_mask",
+    "centring_mean",
+    "unit_rows",
+    "cone_width",
+    "HeadGeometry",
+    "head_geometry",
+    "geometry_table",
+    "format_geometry_table",
+    "format_sink_table",
+    "sink_table",
+    "sink_onset",
+    "format_sink_onset",
+    "cos_to_mean_direction",
+    "cos_with_query",
+    "shift_invariance",
+    "format_shift_invariance",
+    "format_bound",
+    "shift_passes",
+    "SHIFT_TOL_FP64",
+    "SHIFT_TOL_FP32",
 ]
 
 EXACT_SINKS = 4
@@ -53,6 +77,7 @@ SCURVE_HEAD = dict(layer=19, head=6, query_index=63)
 
 
 # --------------------------------------------------------------------------- one head
+
 
 @dataclass
 class HeadView:
@@ -114,13 +139,22 @@ def head_view(cap, layer, head) -> HeadView:
     heads = cap.query_heads[row]
     head = check_int("head", head)
     if head not in heads:
-        raise ValueError(f"head must be one of {heads} for layer {layer} (the query heads of its "
-                         f"captured KV head), got {head}")
+        raise ValueError(
+            f"head must be one of {heads} for layer {layer} (the query heads of its captured KV head), got {head}"
+        )
     j = heads.index(head)
     col = j // cap.group_size
-    return HeadView(layer, head, cap.kv_heads[row][col], _numpy(cap.keys[row, col]), _numpy(cap.values[row, col]),
-                    _numpy(cap.queries[row, j]), cap.query_positions.numpy().astype(np.int64), cap.scaling,
-                    None if cap.outputs is None else _numpy(cap.outputs[row, j]))
+    return HeadView(
+        layer,
+        head,
+        cap.kv_heads[row][col],
+        _numpy(cap.keys[row, col]),
+        _numpy(cap.values[row, col]),
+        _numpy(cap.queries[row, j]),
+        cap.query_positions.numpy().astype(np.int64),
+        cap.scaling,
+        None if cap.outputs is None else _numpy(cap.outputs[row, j]),
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -141,7 +175,7 @@ def non_exact_mask(n: int, sinks: int = EXACT_SINKS, recent: int = EXACT_RECENT)
     recent = check_int("recent", recent, 0, n - sinks)
     mask = np.ones(n, dtype=bool)
     mask[:sinks] = False
-    mask[n - recent:] = False
+    mask[n - recent :] = False
     return mask
 
 
@@ -154,12 +188,14 @@ def centring_mean(keys, sinks: int = EXACT_SINKS, recent: int = EXACT_RECENT) ->
         raise ValueError(f"keys must be an (n, d) array, got shape {keys.shape}")
     mask = non_exact_mask(len(keys), sinks, recent)
     if not mask.any():
-        raise ValueError(f"keys must hold more than sinks + recent = {sinks + recent} rows so that some are "
-                         f"hashed, got {len(keys)}")
+        raise ValueError(
+            f"keys must hold more than sinks + recent = {sinks + recent} rows so that some are hashed, got {len(keys)}"
+        )
     return keys[mask].mean(axis=0)
 
 
 # --------------------------------------------------------------------------- geometry
+
 
 def unit_rows(x: np.ndarray) -> np.ndarray:
     """Rows scaled to length 1 (an all-zero row stays zero)."""
@@ -181,18 +217,18 @@ class HeadGeometry:
     layer: int
     head: int
     kv_head: int
-    cone_raw: float           # mean cosine of raw keys with their mean direction
-    cone_centred: float       # the same for the centred hashed keys
-    query_cos: float          # cos(query, mean key), mean over the captured queries
-    query_angle_deg: float    # the angle, mean over the captured queries
-    sink_weight: float        # attention weight on position 0, mean over the captured queries
-    sink_norm_ratio: float    # |key 0| / median |key|
-    sink_cos_raw: float       # cos(query, key 0), mean over queries
-    sink_cos_centred: float   # cos(query, key 0 - mean key)
-    sink_score: float         # scaled score q . k0 / sqrt(d), mean over queries
-    median_score: float       # median score of the other keys before the last EXACT_RECENT
-    best_other_score: float   # best of those, mean over queries
-    sink_wins: float          # share of queries for which key 0 outscores all of those
+    cone_raw: float  # mean cosine of raw keys with their mean direction
+    cone_centred: float  # the same for the centred hashed keys
+    query_cos: float  # cos(query, mean key), mean over the captured queries
+    query_angle_deg: float  # the angle, mean over the captured queries
+    sink_weight: float  # attention weight on position 0, mean over the captured queries
+    sink_norm_ratio: float  # |key 0| / median |key|
+    sink_cos_raw: float  # cos(query, key 0), mean over queries
+    sink_cos_centred: float  # cos(query, key 0 - mean key)
+    sink_score: float  # scaled score q . k0 / sqrt(d), mean over queries
+    median_score: float  # median score of the other keys before the last EXACT_RECENT
+    best_other_score: float  # best of those, mean over queries
+    sink_wins: float  # share of queries for which key 0 outscores all of those
 
 
 def _scores_before_recent(view: HeadView):
@@ -201,8 +237,9 @@ def _scores_before_recent(view: HeadView):
     that see at least one such key. Also key 0's score for those queries."""
     cut = view.n - EXACT_RECENT
     if cut < 2:
-        raise ValueError(f"the head needs more than {EXACT_RECENT + 1} keys to compare the sink with older "
-                         f"keys, got {view.n}")
+        raise ValueError(
+            f"the head needs more than {EXACT_RECENT + 1} keys to compare the sink with older keys, got {view.n}"
+        )
     scores = view.queries @ view.keys[:cut].T * view.scaling
     scores[np.arange(cut)[None, :] > view.positions[:, None]] = -np.inf
     seen = np.isfinite(scores[:, 1:]).any(axis=1)
@@ -219,26 +256,39 @@ def head_geometry(view: HeadView) -> HeadGeometry:
     sink_scores, others = _scores_before_recent(view)
     best_other = others.max(axis=1)
     return HeadGeometry(
-        view.layer, view.head, view.kv_head, cone_width(view.keys), cone_width(centred[non_exact_mask(view.n)]),
-        float(cos_q.mean()), float(np.degrees(np.arccos(np.clip(cos_q, -1, 1))).mean()),
-        float(view.attention_weights()[:, 0].mean()), float(norms[0] / np.median(norms)),
-        float((q @ unit_rows(view.keys[:1])[0]).mean()), float((q @ unit_rows(centred[:1])[0]).mean()),
-        float(sink_scores.mean()), float(np.median(others[np.isfinite(others)])), float(best_other.mean()),
-        float(np.mean(sink_scores > best_other)))
+        view.layer,
+        view.head,
+        view.kv_head,
+        cone_width(view.keys),
+        cone_width(centred[non_exact_mask(view.n)]),
+        float(cos_q.mean()),
+        float(np.degrees(np.arccos(np.clip(cos_q, -1, 1))).mean()),
+        float(view.attention_weights()[:, 0].mean()),
+        float(norms[0] / np.median(norms)),
+        float((q @ unit_rows(view.keys[:1])[0]).mean()),
+        float((q @ unit_rows(centred[:1])[0]).mean()),
+        float(sink_scores.mean()),
+        float(np.median(others[np.isfinite(others)])),
+        float(best_other.mean()),
+        float(np.mean(sink_scores > best_other)),
+    )
 
 
 def geometry_table(cap) -> list[HeadGeometry]:
     """``head_geometry`` of every captured head (computed once per capture object)."""
-    return list(_memo(cap, "geometry", lambda: [head_geometry(head_view(cap, layer, h))
-                                                for layer, h in head_pairs(cap)]))
+    return list(
+        _memo(cap, "geometry", lambda: [head_geometry(head_view(cap, layer, h)) for layer, h in head_pairs(cap)])
+    )
 
 
 def format_geometry_table(rows: list[HeadGeometry]) -> str:
     """Cone width (raw, centred) and where the queries point, one line per head."""
     lines = ["layer head  cone raw  centred  cos(q, mean key)  angle (deg)"]
     for r in rows:
-        lines.append(f"{r.layer:5d} {r.head:4d}  {r.cone_raw:8.3f}  {r.cone_centred:7.3f}  {r.query_cos:16.3f}"
-                     f"  {r.query_angle_deg:11.1f}")
+        lines.append(
+            f"{r.layer:5d} {r.head:4d}  {r.cone_raw:8.3f}  {r.cone_centred:7.3f}  {r.query_cos:16.3f}"
+            f"  {r.query_angle_deg:11.1f}"
+        )
     return "\n".join(lines)
 
 
@@ -246,9 +296,11 @@ def format_sink_table(rows: list[HeadGeometry]) -> str:
     """The sink per head: its weight, its key's length, and its score against the others'."""
     lines = ["layer head  weight on k0  |k0|/median  cos(q,k0)  score k0  median other  best other  k0 wins"]
     for r in rows:
-        lines.append(f"{r.layer:5d} {r.head:4d}  {r.sink_weight:12.3f}  {r.sink_norm_ratio:11.2f}"
-                     f"  {r.sink_cos_raw:9.2f}"
-                     f"  {r.sink_score:8.2f}  {r.median_score:12.2f}  {r.best_other_score:10.2f}  {r.sink_wins:7.0%}")
+        lines.append(
+            f"{r.layer:5d} {r.head:4d}  {r.sink_weight:12.3f}  {r.sink_norm_ratio:11.2f}"
+            f"  {r.sink_cos_raw:9.2f}"
+            f"  {r.sink_score:8.2f}  {r.median_score:12.2f}  {r.best_other_score:10.2f}  {r.sink_wins:7.0%}"
+        )
     return "\n".join(lines)
 
 
@@ -271,8 +323,10 @@ def format_sink_onset(cap, threshold: float = 0.1) -> str:
     else:
         lines.append(f"layer 0 already puts more than {threshold} of the weight on token 0")
     if first < len(per_layer):
-        lines.append(f"layers {first}-{len(per_layer) - 1}: {per_layer[first:].mean():.2f} on average, "
-                     f"up to {weights[first:].max():.2f} in one head")
+        lines.append(
+            f"layers {first}-{len(per_layer) - 1}: {per_layer[first:].mean():.2f} on average, "
+            f"up to {weights[first:].max():.2f} in one head"
+        )
     else:
         lines.append(f"no layer puts more than {threshold} of the weight on token 0 on average")
     return "\n".join(lines)
@@ -314,6 +368,7 @@ def shift_invariance(cap) -> dict:
     """Largest |output(raw keys) - output(centred keys)| over every captured query, in float64
     and in float32, next to the size of the outputs and the gap to what the model computed.
     Keys are centred as everywhere here: minus the mean of the hashed keys."""
+
     def compute():
         worst = {"fp64": 0.0, "fp32": 0.0, "model": 0.0, "scale": 0.0}
         for layer, head in head_pairs(cap):
@@ -344,12 +399,14 @@ def shift_passes(shift: dict) -> bool:
 def format_shift_invariance(shift: dict) -> str:
     """``shift_invariance`` in words, the rounding residues as bounds."""
     fp64 = format_bound(shift["fp64"], SHIFT_TOL_FP64)
-    return "\n".join([
-        f"largest |output with raw keys - output with centred keys|, float64: {fp64}",
-        f"the same in float32, as a fraction of the largest output ({shift['scale']:.1f}): "
-        f"{format_bound(shift['fp32'] / shift['scale'], SHIFT_TOL_FP32)}",
-        f"for scale: our float64 output vs the model's own (fp16 copies of q, k, v): {shift['model']:.3f}",
-    ])
+    return "\n".join(
+        [
+            f"largest |output with raw keys - output with centred keys|, float64: {fp64}",
+            f"the same in float32, as a fraction of the largest output ({shift['scale']:.1f}): "
+            f"{format_bound(shift['fp32'] / shift['scale'], SHIFT_TOL_FP32)}",
+            f"for scale: our float64 output vs the model's own (fp16 copies of q, k, v): {shift['model']:.3f}",
+        ]
+    )
 
 
 _MEMO: dict = {}
@@ -365,5 +422,3 @@ def _memo(cap, name: str, compute):
 
 
 # --------------------------------------------------------------------------- claims
-
-

@@ -11,6 +11,7 @@ Keys are the hashed ones (``key_geometry.non_exact_mask``: neither the first 4 s
 last 64), centred on their own mean as ``pigviz.lsh_index.build_index`` centres them
 (``key_geometry.centring_mean``). The query is never centred.
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,16 +20,39 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pigviz.lsh import simhash as sh
 from pigviz._util.validate import check_choice, check_int
-from pigviz.keys.geometry import (GRID_K, GRID_L, SCURVE_HEAD, VARIANTS, HeadView, head_view, non_exact_mask,
-                                 shipped_capture, unit_rows)
+from pigviz.keys.geometry import (
+    GRID_K,
+    GRID_L,
+    SCURVE_HEAD,
+    VARIANTS,
+    HeadView,
+    head_view,
+    non_exact_mask,
+    shipped_capture,
+    unit_rows,
+)
+from pigviz.lsh import simhash as sh
 
 __all__ = [
-    "MAX_PREFIX_BITS", "HashAgreement", "agreement_prefix", "sampled_in", "counted_inclusion",
-    "CollisionGrid", "collision_grid", "shipped_collision_grid", "format_collision_table", "format_layer_gains",
-    "RealSCurve", "pick_keys", "real_scurve", "shipped_real_scurve", "half_point_cos",
-    "DrawScatter", "collision_rate_draws", "shipped_collision_rate_draws",
+    "MAX_PREFIX_BITS",
+    "HashAgreement",
+    "agreement_prefix",
+    "sampled_in",
+    "counted_inclusion",
+    "CollisionGrid",
+    "collision_grid",
+    "shipped_collision_grid",
+    "format_collision_table",
+    "format_layer_gains",
+    "RealSCurve",
+    "pick_keys",
+    "real_scurve",
+    "shipped_real_scurve",
+    "half_point_cos",
+    "DrawScatter",
+    "collision_rate_draws",
+    "shipped_collision_rate_draws",
 ]
 
 # Most bits per table the counting supports: agreement lengths come from a 2**bits lookup table.
@@ -36,6 +60,7 @@ MAX_PREFIX_BITS = 16
 
 
 # --------------------------------------------------------------------------- hashing real vectors
+
 
 def _pack(bits):
     """Sign bits ``(..., L, K)`` (torch bool) -> int32 codes ``(..., L)``, bit b worth 2**b.
@@ -58,7 +83,7 @@ class HashAgreement:
     query's (at most ``K_max``). A key shares the query's bucket in a table of K bits exactly
     when the count is >= K, so one array answers every K <= K_max and L <= its tables."""
 
-    prefix: np.ndarray        # (keys, hashings, L_max) int8
+    prefix: np.ndarray  # (keys, hashings, L_max) int8
     K_max: int
 
     @property
@@ -84,12 +109,12 @@ def agreement_prefix(query, keys, n_hashings: int, K_max: int, L_max: int, seed:
     L_max = check_int("L_max", L_max, 1, sh.MAX_L)
     rng = np.random.default_rng(check_int("seed", seed, 0))
     out = np.empty((len(keys), n_hashings, L_max), dtype=np.int8)
-    step = max(1, 4_000_000 // (L_max * K_max * (len(keys) + 1)))     # sign bits held at once
+    step = max(1, 4_000_000 // (L_max * K_max * (len(keys) + 1)))  # sign bits held at once
     for start in range(0, n_hashings, step):
         t = min(step, n_hashings - start)
         planes = torch.from_numpy(rng.standard_normal((keys.shape[1], t * L_max * K_max)).astype(np.float32))
         x = _codes(keys, planes, t * L_max, K_max) ^ _codes(query[None], planes, t * L_max, K_max)
-        out[:, start:start + t] = _trailing_zeros(x, K_max).view(len(keys), t, L_max).numpy()
+        out[:, start : start + t] = _trailing_zeros(x, K_max).view(len(keys), t, L_max).numpy()
     return HashAgreement(out, K_max)
 
 
@@ -126,6 +151,7 @@ def counted_inclusion(agreement: HashAgreement, K: int, L: int, min_hits: int = 
 
 # --------------------------------------------------------------------------- raw vs centred
 
+
 @dataclass
 class CollisionGrid:
     """Fractions of the hashed keys that share the query's bucket under real hashing, per
@@ -150,8 +176,9 @@ class CollisionGrid:
             raise ValueError(f"(K, L) must be on the grid K in {self.Ks}, L in {self.Ls}; got ({K}, {L})")
         return self.Ks.index(K), self.Ls.index(L)
 
-    def per_layer(self, what: str, variant: str, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L,
-                  min_hits: int = 2) -> np.ndarray:
+    def per_layer(
+        self, what: str, variant: str, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, min_hits: int = 2
+    ) -> np.ndarray:
         """One number per captured layer: ``what`` in measured, formula, weight_share."""
         check_choice("what", what, ("measured", "formula", "weight_share"))
         v = VARIANTS.index(check_choice("variant", variant, VARIANTS))
@@ -160,8 +187,7 @@ class CollisionGrid:
             return self.weight_share[v, :, ki, li]
         return getattr(self, what)[v, :, ki, li, check_int("min_hits", min_hits, 1, 2) - 1]
 
-    def mean(self, what: str, variant: str, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L,
-             min_hits: int = 2) -> float:
+    def mean(self, what: str, variant: str, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, min_hits: int = 2) -> float:
         """Average over the captured heads (each layer holds one KV head)."""
         return float(self.per_layer(what, variant, K, L, min_hits).mean())
 
@@ -186,8 +212,9 @@ def _formula_on_bins(K: int, L: int, min_hits: int) -> np.ndarray:
 def half_point_cos(K: int, L: int, min_hits: int = 2) -> float:
     """The cosine where u crosses 50%, read off a cached 2,000-point curve (to about 0.001):
     fast enough for a slider, unlike the bisection of ``simhash.crossing_cos``."""
-    u = _formula_on_bins(check_int("K", K, 1, MAX_PREFIX_BITS), check_int("L", L, 1, sh.MAX_L),
-                         check_int("min_hits", min_hits, 1, L))
+    u = _formula_on_bins(
+        check_int("K", K, 1, MAX_PREFIX_BITS), check_int("L", L, 1, sh.MAX_L), check_int("min_hits", min_hits, 1, L)
+    )
     return float(np.interp(0.5, u, _BIN_CENTRES))
 
 
@@ -221,13 +248,13 @@ def collision_grid(cap, Ks=GRID_K, Ls=GRID_L, query_stride: int = 8, seed: int =
         q_codes = _codes(queries, planes, L_max, K_max)
         for vi, variant in enumerate(VARIANTS):
             keys = views[0].keys_as(variant)[hashed]
-            k_codes = _codes(keys, planes, L_max, K_max).T.contiguous()              # (tables, keys)
+            k_codes = _codes(keys, planes, L_max, K_max).T.contiguous()  # (tables, keys)
             for c in range(0, len(queries), 8):
-                x = (q_codes[c:c + 8, :, None] ^ k_codes[None]).numpy()             # (queries, tables, keys)
-                w = weights[c:c + 8, None, :]
+                x = (q_codes[c : c + 8, :, None] ^ k_codes[None]).numpy()  # (queries, tables, keys)
+                w = weights[c : c + 8, None, :]
                 for members, bits, table in groups:
                     packed = table[x].reshape(x.shape[0], -1, block, x.shape[2]).sum(2)
-                    packed = packed.cumsum(1)[:, at]                                  # (queries, Ls, keys)
+                    packed = packed.cumsum(1)[:, at]  # (queries, Ls, keys)
                     for j, ki in enumerate(members):
                         hits = (packed >> (bits * j)) & ((1 << bits) - 1)
                         for m in (1, 2):
@@ -235,7 +262,7 @@ def collision_grid(cap, Ks=GRID_K, Ls=GRID_L, query_stride: int = 8, seed: int =
                         share[vi, row, ki] += ((hits >= 2) * w).sum((0, 2))
             cos = unit_rows(queries) @ unit_rows(keys).T
             hist = np.histogram(cos, bins=_FORMULA_BINS, range=(-1.0, 1.0))[0] / cos.size
-            formula[vi, row] = curves @ hist                                    # (K, L, min_hits)
+            formula[vi, row] = curves @ hist  # (K, L, min_hits)
     measured /= n_queries
     share /= n_queries
     return CollisionGrid(Ks, Ls, list(cap.layers), n_queries, int(hashed.sum()), measured, formula, share)
@@ -308,8 +335,15 @@ class DrawScatter:
         return r.std(axis=1, ddof=1) / np.maximum(r.mean(axis=1), 1e-300)
 
 
-def collision_rate_draws(cap, n_draws: int = 30, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L,
-                         query_stride: int = 8, key_stride: int = 8, seed: int = 1000) -> DrawScatter:
+def collision_rate_draws(
+    cap,
+    n_draws: int = 30,
+    K: int = sh.DEFAULT_K,
+    L: int = sh.DEFAULT_L,
+    query_stride: int = 8,
+    key_stride: int = 8,
+    seed: int = 1000,
+) -> DrawScatter:
     """Count, as ``collision_grid`` does at one (K, L), the share of (query, key) pairs that
     collide in >= 1 and >= 2 tables, but for ``n_draws`` independent draws of the hyperplanes
     (fresh ones per layer and draw, shared by raw and centred keys). Every ``query_stride``-th
@@ -332,19 +366,19 @@ def collision_rate_draws(cap, n_draws: int = 30, K: int = sh.DEFAULT_K, L: int =
         keys = {variant: views[0].keys_as(variant)[hashed][::key_stride] for variant in VARIANTS}
         n_queries, n_keys = len(queries), len(keys["raw"])
         rng = np.random.default_rng(check_int("seed", seed, 0) + layer)
-        small = torch.int16 if K < 16 else torch.int64                  # codes below 2**K: compare fewer bytes
+        small = torch.int16 if K < 16 else torch.int64  # codes below 2**K: compare fewer bytes
         for draw in range(n_draws):
             planes = torch.from_numpy(rng.standard_normal((queries.shape[1], L * K)).astype(np.float32))
-            q_codes = _codes(queries, planes, L, K).to(small)                        # (queries, L)
+            q_codes = _codes(queries, planes, L, K).to(small)  # (queries, L)
             for vi, variant in enumerate(VARIANTS):
-                k_codes = _codes(keys[variant], planes, L, K).to(small)                # (keys, L)
-                hits = torch.count_nonzero(q_codes[:, None, :] == k_codes[None], dim=2)   # (queries, keys)
+                k_codes = _codes(keys[variant], planes, L, K).to(small)  # (keys, L)
+                hits = torch.count_nonzero(q_codes[:, None, :] == k_codes[None], dim=2)  # (queries, keys)
                 for m in (1, 2):
                     rates[vi, row, draw, m - 1] = (hits >= m).double().mean().item()
         curves = np.array([_formula_on_bins(K, L, m) for m in (1, 2)]) if K <= MAX_PREFIX_BITS else None
         for vi, variant in enumerate(VARIANTS):
             cos = unit_rows(queries) @ unit_rows(keys[variant]).T
-            if curves is not None:                 # binned as in collision_grid: bins 0.001 wide
+            if curves is not None:  # binned as in collision_grid: bins 0.001 wide
                 hist = np.histogram(cos, bins=_FORMULA_BINS, range=(-1.0, 1.0))[0] / cos.size
                 formula[vi, row] = curves @ hist
             else:
@@ -363,16 +397,20 @@ def format_collision_table(grid: CollisionGrid, K: int = sh.DEFAULT_K, L: int = 
     """Per layer and on average: % of hashed keys colliding in >= 1 and >= 2 tables, raw and
     centred, counted (formula in brackets), and the attention weight the >= 2 keys carry."""
     cols = [(v, m) for v in VARIANTS for m in (1, 2)]
-    lines = [f"(K, L) = ({K}, {L}); % of keys sharing the query's bucket, counted [formula]",
-             "layer " + "".join(f"{v + ' >=' + str(m):>19}" for v, m in cols) + "   weight on >=2: raw  centred"]
+    lines = [
+        f"(K, L) = ({K}, {L}); % of keys sharing the query's bucket, counted [formula]",
+        "layer " + "".join(f"{v + ' >=' + str(m):>19}" for v, m in cols) + "   weight on >=2: raw  centred",
+    ]
 
     def row(label, pick):
         cells = "".join(f"{100 * pick('measured', v, m):11.2f} [{100 * pick('formula', v, m):5.2f}]" for v, m in cols)
-        return (f"{label:>5} {cells}   {100 * pick('weight_share', 'raw', 2):17.2f}%"
-                f" {100 * pick('weight_share', 'centred', 2):7.2f}%")
+        return (
+            f"{label:>5} {cells}   {100 * pick('weight_share', 'raw', 2):17.2f}%"
+            f" {100 * pick('weight_share', 'centred', 2):7.2f}%"
+        )
 
     for i, layer in enumerate(grid.layers):
-        lines.append(row(str(layer), lambda w, v, m: grid.per_layer(w, v, K, L, m)[i]))
+        lines.append(row(str(layer), lambda w, v, m, i=i: grid.per_layer(w, v, K, L, m)[i]))
     lines.append(row("mean", lambda w, v, m: grid.mean(w, v, K, L, m)))
     return "\n".join(lines)
 
@@ -381,18 +419,19 @@ def _two_significant(x: float) -> str:
     return f"{x:.1f}" if x < 10 else f"{float(f'{x:.2g}'):,.0f}"
 
 
-def format_layer_gains(grid: CollisionGrid, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L,
-                       min_hits: int = 2) -> str:
+def format_layer_gains(grid: CollisionGrid, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, min_hits: int = 2) -> str:
     """Per layer, the centred rate over the raw rate, to two significant figures (the raw rates
     are counts of a few collisions); a layer whose raw keys never collided says so instead."""
     raw = grid.per_layer("measured", "raw", K, L, min_hits)
     centred = grid.per_layer("measured", "centred", K, L, min_hits)
-    return ", ".join(f"layer {layer}: " + (f"{_two_significant(c / r)}x" if r > 0 else
-                                           f"no raw collision counted (centred {c:.2%})")
-                     for layer, r, c in zip(grid.layers, raw, centred))
+    return ", ".join(
+        f"layer {layer}: " + (f"{_two_significant(c / r)}x" if r > 0 else f"no raw collision counted (centred {c:.2%})")
+        for layer, r, c in zip(grid.layers, raw, centred)
+    )
 
 
 # --------------------------------------------------------------------------- one real S-curve
+
 
 def pick_keys(cos: np.ndarray, n_keys: int = 300, n_top: int = 40) -> np.ndarray:
     """Indices of the keys to count: the ``n_top`` closest to the query (the ones a sampler
@@ -404,8 +443,8 @@ def pick_keys(cos: np.ndarray, n_keys: int = 300, n_top: int = 40) -> np.ndarray
     order = np.argsort(cos, kind="stable")
     targets = np.linspace(cos.min(), cos.max(), n_keys - n_top)
     spread = order[np.clip(np.searchsorted(cos[order], targets), 0, len(cos) - 1)]
-    picked = np.unique(np.concatenate([spread, order[len(cos) - n_top:]]))
-    if len(picked) < n_keys:                  # sparse stretches gave duplicates: fill by rank
+    picked = np.unique(np.concatenate([spread, order[len(cos) - n_top :]]))
+    if len(picked) < n_keys:  # sparse stretches gave duplicates: fill by rank
         rest = np.setdiff1d(order, picked, assume_unique=True)
         rest = rest[np.argsort(cos[rest], kind="stable")]
         extra = rest[np.linspace(0, len(rest) - 1, n_keys - len(picked)).round().astype(int)]
@@ -425,13 +464,13 @@ class RealSCurve:
     L: int
     min_hits: int
     n_hashings: int
-    cos_all: np.ndarray       # cos(query, centred key), every hashed key
-    keys: np.ndarray          # positions of the counted keys
-    cos: np.ndarray           # their cosines
-    formula: np.ndarray       # their inclusion probability u
-    counted: np.ndarray       # fraction of the hashings that sampled them
-    expected_sampled: float   # sum of u over every hashed key
-    per_hashing: np.ndarray   # (n_hashings,) share of the counted keys sampled in each hashing
+    cos_all: np.ndarray  # cos(query, centred key), every hashed key
+    keys: np.ndarray  # positions of the counted keys
+    cos: np.ndarray  # their cosines
+    formula: np.ndarray  # their inclusion probability u
+    counted: np.ndarray  # fraction of the hashings that sampled them
+    expected_sampled: float  # sum of u over every hashed key
+    per_hashing: np.ndarray  # (n_hashings,) share of the counted keys sampled in each hashing
 
     def mean_gap_se(self) -> float:
         """Standard error of ``counted.mean()``. Within one hashing every key shares the same
@@ -453,9 +492,18 @@ class RealSCurve:
         return float(np.mean((self.formula >= lo - 1e-12) & (self.formula <= hi + 1e-12)))
 
 
-def real_scurve(view: HeadView, query_index: int = -1, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L,
-                min_hits: int = 2, n_hashings: int = 200, n_keys: int = 300, seed: int = 0,
-                agreement: HashAgreement | None = None, picked=None) -> RealSCurve:
+def real_scurve(
+    view: HeadView,
+    query_index: int = -1,
+    K: int = sh.DEFAULT_K,
+    L: int = sh.DEFAULT_L,
+    min_hits: int = 2,
+    n_hashings: int = 200,
+    n_keys: int = 300,
+    seed: int = 0,
+    agreement: HashAgreement | None = None,
+    picked=None,
+) -> RealSCurve:
     """Hash one query and its centred keys ``n_hashings`` times and count how often each of
     ``n_keys`` picked keys is sampled. ``agreement``/``picked`` (from an earlier call with at
     least this K and L) skip the hashing: a widget moving K and L recounts in milliseconds."""
@@ -475,11 +523,23 @@ def real_scurve(view: HeadView, query_index: int = -1, K: int = sh.DEFAULT_K, L:
         raise ValueError("agreement must come from the same picked keys")
     sampled = sampled_in(agreement, K, L, min_hits)
     hist = np.histogram(cos_all, bins=_FORMULA_BINS, range=(-1.0, 1.0))[0]
-    return RealSCurve(view.layer, view.head, query_index, int(view.positions[query_index]), K, L, min_hits,
-                      agreement.n_hashings, cos_all, hashed[picked], cos_all[picked],
-                      np.atleast_1d(sh.inclusion_probability(sh.collision_probability(cos_all[picked]), K, L,
-                                                             min_hits)),
-                      sampled.mean(axis=1), float(hist @ _formula_on_bins(K, L, min_hits)), sampled.mean(axis=0))
+    return RealSCurve(
+        view.layer,
+        view.head,
+        query_index,
+        int(view.positions[query_index]),
+        K,
+        L,
+        min_hits,
+        agreement.n_hashings,
+        cos_all,
+        hashed[picked],
+        cos_all[picked],
+        np.atleast_1d(sh.inclusion_probability(sh.collision_probability(cos_all[picked]), K, L, min_hits)),
+        sampled.mean(axis=1),
+        float(hist @ _formula_on_bins(K, L, min_hits)),
+        sampled.mean(axis=0),
+    )
 
 
 @functools.lru_cache(maxsize=1)

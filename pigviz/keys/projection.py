@@ -7,16 +7,16 @@ projection. SimHash hyperplanes appear as the lines where they cut the plane. Be
 are projected, the picture's wedge and real d-dimensional buckets can disagree;
 ``key_cloud`` reports both shares so a lesson can say how much.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from pigviz.lsh import simhash as sh
-from pigviz.lsh import simhash_checks
 from pigviz._util.validate import check_choice, check_int
 from pigviz.keys.geometry import VARIANTS, HeadView, non_exact_mask, unit_rows
+from pigviz.lsh import simhash_checks
 
 __all__ = ["KeyCloud", "key_cloud", "hyperplanes"]
 
@@ -36,22 +36,23 @@ class KeyCloud:
     query_index: int
     position: int
     variant: str
-    xy: np.ndarray            # (m, 2) drawn keys in the plane of the query and the mean key
-    drawn: np.ndarray         # (m,) their positions
-    cos_query: np.ndarray     # (m,) cos(query, key) in d dimensions
-    sink_xy: np.ndarray       # (2,) key 0
-    mean_xy: np.ndarray       # (2,) the mean key (the origin once centred)
-    query_dir: np.ndarray     # (2,) unit direction of the query (it lies in the plane)
-    normals: np.ndarray       # (planes, 2) traces of the hyperplanes in the plane
+    xy: np.ndarray  # (m, 2) drawn keys in the plane of the query and the mean key
+    drawn: np.ndarray  # (m,) their positions
+    cos_query: np.ndarray  # (m,) cos(query, key) in d dimensions
+    sink_xy: np.ndarray  # (2,) key 0
+    mean_xy: np.ndarray  # (2,) the mean key (the origin once centred)
+    query_dir: np.ndarray  # (2,) unit direction of the query (it lies in the plane)
+    normals: np.ndarray  # (planes, 2) traces of the hyperplanes in the plane
     wedge: tuple[float, float]
-    in_wedge: np.ndarray      # (m,) drawn key inside the query's wedge in the picture
-    share_picture: float      # fraction of hashed keys inside the query's wedge in the picture
-    share_real: float         # fraction of hashed keys sharing the query's bucket in d dimensions
-    extent: float             # half-width of the axes, equal for raw and centred keys
+    in_wedge: np.ndarray  # (m,) drawn key inside the query's wedge in the picture
+    share_picture: float  # fraction of hashed keys inside the query's wedge in the picture
+    share_real: float  # fraction of hashed keys sharing the query's bucket in d dimensions
+    extent: float  # half-width of the axes, equal for raw and centred keys
 
 
-def key_cloud(view: HeadView, query_index: int = -1, variant: str = "raw", n_planes: int = 6,
-              seed: int = 0, n_draw: int = 2000) -> KeyCloud:
+def key_cloud(
+    view: HeadView, query_index: int = -1, variant: str = "raw", n_planes: int = 6, seed: int = 0, n_draw: int = 2000
+) -> KeyCloud:
     """Project the keys onto the plane spanned by the mean key (x axis) and the part of the
     query orthogonal to it (y axis). The query lies in that plane, so its side of every
     hyperplane is the same in the picture as in d dimensions; a key's need not be."""
@@ -69,7 +70,7 @@ def key_cloud(view: HeadView, query_index: int = -1, variant: str = "raw", n_pla
     basis = np.stack([e1, e2])
     # Projection and hashing are linear, so centred keys are the raw results minus the mean's.
     centred = variant == "centred"
-    raw_xy = basis @ kt                                            # (2, hashed keys)
+    raw_xy = basis @ kt  # (2, hashed keys)
     mu_xy = basis @ mu
     xy_all = raw_xy - mu_xy[:, None] if centred else raw_xy
     sink = view.keys_as(variant)[0]
@@ -85,10 +86,24 @@ def key_cloud(view: HeadView, query_index: int = -1, variant: str = "raw", n_pla
     dots = q @ kt[:, drawn] - (q @ mu if centred else 0.0)
     norm = np.linalg.norm(q) * norms[variant][drawn]
     return KeyCloud(
-        view.layer, view.head, query_index, int(view.positions[query_index]), variant, xy_all[:, drawn].T,
-        hashed[drawn], np.divide(dots, norm, out=np.zeros_like(dots), where=norm > 0), basis @ sink,
-        mu_xy if not centred else np.zeros(2), qdir, normals, simhash_checks.bucket_wedge(qdir, normals),
-        in_picture[drawn], float(in_picture.mean()), float(in_real.mean()), extent)
+        view.layer,
+        view.head,
+        query_index,
+        int(view.positions[query_index]),
+        variant,
+        xy_all[:, drawn].T,
+        hashed[drawn],
+        np.divide(dots, norm, out=np.zeros_like(dots), where=norm > 0),
+        basis @ sink,
+        mu_xy if not centred else np.zeros(2),
+        qdir,
+        normals,
+        simhash_checks.bucket_wedge(qdir, normals),
+        in_picture[drawn],
+        float(in_picture.mean()),
+        float(in_real.mean()),
+        extent,
+    )
 
 
 def _cloud_arrays(view: HeadView, n_draw: int):

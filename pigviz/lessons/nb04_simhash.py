@@ -1,4 +1,5 @@
 """Notebook 04, SimHash S-curves: the formulas' numbers checked by counting, then one real query's S-curve."""
+
 from __future__ import annotations
 
 import math
@@ -7,9 +8,20 @@ import numpy as np
 
 from pigviz.keys.hashing import shipped_real_scurve
 from pigviz.lessons.verify import Claim
-from pigviz.lsh.simhash import (CHECK_ANGLES_DEG, DEFAULT_K, DEFAULT_L, MARKER_COS, NAPKIN_TOKENS, collision_probability,
-                                cos_to_degrees, crossing_cos, expected_candidates, inclusion_probability,
-                                log_inclusion_probability, transition_width_deg)
+from pigviz.lsh.simhash import (
+    CHECK_ANGLES_DEG,
+    DEFAULT_K,
+    DEFAULT_L,
+    MARKER_COS,
+    NAPKIN_TOKENS,
+    collision_probability,
+    cos_to_degrees,
+    crossing_cos,
+    expected_candidates,
+    inclusion_probability,
+    log_inclusion_probability,
+    transition_width_deg,
+)
 from pigviz.lsh.simhash_checks import monte_carlo_bit_agreement, monte_carlo_inclusion
 
 __all__ = ["claims"]
@@ -24,60 +36,131 @@ def formula_claims() -> list:
     K, L = DEFAULT_K, DEFAULT_L
     out = []
     p0 = collision_probability(0.0)
-    out.append(Claim("04", "One hyperplane bit agrees for orthogonal vectors with probability 1/2",
-                     abs(p0 - 0.5) < 1e-15, f"p = {p0:.3f}"))
+    out.append(
+        Claim(
+            "04",
+            "One hyperplane bit agrees for orthogonal vectors with probability 1/2",
+            abs(p0 - 0.5) < 1e-15,
+            f"p = {p0:.3f}",
+        )
+    )
 
     check_cos = np.cos(np.radians(CHECK_ANGLES_DEG))
     bits = monte_carlo_bit_agreement(check_cos, n_planes=20_000, seed=0)
     z_bits = np.max(np.abs(bits.z_scores()))
-    out.append(Claim("04", "Counting 20,000 random hyperplanes matches p = 1 - theta/pi at every angle (|z| < 4)",
-                     bool(z_bits < 4), f"max |z| = {z_bits:.2f}"))
+    out.append(
+        Claim(
+            "04",
+            "Counting 20,000 random hyperplanes matches p = 1 - theta/pi at every angle (|z| < 4)",
+            bool(z_bits < 4),
+            f"max |z| = {z_bits:.2f}",
+        )
+    )
 
     one_table = collision_probability(0.9) ** K
-    out.append(Claim("04", f"One table of K = {K} bits finds a key at cos 0.9 only about one time in five",
-                     0.15 < one_table < 0.25, f"p^K = {one_table:.3f}"))
+    out.append(
+        Claim(
+            "04",
+            f"One table of K = {K} bits finds a key at cos 0.9 only about one time in five",
+            0.15 < one_table < 0.25,
+            f"p^K = {one_table:.3f}",
+        )
+    )
 
     u_orth = inclusion_probability(0.5, K, L)
-    out.append(Claim("04", f"At (K, L) = ({K}, {L}) an orthogonal key is sampled with probability under 2%",
-                     u_orth < 0.02, f"u = {u_orth:.4f}"))
+    out.append(
+        Claim(
+            "04",
+            f"At (K, L) = ({K}, {L}) an orthogonal key is sampled with probability under 2%",
+            u_orth < 0.02,
+            f"u = {u_orth:.4f}",
+        )
+    )
     # 1 - u from expm1 of log u: u itself rounds to 1.0 here
     miss_close = -math.expm1(log_inclusion_probability(collision_probability(0.9), K, L))
-    out.append(Claim("04", f"At (K, L) = ({K}, {L}) a key with cos 0.9 is missed with probability under 0.1%",
-                     miss_close < 1e-3, f"1 - u = {miss_close:.1e}"))
+    out.append(
+        Claim(
+            "04",
+            f"At (K, L) = ({K}, {L}) a key with cos 0.9 is missed with probability under 0.1%",
+            miss_close < 1e-3,
+            f"1 - u = {miss_close:.1e}",
+        )
+    )
 
     c2 = crossing_cos(K, L, 2)
     c1 = crossing_cos(K, L, 1)
-    out.append(Claim("04", "With 'at least 2 of L' the curve crosses 50% at this cosine (angle)",
-                     c1 < c2 < 1.0, f"cos = {c2:.3f} ({cos_to_degrees(c2):.1f} deg)"))
-    out.append(Claim("04", "With 'at least 1 of L' it crosses 50% at a wider angle",
-                     -1.0 < c1 < c2, f"cos = {c1:.3f} ({cos_to_degrees(c1):.1f} deg)"))
+    out.append(
+        Claim(
+            "04",
+            "With 'at least 2 of L' the curve crosses 50% at this cosine (angle)",
+            c1 < c2 < 1.0,
+            f"cos = {c2:.3f} ({cos_to_degrees(c2):.1f} deg)",
+        )
+    )
+    out.append(
+        Claim(
+            "04",
+            "With 'at least 1 of L' it crosses 50% at a wider angle",
+            -1.0 < c1 < c2,
+            f"cos = {c1:.3f} ({cos_to_degrees(c1):.1f} deg)",
+        )
+    )
 
     w1 = transition_width_deg(K, L, 1)
     w2 = transition_width_deg(K, L, 2)
-    out.append(Claim("04", "Requiring 2 hits narrows the 10%-to-90% climb of the S-curve (degrees)",
-                     w2 < w1, f"{w1:.2f} -> {w2:.2f} deg"))
+    out.append(
+        Claim(
+            "04",
+            "Requiring 2 hits narrows the 10%-to-90% climb of the S-curve (degrees)",
+            w2 < w1,
+            f"{w1:.2f} -> {w2:.2f} deg",
+        )
+    )
 
     for m in (1, 2):
         mc = monte_carlo_inclusion(MARKER_COS, K, L, m, n_trials=300, seed=m)
         worst = float(np.min(mc.p_values()))
-        out.append(Claim("04", f"300 independent hashings agree with the 'at least {m} of L' formula "
-                               "(smallest binomial p-value > 0.001)", worst > 1e-3, f"p = {worst:.3f}"))
+        out.append(
+            Claim(
+                "04",
+                f"300 independent hashings agree with the 'at least {m} of L' formula "
+                "(smallest binomial p-value > 0.001)",
+                worst > 1e-3,
+                f"p = {worst:.3f}",
+            )
+        )
 
     def half(k, l):
         return cos_to_degrees(crossing_cos(k, l, 2))
 
     l_move, l_w = half(10, 600) - half(10, 50), (transition_width_deg(10, 50, 2), transition_width_deg(10, 600, 2))
     k_move, k_w = half(5, 150) - half(20, 150), (transition_width_deg(5, 150, 2), transition_width_deg(20, 150, 2))
-    out.append(Claim("04", "K = 10, L 50 -> 600: 50% point moves (deg), 10-90% climb barely narrows",
-                     l_move > 15 and l_w[1] / l_w[0] > 0.7,
-                     f"{half(10, 50):.0f} -> {half(10, 600):.0f}; {l_w[0]:.1f} -> {l_w[1]:.1f} deg"))
-    out.append(Claim("04", "L = 150, K 5 -> 20: the 50% point moves too, and the climb halves",
-                     k_move > 15 and k_w[1] / k_w[0] < 0.6,
-                     f"{half(5, 150):.0f} -> {half(20, 150):.0f}; {k_w[0]:.1f} -> {k_w[1]:.1f} deg"))
+    out.append(
+        Claim(
+            "04",
+            "K = 10, L 50 -> 600: 50% point moves (deg), 10-90% climb barely narrows",
+            l_move > 15 and l_w[1] / l_w[0] > 0.7,
+            f"{half(10, 50):.0f} -> {half(10, 600):.0f}; {l_w[0]:.1f} -> {l_w[1]:.1f} deg",
+        )
+    )
+    out.append(
+        Claim(
+            "04",
+            "L = 150, K 5 -> 20: the 50% point moves too, and the climb halves",
+            k_move > 15 and k_w[1] / k_w[0] < 0.6,
+            f"{half(5, 150):.0f} -> {half(20, 150):.0f}; {k_w[0]:.1f} -> {k_w[1]:.1f} deg",
+        )
+    )
 
     cand = expected_candidates(NAPKIN_TOKENS, K, L)
-    out.append(Claim("04", f"A query scans about L n / 2^K = 14,400 entries for n = {NAPKIN_TOKENS:,}",
-                     cand == 14_400, f"{cand:,.0f}"))
+    out.append(
+        Claim(
+            "04",
+            f"A query scans about L n / 2^K = 14,400 entries for n = {NAPKIN_TOKENS:,}",
+            cand == 14_400,
+            f"{cand:,.0f}",
+        )
+    )
     return out
 
 
@@ -91,16 +174,34 @@ def real_query_claims() -> list:
     independent_var = np.sum(curve.formula * (1 - curve.formula)) / len(curve.keys) ** 2
     ratio = float(curve.per_hashing.var(ddof=1) / independent_var)
     return [
-        Claim("04", f"One real query: {curve.n_hashings} hashings match the formula key by key (99% CI)",
-              cov >= 0.95, f"{cov:.1%} of {len(curve.keys)} keys"),
-        Claim("04", "Mean counted inclusion equals the formula's mean (within 4 SE over hashings)",
-              gap < 4 * se, f"{curve.counted.mean():.4f} vs {curve.formula.mean():.4f} (SE {se:.4f})"),
-        Claim("04", "u is an inclusion probability: sum over the query's hashed keys >> 1",
-              curve.expected_sampled > 10, f"sum u = {curve.expected_sampled:,.1f} over {len(curve.cos_all):,} keys"),
-        Claim("04", "Inclusions correlate: share in S varies more than independent keys' would",
-              ratio > 1.2, f"variance x {ratio:.1f}"),
-        Claim("04", "Real keys fill only the bottom of the S: the closest key is sampled only part of the time",
-              curve.formula[best] < 0.9 and 0 < curve.counted[best] < 1,
-              f"u = {curve.formula[best]:.2f}, counted {curve.counted[best]:.0%}"),
+        Claim(
+            "04",
+            f"One real query: {curve.n_hashings} hashings match the formula key by key (99% CI)",
+            cov >= 0.95,
+            f"{cov:.1%} of {len(curve.keys)} keys",
+        ),
+        Claim(
+            "04",
+            "Mean counted inclusion equals the formula's mean (within 4 SE over hashings)",
+            gap < 4 * se,
+            f"{curve.counted.mean():.4f} vs {curve.formula.mean():.4f} (SE {se:.4f})",
+        ),
+        Claim(
+            "04",
+            "u is an inclusion probability: sum over the query's hashed keys >> 1",
+            curve.expected_sampled > 10,
+            f"sum u = {curve.expected_sampled:,.1f} over {len(curve.cos_all):,} keys",
+        ),
+        Claim(
+            "04",
+            "Inclusions correlate: share in S varies more than independent keys' would",
+            ratio > 1.2,
+            f"variance x {ratio:.1f}",
+        ),
+        Claim(
+            "04",
+            "Real keys fill only the bottom of the S: the closest key is sampled only part of the time",
+            curve.formula[best] < 0.9 and 0 < curve.counted[best] < 1,
+            f"u = {curve.formula[best]:.2f}, counted {curve.counted[best]:.0%}",
+        ),
     ]
-

@@ -1,4 +1,5 @@
 """Notebook 06, sampled attention on every head: the study's findings, re-derived from the shipped results."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +12,7 @@ from pigviz.study.findings import head_grid, live_agreement, load_shipped_result
 __all__ = ["claims", "TARGETS"]
 
 
-TARGETS = {(12, 200): 0.02, (11, 240): 0.04, (9, 130): 0.08}   # the budgets these settings aim for
+TARGETS = {(12, 200): 0.02, (11, 240): 0.04, (9, 130): 0.08}  # the budgets these settings aim for
 
 
 def claims() -> list:
@@ -24,56 +25,99 @@ def claims() -> list:
     S = lambda name, **kw: series_summary(r, name, **kw)  # noqa: E731
     paper = "magicpig K10 L150"
     rows = S(paper)["rows"]
-    finite = all(np.all(np.isfinite(np.asarray(s[k], float))) for s in r["series"].values() for k in ("error", "budget"))
-    claim(f"the study covers {len(r['layers'])} layers x {r['heads']} heads x {r['last']} positions "
-          f"= 17,280 attention rows per method and seed", rows == 17_280 and finite, f"{rows:,}")
-    claim("it ran in under 30 minutes on this 2-core CPU, shared with other jobs",
-          r["timing"]["total_s"] < 1800, f"{r['timing']['total_s'] / 60:.1f} min")
+    finite = all(
+        np.all(np.isfinite(np.asarray(s[k], float))) for s in r["series"].values() for k in ("error", "budget")
+    )
+    claim(
+        f"the study covers {len(r['layers'])} layers x {r['heads']} heads x {r['last']} positions "
+        f"= 17,280 attention rows per method and seed",
+        rows == 17_280 and finite,
+        f"{rows:,}",
+    )
+    claim(
+        "it ran in under 30 minutes on this 2-core CPU, shared with other jobs",
+        r["timing"]["total_s"] < 1800,
+        f"{r['timing']['total_s'] / 60:.1f} min",
+    )
     got = {kl: S(f"magicpig K{kl[0]} L{kl[1]}")["budget"] for kl in TARGETS}
-    claim("(K, L) = (12, 200), (11, 240), (9, 130) read about 2%, 4% and 8% of the visible keys",
-          all(0.8 * TARGETS[kl] <= b <= 1.25 * TARGETS[kl] for kl, b in got.items()),
-          ", ".join(f"{100 * b:.1f}%" for b in got.values()))
+    claim(
+        "(K, L) = (12, 200), (11, 240), (9, 130) read about 2%, 4% and 8% of the visible keys",
+        all(0.8 * TARGETS[kl] <= b <= 1.25 * TARGETS[kl] for kl, b in got.items()),
+        ", ".join(f"{100 * b:.1f}%" for b in got.values()),
+    )
     settings = [tuple(s) for s in r["spec"]["settings"]]
     pairs = {kl: (S(f"magicpig K{kl[0]} L{kl[1]}")["error"], S(f"topk @K{kl[0]} L{kl[1]}")["error"]) for kl in settings}
-    claim("at every matched budget TopK's mean error is below MagicPIG's", all(t < m for m, t in pairs.values()),
-          f"{pairs[(10, 150)][1]:.3f} vs {pairs[(10, 150)][0]:.3f} at (10, 150)")
+    claim(
+        "at every matched budget TopK's mean error is below MagicPIG's",
+        all(t < m for m, t in pairs.values()),
+        f"{pairs[(10, 150)][1]:.3f} vs {pairs[(10, 150)][0]:.3f} at (10, 150)",
+    )
     won, total = wins(r, paper, "topk @K10 L150")
     grid = head_grid(r, paper) < head_grid(r, "topk @K10 L150")
-    claim("MagicPIG beats TopK in a minority of (layer, head) cells at (10, 150), most often in layer 0",
-          won < total / 2 and grid.sum(axis=1).argmax() == 0, f"{won} of {total}, {int(grid[0].sum())} in layer 0")
+    claim(
+        "MagicPIG beats TopK in a minority of (layer, head) cells at (10, 150), most often in layer 0",
+        won < total / 2 and grid.sum(axis=1).argmax() == 0,
+        f"{won} of {total}, {int(grid[0].sum())} in layer 0",
+    )
     mp0, tk0 = S(paper, layer=r["layers"][0])["error"], S("topk @K10 L150", layer=r["layers"][0])["error"]
-    claim("in layer 0, where attention is flat, MagicPIG beats TopK on average", mp0 < tk0,
-          f"{mp0:.3f} vs {tk0:.3f}")
+    claim("in layer 0, where attention is flat, MagicPIG beats TopK on average", mp0 < tk0, f"{mp0:.3f} vs {tk0:.3f}")
     hy_won, _ = wins(r, "hybrid @K10 L150", "topk @K10 L150")
-    claim("the hybrid (top half exact, rest sampled from the true weights) beats TopK in every cell at (10, 150)",
-          hy_won == total, f"{hy_won} of {total}")
+    claim(
+        "the hybrid (top half exact, rest sampled from the true weights) beats TopK in every cell at (10, 150)",
+        hy_won == total,
+        f"{hy_won} of {total}",
+    )
     oracle = {kl: S(f"oracle @K{kl[0]} L{kl[1]}")["error"] for kl in settings}
-    claim("sampling from the true weights beats MagicPIG's LSH sampling at every budget",
-          all(oracle[kl] < pairs[kl][0] for kl in settings), f"{oracle[(10, 150)]:.3f} vs {pairs[(10, 150)][0]:.3f}")
-    claim("sampling from the true weights beats TopK on average at every budget",
-          all(oracle[kl] < pairs[kl][1] for kl in settings), f"{oracle[(10, 150)]:.3f} vs {pairs[(10, 150)][1]:.3f}")
+    claim(
+        "sampling from the true weights beats MagicPIG's LSH sampling at every budget",
+        all(oracle[kl] < pairs[kl][0] for kl in settings),
+        f"{oracle[(10, 150)]:.3f} vs {pairs[(10, 150)][0]:.3f}",
+    )
+    claim(
+        "sampling from the true weights beats TopK on average at every budget",
+        all(oracle[kl] < pairs[kl][1] for kl in settings),
+        f"{oracle[(10, 150)]:.3f} vs {pairs[(10, 150)][1]:.3f}",
+    )
     plain = S(f"{paper} no_correction")["error"]
-    claim("dropping the 1/u correction (plain softmax over the same keys) raises the error", plain > pairs[(10, 150)][0],
-          f"{pairs[(10, 150)][0]:.3f} -> {plain:.3f}")
+    claim(
+        "dropping the 1/u correction (plain softmax over the same keys) raises the error",
+        plain > pairs[(10, 150)][0],
+        f"{pairs[(10, 150)][0]:.3f} -> {plain:.3f}",
+    )
     no_sink = S(f"{paper} no_sink")["error"]
-    claim("taking the 4 sink tokens out of the exact set raises the error", no_sink > pairs[(10, 150)][0],
-          f"{pairs[(10, 150)][0]:.3f} -> {no_sink:.3f}")
+    claim(
+        "taking the 4 sink tokens out of the exact set raises the error",
+        no_sink > pairs[(10, 150)][0],
+        f"{pairs[(10, 150)][0]:.3f} -> {no_sink:.3f}",
+    )
     first, bare = S(f"{paper} first_position")["error"], S(f"{paper} no_exact")["error"]
-    claim("with no exact set at all (first position) the error is more than twice as large", bare > 2 * first,
-          f"{first:.3f} -> {bare:.3f}")
+    claim(
+        "with no exact set at all (first position) the error is more than twice as large",
+        bare > 2 * first,
+        f"{first:.3f} -> {bare:.3f}",
+    )
     spread = max(S(f"magicpig K{K} L{L}")["error_std"] / S(f"magicpig K{K} L{L}")["error"] for K, L in settings)
-    claim(f"across {r['spec']['seeds']} hash seeds the mean error moves by under 5% of itself", spread < 0.05,
-          f"largest std {100 * spread:.1f}%")
+    claim(
+        f"across {r['spec']['seeds']} hash seeds the mean error moves by under 5% of itself",
+        spread < 0.05,
+        f"largest std {100 * spread:.1f}%",
+    )
     kl_spread = seed_spreads(load_result(QUALITY_FILE))
-    claim("the same seeds move notebook 07's decode KL far more: its std across seeds is over 10% of it at every "
-          "(K, L)", min(kl_spread) > 0.1 and min(kl_spread) > 2 * spread,
-          f"{100 * min(kl_spread):.0f}%-{100 * max(kl_spread):.0f}% vs {100 * spread:.1f}%")
+    claim(
+        "the same seeds move notebook 07's decode KL far more: its std across seeds is over 10% of it at every (K, L)",
+        min(kl_spread) > 0.1 and min(kl_spread) > 2 * spread,
+        f"{100 * min(kl_spread):.0f}%-{100 * max(kl_spread):.0f}% vs {100 * spread:.1f}%",
+    )
     quest = {kl: S(f"quest @K{kl[0]} L{kl[1]}")["error"] for kl in settings}
-    claim("Quest (pages of 16) is the least accurate budget-matched method here",
-          all(quest[kl] > max(pairs[kl][0], pairs[kl][1], oracle[kl]) for kl in settings),
-          f"{quest[(10, 150)]:.3f} at (10, 150)")
+    claim(
+        "Quest (pages of 16) is the least accurate budget-matched method here",
+        all(quest[kl] > max(pairs[kl][0], pairs[kl][1], oracle[kl]) for kl in settings),
+        f"{quest[(10, 150)]:.3f} at (10, 150)",
+    )
     rel, layer = live_agreement()
-    claim(f"re-running layer {layer} live from the fp16 shipped capture reproduces the study's errors within 2%",
-          rel < 0.02, f"largest difference {100 * rel:.2f}%")
+    claim(
+        f"re-running layer {layer} live from the fp16 shipped capture reproduces the study's errors within 2%",
+        rel < 0.02,
+        f"largest difference {100 * rel:.2f}%",
+    )
     return out
-

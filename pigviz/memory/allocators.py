@@ -8,6 +8,7 @@ request whose prompt alone exceeds a slot and cuts off one whose answer outgrows
 unshared and unrounded. :func:`simulate_serving` runs the paged allocator through time,
 with evictions, to measure what running the pool full costs.
 """
+
 from __future__ import annotations
 
 import functools
@@ -22,11 +23,27 @@ from pigviz.memory.budget import GIB, REPLICA_KV_BUDGET_GIB, recompute_seconds, 
 from pigviz.memory.model_shapes import get_model_shape
 
 __all__ = [
-    "KV_BUDGET_BYTES", "replica_bytes_per_token", "request_mix", "Allocation",
-    "contiguous_allocation", "paged_allocation", "OutOfPages", "PagedKVAllocator",
-    "paged_admission_with_allocator", "prefix_sharing", "REPLICA_N_PARAMS", "PREEMPTION_TARGETS",
-    "simulate_serving", "preemption_sweep", "assembly_table", "format_assembly", "contiguous_text", "paged_text",
-    "sharing_text", "largest_sharing_gap", "preemption_text",
+    "KV_BUDGET_BYTES",
+    "replica_bytes_per_token",
+    "request_mix",
+    "Allocation",
+    "contiguous_allocation",
+    "paged_allocation",
+    "OutOfPages",
+    "PagedKVAllocator",
+    "paged_admission_with_allocator",
+    "prefix_sharing",
+    "REPLICA_N_PARAMS",
+    "PREEMPTION_TARGETS",
+    "simulate_serving",
+    "preemption_sweep",
+    "assembly_table",
+    "format_assembly",
+    "contiguous_text",
+    "paged_text",
+    "sharing_text",
+    "largest_sharing_gap",
+    "preemption_text",
 ]
 
 KV_BUDGET_BYTES = int(REPLICA_KV_BUDGET_GIB * GIB)
@@ -61,19 +78,20 @@ def _seed(seed) -> int:
 def _requests(requests) -> np.ndarray:
     arr = check_array("requests", requests, ndim=2, dtype=np.int64)
     if arr.shape[1] != 2 or np.any(arr < 0):
-        raise ValueError(f"requests must be an (n, 2) array of non-negative (prompt, output) counts, "
-                         f"got shape {arr.shape}")
+        raise ValueError(
+            f"requests must be an (n, 2) array of non-negative (prompt, output) counts, got shape {arr.shape}"
+        )
     return arr
 
 
 @dataclass(frozen=True)
 class Allocation:
     name: str
-    batch: int               # sequences admitted
-    held_bytes: int          # physical KV the allocator holds for them
-    logical_bytes: int       # KV their tokens occupy, unshared and unrounded
-    overflow: int = 0        # admitted sequences cut off at their reservation: they cannot finish
-    rejected: int = 0        # requests turned away because their prompt alone exceeds the reservation
+    batch: int  # sequences admitted
+    held_bytes: int  # physical KV the allocator holds for them
+    logical_bytes: int  # KV their tokens occupy, unshared and unrounded
+    overflow: int = 0  # admitted sequences cut off at their reservation: they cannot finish
+    rejected: int = 0  # requests turned away because their prompt alone exceeds the reservation
 
     @property
     def completed(self) -> int:
@@ -91,12 +109,12 @@ class Allocation:
 
 
 def _budget(budget_bytes, bytes_per_token):
-    return (check_int("budget_bytes", budget_bytes, 1),
-            check_int("bytes_per_token", bytes_per_token, 1))
+    return (check_int("budget_bytes", budget_bytes, 1), check_int("bytes_per_token", bytes_per_token, 1))
 
 
-def contiguous_allocation(requests, reserve_tokens: int, budget_bytes: int = KV_BUDGET_BYTES,
-                          bytes_per_token: int | None = None) -> Allocation:
+def contiguous_allocation(
+    requests, reserve_tokens: int, budget_bytes: int = KV_BUDGET_BYTES, bytes_per_token: int | None = None
+) -> Allocation:
     """Every sequence reserves ``reserve_tokens`` up front, because its output length is unknown.
 
     The prompt length is known on arrival, so a request whose prompt alone exceeds the slot is
@@ -114,12 +132,23 @@ def contiguous_allocation(requests, reserve_tokens: int, budget_bytes: int = KV_
     rejected = int(np.count_nonzero(~fits[:seen]))
     totals = reqs[admitted_idx].sum(axis=1)
     used = np.minimum(totals, reserve)
-    return Allocation(f"contiguous, reserve {reserve:,}", int(batch), int(batch * reserve * bpt),
-                      int(used.sum()) * bpt, int(np.count_nonzero(totals > reserve)), rejected)
+    return Allocation(
+        f"contiguous, reserve {reserve:,}",
+        int(batch),
+        int(batch * reserve * bpt),
+        int(used.sum()) * bpt,
+        int(np.count_nonzero(totals > reserve)),
+        rejected,
+    )
 
 
-def paged_allocation(requests, page_tokens: int, budget_bytes: int = KV_BUDGET_BYTES,
-                     bytes_per_token: int | None = None, shared_prefix: int = 0) -> Allocation:
+def paged_allocation(
+    requests,
+    page_tokens: int,
+    budget_bytes: int = KV_BUDGET_BYTES,
+    bytes_per_token: int | None = None,
+    shared_prefix: int = 0,
+) -> Allocation:
     """Fixed-size pages on demand; an optional system prompt stored once and shared.
 
     A sequence shares min(shared_prefix, its prompt) tokens and pays pages only for the
@@ -238,8 +267,13 @@ class PagedKVAllocator:
         del self._length[seq]
 
 
-def paged_admission_with_allocator(requests, page_tokens: int = 16, budget_bytes: int = KV_BUDGET_BYTES,
-                                   bytes_per_token: int | None = None, shared_prefix: int = 0) -> Allocation:
+def paged_admission_with_allocator(
+    requests,
+    page_tokens: int = 16,
+    budget_bytes: int = KV_BUDGET_BYTES,
+    bytes_per_token: int | None = None,
+    shared_prefix: int = 0,
+) -> Allocation:
     """:func:`paged_allocation`, run through a real :class:`PagedKVAllocator`."""
     reqs = _requests(requests)
     page_tokens = check_int("page_tokens", page_tokens, 1, 4096)
@@ -268,8 +302,9 @@ def paged_admission_with_allocator(requests, page_tokens: int = 16, budget_bytes
     return Allocation(name, batch, pool.pages_in_use * page_tokens * bpt, logical * bpt)
 
 
-def prefix_sharing(prefix_tokens: int, n_requests: int = 64, page_tokens: int = 16, seed: int = 9,
-                   bytes_per_token: int | None = None) -> dict:
+def prefix_sharing(
+    prefix_tokens: int, n_requests: int = 64, page_tokens: int = 16, seed: int = 9, bytes_per_token: int | None = None
+) -> dict:
     """``n_requests`` forks of one system prompt, each with its own question and answer.
 
     The system prompt's sequence is freed once every request has forked it, so its pages
@@ -294,12 +329,17 @@ def prefix_sharing(prefix_tokens: int, n_requests: int = 64, page_tokens: int = 
         pool.free(i)
 
     naive_tokens = n * prefix + sum(private)
-    formula_tokens = -(-prefix // pt) * pt + sum(private)   # prefix once, private unrounded
+    formula_tokens = -(-prefix // pt) * pt + sum(private)  # prefix once, private unrounded
     return {
-        "prefix_tokens": prefix, "n_requests": n, "page_tokens": pt,
+        "prefix_tokens": prefix,
+        "n_requests": n,
+        "page_tokens": pt,
         "naive_tokens": naive_tokens,
-        "naive_bytes": naive_pages * pt * bpt, "shared_bytes": shared_pages * pt * bpt,
-        "naive_pages": naive_pages, "shared_pages": shared_pages, "cow_copies": copies,
+        "naive_bytes": naive_pages * pt * bpt,
+        "shared_bytes": shared_pages * pt * bpt,
+        "naive_pages": naive_pages,
+        "shared_pages": shared_pages,
+        "cow_copies": copies,
         "saved_fraction": 1 - shared_pages / naive_pages,
         "formula_saved_fraction": 1 - formula_tokens / naive_tokens,
         "batch_multiplier": naive_pages / shared_pages,
@@ -307,12 +347,19 @@ def prefix_sharing(prefix_tokens: int, n_requests: int = 64, page_tokens: int = 
     }
 
 
-REPLICA_N_PARAMS = 70e9      # the round parameter count the fetch-or-recompute section uses
+REPLICA_N_PARAMS = 70e9  # the round parameter count the fetch-or-recompute section uses
 
 
-def simulate_serving(target_occupancy: float, requests=None, page_tokens: int = 16,
-                     budget_bytes: int = KV_BUDGET_BYTES, bytes_per_token: int | None = None,
-                     n_params: float = REPLICA_N_PARAMS, tp: int = 4, max_steps: int = 100_000) -> dict:
+def simulate_serving(
+    target_occupancy: float,
+    requests=None,
+    page_tokens: int = 16,
+    budget_bytes: int = KV_BUDGET_BYTES,
+    bytes_per_token: int | None = None,
+    n_params: float = REPLICA_N_PARAMS,
+    tp: int = 4,
+    max_steps: int = 100_000,
+) -> dict:
     """Serve a backlog of requests from one :class:`PagedKVAllocator` and count preemptions.
 
     Every request waits in one queue at the start. Each step the scheduler admits waiting
@@ -337,9 +384,9 @@ def simulate_serving(target_occupancy: float, requests=None, page_tokens: int = 
     prompt, output = reqs[:, 0].tolist(), reqs[:, 1].tolist()
     cap = int(target * n_pages)
     waiting = deque(range(len(reqs)))
-    running: list[int] = []                 # admission order: the last is evicted first
+    running: list[int] = []  # admission order: the last is evicted first
     generated = [0] * len(reqs)
-    length = [0] * len(reqs)                # tokens in the cache now (the pool learns per page)
+    length = [0] * len(reqs)  # tokens in the cache now (the pool learns per page)
     preemptions = reprefill_tokens = completed = rejected = steps = 0
     reprefill_s = 0.0
     occupancy_sum = peak = 0.0
@@ -351,7 +398,7 @@ def simulate_serving(target_occupancy: float, requests=None, page_tokens: int = 
             i = waiting[0]
             tokens = prompt[i] + generated[i]
             need = -(-tokens // pt)
-            if need > n_pages:              # can never fit, even alone
+            if need > n_pages:  # can never fit, even alone
                 waiting.popleft()
                 rejected += 1
                 continue
@@ -366,7 +413,7 @@ def simulate_serving(target_occupancy: float, requests=None, page_tokens: int = 
                 reprefill_s += recompute_seconds(shape, tokens, n_params, tp=tp)
         if not running:
             break
-        if waiting:                          # the backlog is not drained: the replica is saturated
+        if waiting:  # the backlog is not drained: the replica is saturated
             saturated_steps += 1
             batch_sum += len(running)
             occ = pool.pages_in_use / n_pages
@@ -376,7 +423,7 @@ def simulate_serving(target_occupancy: float, requests=None, page_tokens: int = 
         for i in list(running):
             if i in evicted:
                 continue
-            if length[i] % pt == 0:          # the next token opens a fresh page
+            if length[i] % pt == 0:  # the next token opens a fresh page
                 while pool.free_pages == 0:
                     victim = running.pop()
                     pool.free(victim)
@@ -397,12 +444,21 @@ def simulate_serving(target_occupancy: float, requests=None, page_tokens: int = 
         peak = max(peak, pool.pages_in_use / n_pages)
         steps += 1
     total_prompt = int(reqs[:, 0].sum())
-    return {"target_occupancy": target, "n_requests": len(reqs), "completed": completed, "rejected": rejected,
-            "steps": steps, "preemptions": preemptions, "reprefill_tokens": reprefill_tokens,
-            "reprefill_share": reprefill_tokens / total_prompt, "reprefill_gpu_s": reprefill_s,
-            "mean_occupancy": occupancy_sum / saturated_steps if saturated_steps else 0.0,
-            "peak_occupancy": peak, "mean_batch": batch_sum / saturated_steps if saturated_steps else 0.0,
-            "tokens_per_step": int(reqs[:, 1].sum()) / steps if steps else 0.0}
+    return {
+        "target_occupancy": target,
+        "n_requests": len(reqs),
+        "completed": completed,
+        "rejected": rejected,
+        "steps": steps,
+        "preemptions": preemptions,
+        "reprefill_tokens": reprefill_tokens,
+        "reprefill_share": reprefill_tokens / total_prompt,
+        "reprefill_gpu_s": reprefill_s,
+        "mean_occupancy": occupancy_sum / saturated_steps if saturated_steps else 0.0,
+        "peak_occupancy": peak,
+        "mean_batch": batch_sum / saturated_steps if saturated_steps else 0.0,
+        "tokens_per_step": int(reqs[:, 1].sum()) / steps if steps else 0.0,
+    }
 
 
 PREEMPTION_TARGETS = (0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 0.99, 0.995, 1.0)
@@ -420,9 +476,14 @@ def _default_sweep(targets: tuple) -> tuple:
     return tuple(simulate_serving(t) for t in targets)
 
 
-def assembly_table(requests=None, budget_bytes: int = KV_BUDGET_BYTES,
-                   bytes_per_token: int | None = None, page_tokens: int = 16,
-                   shared_prefix: int = 2048, reserves=(8192, 2048)) -> list[Allocation]:
+def assembly_table(
+    requests=None,
+    budget_bytes: int = KV_BUDGET_BYTES,
+    bytes_per_token: int | None = None,
+    page_tokens: int = 16,
+    shared_prefix: int = 2048,
+    reserves=(8192, 2048),
+) -> list[Allocation]:
     """One mix, one budget, four allocators; the first row is the baseline."""
     reqs = request_mix() if requests is None else requests
     bpt = bytes_per_token or replica_bytes_per_token()
@@ -435,11 +496,15 @@ def assembly_table(requests=None, budget_bytes: int = KV_BUDGET_BYTES,
 def format_assembly(rows: list[Allocation]) -> str:
     base = rows[0].batch
     width = max(len(r.name) for r in rows) + 2
-    lines = [f"{'allocator':<{width}}{'batch':>6}{'held':>11}{'logical':>11}{'held/logical':>14}"
-             f"{'vs baseline':>13}{'cut off':>9}{'rejected':>10}"]
+    lines = [
+        f"{'allocator':<{width}}{'batch':>6}{'held':>11}{'logical':>11}{'held/logical':>14}"
+        f"{'vs baseline':>13}{'cut off':>9}{'rejected':>10}"
+    ]
     for r in rows:
-        lines.append(f"{r.name:<{width}}{r.batch:>6}{r.held_bytes / GIB:>7.1f} GiB{r.logical_bytes / GIB:>7.1f} GiB"
-                     f"{r.held_over_logical:>13.2f}x{r.batch / base:>12.1f}x{r.overflow:>9}{r.rejected:>10}")
+        lines.append(
+            f"{r.name:<{width}}{r.batch:>6}{r.held_bytes / GIB:>7.1f} GiB{r.logical_bytes / GIB:>7.1f} GiB"
+            f"{r.held_over_logical:>13.2f}x{r.batch / base:>12.1f}x{r.overflow:>9}{r.rejected:>10}"
+        )
     return "\n".join(lines)
 
 
@@ -447,8 +512,17 @@ def contiguous_text(requests, reserves=(2048, 4096, 8192, 32768)) -> str:
     rows = []
     for reserve in reserves:
         a = contiguous_allocation(requests, reserve)
-        rows.append((f"{reserve:,}", a.rejected, a.batch, a.overflow, f"{a.held_bytes / GIB:.1f} GiB",
-                     f"{a.logical_bytes / GIB:.1f} GiB", f"{a.waste_fraction:.1%}"))
+        rows.append(
+            (
+                f"{reserve:,}",
+                a.rejected,
+                a.batch,
+                a.overflow,
+                f"{a.held_bytes / GIB:.1f} GiB",
+                f"{a.logical_bytes / GIB:.1f} GiB",
+                f"{a.waste_fraction:.1%}",
+            )
+        )
     return text_table(("reserve", "rejected", "admitted", "cut off", "reserved", "used", "wasted"), rows)
 
 
@@ -458,18 +532,36 @@ def paged_text(requests, page_sizes=(1, 8, 16, 32, 128), baseline_reserve: int =
     for pt in page_sizes:
         a = paged_allocation(requests, pt)
         waste = (a.held_bytes - a.logical_bytes) / replica_bytes_per_token() / a.batch
-        rows.append((pt, a.batch, f"{a.held_bytes / GIB:.1f} GiB", f"{a.waste_fraction:.2%}",
-                     f"{waste:.1f}", f"{a.batch / base:.2f}x"))
-    return text_table(("page tokens", "batch", "held", "waste", "waste tokens/seq",
-                       f"vs {baseline_reserve:,} slots"), rows)
+        rows.append(
+            (
+                pt,
+                a.batch,
+                f"{a.held_bytes / GIB:.1f} GiB",
+                f"{a.waste_fraction:.2%}",
+                f"{waste:.1f}",
+                f"{a.batch / base:.2f}x",
+            )
+        )
+    return text_table(
+        ("page tokens", "batch", "held", "waste", "waste tokens/seq", f"vs {baseline_reserve:,} slots"), rows
+    )
 
 
 def sharing_text(results: list[dict]) -> str:
-    return text_table(("shared prefix", "own copies", "shared pages", "saved", "formula", "copies on write"),
-                      [(f"{r['prefix_tokens']:,}", f"{r['naive_bytes'] / GIB:.2f} GiB",
-                        f"{r['shared_bytes'] / GIB:.2f} GiB",
-                        f"{r['saved_fraction']:.1%}", f"{r['formula_saved_fraction']:.1%}", r["cow_copies"])
-                       for r in results])
+    return text_table(
+        ("shared prefix", "own copies", "shared pages", "saved", "formula", "copies on write"),
+        [
+            (
+                f"{r['prefix_tokens']:,}",
+                f"{r['naive_bytes'] / GIB:.2f} GiB",
+                f"{r['shared_bytes'] / GIB:.2f} GiB",
+                f"{r['saved_fraction']:.1%}",
+                f"{r['formula_saved_fraction']:.1%}",
+                r["cow_copies"],
+            )
+            for r in results
+        ],
+    )
 
 
 def largest_sharing_gap(results: list[dict]) -> dict:
@@ -477,15 +569,38 @@ def largest_sharing_gap(results: list[dict]) -> dict:
     if not results:
         raise ValueError("results must hold at least one prefix_sharing() result")
     worst = max(results, key=lambda r: r["formula_saved_fraction"] - r["saved_fraction"])
-    return {"prefix_tokens": worst["prefix_tokens"], "cow_copies": worst["cow_copies"],
-            "saved_fraction": worst["saved_fraction"], "formula_saved_fraction": worst["formula_saved_fraction"],
-            "gap_points": 100 * (worst["formula_saved_fraction"] - worst["saved_fraction"])}
+    return {
+        "prefix_tokens": worst["prefix_tokens"],
+        "cow_copies": worst["cow_copies"],
+        "saved_fraction": worst["saved_fraction"],
+        "formula_saved_fraction": worst["formula_saved_fraction"],
+        "gap_points": 100 * (worst["formula_saved_fraction"] - worst["saved_fraction"]),
+    }
 
 
 def preemption_text(sweep: list[dict]) -> str:
-    return text_table(("target", "mean occupancy", "peak", "mean batch", "preemptions", "tokens re-prefilled",
-                       "share of prompt tokens", "re-prefill GPU-s (TP4)"),
-                      [(f"{s['target_occupancy']:.1%}", f"{s['mean_occupancy']:.1%}", f"{s['peak_occupancy']:.2%}",
-                        f"{s['mean_batch']:.0f}", f"{s['preemptions']:,}", f"{s['reprefill_tokens']:,}",
-                        f"{s['reprefill_share']:.2%}", f"{s['reprefill_gpu_s']:.2f}")
-                       for s in sweep])
+    return text_table(
+        (
+            "target",
+            "mean occupancy",
+            "peak",
+            "mean batch",
+            "preemptions",
+            "tokens re-prefilled",
+            "share of prompt tokens",
+            "re-prefill GPU-s (TP4)",
+        ),
+        [
+            (
+                f"{s['target_occupancy']:.1%}",
+                f"{s['mean_occupancy']:.1%}",
+                f"{s['peak_occupancy']:.2%}",
+                f"{s['mean_batch']:.0f}",
+                f"{s['preemptions']:,}",
+                f"{s['reprefill_tokens']:,}",
+                f"{s['reprefill_share']:.2%}",
+                f"{s['reprefill_gpu_s']:.2f}",
+            )
+            for s in sweep
+        ],
+    )

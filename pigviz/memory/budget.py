@@ -5,31 +5,60 @@ Everything here is exact integer arithmetic on a :class:`~pigviz.model_shapes.Mo
 except where a rate (bandwidth, FLOP/s) enters. The candidate count assumes evenly
 filled buckets -- real buckets are uneven, so treat it as the typical scan, not a bound.
 """
+
 from __future__ import annotations
 
 from pigviz._util.validate import check_choice, check_float, check_int
 from pigviz.memory.model_shapes import ModelShape, get_model_shape, known_models
 
 __all__ = [
-    "KIB", "MIB", "GIB", "DTYPE_BYTES_CHOICES", "MAX_CONTEXT",
-    "H100_DENSE_BF16_FLOPS", "H100_SPARSE_BF16_FLOPS", "REPLICA_KV_BUDGET_GIB", "STORAGE_TIERS_GBPS",
-    "kv_bytes_per_token", "kv_bytes", "read_time_s", "lsh_table_bytes", "bucket_metadata_bytes",
-    "candidates_per_query", "key_bytes_per_head", "index_bill", "budget_report", "format_report",
-    "recompute_seconds_per_token", "attention_flops", "prefill_flops", "recompute_seconds",
-    "break_even_bandwidth", "break_even_at", "fetch_or_recompute", "crossover_prefix",
-    "break_even_over_context", "break_even_context_text", "disaggregated_transfer",
-    "break_even_table", "tier_verdicts", "tier_verdict_changes", "format_bytes", "text_table", "model_table",
+    "KIB",
+    "MIB",
+    "GIB",
+    "DTYPE_BYTES_CHOICES",
+    "MAX_CONTEXT",
+    "H100_DENSE_BF16_FLOPS",
+    "H100_SPARSE_BF16_FLOPS",
+    "REPLICA_KV_BUDGET_GIB",
+    "STORAGE_TIERS_GBPS",
+    "kv_bytes_per_token",
+    "kv_bytes",
+    "read_time_s",
+    "lsh_table_bytes",
+    "bucket_metadata_bytes",
+    "candidates_per_query",
+    "key_bytes_per_head",
+    "index_bill",
+    "budget_report",
+    "format_report",
+    "recompute_seconds_per_token",
+    "attention_flops",
+    "prefill_flops",
+    "recompute_seconds",
+    "break_even_bandwidth",
+    "break_even_at",
+    "fetch_or_recompute",
+    "crossover_prefix",
+    "break_even_over_context",
+    "break_even_context_text",
+    "disaggregated_transfer",
+    "break_even_table",
+    "tier_verdicts",
+    "tier_verdict_changes",
+    "format_bytes",
+    "text_table",
+    "model_table",
     "cache_vs_size",
     "break_even_text",
 ]
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
-DTYPE_BYTES_CHOICES = (4, 2, 1)          # fp32, fp16/bf16, fp8/int8
+DTYPE_BYTES_CHOICES = (4, 2, 1)  # fp32, fp16/bf16, fp8/int8
 MAX_CONTEXT = 10**9
 MAX_K, MAX_L = 30, 100_000
-H100_DENSE_BF16_FLOPS = 989.5e12         # per GPU, dense: what LLM weights actually get
-H100_SPARSE_BF16_FLOPS = 1979e12         # the datasheet headline, which assumes 2:4 sparsity
-REPLICA_KV_BUDGET_GIB = 172.5            # 4x H100 80 GB after 70B weights and activations
+H100_DENSE_BF16_FLOPS = 989.5e12  # per GPU, dense: what LLM weights actually get
+H100_SPARSE_BF16_FLOPS = 1979e12  # the datasheet headline, which assumes 2:4 sparsity
+REPLICA_KV_BUDGET_GIB = 172.5  # 4x H100 80 GB after 70B weights and activations
 # Sustained read bandwidth of places a cached prefix could come from, in GB/s (1e9 B/s).
 STORAGE_TIERS_GBPS = {
     "GPU HBM (H100)": 3350.0,
@@ -102,19 +131,32 @@ def key_bytes_per_head(model, context: int, dtype_bytes: int = 2) -> int:
     return _context(context) * _shape(model).head_dim * _dtype(dtype_bytes)
 
 
-def index_bill(model, context: int, K: int = 10, L: int = 150, dtype_bytes: int = 2,
-               index_bytes: int = 4, offset_bytes: int = 4) -> dict:
+def index_bill(
+    model, context: int, K: int = 10, L: int = 150, dtype_bytes: int = 2, index_bytes: int = 4, offset_bytes: int = 4
+) -> dict:
     """KV bytes, table entries and bucket metadata side by side, in bytes."""
     kv = kv_bytes(model, context, dtype_bytes)
     tables = lsh_table_bytes(model, context, L, index_bytes)
     meta = bucket_metadata_bytes(model, K, L, offset_bytes)
-    return {"kv_bytes": kv, "table_bytes": tables, "bucket_metadata_bytes": meta,
-            "index_to_kv_ratio": (tables + meta) / kv}
+    return {
+        "kv_bytes": kv,
+        "table_bytes": tables,
+        "bucket_metadata_bytes": meta,
+        "index_to_kv_ratio": (tables + meta) / kv,
+    }
 
 
-def budget_report(model, context: int, dtype_bytes: int = 2, K: int = 10, L: int = 150, *,
-                  index_bytes: int = 4, offset_bytes: int = 4,
-                  bandwidth_bytes_per_s: float = 1e12) -> dict:
+def budget_report(
+    model,
+    context: int,
+    dtype_bytes: int = 2,
+    K: int = 10,
+    L: int = 150,
+    *,
+    index_bytes: int = 4,
+    offset_bytes: int = 4,
+    bandwidth_bytes_per_s: float = 1e12,
+) -> dict:
     """Everything ``pigviz budget`` prints, as a JSON-ready dict of plain numbers."""
     shape = _shape(model)
     context, dtype_bytes = _context(context), _dtype(dtype_bytes)
@@ -126,8 +168,10 @@ def budget_report(model, context: int, dtype_bytes: int = 2, K: int = 10, L: int
     if shape.max_context and context > shape.max_context:
         notes.append(f"context exceeds the model's max_position_embeddings ({shape.max_context:,})")
     if shape.sliding_window and context > shape.sliding_window:
-        notes.append(f"sliding window {shape.sliding_window:,}: a rolling-buffer cache would keep "
-                     f"only that many tokens; figures assume every token is cached")
+        notes.append(
+            f"sliding window {shape.sliding_window:,}: a rolling-buffer cache would keep "
+            f"only that many tokens; figures assume every token is cached"
+        )
     return {
         "model": shape.to_dict(),
         "context": context,
@@ -169,18 +213,28 @@ def format_report(report: dict) -> str:
         ("context", f"{report['context']:,} tokens at {report['dtype_bytes']} B per element"),
         ("KV per token", f"{report['kv_bytes_per_token']:,} B = {format_bytes(report['kv_bytes_per_token'])}"),
         ("KV per sequence", format_bytes(report["kv_bytes"])),
-        ("read once at", f"{report['read_bandwidth_bytes_per_s'] / 1e12:g} TB/s: "
-                         f"{report['kv_read_time_s'] * 1e3:.3g} ms per generated token"),
-        (f"LSH tables (K={report['K']}, L={report['L']})",
-         f"{report['table_bytes_per_head_token']} B per token per (layer, KV head) beside a "
-         f"{report['kv_pair_bytes_per_head_token']} B key+value pair"),
+        (
+            "read once at",
+            f"{report['read_bandwidth_bytes_per_s'] / 1e12:g} TB/s: "
+            f"{report['kv_read_time_s'] * 1e3:.3g} ms per generated token",
+        ),
+        (
+            f"LSH tables (K={report['K']}, L={report['L']})",
+            f"{report['table_bytes_per_head_token']} B per token per (layer, KV head) beside a "
+            f"{report['kv_pair_bytes_per_head_token']} B key+value pair",
+        ),
         ("table entries", format_bytes(report["table_bytes"])),
         ("bucket offsets", format_bytes(report["bucket_metadata_bytes"])),
         ("index / KV", f"{report['index_to_kv_ratio']:.2f}x"),
-        ("candidates per query", f"{report['candidates_per_query']:,.0f} entries = "
-                                 f"{report['candidate_index_bytes']:,.0f} B of indices"),
-        ("share of key bytes", f"{report['candidate_share_of_key_bytes']:.2%} of "
-                               f"{report['key_bytes_per_head']:,} B (one layer, one KV head)"),
+        (
+            "candidates per query",
+            f"{report['candidates_per_query']:,.0f} entries = {report['candidate_index_bytes']:,.0f} B of indices",
+        ),
+        (
+            "share of key bytes",
+            f"{report['candidate_share_of_key_bytes']:.2%} of "
+            f"{report['key_bytes_per_head']:,} B (one layer, one KV head)",
+        ),
     ]
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value}" for label, value in rows]
@@ -192,8 +246,7 @@ def text_table(headers, rows) -> str:
     """Plain-text table: first column left-aligned, the rest right-aligned."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-             for r in cells]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
 
@@ -204,12 +257,27 @@ def model_table(context: int, dtype_bytes: int = 2, models=None, bandwidth_bytes
     for name in models or known_models():
         shape = _shape(name)
         nbytes = kv_bytes(shape, context, dtype_bytes)
-        rows.append((shape.name, f"{shape.params / 1e9:.2f} B" if shape.params else "?",
-                     f"{shape.layers} x {shape.kv_heads} x {shape.head_dim}",
-                     f"{kv_bytes_per_token(shape, dtype_bytes):,} B", format_bytes(nbytes),
-                     f"{read_time_s(nbytes, bandwidth_bytes_per_s) * 1e3:.2f} ms"))
-    return text_table(("model", "params", "layers x KV heads x head_dim", "KV / token", f"KV at {context:,}",
-                       f"read at {bandwidth_bytes_per_s / 1e12:g} TB/s"), rows)
+        rows.append(
+            (
+                shape.name,
+                f"{shape.params / 1e9:.2f} B" if shape.params else "?",
+                f"{shape.layers} x {shape.kv_heads} x {shape.head_dim}",
+                f"{kv_bytes_per_token(shape, dtype_bytes):,} B",
+                format_bytes(nbytes),
+                f"{read_time_s(nbytes, bandwidth_bytes_per_s) * 1e3:.2f} ms",
+            )
+        )
+    return text_table(
+        (
+            "model",
+            "params",
+            "layers x KV heads x head_dim",
+            "KV / token",
+            f"KV at {context:,}",
+            f"read at {bandwidth_bytes_per_s / 1e12:g} TB/s",
+        ),
+        rows,
+    )
 
 
 def cache_vs_size(model_a, model_b, dtype_bytes: int = 2) -> dict:
@@ -218,21 +286,33 @@ def cache_vs_size(model_a, model_b, dtype_bytes: int = 2) -> dict:
     if not (a.params and b.params):
         raise ValueError(f"cache_vs_size needs parameter counts; {a.name if not a.params else b.name} has none")
     kv_a, kv_b = kv_bytes_per_token(a, dtype_bytes), kv_bytes_per_token(b, dtype_bytes)
-    text = (f"{a.name} vs {b.name}: {a.params / 1e9:.2f}B vs {b.params / 1e9:.2f}B parameters "
-            f"({a.params / b.params:.2f}x), {kv_a:,} B vs {kv_b:,} B of KV per token ({kv_a / kv_b:.2f}x)")
+    text = (
+        f"{a.name} vs {b.name}: {a.params / 1e9:.2f}B vs {b.params / 1e9:.2f}B parameters "
+        f"({a.params / b.params:.2f}x), {kv_a:,} B vs {kv_b:,} B of KV per token ({kv_a / kv_b:.2f}x)"
+    )
     return {"params_ratio": a.params / b.params, "kv_ratio": kv_a / kv_b, "text": text}
 
 
 def break_even_text(bytes_per_token: int, n_params: float, reference_tp: int = 4) -> str:
     """Break-even per tensor-parallel degree, then each storage tier against the reference."""
     table = break_even_table(bytes_per_token, n_params)
-    first = text_table(("config", "prefill per token", "break-even"),
-                       [(f"TP{r['tp']}", f"{r['prefill_us_per_token']:.1f} us", f"{r['break_even_GBps']:.2f} GB/s")
-                        for r in table])
+    first = text_table(
+        ("config", "prefill per token", "break-even"),
+        [(f"TP{r['tp']}", f"{r['prefill_us_per_token']:.1f} us", f"{r['break_even_GBps']:.2f} GB/s") for r in table],
+    )
     be = break_even_bandwidth(bytes_per_token, n_params, tp=reference_tp) / 1e9
-    second = text_table(("tier", "bandwidth", f"vs TP{reference_tp} break-even", "verdict"),
-                        [(v["tier"], f"{v['GBps']:g} GB/s", f"{v['vs_break_even']:.2f}x",
-                          "fetch" if v["fetch_wins"] else "recompute") for v in tier_verdicts(be)])
+    second = text_table(
+        ("tier", "bandwidth", f"vs TP{reference_tp} break-even", "verdict"),
+        [
+            (
+                v["tier"],
+                f"{v['GBps']:g} GB/s",
+                f"{v['vs_break_even']:.2f}x",
+                "fetch" if v["fetch_wins"] else "recompute",
+            )
+            for v in tier_verdicts(be)
+        ],
+    )
     return first + "\n\n" + second
 
 
@@ -245,8 +325,8 @@ def break_even_text(bytes_per_token: int, n_params: float, reference_tp: int = 4
 # term and the bytes both grow like n, the attention term like n^2, so the break-even
 # bandwidth falls as the prefix grows; at short prefixes it tends to bytes / (2 N).
 
-def recompute_seconds_per_token(n_params: float, flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
-                                tp: int = 1) -> float:
+
+def recompute_seconds_per_token(n_params: float, flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> float:
     """Weight-matmul time per prefill token at full utilisation: 2N FLOPs over ``tp`` GPUs.
 
     The short-prefix limit: attention adds to it as the prefix grows (:func:`prefill_flops`)."""
@@ -281,33 +361,47 @@ def prefill_flops(model, tokens: int, n_params: float | None = None) -> float:
     return 2.0 * _n_params(shape, n_params) * n + attention_flops(shape, n)
 
 
-def recompute_seconds(model, tokens: int, n_params: float | None = None,
-                      flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> float:
+def recompute_seconds(
+    model, tokens: int, n_params: float | None = None, flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1
+) -> float:
     """Time to prefill ``tokens`` again at full utilisation of ``tp`` GPUs."""
     flops_per_gpu = check_float("flops_per_gpu", flops_per_gpu, 0, lo_open=True)
     tp = check_int("tp", tp, 1, 1024)
     return prefill_flops(model, tokens, n_params) / (flops_per_gpu * tp)
 
 
-def break_even_bandwidth(bytes_per_token: float, n_params: float,
-                         flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> float:
+def break_even_bandwidth(
+    bytes_per_token: float, n_params: float, flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1
+) -> float:
     """Bytes/s at which fetching a token's KV takes as long as its 2N weight FLOPs: the
     short-prefix limit of :func:`break_even_at` (attention left out)."""
     bytes_per_token = check_float("bytes_per_token", bytes_per_token, 0, lo_open=True)
     return bytes_per_token / recompute_seconds_per_token(n_params, flops_per_gpu, tp)
 
 
-def break_even_at(model, prefix_tokens: int, n_params: float | None = None, dtype_bytes: int = 2,
-                  flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> float:
+def break_even_at(
+    model,
+    prefix_tokens: int,
+    n_params: float | None = None,
+    dtype_bytes: int = 2,
+    flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
+    tp: int = 1,
+) -> float:
     """Bytes/s at which fetching a ``prefix_tokens`` prefix takes as long as prefilling it,
     attention included: n x bytes_per_token / recompute_seconds(n)."""
     n = _context(prefix_tokens)
     return n * kv_bytes_per_token(model, dtype_bytes) / recompute_seconds(model, n, n_params, flops_per_gpu, tp)
 
 
-def fetch_or_recompute(model, prefix_tokens: int, bandwidth_bytes_per_s: float,
-                       n_params: float | None = None, dtype_bytes: int = 2,
-                       flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> dict:
+def fetch_or_recompute(
+    model,
+    prefix_tokens: int,
+    bandwidth_bytes_per_s: float,
+    n_params: float | None = None,
+    dtype_bytes: int = 2,
+    flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
+    tp: int = 1,
+) -> dict:
     """Time to fetch a cached prefix vs to prefill it again (attention included)."""
     n = _context(prefix_tokens)
     bandwidth = check_float("bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
@@ -316,8 +410,14 @@ def fetch_or_recompute(model, prefix_tokens: int, bandwidth_bytes_per_s: float,
     return {"fetch_s": fetch, "recompute_s": recompute, "fetch_wins": fetch < recompute}
 
 
-def crossover_prefix(model, bandwidth_bytes_per_s: float, n_params: float | None = None, dtype_bytes: int = 2,
-                     flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> int | None:
+def crossover_prefix(
+    model,
+    bandwidth_bytes_per_s: float,
+    n_params: float | None = None,
+    dtype_bytes: int = 2,
+    flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
+    tp: int = 1,
+) -> int | None:
     """The shortest prefix from which fetching at this bandwidth beats recomputing it.
 
     Fetch wins when bandwidth > bytes x F x tp / (2N + 2 layers q_width (n + 1)), i.e. when
@@ -336,7 +436,7 @@ def crossover_prefix(model, bandwidth_bytes_per_s: float, n_params: float | None
     def wins(n):
         return fetch_or_recompute(shape, n, bandwidth, n_params, dtype_bytes, flops_per_gpu, tp)["fetch_wins"]
 
-    n = max(1, int(estimate) - 2)   # fetch loses at n exactly when n + 1 <= estimate; check, not trust
+    n = max(1, int(estimate) - 2)  # fetch loses at n exactly when n + 1 <= estimate; check, not trust
     if wins(n):
         while n > 1 and wins(n - 1):
             n -= 1
@@ -346,8 +446,14 @@ def crossover_prefix(model, bandwidth_bytes_per_s: float, n_params: float | None
     return n if n <= MAX_CONTEXT else None
 
 
-def break_even_over_context(model, contexts=(128, 4_096, 32_768, 131_072), n_params: float | None = None,
-                            dtype_bytes: int = 2, tps=(4,), flops_per_gpu: float = H100_DENSE_BF16_FLOPS) -> list[dict]:
+def break_even_over_context(
+    model,
+    contexts=(128, 4_096, 32_768, 131_072),
+    n_params: float | None = None,
+    dtype_bytes: int = 2,
+    tps=(4,),
+    flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
+) -> list[dict]:
     """Per prefix length: attention's share of the prefill FLOPs and the break-even per TP degree."""
     shape = _shape(model)
     rows = []
@@ -384,30 +490,36 @@ def disaggregated_transfer(model, prompt_tokens: int, link_bytes_per_s: float, d
     return {"prompt_tokens": n, "kv_bytes": nbytes, "link_bytes_per_s": link, "transfer_s": nbytes / link}
 
 
-def break_even_table(bytes_per_token: float, n_params: float, tps=(1, 2, 4, 8),
-                     flops_per_gpu: float = H100_DENSE_BF16_FLOPS) -> list[dict]:
-    return [{"tp": tp,
-             "prefill_us_per_token": recompute_seconds_per_token(n_params, flops_per_gpu, tp) * 1e6,
-             "break_even_GBps": break_even_bandwidth(bytes_per_token, n_params, flops_per_gpu, tp) / 1e9}
-            for tp in tps]
+def break_even_table(
+    bytes_per_token: float, n_params: float, tps=(1, 2, 4, 8), flops_per_gpu: float = H100_DENSE_BF16_FLOPS
+) -> list[dict]:
+    return [
+        {
+            "tp": tp,
+            "prefill_us_per_token": recompute_seconds_per_token(n_params, flops_per_gpu, tp) * 1e6,
+            "break_even_GBps": break_even_bandwidth(bytes_per_token, n_params, flops_per_gpu, tp) / 1e9,
+        }
+        for tp in tps
+    ]
 
 
 def tier_verdicts(break_even_GBps: float, tiers: dict | None = None) -> list[dict]:
     """Each storage tier's bandwidth against the break-even: above it, fetching wins."""
     break_even_GBps = check_float("break_even_GBps", break_even_GBps, 0, lo_open=True)
-    return [{"tier": name, "GBps": bw, "vs_break_even": bw / break_even_GBps,
-             "fetch_wins": bw > break_even_GBps}
-            for name, bw in (tiers or STORAGE_TIERS_GBPS).items()]
+    return [
+        {"tier": name, "GBps": bw, "vs_break_even": bw / break_even_GBps, "fetch_wins": bw > break_even_GBps}
+        for name, bw in (tiers or STORAGE_TIERS_GBPS).items()
+    ]
 
 
-def tier_verdict_changes(bytes_per_token: float, n_params: float, tp_from: int, tp_to: int,
-                         tiers: dict | None = None) -> list[str]:
+def tier_verdict_changes(
+    bytes_per_token: float, n_params: float, tp_from: int, tp_to: int, tiers: dict | None = None
+) -> list[str]:
     """Storage tiers whose fetch/recompute verdict differs between two tensor-parallel degrees."""
-    before, after = (tier_verdicts(break_even_bandwidth(bytes_per_token, n_params, tp=tp) / 1e9, tiers)
-                     for tp in (tp_from, tp_to))
+    before, after = (
+        tier_verdicts(break_even_bandwidth(bytes_per_token, n_params, tp=tp) / 1e9, tiers) for tp in (tp_from, tp_to)
+    )
     return [a["tier"] for a, b in zip(before, after) if a["fetch_wins"] != b["fetch_wins"]]
 
 
 # --- headline numbers of notebook 05 -----------------------------------------------
-
-

@@ -5,6 +5,7 @@ hidden sizes come along because the fetch-versus-recompute trade needs them. A s
 comes from the shipped table (``known_models.json``), from a Hugging Face
 ``config.json`` (path, directory or dict), or from a ``transformers`` config object.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,8 +51,8 @@ class ModelShape:
     kv_heads: int
     head_dim: int
     hidden_size: int
-    params: int | None          # total parameters; None when the config cannot say
-    max_context: int | None     # max_position_embeddings; None when the config does not say
+    params: int | None  # total parameters; None when the config cannot say
+    max_context: int | None  # max_position_embeddings; None when the config does not say
     intermediate_size: int | None = None
     vocab_size: int | None = None
     tie_word_embeddings: bool = False
@@ -65,8 +66,7 @@ class ModelShape:
                 check_int(f"{self.name or 'model'}.{field}", getattr(self, field), 1)
         if self.kv_heads > self.attention_heads or self.attention_heads % self.kv_heads:
             raise ValueError(
-                f"{self.name}: kv_heads ({self.kv_heads}) must divide attention_heads "
-                f"({self.attention_heads})"
+                f"{self.name}: kv_heads ({self.kv_heads}) must divide attention_heads ({self.attention_heads})"
             )
 
     @property
@@ -165,8 +165,9 @@ def shape_from_config(config, name: str | None = None) -> ModelShape:
     hidden = _config_int(config, "hidden_size")
     head_dim = _config_int(config, "head_dim") or hidden // heads
     if head_dim < 1:
-        raise ValueError(f"hidden_size ({hidden}) must be at least num_attention_heads ({heads}) "
-                         f"when the config gives no head_dim")
+        raise ValueError(
+            f"hidden_size ({hidden}) must be at least num_attention_heads ({heads}) when the config gives no head_dim"
+        )
     model_type = str(config.get("model_type", ""))
     bias = config.get("attention_bias")
     if bias is None:

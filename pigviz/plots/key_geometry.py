@@ -4,21 +4,29 @@ cloud with hyperplanes, raw-vs-centred collision rates and one real query's S-cu
 Builders take computed data (``pigviz.key_geometry``, ``key_projection``, ``key_hashing``) and return a
 ``go.Figure``. Cosines are plain numbers in [-1, 1]; rates are shown in percent.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-
-from pigviz.plots import style
 from plotly.subplots import make_subplots
 
 from pigviz.lsh import simhash as sh
+from pigviz.plots import style
 
 __all__ = [
-    "COLORS", "sink_heatmap_figure", "cosine_histogram_figure", "key_cloud_traces", "key_cloud_title",
+    "COLORS",
+    "sink_heatmap_figure",
+    "cosine_histogram_figure",
+    "key_cloud_traces",
+    "key_cloud_title",
     "key_cloud_figure",
-    "collision_bars_figure", "collision_grid_figure", "weight_share_figure", "real_scurve_traces",
-    "real_scurve_title", "real_scurve_figure",
+    "collision_bars_figure",
+    "collision_grid_figure",
+    "weight_share_figure",
+    "real_scurve_traces",
+    "real_scurve_title",
+    "real_scurve_figure",
 ]
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
@@ -39,8 +47,9 @@ LAYER_COLORS = ["#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#0072B2", "#D55E00"
 _LAYOUT = style.layout(margin=dict(t=80))
 
 
-def sink_heatmap_figure(sink_weight, shipped=(), selected=None, group_size: int = 3,
-                        norm_ratio=None, height: int = 620, width: int = 520) -> go.Figure:
+def sink_heatmap_figure(
+    sink_weight, shipped=(), selected=None, group_size: int = 3, norm_ratio=None, height: int = 620, width: int = 520
+) -> go.Figure:
     """Weight on position 0 per (layer, query head). ``shipped``: (layer, head) cells held in
     the shipped capture, outlined; ``selected``: the one the key cloud shows. Trace 0 is the
     heatmap, 1 the shipped outlines, 2 the selection (the widget listens to clicks on 0 and 1),
@@ -52,40 +61,91 @@ def sink_heatmap_figure(sink_weight, shipped=(), selected=None, group_size: int 
     if norm_ratio is not None:
         custom = np.repeat(np.asarray(norm_ratio, dtype=float), group_size, axis=1)
         hover += "<br>|key 0| / median |key|: %{customdata:.2f}"
-    fig = go.Figure(go.Heatmap(
-        z=z, x=list(range(n_heads)), y=list(range(n_layers)), zmin=0, zmax=1, colorscale="Viridis",
-        customdata=custom, hovertemplate=hover + "<extra></extra>",
-        colorbar=dict(title=dict(text="weight on token 0", side="right"), thickness=14)))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(range(n_heads)),
+            y=list(range(n_layers)),
+            zmin=0,
+            zmax=1,
+            colorscale="Viridis",
+            customdata=custom,
+            hovertemplate=hover + "<extra></extra>",
+            colorbar=dict(title=dict(text="weight on token 0", side="right"), thickness=14),
+        )
+    )
     cells = np.array(list(shipped), dtype=float).reshape(-1, 2)
-    fig.add_trace(go.Scatter(
-        x=cells[:, 1], y=cells[:, 0], mode="markers", showlegend=False,
-        # smaller than a cell, so a click on a neighbouring cell is not caught by the outline
-        marker=dict(symbol="square-open", size=10, color="white", line=dict(width=2)),
-        hovertemplate="layer %{y}, head %{x}: shipped, click to show its keys<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=cells[:, 1],
+            y=cells[:, 0],
+            mode="markers",
+            showlegend=False,
+            # smaller than a cell, so a click on a neighbouring cell is not caught by the outline
+            marker=dict(symbol="square-open", size=10, color="white", line=dict(width=2)),
+            hovertemplate="layer %{y}, head %{x}: shipped, click to show its keys<extra></extra>",
+        )
+    )
     sel = [] if selected is None else [selected]
-    fig.add_trace(go.Scatter(
-        x=[s[1] for s in sel], y=[s[0] for s in sel], mode="markers", name="shown in the key cloud",
-        marker=dict(symbol="square-open", size=15, color=COLORS["query"], line=dict(width=3)),
-        hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="in the shipped capture (click one)",
-                             marker=dict(symbol="square-open", size=10, color="#444444", line=dict(width=2))))
+    fig.add_trace(
+        go.Scatter(
+            x=[s[1] for s in sel],
+            y=[s[0] for s in sel],
+            mode="markers",
+            name="shown in the key cloud",
+            marker=dict(symbol="square-open", size=15, color=COLORS["query"], line=dict(width=3)),
+            hoverinfo="skip",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            name="in the shipped capture (click one)",
+            marker=dict(symbol="square-open", size=10, color="#444444", line=dict(width=2)),
+        )
+    )
     for boundary in range(group_size, n_heads, group_size):
         fig.add_vline(x=boundary - 0.5, line=dict(color="white", width=3))
     for g in range(n_heads // group_size):
-        fig.add_annotation(x=g * group_size + (group_size - 1) / 2, y=n_layers - 0.5, yshift=11, text=f"KV head {g}",
-                           showarrow=False, font=dict(size=11), yanchor="bottom")
-    fig.update_layout(**dict(_LAYOUT, margin=dict(l=70, r=30, t=110, b=60)), height=height, width=width,
-                      title=dict(text="Where attention parks: weight on token 0", x=0.5,
-                                 subtitle=dict(text="mean over the last 64 queries, every layer and query head")),
-                      legend=dict(orientation="h", yanchor="top", y=-0.1, x=0, font=dict(size=11)))
-    fig.update_xaxes(title_text="query head", tickvals=list(range(n_heads)), showgrid=False,
-                     range=[-0.5, n_heads - 0.5])
+        fig.add_annotation(
+            x=g * group_size + (group_size - 1) / 2,
+            y=n_layers - 0.5,
+            yshift=11,
+            text=f"KV head {g}",
+            showarrow=False,
+            font=dict(size=11),
+            yanchor="bottom",
+        )
+    fig.update_layout(
+        **dict(_LAYOUT, margin=dict(l=70, r=30, t=110, b=60)),
+        height=height,
+        width=width,
+        title=dict(
+            text="Where attention parks: weight on token 0",
+            x=0.5,
+            subtitle=dict(text="mean over the last 64 queries, every layer and query head"),
+        ),
+        legend=dict(orientation="h", yanchor="top", y=-0.1, x=0, font=dict(size=11)),
+    )
+    fig.update_xaxes(
+        title_text="query head", tickvals=list(range(n_heads)), showgrid=False, range=[-0.5, n_heads - 0.5]
+    )
     fig.update_yaxes(title_text="layer", dtick=2, showgrid=False, range=[-0.5, n_layers - 0.5])
     return fig
 
 
-def cosine_histogram_figure(series, title: str, x_title: str, bins: int = 80, subtitle: str | None = None,
-                            marks=(), height: int = 400, width: int = 680) -> go.Figure:
+def cosine_histogram_figure(
+    series,
+    title: str,
+    x_title: str,
+    bins: int = 80,
+    subtitle: str | None = None,
+    marks=(),
+    height: int = 400,
+    width: int = 680,
+) -> go.Figure:
     """Distributions of cosines as outlines (percent of vectors per bin). ``series``:
     (label, values, colour, dash) tuples; ``marks``: (label, cosine) pairs drawn as
     vertical lines, for single vectors such as the sink key."""
@@ -95,15 +155,29 @@ def cosine_histogram_figure(series, title: str, x_title: str, bins: int = 80, su
     for label, values, color, dash in series:
         counts = np.histogram(np.clip(values, -1, 1), bins=edges)[0]
         pct = 100.0 * counts / max(1, len(values))
-        fig.add_trace(go.Scatter(x=centres, y=pct, mode="lines", name=label,
-                                 line=dict(color=color, width=2.2, dash=dash, shape="hvh"),
-                                 hovertemplate="cos %{x:.2f}: %{y:.1f}%<extra>" + label + "</extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=centres,
+                y=pct,
+                mode="lines",
+                name=label,
+                line=dict(color=color, width=2.2, dash=dash, shape="hvh"),
+                hovertemplate="cos %{x:.2f}: %{y:.1f}%<extra>" + label + "</extra>",
+            )
+        )
     for label, x in marks:
-        fig.add_vline(x=float(x), line=dict(color=COLORS["sink"], width=1.5, dash="dot"),
-                      annotation=dict(text=label, textangle=-90, yanchor="top", font=dict(size=11)))
-    fig.update_layout(**_LAYOUT, height=height, width=width,
-                      title=dict(text=title, x=0.5, subtitle=dict(text=subtitle) if subtitle else None),
-                      legend=dict(x=0.01, y=0.99, bgcolor="rgba(255,255,255,0.8)"))
+        fig.add_vline(
+            x=float(x),
+            line=dict(color=COLORS["sink"], width=1.5, dash="dot"),
+            annotation=dict(text=label, textangle=-90, yanchor="top", font=dict(size=11)),
+        )
+    fig.update_layout(
+        **_LAYOUT,
+        height=height,
+        width=width,
+        title=dict(text=title, x=0.5, subtitle=dict(text=subtitle) if subtitle else None),
+        legend=dict(x=0.01, y=0.99, bgcolor="rgba(255,255,255,0.8)"),
+    )
     fig.update_xaxes(title_text=x_title, range=[-1, 1])
     fig.update_yaxes(title_text="% of vectors per bin", rangemode="tozero")
     return fig
@@ -113,63 +187,125 @@ def key_cloud_traces(cloud, d: int = 64, n_hashed: int | None = None) -> list[di
     """The key cloud's traces as plain dicts, in a fixed order so a widget can update them in
     place: wedge, hyperplanes, keys outside, keys inside, mean key, sink, query."""
     r = cloud.extent
-    reach = 1.6 * r                          # past the corners, so lines and wedge fill the frame
+    reach = 1.6 * r  # past the corners, so lines and wedge fill the frame
     start, end = cloud.wedge
     arc = np.linspace(start, end, 60)
-    along = np.stack([-cloud.normals[:, 1], cloud.normals[:, 0]], axis=1)   # each line is perpendicular to its normal
+    along = np.stack([-cloud.normals[:, 1], cloud.normals[:, 0]], axis=1)  # each line is perpendicular to its normal
     along /= np.maximum(np.hypot(along[:, 0], along[:, 1]), 1e-300)[:, None]
     ends = np.full((len(along), 3, 2), np.nan)
     ends[:, 0], ends[:, 1] = -reach * along, reach * along
     lines = [[None if np.isnan(v) else float(v) for v in ends[:, :, i].ravel()] for i in (0, 1)]
-    hover = np.array([f"position {p}<br>cos(query, key) in {d}-d: {c:+.2f}"
-                      for p, c in zip(cloud.drawn, cloud.cos_query)], dtype=object)
+    hover = np.array(
+        [f"position {p}<br>cos(query, key) in {d}-d: {c:+.2f}" for p, c in zip(cloud.drawn, cloud.cos_query)],
+        dtype=object,
+    )
     drawn = f"key ({len(cloud.drawn):,} of {n_hashed:,} drawn)" if n_hashed else "key"
     traces = [
-        dict(type="scatter", x=np.r_[0.0, reach * np.cos(arc), 0.0], y=np.r_[0.0, reach * np.sin(arc), 0.0],
-             fill="toself", fillcolor=COLORS["wedge"], line=dict(width=0), hoverinfo="skip",
-             name="the query's bucket (in the picture)"),
-        dict(type="scatter", x=lines[0], y=lines[1], mode="lines", hoverinfo="skip",
-             line=dict(color=COLORS["plane"], width=1.3, dash="dash"),
-             name=f"{len(cloud.normals)} hyperplanes (one table)"),
+        dict(
+            type="scatter",
+            x=np.r_[0.0, reach * np.cos(arc), 0.0],
+            y=np.r_[0.0, reach * np.sin(arc), 0.0],
+            fill="toself",
+            fillcolor=COLORS["wedge"],
+            line=dict(width=0),
+            hoverinfo="skip",
+            name="the query's bucket (in the picture)",
+        ),
+        dict(
+            type="scatter",
+            x=lines[0],
+            y=lines[1],
+            mode="lines",
+            hoverinfo="skip",
+            line=dict(color=COLORS["plane"], width=1.3, dash="dash"),
+            name=f"{len(cloud.normals)} hyperplanes (one table)",
+        ),
     ]
-    for mask, label, color, size in ((~cloud.in_wedge, drawn, COLORS["out_wedge"], 4),
-                                     (cloud.in_wedge, "key in the query's wedge", COLORS["in_wedge"], 6)):
-        traces.append(dict(type="scatter", x=cloud.xy[mask, 0], y=cloud.xy[mask, 1], mode="markers", name=label,
-                           marker=dict(color=color, size=size, opacity=0.7), hovertext=hover[mask], hoverinfo="text"))
+    for mask, label, color, size in (
+        (~cloud.in_wedge, drawn, COLORS["out_wedge"], 4),
+        (cloud.in_wedge, "key in the query's wedge", COLORS["in_wedge"], 6),
+    ):
+        traces.append(
+            dict(
+                type="scatter",
+                x=cloud.xy[mask, 0],
+                y=cloud.xy[mask, 1],
+                mode="markers",
+                name=label,
+                marker=dict(color=color, size=size, opacity=0.7),
+                hovertext=hover[mask],
+                hoverinfo="text",
+            )
+        )
     tip = 0.85 * r * cloud.query_dir
     traces += [
-        dict(type="scatter", x=[cloud.mean_xy[0]], y=[cloud.mean_xy[1]], mode="markers", name="mean key",
-             marker=dict(symbol="x-thin", size=16, line=dict(width=3, color="#444444")),
-             hovertemplate="mean key<extra></extra>"),
-        dict(type="scatter", x=[cloud.sink_xy[0]], y=[cloud.sink_xy[1]], mode="markers", name="sink key (token 0)",
-             marker=dict(symbol="star", size=17, color=COLORS["sink"], line=dict(color="white", width=1)),
-             hovertemplate="sink key (position 0)<extra></extra>"),
-        dict(type="scatter", x=[0, tip[0]], y=[0, tip[1]], mode="lines+markers", name="query (direction)",
-             line=dict(color=COLORS["query"], width=3.5), hoverinfo="skip",
-             marker=dict(symbol="arrow", angleref="previous", size=[0, 18], color=COLORS["query"])),
+        dict(
+            type="scatter",
+            x=[cloud.mean_xy[0]],
+            y=[cloud.mean_xy[1]],
+            mode="markers",
+            name="mean key",
+            marker=dict(symbol="x-thin", size=16, line=dict(width=3, color="#444444")),
+            hovertemplate="mean key<extra></extra>",
+        ),
+        dict(
+            type="scatter",
+            x=[cloud.sink_xy[0]],
+            y=[cloud.sink_xy[1]],
+            mode="markers",
+            name="sink key (token 0)",
+            marker=dict(symbol="star", size=17, color=COLORS["sink"], line=dict(color="white", width=1)),
+            hovertemplate="sink key (position 0)<extra></extra>",
+        ),
+        dict(
+            type="scatter",
+            x=[0, tip[0]],
+            y=[0, tip[1]],
+            mode="lines+markers",
+            name="query (direction)",
+            line=dict(color=COLORS["query"], width=3.5),
+            hoverinfo="skip",
+            marker=dict(symbol="arrow", angleref="previous", size=[0, 18], color=COLORS["query"]),
+        ),
     ]
     return traces
 
 
 def key_cloud_title(cloud, d: int = 64) -> dict:
-    return dict(text=f"Layer {cloud.layer}, head {cloud.head}: {cloud.variant} keys", x=0.5,
-                subtitle=dict(text=f"2-D projection of {d}-d keys, query at position {cloud.position};<br>"
-                                   "dashed lines: where the hyperplanes cut this plane"))
+    return dict(
+        text=f"Layer {cloud.layer}, head {cloud.head}: {cloud.variant} keys",
+        x=0.5,
+        subtitle=dict(
+            text=f"2-D projection of {d}-d keys, query at position {cloud.position};<br>"
+            "dashed lines: where the hyperplanes cut this plane"
+        ),
+    )
 
 
-def key_cloud_figure(cloud, d: int = 64, n_hashed: int | None = None, height: int = 580,
-                     width: int = 600) -> go.Figure:
+def key_cloud_figure(cloud, d: int = 64, n_hashed: int | None = None, height: int = 580, width: int = 600) -> go.Figure:
     """The 2-D projection (see ``key_projection.key_cloud``): keys, the sink, the mean key, the
     query's direction, and the lines where the hyperplanes cut the plane."""
     r = cloud.extent
     fig = go.Figure(key_cloud_traces(cloud, d, n_hashed))
-    fig.update_layout(**dict(_LAYOUT, margin=dict(l=70, r=30, t=105, b=60)), height=height, width=width,
-                      title=key_cloud_title(cloud, d),
-                      legend=dict(orientation="h", yanchor="top", y=-0.13, x=0, font=dict(size=11)))
-    fig.update_xaxes(range=[-r, r], title_text="along the mean key", zeroline=True, zerolinecolor="#cccccc",
-                     constrain="domain")
-    fig.update_yaxes(range=[-r, r], title_text="across it, towards the query", zeroline=True, zerolinecolor="#cccccc",
-                     scaleanchor="x", scaleratio=1, constrain="domain")
+    fig.update_layout(
+        **dict(_LAYOUT, margin=dict(l=70, r=30, t=105, b=60)),
+        height=height,
+        width=width,
+        title=key_cloud_title(cloud, d),
+        legend=dict(orientation="h", yanchor="top", y=-0.13, x=0, font=dict(size=11)),
+    )
+    fig.update_xaxes(
+        range=[-r, r], title_text="along the mean key", zeroline=True, zerolinecolor="#cccccc", constrain="domain"
+    )
+    fig.update_yaxes(
+        range=[-r, r],
+        title_text="across it, towards the query",
+        zeroline=True,
+        zerolinecolor="#cccccc",
+        scaleanchor="x",
+        scaleratio=1,
+        constrain="domain",
+    )
     return fig
 
 
@@ -179,8 +315,9 @@ def _layer_labels(grid, sink_weight_by_layer=None):
     return [f"layer {layer}<br>(sink {w:.2f})" for layer, w in zip(grid.layers, sink_weight_by_layer)]
 
 
-def collision_bars_figure(grid, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, sink_weight_by_layer=None,
-                          height: int = 440, width: int = 720) -> go.Figure:
+def collision_bars_figure(
+    grid, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, sink_weight_by_layer=None, height: int = 440, width: int = 720
+) -> go.Figure:
     """Per captured layer: % of hashed keys sharing the query's bucket in >= 1 and >= 2 of L
     tables, raw and centred, counted (bars) and predicted by the formula (diamonds). Log scale."""
     labels = _layer_labels(grid, sink_weight_by_layer) + ["mean"]
@@ -190,21 +327,54 @@ def collision_bars_figure(grid, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, si
             measured = np.r_[grid.per_layer("measured", variant, K, L, m), grid.mean("measured", variant, K, L, m)]
             formula = np.r_[grid.per_layer("formula", variant, K, L, m), grid.mean("formula", variant, K, L, m)]
             name = f"{variant}, >= {m} of {L}"
-            fig.add_trace(go.Bar(x=labels, y=100 * np.maximum(measured, 1e-6), name=name, offsetgroup=name,
-                                 marker=dict(color=COLORS[variant], pattern_shape=pattern,
-                                             opacity=1.0 if m == 2 else 0.55),
-                                 text=[f"{100 * v:.2g}" for v in measured], textposition="outside",
-                                 hovertemplate="%{x}: %{y:.3f}% counted<extra>" + name + "</extra>"))
-            fig.add_trace(go.Scatter(x=labels, y=100 * formula, mode="markers", offsetgroup=name, showlegend=False,
-                                     marker=dict(symbol="diamond", size=8, color=COLORS["formula"]),
-                                     hovertemplate="%{x}: formula %{y:.3f}%<extra>" + name + "</extra>"))
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="formula's prediction",
-                             marker=dict(symbol="diamond", size=8, color=COLORS["formula"])))
-    fig.update_layout(**_LAYOUT, height=height, width=width, barmode="group", scattermode="group",
-                      title=dict(text=f"Keys that share the query's bucket (K = {K}, L = {L})", x=0.5,
-                                 subtitle=dict(text=f"real {grid.n_keys:,}-key hashing, {grid.n_queries} queries per "
-                                                    "layer; bars counted, diamonds predicted")),
-                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0, font=dict(size=11)))
+            fig.add_trace(
+                go.Bar(
+                    x=labels,
+                    y=100 * np.maximum(measured, 1e-6),
+                    name=name,
+                    offsetgroup=name,
+                    marker=dict(color=COLORS[variant], pattern_shape=pattern, opacity=1.0 if m == 2 else 0.55),
+                    text=[f"{100 * v:.2g}" for v in measured],
+                    textposition="outside",
+                    hovertemplate="%{x}: %{y:.3f}% counted<extra>" + name + "</extra>",
+                )
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=labels,
+                    y=100 * formula,
+                    mode="markers",
+                    offsetgroup=name,
+                    showlegend=False,
+                    marker=dict(symbol="diamond", size=8, color=COLORS["formula"]),
+                    hovertemplate="%{x}: formula %{y:.3f}%<extra>" + name + "</extra>",
+                )
+            )
+    fig.add_trace(
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            name="formula's prediction",
+            marker=dict(symbol="diamond", size=8, color=COLORS["formula"]),
+        )
+    )
+    fig.update_layout(
+        **_LAYOUT,
+        height=height,
+        width=width,
+        barmode="group",
+        scattermode="group",
+        title=dict(
+            text=f"Keys that share the query's bucket (K = {K}, L = {L})",
+            x=0.5,
+            subtitle=dict(
+                text=f"real {grid.n_keys:,}-key hashing, {grid.n_queries} queries per "
+                "layer; bars counted, diamonds predicted"
+            ),
+        ),
+        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0, font=dict(size=11)),
+    )
     fig.update_yaxes(type="log", title_text="% of hashed keys (log scale)", range=[-3.3, 2.2])
     return fig
 
@@ -215,38 +385,74 @@ def collision_grid_figure(grid, min_hits: int = 2, height: int = 420, width: int
     fig = make_subplots(rows=1, cols=2, subplot_titles=("raw keys", "centred keys"), horizontal_spacing=0.1)
     for col, variant in enumerate(("raw", "centred"), start=1):
         pct = 100 * grid.measured[("raw", "centred").index(variant), :, :, :, min_hits - 1].mean(axis=0)
-        fig.add_trace(go.Heatmap(
-            z=np.log10(np.maximum(pct, 1e-4)), x=[str(x) for x in grid.Ls], y=[str(k) for k in grid.Ks],
-            text=[[f"{v:.2g}" for v in row] for row in pct], texttemplate="%{text}", textfont=dict(size=10),
-            coloraxis="coloraxis", hovertemplate="K = %{y}, L = %{x}: %{text}%<extra>" + variant + "</extra>"),
-            row=1, col=col)
+        fig.add_trace(
+            go.Heatmap(
+                z=np.log10(np.maximum(pct, 1e-4)),
+                x=[str(x) for x in grid.Ls],
+                y=[str(k) for k in grid.Ks],
+                text=[[f"{v:.2g}" for v in row] for row in pct],
+                texttemplate="%{text}",
+                textfont=dict(size=10),
+                coloraxis="coloraxis",
+                hovertemplate="K = %{y}, L = %{x}: %{text}%<extra>" + variant + "</extra>",
+            ),
+            row=1,
+            col=col,
+        )
         fig.update_xaxes(title_text="L (tables)", row=1, col=col)
         fig.update_yaxes(title_text="K (bits per table)", row=1, col=col)
     ticks = [-3, -2, -1, 0, 1, 2]
-    fig.update_annotations(yshift=4)                 # the subplot titles, clear of the subtitle
-    fig.update_layout(**dict(_LAYOUT, margin=dict(l=70, r=30, t=120, b=60)), height=height, width=width,
-                      title=dict(text=f"% of keys in the query's bucket in >= {min_hits} tables", x=0.5,
-                                 subtitle=dict(text="counted with real hashing, mean over the captured heads")),
-                      coloraxis=dict(colorscale="Viridis", cmin=-3, cmax=2,
-                                     colorbar=dict(title="% (log)", tickvals=ticks,
-                                                   ticktext=[f"{10.0 ** t:g}" for t in ticks])))
+    fig.update_annotations(yshift=4)  # the subplot titles, clear of the subtitle
+    fig.update_layout(
+        **dict(_LAYOUT, margin=dict(l=70, r=30, t=120, b=60)),
+        height=height,
+        width=width,
+        title=dict(
+            text=f"% of keys in the query's bucket in >= {min_hits} tables",
+            x=0.5,
+            subtitle=dict(text="counted with real hashing, mean over the captured heads"),
+        ),
+        coloraxis=dict(
+            colorscale="Viridis",
+            cmin=-3,
+            cmax=2,
+            colorbar=dict(title="% (log)", tickvals=ticks, ticktext=[f"{10.0**t:g}" for t in ticks]),
+        ),
+    )
     return fig
 
 
-def weight_share_figure(grid, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, sink_weight_by_layer=None,
-                        height: int = 400, width: int = 640) -> go.Figure:
+def weight_share_figure(
+    grid, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, sink_weight_by_layer=None, height: int = 400, width: int = 640
+) -> go.Figure:
     """Share of the hashed keys' attention weight that sits on keys sampled (>= 2 hits)."""
     labels = _layer_labels(grid, sink_weight_by_layer) + ["mean"]
     fig = go.Figure()
     for variant in ("raw", "centred"):
         share = np.r_[grid.per_layer("weight_share", variant, K, L), grid.mean("weight_share", variant, K, L)]
-        fig.add_trace(go.Bar(x=labels, y=100 * share, name=f"{variant} keys", marker_color=COLORS[variant],
-                             text=[f"{100 * v:.1f}%" for v in share], textposition="outside",
-                             hovertemplate="%{x}: %{y:.2f}%<extra>" + variant + "</extra>"))
-    fig.update_layout(**_LAYOUT, height=height, width=width, barmode="group",
-                      title=dict(text=f"Attention weight on the keys hashing samples (K = {K}, L = {L})", x=0.5,
-                                 subtitle=dict(text="share of the weight outside the exact set (sinks + last 64)")),
-                      legend=dict(x=0.01, y=0.99))
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=100 * share,
+                name=f"{variant} keys",
+                marker_color=COLORS[variant],
+                text=[f"{100 * v:.1f}%" for v in share],
+                textposition="outside",
+                hovertemplate="%{x}: %{y:.2f}%<extra>" + variant + "</extra>",
+            )
+        )
+    fig.update_layout(
+        **_LAYOUT,
+        height=height,
+        width=width,
+        barmode="group",
+        title=dict(
+            text=f"Attention weight on the keys hashing samples (K = {K}, L = {L})",
+            x=0.5,
+            subtitle=dict(text="share of the weight outside the exact set (sinks + last 64)"),
+        ),
+        legend=dict(x=0.01, y=0.99),
+    )
     fig.update_yaxes(title_text="% of the attention weight", range=[0, 105])
     return fig
 
@@ -257,30 +463,60 @@ def real_scurve_traces(curve) -> list[dict]:
     lo_cos, hi_cos = float(curve.cos_all.min()), float(curve.cos_all.max())
     edges = np.linspace(lo_cos, hi_cos, 61)
     counts = np.histogram(curve.cos_all, bins=edges)[0]
-    xs = np.linspace(lo_cos, 1.0, 400)              # the whole S, though the keys stop short of cos 1
+    xs = np.linspace(lo_cos, 1.0, 400)  # the whole S, though the keys stop short of cos 1
     lo, hi = curve.interval()
     return [
-        dict(type="bar", x=0.5 * (edges[1:] + edges[:-1]), y=counts, width=np.diff(edges), yaxis="y2",
-             name="keys at this cosine", marker=dict(color=COLORS["histogram"], line=dict(width=0)), opacity=0.6,
-             hovertemplate="cos %{x:.2f}: %{y} keys<extra></extra>"),
-        dict(type="scatter", x=xs, y=sh.inclusion_probability(sh.collision_probability(xs), curve.K, curve.L,
-                                                               curve.min_hits),
-             mode="lines", name=f"formula: >= {curve.min_hits} of L", line=dict(color=COLORS["formula"], width=2.5)),
-        dict(type="scatter", x=curve.cos, y=curve.counted, mode="markers",
-             name=f"counted over {curve.n_hashings} hashings (99% CI)",
-             marker=dict(color=COLORS["counted"], size=6, line=dict(color="black", width=0.4)),
-             error_y=dict(type="data", symmetric=False, array=hi - curve.counted, arrayminus=curve.counted - lo,
-                          color="rgba(204, 121, 167, 0.5)", thickness=1, width=0),
-             customdata=np.stack([curve.keys, curve.formula], axis=1),
-             hovertemplate="key at position %{customdata[0]}<br>cos %{x:.3f}: counted %{y:.3f}, "
-                           "formula %{customdata[1]:.3f}<extra></extra>"),
+        dict(
+            type="bar",
+            x=0.5 * (edges[1:] + edges[:-1]),
+            y=counts,
+            width=np.diff(edges),
+            yaxis="y2",
+            name="keys at this cosine",
+            marker=dict(color=COLORS["histogram"], line=dict(width=0)),
+            opacity=0.6,
+            hovertemplate="cos %{x:.2f}: %{y} keys<extra></extra>",
+        ),
+        dict(
+            type="scatter",
+            x=xs,
+            y=sh.inclusion_probability(sh.collision_probability(xs), curve.K, curve.L, curve.min_hits),
+            mode="lines",
+            name=f"formula: >= {curve.min_hits} of L",
+            line=dict(color=COLORS["formula"], width=2.5),
+        ),
+        dict(
+            type="scatter",
+            x=curve.cos,
+            y=curve.counted,
+            mode="markers",
+            name=f"counted over {curve.n_hashings} hashings (99% CI)",
+            marker=dict(color=COLORS["counted"], size=6, line=dict(color="black", width=0.4)),
+            error_y=dict(
+                type="data",
+                symmetric=False,
+                array=hi - curve.counted,
+                arrayminus=curve.counted - lo,
+                color="rgba(204, 121, 167, 0.5)",
+                thickness=1,
+                width=0,
+            ),
+            customdata=np.stack([curve.keys, curve.formula], axis=1),
+            hovertemplate="key at position %{customdata[0]}<br>cos %{x:.3f}: counted %{y:.3f}, "
+            "formula %{customdata[1]:.3f}<extra></extra>",
+        ),
     ]
 
 
 def real_scurve_title(curve) -> dict:
-    return dict(text=f"One real query's keys (K = {curve.K}, L = {curve.L})", x=0.5,
-                subtitle=dict(text=f"layer {curve.layer}, head {curve.head}, query at position "
-                                   f"{curve.position}; {len(curve.cos_all):,} centred keys"))
+    return dict(
+        text=f"One real query's keys (K = {curve.K}, L = {curve.L})",
+        x=0.5,
+        subtitle=dict(
+            text=f"layer {curve.layer}, head {curve.head}, query at position "
+            f"{curve.position}; {len(curve.cos_all):,} centred keys"
+        ),
+    )
 
 
 def real_scurve_figure(curve, height: int = 460, width: int = 720) -> go.Figure:
@@ -288,12 +524,23 @@ def real_scurve_figure(curve, height: int = 460, width: int = 720) -> go.Figure:
     many of the query's keys sit at each cosine (grey bars, right axis)."""
     traces = real_scurve_traces(curve)
     fig = go.Figure(traces)
-    fig.update_layout(**_LAYOUT, height=height, width=width, bargap=0, title=real_scurve_title(curve),
-                      legend=dict(x=0.01, y=0.99, bgcolor="rgba(255,255,255,0.85)"),
-                      xaxis=dict(title_text="cos(query, centred key)", range=[float(curve.cos_all.min()) - 0.02, 1.0]),
-                      yaxis=dict(title_text="P(key sampled)", range=[-0.02, 1.02]),
-                      # the histogram fills the lower part only, so it stays behind the curve as context
-                      yaxis2=dict(title_text="number of keys", overlaying="y", side="right", showgrid=False,
-                                  tickmode="auto",
-                                  range=[0, 2.2 * max(1, int(np.max(traces[0]["y"])))]))
+    fig.update_layout(
+        **_LAYOUT,
+        height=height,
+        width=width,
+        bargap=0,
+        title=real_scurve_title(curve),
+        legend=dict(x=0.01, y=0.99, bgcolor="rgba(255,255,255,0.85)"),
+        xaxis=dict(title_text="cos(query, centred key)", range=[float(curve.cos_all.min()) - 0.02, 1.0]),
+        yaxis=dict(title_text="P(key sampled)", range=[-0.02, 1.02]),
+        # the histogram fills the lower part only, so it stays behind the curve as context
+        yaxis2=dict(
+            title_text="number of keys",
+            overlaying="y",
+            side="right",
+            showgrid=False,
+            tickmode="auto",
+            range=[0, 2.2 * max(1, int(np.max(traces[0]["y"])))],
+        ),
+    )
     return fig

@@ -31,6 +31,7 @@ process, so key i arrives at rate p_i. Its first arrival is Exp(p_i); the run st
 (B+1)-th smallest first arrival T; a read key i is drawn 1 + Poisson(p_i (T - first_i))
 times. This vectorises over many runs at once.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,9 +44,26 @@ from pigviz._util.validate import check_array, check_choice, check_float, check_
 from pigviz.attention import stable_softmax
 
 __all__ = [
-    "SCENARIOS", "METHODS", "DEFAULT_N", "DEFAULT_BUDGET", "Scenario", "Estimate", "ErrorCurves",
-    "make_scenario", "custom_scenario", "rough_proposal", "value_spread", "exact", "topk", "sampling",
-    "importance_sampling", "hybrid", "estimate_all", "repeat_estimates", "error_curves", "loglog_slope",
+    "SCENARIOS",
+    "METHODS",
+    "DEFAULT_N",
+    "DEFAULT_BUDGET",
+    "Scenario",
+    "Estimate",
+    "ErrorCurves",
+    "make_scenario",
+    "custom_scenario",
+    "rough_proposal",
+    "value_spread",
+    "exact",
+    "topk",
+    "sampling",
+    "importance_sampling",
+    "hybrid",
+    "estimate_all",
+    "repeat_estimates",
+    "error_curves",
+    "loglog_slope",
     "estimates_table",
 ]
 
@@ -63,8 +81,8 @@ _POISSON_CAP = 1e12
 class Scenario:
     name: str
     description: str
-    values: np.ndarray          # where each stick stands on the number line
-    scores: np.ndarray          # scaled query-key scores q.k / sqrt(d)
+    values: np.ndarray  # where each stick stands on the number line
+    scores: np.ndarray  # scaled query-key scores q.k / sqrt(d)
     weights: np.ndarray = field(repr=False)  # softmax(scores): stick heights, sum to 1
     sink_index: int | None = None
 
@@ -81,8 +99,8 @@ class Scenario:
 class Estimate:
     method: str
     value: float
-    keys_read: int               # distinct keys whose value (and key) was loaded
-    draws: float                 # kept draws including repeats; inf = unlimited free draws
+    keys_read: int  # distinct keys whose value (and key) was loaded
+    draws: float  # kept draws including repeats; inf = unlimited free draws
     read: np.ndarray = field(repr=False)  # indices of the keys read
 
 
@@ -90,11 +108,11 @@ class Estimate:
 class ErrorCurves:
     scenario: str
     budgets: np.ndarray
-    errors: dict                 # method -> RMS error per budget (topk: its absolute error)
-    reference: np.ndarray        # spread / sqrt(budget)
-    spread: float                # sigma_w: weighted standard deviation of the values
+    errors: dict  # method -> RMS error per budget (topk: its absolute error)
+    reference: np.ndarray  # spread / sqrt(budget)
+    spread: float  # sigma_w: weighted standard deviation of the values
     n_seeds: int
-    n: int                       # keys in the scenario
+    n: int  # keys in the scenario
 
 
 def _scenario(name, description, values, scores, sink_index=None) -> Scenario:
@@ -116,19 +134,22 @@ def make_scenario(name: str = "sink", n: int = DEFAULT_N, seed: int = 0) -> Scen
     if name == "peaked":
         values = rng.uniform(0.0, 1.0, n)
         scores = 3.0 * rng.standard_normal(n)
-        return _scenario(name, "A few tall sticks hold most of the weight; values spread over [0, 1].",
-                         values, scores)
+        return _scenario(name, "A few tall sticks hold most of the weight; values spread over [0, 1].", values, scores)
     if name == "flat":
         values = rng.uniform(0.0, 1.0, n)
         scores = 0.05 * rng.standard_normal(n)
-        return _scenario(name, "Every stick about equally tall; values spread over [0, 1].",
-                         values, scores)
+        return _scenario(name, "Every stick about equally tall; values spread over [0, 1].", values, scores)
     # sink: token 0 parks half the weight on a value near zero; the rest are flat.
     values = np.concatenate([[0.02], rng.uniform(0.36, 0.96, n - 1)])
     rest = 0.05 * rng.standard_normal(n - 1)
     sink_score = math.log(np.exp(rest).sum())  # equal to the rest's total: weight exactly 1/2
-    return _scenario(name, "One sink token holds half the weight at a value near 0; the rest are flat.",
-                     values, np.concatenate([[sink_score], rest]), sink_index=0)
+    return _scenario(
+        name,
+        "One sink token holds half the weight at a value near 0; the rest are flat.",
+        values,
+        np.concatenate([[sink_score], rest]),
+        sink_index=0,
+    )
 
 
 def custom_scenario(values, scores, name: str = "custom", description: str = "") -> Scenario:
@@ -164,6 +185,7 @@ def value_spread(values, weights) -> float:
 
 # ----------------------------------------------------------------------------- estimators
 
+
 def _check_values_weights(values, weights):
     values = check_array("values", values, ndim=1)
     weights = check_array("weights", weights, ndim=1)
@@ -192,8 +214,10 @@ def _check_proposal(proposal, weights):
         raise ValueError(f"proposal must be >= 0, got a minimum of {proposal.min():g}")
     missing = np.flatnonzero((proposal <= 0) & (weights > 0))
     if missing.size:
-        raise ValueError(f"proposal must be > 0 wherever weights > 0 (else those keys can never be drawn); "
-                         f"key {missing[0]} has weight {weights[missing[0]]:g} but proposal 0")
+        raise ValueError(
+            f"proposal must be > 0 wherever weights > 0 (else those keys can never be drawn); "
+            f"key {missing[0]} has weight {weights[missing[0]]:g} but proposal 0"
+        )
     return proposal / proposal.sum()
 
 
@@ -211,8 +235,7 @@ def _draw_counts(p, budget, rng, runs):
     bounded = np.isfinite(stop)
     gap = np.where(bounded, stop, 0.0)[:, None] - np.where(read, first, 0.0)
     mean_extra = np.where(read & bounded[:, None], p * gap, 0.0)
-    extra = np.where(mean_extra > _POISSON_CAP, mean_extra,
-                     rng.poisson(np.minimum(mean_extra, _POISSON_CAP)))
+    extra = np.where(mean_extra > _POISSON_CAP, mean_extra, rng.poisson(np.minimum(mean_extra, _POISSON_CAP)))
     counts = np.where(bounded[:, None], read + extra, np.where(read, p, 0.0))
     draws = np.where(bounded, counts.sum(axis=1), np.inf)
     return counts, read, draws
@@ -314,14 +337,17 @@ def estimate_all(scenario: Scenario, budget: int, rng=None, proposal=None) -> di
 
 # ----------------------------------------------------------------------------- error curves
 
+
 def _repeat(scenario, u, method, budget, rng, runs):
     """``runs`` independent estimates of one method, computed in memory-bounded chunks."""
     v, w = scenario.values, scenario.weights
     if method == "topk":
         return np.full(runs, topk(v, w, budget).value)
-    batch = {"sampling": lambda r: _sampling_batch(v, w, budget, rng, r),
-             "importance": lambda r: _importance_batch(v, w, u, budget, rng, r),
-             "hybrid": lambda r: _hybrid_batch(v, w, budget, rng, r)}[method]
+    batch = {
+        "sampling": lambda r: _sampling_batch(v, w, budget, rng, r),
+        "importance": lambda r: _importance_batch(v, w, u, budget, rng, r),
+        "hybrid": lambda r: _hybrid_batch(v, w, budget, rng, r),
+    }[method]
     chunk = max(1, 2_000_000 // scenario.n)
     return np.concatenate([batch(min(chunk, runs - start))[0] for start in range(0, runs, chunk)])
 
@@ -335,8 +361,9 @@ def _check_common(scenario, methods, seed, proposal):
     return methods, rng, u
 
 
-def repeat_estimates(scenario: Scenario, budget: int, runs: int = 1000, seed: int = 0,
-                     methods=METHODS, proposal=None) -> dict[str, np.ndarray]:
+def repeat_estimates(
+    scenario: Scenario, budget: int, runs: int = 1000, seed: int = 0, methods=METHODS, proposal=None
+) -> dict[str, np.ndarray]:
     """Many independent runs of each method at one budget: method -> array of estimates.
     (TopK is deterministic: its array repeats one value.)"""
     methods, rng, u = _check_common(scenario, methods, seed, proposal)
@@ -345,8 +372,9 @@ def repeat_estimates(scenario: Scenario, budget: int, runs: int = 1000, seed: in
     return {m: _repeat(scenario, u, m, budget, rng, runs) for m in methods}
 
 
-def error_curves(scenario: Scenario, budgets=None, n_seeds: int = 400, seed: int = 0,
-                 proposal=None, methods=METHODS) -> ErrorCurves:
+def error_curves(
+    scenario: Scenario, budgets=None, n_seeds: int = 400, seed: int = 0, proposal=None, methods=METHODS
+) -> ErrorCurves:
     """RMS error of each method against the exact output, per budget, over ``n_seeds`` runs.
 
     TopK is deterministic, so its entry is its absolute error. ``reference`` is
@@ -361,6 +389,7 @@ def error_curves(scenario: Scenario, budgets=None, n_seeds: int = 400, seed: int
     budgets = budgets.astype(int)
     n_seeds = check_int("n_seeds", n_seeds, 1, 1_000_000)
     runs = {m: 1 if m == "topk" else n_seeds for m in methods}
+
     def rms(m, b):
         return math.sqrt(np.mean((_repeat(scenario, u, m, int(b), rng, runs[m]) - scenario.truth) ** 2))
 

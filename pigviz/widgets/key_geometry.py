@@ -13,6 +13,7 @@ query's S-curve.
 Every control value is clamped, and callbacks report problems in their status line instead
 of raising into the notebook.
 """
+
 from __future__ import annotations
 
 import html
@@ -35,10 +36,6 @@ PLANES_RANGE = (1, 16)
 N_DRAW = 2000
 
 
-
-
-
-
 def _sync(target: go.FigureWidget, traces: dict, layout: dict) -> None:
     """Overwrite some traces (index -> plain dict) and layout entries of a live figure at once."""
     with target.batch_update():
@@ -54,8 +51,16 @@ def _load(cap):
 class KeyCloudWidget(widgets.VBox):
     """The keys of one captured head in the plane of the query and the mean key."""
 
-    def __init__(self, cap=None, layer: int = 19, head: int | None = None, query_index: int = -1,
-                 centred: bool = False, n_planes: int = 6, n_draw: int = N_DRAW):
+    def __init__(
+        self,
+        cap=None,
+        layer: int = 19,
+        head: int | None = None,
+        query_index: int = -1,
+        centred: bool = False,
+        n_planes: int = 6,
+        n_draw: int = N_DRAW,
+    ):
         self._suspended = True
         self.cap = _load(cap)
         self.n_draw = _clamp(n_draw, 10, 8192, N_DRAW)
@@ -63,34 +68,54 @@ class KeyCloudWidget(widgets.VBox):
         self._selection_listeners: list = []
         layers = self.cap.layers
         layer = layer if layer in layers else layers[0]
-        self.layer_box = widgets.Dropdown(options=[(f"layer {x}", x) for x in layers], value=layer,
-                                          description="layer", layout=widgets.Layout(width="180px"))
-        self.head_box = widgets.Dropdown(options=self._head_options(layer), description="head",
-                                         layout=widgets.Layout(width="180px"))
+        self.layer_box = widgets.Dropdown(
+            options=[(f"layer {x}", x) for x in layers],
+            value=layer,
+            description="layer",
+            layout=widgets.Layout(width="180px"),
+        )
+        self.head_box = widgets.Dropdown(
+            options=self._head_options(layer), description="head", layout=widgets.Layout(width="180px")
+        )
         if head in self._heads(layer):
             self.head_box.value = head
         T = self.cap.last
-        self.query_slider = widgets.IntSlider(value=_clamp(query_index, -T, T - 1, -1) % T, min=0, max=T - 1,
-                                              description="query", continuous_update=True)
-        self.centre_toggle = widgets.ToggleButtons(options=[("raw keys", "raw"), ("centred keys", "centred")],
-                                                   value="centred" if centred else "raw",
-                                                   style={"button_width": "110px"})
+        self.query_slider = widgets.IntSlider(
+            value=_clamp(query_index, -T, T - 1, -1) % T, min=0, max=T - 1, description="query", continuous_update=True
+        )
+        self.centre_toggle = widgets.ToggleButtons(
+            options=[("raw keys", "raw"), ("centred keys", "centred")],
+            value="centred" if centred else "raw",
+            style={"button_width": "110px"},
+        )
         self.centre_toggle.add_class("pigviz-centre-toggle")
-        self.planes_slider = widgets.IntSlider(value=_clamp(n_planes, *PLANES_RANGE, 6), min=PLANES_RANGE[0],
-                                               max=PLANES_RANGE[1], description="hyperplanes", continuous_update=True,
-                                               style={"description_width": "initial"})
+        self.planes_slider = widgets.IntSlider(
+            value=_clamp(n_planes, *PLANES_RANGE, 6),
+            min=PLANES_RANGE[0],
+            max=PLANES_RANGE[1],
+            description="hyperplanes",
+            continuous_update=True,
+            style={"description_width": "initial"},
+        )
         self.status = widgets.HTML()
         self.status.add_class("pigviz-status")
         self._hashed = np.flatnonzero(kg.non_exact_mask(self.cap.n_tokens))
-        self.fig = go.FigureWidget(plots.key_cloud_figure(self._cloud(**self.params), self.cap.keys.shape[-1],
-                                                          len(self._hashed)))
+        self.fig = go.FigureWidget(
+            plots.key_cloud_figure(self._cloud(**self.params), self.cap.keys.shape[-1], len(self._hashed))
+        )
         self.fig.add_class("pigviz-key-cloud")
 
         self.layer_box.observe(self._on_layer, names="value")
         for control in (self.head_box, self.query_slider, self.centre_toggle, self.planes_slider):
             control.observe(self._on_change, names="value")
-        super().__init__([widgets.HBox([self.layer_box, self.head_box, self.query_slider]),
-                          widgets.HBox([self.centre_toggle, self.planes_slider]), self.fig, self.status])
+        super().__init__(
+            [
+                widgets.HBox([self.layer_box, self.head_box, self.query_slider]),
+                widgets.HBox([self.centre_toggle, self.planes_slider]),
+                self.fig,
+                self.status,
+            ]
+        )
         self._suspended = False
         self.update()
 
@@ -105,10 +130,13 @@ class KeyCloudWidget(widgets.VBox):
     @property
     def params(self) -> dict:
         T = self.cap.last
-        return dict(layer=self.layer_box.value, head=self.head_box.value,
-                    query_index=_clamp(self.query_slider.value, 0, T - 1, T - 1),
-                    variant=self.centre_toggle.value if self.centre_toggle.value in kg.VARIANTS else "raw",
-                    n_planes=_clamp(self.planes_slider.value, *PLANES_RANGE, 6))
+        return dict(
+            layer=self.layer_box.value,
+            head=self.head_box.value,
+            query_index=_clamp(self.query_slider.value, 0, T - 1, T - 1),
+            variant=self.centre_toggle.value if self.centre_toggle.value in kg.VARIANTS else "raw",
+            n_planes=_clamp(self.planes_slider.value, *PLANES_RANGE, 6),
+        )
 
     def shows(self, layer, head) -> bool:
         """Whether (layer, head) is in the capture, i.e. whether ``select`` can show it."""
@@ -118,8 +146,10 @@ class KeyCloudWidget(widgets.VBox):
         """Show ``layer``/``head`` if the capture holds them; otherwise keep the current ones
         and say so in the status line. Returns whether the selection changed to them."""
         if not self.shows(layer, head):
-            self.status.value = (f"Layer {html.escape(str(layer))}, head {html.escape(str(head))} is not in this "
-                                 f"capture; still showing layer {self.layer_box.value}, head {self.head_box.value}.")
+            self.status.value = (
+                f"Layer {html.escape(str(layer))}, head {html.escape(str(head))} is not in this "
+                f"capture; still showing layer {self.layer_box.value}, head {self.head_box.value}."
+            )
             return False
         self._suspended = True
         try:
@@ -150,7 +180,7 @@ class KeyCloudWidget(widgets.VBox):
         if self._suspended:
             return
         self._suspended = True
-        try:   # keep the same slot in the new layer's group of query heads
+        try:  # keep the same slot in the new layer's group of query heads
             slot = self._heads(change["old"]).index(self.head_box.value) if change["old"] in self.cap.layers else 0
             self.head_box.options = self._head_options(change["new"])
             self.head_box.value = self._heads(change["new"])[slot]
@@ -188,8 +218,11 @@ class KeyCloudWidget(widgets.VBox):
             for trace in traces:
                 trace.pop("type")
             r = cloud.extent
-            _sync(self.fig, dict(enumerate(traces)), {"title": plots.key_cloud_title(cloud, d),
-                                                      "xaxis.range": [-r, r], "yaxis.range": [-r, r]})
+            _sync(
+                self.fig,
+                dict(enumerate(traces)),
+                {"title": plots.key_cloud_title(cloud, d), "xaxis.range": [-r, r], "yaxis.range": [-r, r]},
+            )
             self.status.value = self._summary(cloud)
             for listener in self._selection_listeners:
                 listener(cloud.layer, cloud.head)
@@ -199,11 +232,13 @@ class KeyCloudWidget(widgets.VBox):
     def _summary(self, c: kp.KeyCloud) -> str:
         d = self.cap.keys.shape[-1]
         n = len(self._hashed)
-        return (f"<b>Layer {c.layer}, head {c.head}, {c.variant} keys</b>, query at position {c.position}. "
-                f"With these {len(c.normals)} hyperplanes as one table, the query's bucket holds "
-                f"<b>{c.share_real:.2%}</b> of the {n:,} hashed keys in real {d}-d hashing "
-                f"(the 2-D picture shows {c.share_picture:.2%} in its wedge: it is a projection). "
-                f"Drawn: {len(c.drawn):,} keys and the sink.")
+        return (
+            f"<b>Layer {c.layer}, head {c.head}, {c.variant} keys</b>, query at position {c.position}. "
+            f"With these {len(c.normals)} hyperplanes as one table, the query's bucket holds "
+            f"<b>{c.share_real:.2%}</b> of the {n:,} hashed keys in real {d}-d hashing "
+            f"(the 2-D picture shows {c.share_picture:.2%} in its wedge: it is a projection). "
+            f"Drawn: {len(c.drawn):,} keys and the sink."
+        )
 
 
 class SinkHeatmap(widgets.VBox):
@@ -216,8 +251,9 @@ class SinkHeatmap(widgets.VBox):
         table = kg.sink_table(self.cap)
         self.shipped = kg.head_pairs(self.cap)
         self.selected = None if cloud is None else (cloud.layer_box.value, cloud.head_box.value)
-        fig = plots.sink_heatmap_figure(table["sink_weight"], self.shipped, self.selected, self.cap.group_size,
-                                        table["norm_ratio"])
+        fig = plots.sink_heatmap_figure(
+            table["sink_weight"], self.shipped, self.selected, self.cap.group_size, table["norm_ratio"]
+        )
         self.sink_weight = table["sink_weight"]
         self.fig = go.FigureWidget(fig)
         self.fig.add_class("pigviz-sink-heatmap")
@@ -243,21 +279,24 @@ class SinkHeatmap(widgets.VBox):
         whether the requested cell itself is shown."""
         n_layers, n_heads = self.sink_weight.shape
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
-            self.status.value = (f"There is no layer {layer}, head {head} "
-                                 f"(layers 0-{n_layers - 1}, heads 0-{n_heads - 1}).")
+            self.status.value = (
+                f"There is no layer {layer}, head {head} (layers 0-{n_layers - 1}, heads 0-{n_heads - 1})."
+            )
             return False
         weight = self.sink_weight[layer, head]
         shown = min(self.shipped, key=lambda cell: (cell[0] - layer) ** 2 + (cell[1] - head) ** 2)
         if self.cloud is not None:
-            self.cloud.select(*shown)                # redraws, then moves our marker via on_selection
+            self.cloud.select(*shown)  # redraws, then moves our marker via on_selection
         else:
             self._mark(*shown)
         if shown == (layer, head):
             self.status.value = f"Layer {layer}, head {head}: weight on token 0 = {weight:.3f}."
             return True
-        self.status.value = (f"Layer {layer}, head {head} puts {weight:.2f} of its weight on token 0, but its keys "
-                             f"are not shipped; showing the nearest outlined head, layer {shown[0]}, head {shown[1]} "
-                             f"({self.sink_weight[shown]:.2f}).")
+        self.status.value = (
+            f"Layer {layer}, head {head} puts {weight:.2f} of its weight on token 0, but its keys "
+            f"are not shipped; showing the nearest outlined head, layer {shown[0]}, head {shown[1]} "
+            f"({self.sink_weight[shown]:.2f})."
+        )
         return False
 
     def _mark(self, layer, head) -> None:
@@ -272,10 +311,21 @@ class SinkHeatmap(widgets.VBox):
 class RealSCurveWidget(widgets.VBox):
     """K and L over one real query's keys: the formula's S-curve and counted frequencies."""
 
-    def __init__(self, cap=None, layer: int = kg.SCURVE_HEAD["layer"], head: int = kg.SCURVE_HEAD["head"],
-                 query_index: int = kg.SCURVE_HEAD["query_index"], K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L,
-                 min_hits: int = 2, n_hashings: int = 100, n_keys: int = 250, K_max: int = 14, L_max: int = 300,
-                 seed: int = 0):
+    def __init__(
+        self,
+        cap=None,
+        layer: int = kg.SCURVE_HEAD["layer"],
+        head: int = kg.SCURVE_HEAD["head"],
+        query_index: int = kg.SCURVE_HEAD["query_index"],
+        K: int = sh.DEFAULT_K,
+        L: int = sh.DEFAULT_L,
+        min_hits: int = 2,
+        n_hashings: int = 100,
+        n_keys: int = 250,
+        K_max: int = 14,
+        L_max: int = 300,
+        seed: int = 0,
+    ):
         self._suspended = True
         self.cap = _load(cap)
         self.status = widgets.HTML()
@@ -292,14 +342,31 @@ class RealSCurveWidget(widgets.VBox):
         keys = self.view.keys_as("centred")[hashed]
         query = self.view.queries[self.query_index]
         self.picked = kh.pick_keys(kg.unit_rows(keys) @ kg.unit_rows(query[None])[0], _clamp(n_keys, 20, 2000, 250))
-        self.agreement = kh.agreement_prefix(query, keys[self.picked], _clamp(n_hashings, 10, 2000, 100),
-                                             self.K_max, self.L_max, _clamp(seed, 0, 2**31, 0))
-        self.k_slider = widgets.IntSlider(value=_clamp(K, 1, self.K_max, sh.DEFAULT_K), min=1, max=self.K_max,
-                                          description="K bits", continuous_update=True)
-        self.l_slider = widgets.IntSlider(value=_clamp(L, 1, self.L_max, sh.DEFAULT_L), min=1, max=self.L_max,
-                                          description="L tables", continuous_update=True)
-        self.hits_toggle = widgets.ToggleButtons(options=[1, 2], value=2 if min_hits != 1 else 1,
-                                                 description="min hits", style={"button_width": "40px"})
+        self.agreement = kh.agreement_prefix(
+            query,
+            keys[self.picked],
+            _clamp(n_hashings, 10, 2000, 100),
+            self.K_max,
+            self.L_max,
+            _clamp(seed, 0, 2**31, 0),
+        )
+        self.k_slider = widgets.IntSlider(
+            value=_clamp(K, 1, self.K_max, sh.DEFAULT_K),
+            min=1,
+            max=self.K_max,
+            description="K bits",
+            continuous_update=True,
+        )
+        self.l_slider = widgets.IntSlider(
+            value=_clamp(L, 1, self.L_max, sh.DEFAULT_L),
+            min=1,
+            max=self.L_max,
+            description="L tables",
+            continuous_update=True,
+        )
+        self.hits_toggle = widgets.ToggleButtons(
+            options=[1, 2], value=2 if min_hits != 1 else 1, description="min hits", style={"button_width": "40px"}
+        )
         self.k_slider.add_class("pigviz-k-slider")
         self.l_slider.add_class("pigviz-l-slider")
         self.fig = go.FigureWidget(plots.real_scurve_figure(self._curve(**self.params)))
@@ -316,8 +383,11 @@ class RealSCurveWidget(widgets.VBox):
     @property
     def params(self) -> dict:
         L = _clamp(self.l_slider.value, 1, self.L_max, sh.DEFAULT_L)
-        return dict(K=_clamp(self.k_slider.value, 1, self.K_max, sh.DEFAULT_K), L=L,
-                    min_hits=min(L, 1 if self.hits_toggle.value == 1 else 2))
+        return dict(
+            K=_clamp(self.k_slider.value, 1, self.K_max, sh.DEFAULT_K),
+            L=L,
+            min_hits=min(L, 1 if self.hits_toggle.value == 1 else 2),
+        )
 
     def set_params(self, K=None, L=None, min_hits=None) -> None:
         """Set several controls at once (clamped) and redraw once."""
@@ -338,14 +408,15 @@ class RealSCurveWidget(widgets.VBox):
             self.update()
 
     def _curve(self, K, L, min_hits) -> kh.RealSCurve:
-        self.curve = kh.real_scurve(self.view, self.query_index, K, L, min_hits, agreement=self.agreement,
-                                    picked=self.picked)
+        self.curve = kh.real_scurve(
+            self.view, self.query_index, K, L, min_hits, agreement=self.agreement, picked=self.picked
+        )
         return self.curve
 
     def update(self) -> None:
         try:
             curve = self._curve(**self.params)
-            traces = plots.real_scurve_traces(curve)[1:]     # the keys' histogram does not move
+            traces = plots.real_scurve_traces(curve)[1:]  # the keys' histogram does not move
             for trace in traces:
                 trace.pop("type")
             _sync(self.fig, {1: traces[0], 2: traces[1]}, {"title": plots.real_scurve_title(curve)})
@@ -356,7 +427,9 @@ class RealSCurveWidget(widgets.VBox):
     def _summary(self, c: kh.RealSCurve) -> str:
         half = np.degrees(np.arccos(kh.half_point_cos(c.K, c.L, c.min_hits)))
         note = " (min hits lowered to L)" if c.min_hits < self.hits_toggle.value else ""
-        return (f"<b>K = {c.K}, L = {c.L}, >= {c.min_hits} hits</b>{note}: u = 50% at {half:.1f} deg. "
-                f"The formula expects this query to sample <b>{c.expected_sampled:,.0f}</b> of its "
-                f"{len(c.cos_all):,} hashed keys. Counted over {c.n_hashings} hashings, "
-                f"{c.coverage():.0%} of the {len(c.keys)} keys' 99% intervals contain the formula.")
+        return (
+            f"<b>K = {c.K}, L = {c.L}, >= {c.min_hits} hits</b>{note}: u = 50% at {half:.1f} deg. "
+            f"The formula expects this query to sample <b>{c.expected_sampled:,.0f}</b> of its "
+            f"{len(c.cos_all):,} hashed keys. Counted over {c.n_hashings} hashings, "
+            f"{c.coverage():.0%} of the {len(c.keys)} keys' 99% intervals contain the formula."
+        )

@@ -5,6 +5,7 @@ Right: the probability that a key is sampled against its angle to the query, wit
 counted from real hashing. The counting is capped at a fixed number of sign bits so every
 change stays well under 100 ms of compute.
 """
+
 from __future__ import annotations
 
 import html
@@ -32,31 +33,54 @@ CURVE_ANGLES = np.linspace(0.0, 180.0, 181)
 NAPKIN_TOKENS = sh.NAPKIN_TOKENS
 
 
-
-
 class SimHashExplorer(widgets.VBox):
     """Interactive SimHash lesson. ``display(SimHashExplorer())`` in a notebook."""
 
-    def __init__(self, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, min_hits: int = 2, seed: int = 0,
-                 n_keys: int = 30, mc_budget: int = MC_BUDGET):
+    def __init__(
+        self,
+        K: int = sh.DEFAULT_K,
+        L: int = sh.DEFAULT_L,
+        min_hits: int = 2,
+        seed: int = 0,
+        n_keys: int = 30,
+        mc_budget: int = MC_BUDGET,
+    ):
         self._suspended = True
         self.n_keys = _clamp(n_keys, 1, 500, 30)
         self.mc_budget = _clamp(mc_budget, 10_000, 50_000_000, MC_BUDGET)
-        self.k_slider = widgets.IntSlider(value=_clamp(K, *K_RANGE, sh.DEFAULT_K), min=K_RANGE[0], max=K_RANGE[1],
-                                          description="K bits", continuous_update=True)
-        self.l_slider = widgets.IntSlider(value=_clamp(L, *L_RANGE, sh.DEFAULT_L), min=L_RANGE[0], max=L_RANGE[1],
-                                          description="L tables", continuous_update=True)
+        self.k_slider = widgets.IntSlider(
+            value=_clamp(K, *K_RANGE, sh.DEFAULT_K),
+            min=K_RANGE[0],
+            max=K_RANGE[1],
+            description="K bits",
+            continuous_update=True,
+        )
+        self.l_slider = widgets.IntSlider(
+            value=_clamp(L, *L_RANGE, sh.DEFAULT_L),
+            min=L_RANGE[0],
+            max=L_RANGE[1],
+            description="L tables",
+            continuous_update=True,
+        )
         self.k_slider.add_class("pigviz-k-slider")
         self.l_slider.add_class("pigviz-l-slider")
-        self.hits_toggle = widgets.ToggleButtons(options=list(MIN_HITS_CHOICES), description="min hits",
-                                                 value=_clamp(min_hits, 1, MIN_HITS_CHOICES[-1], 2),
-                                                 style={"button_width": "40px"})
+        self.hits_toggle = widgets.ToggleButtons(
+            options=list(MIN_HITS_CHOICES),
+            description="min hits",
+            value=_clamp(min_hits, 1, MIN_HITS_CHOICES[-1], 2),
+            style={"button_width": "40px"},
+        )
         self.hits_toggle.add_class("pigviz-minhits")
-        self.seed_box = widgets.BoundedIntText(value=_clamp(seed, *SEED_RANGE, 0), min=SEED_RANGE[0],
-                                               max=SEED_RANGE[1], description="seed",
-                                               layout=widgets.Layout(width="160px"))
-        self.resample_button = widgets.Button(description="Resample", icon="refresh",
-                                              tooltip="new keys, new hyperplanes")
+        self.seed_box = widgets.BoundedIntText(
+            value=_clamp(seed, *SEED_RANGE, 0),
+            min=SEED_RANGE[0],
+            max=SEED_RANGE[1],
+            description="seed",
+            layout=widgets.Layout(width="160px"),
+        )
+        self.resample_button = widgets.Button(
+            description="Resample", icon="refresh", tooltip="new keys, new hyperplanes"
+        )
         self.status = widgets.HTML()
         self.status.add_class("pigviz-status")
 
@@ -68,10 +92,12 @@ class SimHashExplorer(widgets.VBox):
         for control in (self.k_slider, self.l_slider, self.hits_toggle, self.seed_box):
             control.observe(self._on_change, names="value")
         self.resample_button.on_click(self._on_resample)
-        controls = widgets.VBox([
-            widgets.HBox([self.k_slider, self.l_slider]),
-            widgets.HBox([self.hits_toggle, self.seed_box, self.resample_button]),
-        ])
+        controls = widgets.VBox(
+            [
+                widgets.HBox([self.k_slider, self.l_slider]),
+                widgets.HBox([self.hits_toggle, self.seed_box, self.resample_button]),
+            ]
+        )
         super().__init__([controls, widgets.HBox([self.plane_fig, self.scurve_fig]), self.status])
         self._suspended = False
         self.update()
@@ -83,8 +109,12 @@ class SimHashExplorer(widgets.VBox):
         """The values the figures show, already clamped (min_hits never exceeds L)."""
         K = _clamp(self.k_slider.value, *K_RANGE, sh.DEFAULT_K)
         L = _clamp(self.l_slider.value, *L_RANGE, sh.DEFAULT_L)
-        return dict(K=K, L=L, min_hits=min(L, _clamp(self.hits_toggle.value, 1, MIN_HITS_CHOICES[-1], 2)),
-                    seed=_clamp(self.seed_box.value, *SEED_RANGE, 0))
+        return dict(
+            K=K,
+            L=L,
+            min_hits=min(L, _clamp(self.hits_toggle.value, 1, MIN_HITS_CHOICES[-1], 2)),
+            seed=_clamp(self.seed_box.value, *SEED_RANGE, 0),
+        )
 
     def set_params(self, K=None, L=None, min_hits=None, seed=None) -> None:
         """Set several controls at once (values are clamped) and redraw once."""
@@ -131,17 +161,28 @@ class SimHashExplorer(widgets.VBox):
         curves = [
             ("one table: p^K", p**K, plots.COLORS["one_table"], "dot"),
             (">= 1 of L tables", sh.inclusion_probability(p, K, L, 1), plots.COLORS["hits1"], "solid"),
-            (">= 2 of L tables", sh.inclusion_probability(p, K, L, 2) if L >= 2 else np.zeros_like(p),
-             plots.COLORS["hits2"], "solid"),
+            (
+                ">= 2 of L tables",
+                sh.inclusion_probability(p, K, L, 2) if L >= 2 else np.zeros_like(p),
+                plots.COLORS["hits2"],
+                "solid",
+            ),
             (f">= {min_hits} of L tables", mine, plots.COLORS["hitsm"], "dash"),
         ]
         trials = self.mc_trials(K, L)
-        mc = simhash_checks.monte_carlo_inclusion(np.cos(np.radians(MARKER_ANGLES)), K, L, min_hits,
-                                      n_trials=trials, seed=seed)
+        mc = simhash_checks.monte_carlo_inclusion(
+            np.cos(np.radians(MARKER_ANGLES)), K, L, min_hits, n_trials=trials, seed=seed
+        )
         marker_color = plots.COLORS[{1: "hits1", 2: "hits2"}.get(min_hits, "hitsm")]
-        scurve = plots.scurve_figure(CURVE_ANGLES, curves,
-                                     [(f"counted, >= {min_hits} ({trials} hashings)", mc, marker_color)],
-                                     K=K, L=L, height=500, width=560)
+        scurve = plots.scurve_figure(
+            CURVE_ANGLES,
+            curves,
+            [(f"counted, >= {min_hits} ({trials} hashings)", mc, marker_color)],
+            K=K,
+            L=L,
+            height=500,
+            width=560,
+        )
         # the >= 2 curve is meaningless for L = 1; the extra curve only matters past 2 hits
         scurve.data[2].visible = L >= 2
         scurve.data[3].visible = min_hits > 2
@@ -171,8 +212,10 @@ class SimHashExplorer(widgets.VBox):
             note = f" (min hits lowered to L = {L})"
         scanned = sh.expected_candidates(NAPKIN_TOKENS, K, L)
         scanned = f"{scanned:,.0f}" if scanned >= 10 else f"{scanned:.2g}"
-        return (f"<b>K = {K}, L = {L}</b>, a key is sampled when >= {min_hits} tables collide{note}. "
-                f"Orthogonal key: u = {u_orth:.3g}; u = 50% at {np.degrees(np.arccos(half)):.1f} deg.<br>"
-                f"Toy keys sampled: {int(demo.included.sum())} of {len(demo.hits)}. "
-                f"Entries one query scans for n = {NAPKIN_TOKENS:,} keys: L n / 2^K = {scanned}. "
-                f"Markers: {self._last['trials']} independent hashings.")
+        return (
+            f"<b>K = {K}, L = {L}</b>, a key is sampled when >= {min_hits} tables collide{note}. "
+            f"Orthogonal key: u = {u_orth:.3g}; u = 50% at {np.degrees(np.arccos(half)):.1f} deg.<br>"
+            f"Toy keys sampled: {int(demo.included.sum())} of {len(demo.hits)}. "
+            f"Entries one query scans for n = {NAPKIN_TOKENS:,} keys: L n / 2^K = {scanned}. "
+            f"Markers: {self._last['trials']} independent hashings."
+        )

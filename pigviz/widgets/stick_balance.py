@@ -1,4 +1,5 @@
 """StickBalanceWidget: pick a scenario and a budget, watch the balance points move."""
+
 from __future__ import annotations
 
 import html
@@ -7,17 +8,21 @@ import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 
+from pigviz.plots.stick_balance import (
+    MARKER_ORDER,
+    METHOD_STYLE,
+    error_curves_figure,
+    marker_updates,
+    sticks_figure,
+    sticks_title,
+)
 from pigviz.toy import stick_balance as sb
-from pigviz.plots.stick_balance import (MARKER_ORDER, METHOD_STYLE, error_curves_figure, marker_updates,
-                                        sticks_figure, sticks_title)
 from pigviz.widgets.base import clamp_int as _clamp
 
 __all__ = ["StickBalanceWidget"]
 
 _N_RANGE = (2, 256)
 _SEEDS_RANGE = (10, 5000)
-
-
 
 
 class StickBalanceWidget(widgets.VBox):
@@ -28,8 +33,14 @@ class StickBalanceWidget(widgets.VBox):
     (about 0.1 s each), and the chart marks the current budget. Out-of-range arguments are
     clamped; problems show in the status line."""
 
-    def __init__(self, scenario: str = "sink", budget: int = sb.DEFAULT_BUDGET, n: int = sb.DEFAULT_N,
-                 seed: int = 0, n_seeds: int = 300):
+    def __init__(
+        self,
+        scenario: str = "sink",
+        budget: int = sb.DEFAULT_BUDGET,
+        n: int = sb.DEFAULT_N,
+        seed: int = 0,
+        n_seeds: int = 300,
+    ):
         notes = []
         if scenario not in sb.SCENARIOS:
             notes.append(f"unknown scenario {scenario!r}, showing 'sink'")
@@ -44,12 +55,13 @@ class StickBalanceWidget(widgets.VBox):
         self._scenario = self._views[scenario]["scenario"]
         budget = _clamp(budget, 1, self._n, min(sb.DEFAULT_BUDGET, self._n))
 
-        self.scenario_dropdown = widgets.Dropdown(options=list(sb.SCENARIOS), value=scenario,
-                                                  description="scenario")
-        self.budget_slider = widgets.IntSlider(value=budget, min=1, max=self._n, description="budget B",
-                                               continuous_update=True)
-        self.resample_button = widgets.Button(description="Resample", icon="refresh",
-                                              tooltip="Draw a fresh sample for the random estimators")
+        self.scenario_dropdown = widgets.Dropdown(options=list(sb.SCENARIOS), value=scenario, description="scenario")
+        self.budget_slider = widgets.IntSlider(
+            value=budget, min=1, max=self._n, description="budget B", continuous_update=True
+        )
+        self.resample_button = widgets.Button(
+            description="Resample", icon="refresh", tooltip="Draw a fresh sample for the random estimators"
+        )
         self.status = widgets.HTML()
         self.scenario_dropdown.add_class("pigviz-scenario")
         self.budget_slider.add_class("pigviz-budget-slider")
@@ -145,9 +157,11 @@ class StickBalanceWidget(widgets.VBox):
         smp = est["sampling"]
         draws = "unlimited free draws" if not np.isfinite(smp.draws) else f"{smp.draws:.0f} draws"
         misses = ", ".join(f"{METHOD_STYLE[name][0]} {abs(est[name].value - truth):.3f}" for name in MARKER_ORDER[1:])
-        text = (f"<b>{self._scenario.name}</b>: truth {truth:.3f}. Budget {self._budget()} of "
-                f"{self._scenario.n} keys; sampling read {smp.keys_read} keys in {draws}. "
-                f"Miss: {misses}.")
+        text = (
+            f"<b>{self._scenario.name}</b>: truth {truth:.3f}. Budget {self._budget()} of "
+            f"{self._scenario.n} keys; sampling read {smp.keys_read} keys in {draws}. "
+            f"Miss: {misses}."
+        )
         if notes:
             text += " <span style='color:#b00020'>" + html.escape("; ".join(notes)) + "</span>"
         self.status.value = text

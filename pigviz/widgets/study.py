@@ -4,6 +4,7 @@ The numbers come from a finished study (by default the shipped ``data/study_smol
 so a change only averages stored per-(layer, head) means and redraws: no attention is
 recomputed.
 """
+
 from __future__ import annotations
 
 import html
@@ -11,16 +12,14 @@ import html
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
-from pigviz.study import findings
 from pigviz.plots import study as plots
+from pigviz.study import findings
 from pigviz.widgets.base import clamp_int as _clamp_int
 
 __all__ = ["StudyExplorer", "DEFAULT_METHODS"]
 
 ALL = -1
 DEFAULT_METHODS = ("magicpig", "topk", "oracle", "hybrid", "quest", "streaming")
-
-
 
 
 class StudyExplorer(widgets.VBox):
@@ -34,17 +33,32 @@ class StudyExplorer(widgets.VBox):
         present = {s["variant"] if s["variant"] != "main" else s["method"] for s in self.results["series"].values()}
         self.available = [m for m in findings.METHOD_LABELS if m in present]
 
-        self.layer_picker = widgets.Dropdown(options=[("all layers", ALL)] + [(f"layer {x}", x) for x in self.layers],
-                                             value=ALL, description="layer", layout=widgets.Layout(width="220px"))
+        self.layer_picker = widgets.Dropdown(
+            options=[("all layers", ALL)] + [(f"layer {x}", x) for x in self.layers],
+            value=ALL,
+            description="layer",
+            layout=widgets.Layout(width="220px"),
+        )
         self.layer_picker.add_class("pigviz-study-layer")
-        self.head_picker = widgets.Dropdown(options=[("all heads", ALL)] + [(f"head {h}", h) for h in range(self.heads)],
-                                            value=ALL, description="head", layout=widgets.Layout(width="200px"))
+        self.head_picker = widgets.Dropdown(
+            options=[("all heads", ALL)] + [(f"head {h}", h) for h in range(self.heads)],
+            value=ALL,
+            description="head",
+            layout=widgets.Layout(width="200px"),
+        )
         self.head_picker.add_class("pigviz-study-head")
-        self.method_boxes = {m: widgets.Checkbox(value=m in methods, description=findings.METHOD_LABELS[m], indent=False,
-                                                 layout=widgets.Layout(width="290px"))
-                             for m in self.available}
-        picker = widgets.GridBox(list(self.method_boxes.values()),
-                                 layout=widgets.Layout(grid_template_columns="repeat(3, 295px)"))
+        self.method_boxes = {
+            m: widgets.Checkbox(
+                value=m in methods,
+                description=findings.METHOD_LABELS[m],
+                indent=False,
+                layout=widgets.Layout(width="290px"),
+            )
+            for m in self.available
+        }
+        picker = widgets.GridBox(
+            list(self.method_boxes.values()), layout=widgets.Layout(grid_template_columns="repeat(3, 295px)")
+        )
         picker.add_class("pigviz-study-methods")
         self.status = widgets.HTML()
         self.status.add_class("pigviz-status")
@@ -65,9 +79,11 @@ class StudyExplorer(widgets.VBox):
         """``layer`` and ``head`` (None: all) and the ticked methods, already clamped."""
         layer = self.layer_picker.value
         head = self.head_picker.value
-        return {"layer": None if layer == ALL or layer not in self.layers else layer,
-                "head": None if head == ALL else _clamp_int(head, 0, self.heads - 1, 0),
-                "methods": [m for m, box in self.method_boxes.items() if box.value]}
+        return {
+            "layer": None if layer == ALL or layer not in self.layers else layer,
+            "head": None if head == ALL else _clamp_int(head, 0, self.heads - 1, 0),
+            "methods": [m for m, box in self.method_boxes.items() if box.value],
+        }
 
     def set_selection(self, layer=None, head=None, methods=None) -> None:
         """Set several controls at once and redraw once. ``layer``/``head``: a number, or
@@ -94,11 +110,15 @@ class StudyExplorer(widgets.VBox):
     # ------------------------------------------------------------------ drawing
     def figure(self) -> go.Figure:
         sel = self.selection
-        where = ("all layers" if sel["layer"] is None else f"layer {sel['layer']}") + ", " + \
-                ("all heads" if sel["head"] is None else f"head {sel['head']}")
+        where = (
+            ("all layers" if sel["layer"] is None else f"layer {sel['layer']}")
+            + ", "
+            + ("all heads" if sel["head"] is None else f"head {sel['head']}")
+        )
         points = findings.curves(self.results, sel["layer"], sel["head"], sel["methods"])
-        return plots.error_budget_figure(points, findings.METHOD_LABELS,
-                                         title=f"{self.results['model']}: error against budget, {where}")
+        return plots.error_budget_figure(
+            points, findings.METHOD_LABELS, title=f"{self.results['model']}: error against budget, {where}"
+        )
 
     def update(self) -> None:
         """Recompute and redraw; problems go to the status line, never to the notebook."""
@@ -122,6 +142,8 @@ class StudyExplorer(widgets.VBox):
         parts = []
         for mp, tk in zip(pig["magicpig"], pig["topk"]):
             verdict = "better" if mp["error"] < tk["error"] else "worse"
-            parts.append(f"{mp['label']}: {100 * mp['budget']:.1f}% of keys, error {mp['error']:.3f} vs TopK "
-                         f"{tk['error']:.3f} ({verdict})")
+            parts.append(
+                f"{mp['label']}: {100 * mp['budget']:.1f}% of keys, error {mp['error']:.3f} vs TopK "
+                f"{tk['error']:.3f} ({verdict})"
+            )
         return "<b>MagicPIG against TopK at the same budget</b><br>" + "<br>".join(html.escape(p) for p in parts)

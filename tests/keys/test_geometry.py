@@ -1,19 +1,19 @@
 """Key geometry and real-key hashing: synthetic data with known answers, then the shipped capture."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from pigviz.lessons import nb02_key_cone
-
 import pigviz
-from pigviz.model import capture as capmod
 from pigviz.keys import geometry as kg
 from pigviz.keys import hashing as kh
 from pigviz.keys import projection as kp
+from pigviz.lessons import nb02_key_cone
 from pigviz.lsh import simhash as sh
 from pigviz.lsh import simhash_checks
+from pigviz.model import capture as capmod
 
 
 def planted_capture(n=200, t=8, d=16, cone=4.0, seed=0, layers=(3, 5)) -> capmod.Capture:
@@ -26,12 +26,27 @@ def planted_capture(n=200, t=8, d=16, cone=4.0, seed=0, layers=(3, 5)) -> capmod
     q = torch.randn(n_layers, n_heads, t, d, generator=gen)
     v = torch.randn(n_layers, n_kv, n, d, generator=gen)
     meta = {
-        "format": capmod.FORMAT, "model_name": "synthetic", "model_kind": "test", "model_revision": "r0",
-        "text_source": "none", "text_sha256": "0" * 64, "token_ids_sha256": "1" * 64,
-        "n_tokens": n, "last": t, "layers": list(layers), "kv_heads": [[0, 1]] * n_layers,
-        "n_model_layers": max(layers) + 1, "n_model_heads": n_heads, "n_model_kv_heads": n_kv, "head_dim": d,
-        "scaling": d ** -0.5, "dtype": "float32", "pigviz_version": pigviz.__version__,
-        "torch_version": torch.__version__, "transformers_version": "x", "python_version": "x",
+        "format": capmod.FORMAT,
+        "model_name": "synthetic",
+        "model_kind": "test",
+        "model_revision": "r0",
+        "text_source": "none",
+        "text_sha256": "0" * 64,
+        "token_ids_sha256": "1" * 64,
+        "n_tokens": n,
+        "last": t,
+        "layers": list(layers),
+        "kv_heads": [[0, 1]] * n_layers,
+        "n_model_layers": max(layers) + 1,
+        "n_model_heads": n_heads,
+        "n_model_kv_heads": n_kv,
+        "head_dim": d,
+        "scaling": d**-0.5,
+        "dtype": "float32",
+        "pigviz_version": pigviz.__version__,
+        "torch_version": torch.__version__,
+        "transformers_version": "x",
+        "python_version": "x",
     }
     cap = capmod.Capture(queries=q, keys=k, values=v, query_positions=torch.arange(n - t, n), metadata=meta)
     cap.outputs = torch.stack([cap.reference_outputs(r) for r in range(n_layers)])
@@ -44,6 +59,7 @@ def planted():
 
 
 # --------------------------------------------------------------------------- geometry
+
 
 def test_cone_width_known_answers():
     rng = np.random.default_rng(0)
@@ -59,19 +75,22 @@ def test_cone_width_known_answers():
 
 
 def test_head_view_picks_the_right_kv_head(planted):
-    v = kg.head_view(planted, 5, 3)                  # query head 3 -> KV head 1 (group size 2)
+    v = kg.head_view(planted, 5, 3)  # query head 3 -> KV head 1 (group size 2)
     assert v.kv_head == 1
     np.testing.assert_array_equal(v.keys, planted.keys[1, 1].numpy().astype(np.float64))
     np.testing.assert_array_equal(v.queries, planted.queries[1, 3].numpy().astype(np.float64))
     assert kg.head_pairs(planted) == [(3, h) for h in range(4)] + [(5, h) for h in range(4)]
 
 
-@pytest.mark.parametrize("layer, head, error, words", [
-    (4, 0, ValueError, ["layer", "[3, 5]"]),
-    (3, 9, ValueError, ["head", "[0, 1, 2, 3]", "layer 3"]),
-    ("3", 0, TypeError, ["layer"]),
-    (3, 1.5, TypeError, ["head"]),
-])
+@pytest.mark.parametrize(
+    "layer, head, error, words",
+    [
+        (4, 0, ValueError, ["layer", "[3, 5]"]),
+        (3, 9, ValueError, ["head", "[0, 1, 2, 3]", "layer 3"]),
+        ("3", 0, TypeError, ["layer"]),
+        (3, 1.5, TypeError, ["head"]),
+    ],
+)
 def test_head_view_bad_input_names_the_parameter(planted, layer, head, error, words):
     with pytest.raises(error) as info:
         kg.head_view(planted, layer, head)
@@ -84,7 +103,7 @@ def test_centring_makes_the_mean_zero_and_kills_the_cone(planted):
     centred = v.keys_as("centred")
     hashed = kg.non_exact_mask(v.n)
     np.testing.assert_allclose(centred[hashed].mean(axis=0), 0.0, atol=1e-12)
-    assert np.abs(centred.mean(axis=0)).max() > 1e-3        # the exact set is left out of the mean
+    assert np.abs(centred.mean(axis=0)).max() > 1e-3  # the exact set is left out of the mean
     geo = kg.head_geometry(v)
     assert geo.cone_raw > 0.6 and geo.cone_centred < 0.2
     with pytest.raises(ValueError, match="variant"):
@@ -106,20 +125,20 @@ def test_centring_mean_is_the_engines(planted):
 def test_sink_scores_only_count_keys_the_query_can_see(planted):
     v = kg.head_view(planted, 3, 0)
     n, d = v.keys.shape
-    positions = np.arange(70, 70 + len(v.queries))           # queries far before n - EXACT_RECENT
+    positions = np.arange(70, 70 + len(v.queries))  # queries far before n - EXACT_RECENT
     keys = v.keys.copy()
-    keys[100] = 50.0 * v.queries.mean(axis=0)                  # a future key every query would love
+    keys[100] = 50.0 * v.queries.mean(axis=0)  # a future key every query would love
     early = kg.HeadView(3, 0, 0, keys, v.values, v.queries, positions, v.scaling)
     geo = kg.head_geometry(early)
     scores = v.queries @ keys.T * v.scaling
     visible = np.arange(n)[None, :] <= positions[:, None]
     visible[:, 0] = False
-    visible[:, n - kg.EXACT_RECENT:] = False
+    visible[:, n - kg.EXACT_RECENT :] = False
     best = np.where(visible, scores, -np.inf).max(axis=1)
     assert geo.best_other_score == pytest.approx(best.mean())
     assert geo.median_score == pytest.approx(np.median(scores[visible]))
     assert geo.sink_wins == pytest.approx(np.mean(scores[:, 0] > best))
-    assert geo.best_other_score < scores[:, 100].mean()        # key 100 was not counted
+    assert geo.best_other_score < scores[:, 100].mean()  # key 100 was not counted
 
 
 def test_sink_onset_edge_cases_fail_the_claim_instead_of_raising(planted):
@@ -127,8 +146,10 @@ def test_sink_onset_edge_cases_fail_the_claim_instead_of_raising(planted):
     planted.extras["key_norm_pos0"] = torch.ones(n_layers, 2)
     planted.extras["key_norm_median"] = torch.ones(n_layers, 2)
     try:
-        for weights, words in ((torch.full((n_layers, 4), 0.5), "layer 0 already"),
-                               (torch.zeros(n_layers, 4), "no layer puts")):
+        for weights, words in (
+            (torch.full((n_layers, 4), 0.5), "layer 0 already"),
+            (torch.zeros(n_layers, 4), "no layer puts"),
+        ):
             planted.extras["sink_weight"] = weights
             assert words in kg.format_sink_onset(planted)
             claim = next(c for c in nb02_key_cone.claims(planted) if "Weight on token 0" in c.text)
@@ -146,10 +167,10 @@ def test_shift_invariance_is_exact_in_float64(planted):
     err = kg.shift_invariance(planted)
     assert err["fp64"] < 1e-12
     assert err["fp32"] < 1e-4
-    assert err["model"] < 1e-5        # the reference outputs were computed the same way
+    assert err["model"] < 1e-5  # the reference outputs were computed the same way
     assert kg.shift_passes(err)
     text = kg.format_shift_invariance(err)
-    assert "float64: < 1e-12" in text and "e-1" not in text.replace("1e-12", "")   # bounds, not residues
+    assert "float64: < 1e-12" in text and "e-1" not in text.replace("1e-12", "")  # bounds, not residues
     assert kg.format_bound(3e-9, 1e-12) == "3.0e-09 (over 1e-12)"
     assert not kg.shift_passes(dict(err, fp64=1e-9))
 
@@ -157,9 +178,9 @@ def test_shift_invariance_is_exact_in_float64(planted):
 def test_sink_weight_and_norm_ratio_on_a_planted_sink():
     cap = planted_capture(cone=0.0, seed=1)
     shared = torch.nn.functional.normalize(torch.randn(16, generator=torch.Generator().manual_seed(9)), dim=0)
-    cap.queries[0, :2] += 8 * shared             # both query heads of KV head 0 look one way...
-    cap.keys[0, 0, 1:] -= 2 * shared             # ...the other keys lean away (as in the real model)...
-    cap.keys[0, 0, 0] = 3 * shared               # ...and key 0, shorter than most keys, points there
+    cap.queries[0, :2] += 8 * shared  # both query heads of KV head 0 look one way...
+    cap.keys[0, 0, 1:] -= 2 * shared  # ...the other keys lean away (as in the real model)...
+    cap.keys[0, 0, 0] = 3 * shared  # ...and key 0, shorter than most keys, points there
     geo = kg.head_geometry(kg.head_view(cap, 3, 0))
     assert geo.sink_weight > 0.3
     assert geo.sink_cos_raw > 0.5
@@ -187,7 +208,7 @@ def test_key_cloud_query_lies_in_its_plane(planted):
     np.testing.assert_allclose(cloud.mean_xy, [np.linalg.norm(v.mean_key), 0.0], atol=1e-9)
     centred = kp.key_cloud(v, 2, "centred", n_planes=8)
     np.testing.assert_allclose(centred.mean_xy, 0.0)
-    assert centred.extent == pytest.approx(cloud.extent)     # same axes for both pictures
+    assert centred.extent == pytest.approx(cloud.extent)  # same axes for both pictures
     np.testing.assert_allclose(centred.xy, cloud.xy - cloud.mean_xy)
 
 
@@ -199,21 +220,27 @@ def test_key_cloud_shares_agree_when_keys_lie_in_the_plane():
     e2 = q - (q @ e1) * e1
     e2 /= np.linalg.norm(e2)
     coef = np.random.default_rng(0).standard_normal((v.n, 2)) * 3 + [5, 0]
-    v.keys = coef @ np.stack([e1, e2])          # every key in span(mean key, query): the picture is exact
+    v.keys = coef @ np.stack([e1, e2])  # every key in span(mean key, query): the picture is exact
     v._cache.clear()
     cloud = kp.key_cloud(v, -1, "raw", n_planes=4)
     assert cloud.share_picture == pytest.approx(cloud.share_real)
 
 
-@pytest.mark.parametrize("kwargs, word", [
-    (dict(query_index=8), "query_index"), (dict(variant="both"), "variant"), (dict(n_planes=0), "n_planes"),
-])
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [
+        (dict(query_index=8), "query_index"),
+        (dict(variant="both"), "variant"),
+        (dict(n_planes=0), "n_planes"),
+    ],
+)
 def test_key_cloud_bad_input(planted, kwargs, word):
     with pytest.raises(ValueError, match=word):
         kp.key_cloud(kg.head_view(planted, 3, 0), **kwargs)
 
 
 # --------------------------------------------------------------------------- hashing
+
 
 def test_trailing_zero_table():
     table = kh._trailing_zero_table(6).numpy()
@@ -257,9 +284,9 @@ def test_collision_grid_is_exact_and_monotone(planted):
     assert grid.measured.shape == (2, 2, 2, 2, 2) and grid.n_queries == 2 * 4 * 4 // 2
     m = grid.measured
     assert np.all((m >= 0) & (m <= 1))
-    assert np.all(m[..., 1] <= m[..., 0])                 # >= 2 hits is rarer than >= 1
-    assert np.all(m[:, :, 1] <= m[:, :, 0])               # more bits, fewer collisions (nested tables)
-    assert np.all(m[:, :, :, 1] >= m[:, :, :, 0])         # more tables, more collisions
+    assert np.all(m[..., 1] <= m[..., 0])  # >= 2 hits is rarer than >= 1
+    assert np.all(m[:, :, 1] <= m[:, :, 0])  # more bits, fewer collisions (nested tables)
+    assert np.all(m[:, :, :, 1] >= m[:, :, :, 0])  # more tables, more collisions
     assert np.all((grid.weight_share >= 0) & (grid.weight_share <= 1 + 1e-12))
     # brute force for layer 5, centred keys, K = 3, L = 8, >= 2 hits, with the same hyperplanes
     row = 1
@@ -300,7 +327,8 @@ def test_real_scurve_reuses_its_hashing(planted):
     fresh = kh.real_scurve(v, -1, K=4, L=20, n_hashings=50, n_keys=40)
     assert len(fresh.keys) == 40 and fresh.n_hashings == 50
     assert fresh.expected_sampled == pytest.approx(
-        sh.inclusion_probability(sh.collision_probability(fresh.cos_all), 4, 20, 2).sum(), rel=0.02)
+        sh.inclusion_probability(sh.collision_probability(fresh.cos_all), 4, 20, 2).sum(), rel=0.02
+    )
     hashed = np.flatnonzero(kg.non_exact_mask(v.n))
     picked = np.searchsorted(hashed, fresh.keys)
     agree = kh.agreement_prefix(v.queries[-1], v.keys_as("centred")[hashed][picked], 50, 6, 30)
@@ -316,8 +344,9 @@ def test_real_scurve_se_is_over_hashings_not_keys(planted):
     v = kg.head_view(planted, 5, 2)
     curve = kh.real_scurve(v, -1, K=4, L=20, n_hashings=60, n_keys=40)
     hashed = np.flatnonzero(kg.non_exact_mask(v.n))
-    agree = kh.agreement_prefix(v.queries[-1], v.keys_as("centred")[hashed][np.searchsorted(hashed, curve.keys)],
-                                60, 4, 20)
+    agree = kh.agreement_prefix(
+        v.queries[-1], v.keys_as("centred")[hashed][np.searchsorted(hashed, curve.keys)], 60, 4, 20
+    )
     sampled = kh.sampled_in(agree, 4, 20, 2)
     np.testing.assert_array_equal(curve.per_hashing, sampled.mean(axis=0))
     np.testing.assert_array_equal(curve.counted, sampled.mean(axis=1))
@@ -334,8 +363,9 @@ def test_real_scurve_se_is_over_hashings_not_keys(planted):
 
 
 def test_layer_gains_never_divide_by_zero():
-    grid = kh.CollisionGrid((10,), (150,), [2, 13], 8, 100, np.zeros((2, 2, 1, 1, 2)), np.zeros((2, 2, 1, 1, 2)),
-                            np.zeros((2, 2, 1, 1)))
+    grid = kh.CollisionGrid(
+        (10,), (150,), [2, 13], 8, 100, np.zeros((2, 2, 1, 1, 2)), np.zeros((2, 2, 1, 1, 2)), np.zeros((2, 2, 1, 1))
+    )
     grid.measured[0, 0, 0, 0, 1] = 0.002
     grid.measured[1, :, 0, 0, 1] = [0.03, 0.04]
     assert kh.format_layer_gains(grid, 10, 150) == "layer 2: 15x, layer 13: no raw collision counted (centred 4.00%)"
@@ -348,6 +378,7 @@ def test_half_point_cos_matches_bisection():
 
 # --------------------------------------------------------------------------- shipped capture
 
+
 @pytest.fixture(scope="module")
 def shipped():
     return kg.shipped_capture()
@@ -359,7 +390,7 @@ def test_shipped_summaries_and_geometry(shipped):
     rows = kg.geometry_table(shipped)
     assert len(rows) == 12 and {r.layer for r in rows} == set(shipped.layers)
     assert "cone raw" in kg.format_geometry_table(rows)
-    for r in rows:      # the per-head sink weight agrees with the shipped all-layer summary
+    for r in rows:  # the per-head sink weight agrees with the shipped all-layer summary
         assert r.sink_weight == pytest.approx(table["sink_weight"][r.layer, r.head], abs=0.02)
 
 

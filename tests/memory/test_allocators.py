@@ -72,16 +72,21 @@ def test_paged_waste_is_below_one_page_per_sequence(reqs, page):
 
 @settings(max_examples=40, deadline=None)
 @given(reqs=requests_st, page=st.sampled_from([1, 16, 64]), budget=st.integers(1, 10**6))
-@example(reqs=[(16, 8)], page=16, budget=1)   # a budget smaller than one page admits nothing
+@example(reqs=[(16, 8)], page=16, budget=1)  # a budget smaller than one page admits nothing
 def test_real_allocator_matches_page_formula_without_sharing(reqs, page, budget):
     formula = al.paged_allocation(reqs, page, budget_bytes=budget, bytes_per_token=1)
     real = al.paged_admission_with_allocator(reqs, page, budget_bytes=budget, bytes_per_token=1)
-    assert (real.batch, real.held_bytes, real.logical_bytes) == (formula.batch, formula.held_bytes, formula.logical_bytes)
+    assert (real.batch, real.held_bytes, real.logical_bytes) == (
+        formula.batch,
+        formula.held_bytes,
+        formula.logical_bytes,
+    )
 
 
 @settings(max_examples=40, deadline=None)
-@given(prefix=st.integers(0, 5000), n=st.integers(1, 40), page=st.sampled_from([1, 7, 16, 64]),
-       seed=st.integers(0, 10**6))
+@given(
+    prefix=st.integers(0, 5000), n=st.integers(1, 40), page=st.sampled_from([1, 7, 16, 64]), seed=st.integers(0, 10**6)
+)
 def test_sharing_never_increases_memory_and_frees_everything(prefix, n, page, seed):
     r = al.prefix_sharing(prefix, n_requests=n, page_tokens=page, seed=seed)
     assert r["shared_pages"] <= r["naive_pages"]
@@ -99,17 +104,17 @@ def test_prefix_sharing_matches_the_seed_table():
 
 def test_refcounts_and_copy_on_write():
     pool = al.PagedKVAllocator(num_pages=10, page_tokens=4)
-    pool.add_sequence("root", 6)                  # pages: one full, one half full
+    pool.add_sequence("root", 6)  # pages: one full, one half full
     full, partial = pool.page_table("root")
     pool.fork("root", "a")
-    pool.fork("root", "b", tokens=4)              # b takes only the full page
+    pool.fork("root", "b", tokens=4)  # b takes only the full page
     assert [pool.refcount(p) for p in (full, partial)] == [3, 2]
-    pool.append("a", 1)                           # write into a shared partial page: copy first
+    pool.append("a", 1)  # write into a shared partial page: copy first
     assert pool.cow_copies == 1 and pool.page_table("a")[0] == full and pool.page_table("a")[1] != partial
     assert pool.refcount(partial) == 1 and pool.length("a") == 7
-    pool.append("b", 4)                           # b's last page is full: no copy, one new page
+    pool.append("b", 4)  # b's last page is full: no copy, one new page
     assert pool.cow_copies == 1 and len(pool.page_table("b")) == 2
-    pool.append("root", 2)                        # root is now the only owner of its partial page
+    pool.append("root", 2)  # root is now the only owner of its partial page
     assert pool.cow_copies == 1 and pool.page_table("root")[1] == partial
     in_use = pool.pages_in_use
     pool.free("root")
@@ -145,7 +150,7 @@ def test_serving_without_pressure_never_preempts_and_finishes_everything():
     reqs = [(100, 50)] * 10
     r = al.simulate_serving(1.0, requests=reqs, page_tokens=16, budget_bytes=10**6, bytes_per_token=1)
     assert (r["completed"], r["preemptions"], r["reprefill_tokens"]) == (10, 0, 0)
-    assert r["steps"] == 50     # everyone runs at once and decodes 50 tokens
+    assert r["steps"] == 50  # everyone runs at once and decodes 50 tokens
 
 
 def test_serving_evicts_when_pages_run_out_and_counts_the_reprefill():
@@ -170,13 +175,14 @@ def test_preemptions_rise_with_the_target_on_the_seed_mix():
     counts = [s["preemptions"] for s in sweep]
     assert counts == sorted(counts) and counts[0] == 0 and counts[-1] > 40 * max(counts[1], 1)
     assert all(s["completed"] == 4000 for s in sweep)
-    assert al.preemption_sweep((0.9,)) == sweep[:1]      # deterministic (and cached)
+    assert al.preemption_sweep((0.9,)) == sweep[:1]  # deterministic (and cached)
     text = al.preemption_text(sweep)
     assert "preemptions" in text and f"{counts[-1]:,}" in text
 
 
 def test_preemption_figure():
     from pigviz.plots import budget as pb
+
     reqs = [(30, 20), (30, 20)]
     sweep = al.preemption_sweep((0.5, 1.0), requests=reqs, page_tokens=4, budget_bytes=80, bytes_per_token=1)
     fig = pb.preemption_figure(sweep)
@@ -193,10 +199,13 @@ def test_largest_sharing_gap_finds_the_mid_page_prefix():
         al.largest_sharing_gap([])
 
 
-@pytest.mark.parametrize("call", [
-    lambda: al.request_mix(10, seed=-5),
-    lambda: al.prefix_sharing(16, seed=-1),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: al.request_mix(10, seed=-5),
+        lambda: al.prefix_sharing(16, seed=-1),
+    ],
+)
 def test_negative_seeds_are_refused(call):
     # random.Random(-5) would silently give the same stream as random.Random(5)
     with pytest.raises(ValueError, match=r"seed must be in \[0"):
@@ -214,17 +223,20 @@ def test_assembly_rederives_the_seed_table():
     assert "6.72x" in text and "15.7x" in text and "rejected" in text
 
 
-@pytest.mark.parametrize("call,exc,match", [
-    (lambda: al.contiguous_allocation([(1, 2)], 0), ValueError, "reserve_tokens"),
-    (lambda: al.paged_allocation([(1, 2)], 0), ValueError, "page_tokens"),
-    (lambda: al.paged_allocation([(1, 2, 3)], 16), ValueError, "requests"),
-    (lambda: al.paged_allocation([(-1, 2)], 16), ValueError, "requests"),
-    (lambda: al.prefix_sharing(-1), ValueError, "prefix_tokens"),
-    (lambda: al.simulate_serving(1.5), ValueError, "target_occupancy"),
-    (lambda: al.simulate_serving(0.0), ValueError, "target_occupancy"),
-    (lambda: al.request_mix(0), ValueError, "n"),
-    (lambda: al.PagedKVAllocator(0), ValueError, "num_pages"),
-])
+@pytest.mark.parametrize(
+    "call,exc,match",
+    [
+        (lambda: al.contiguous_allocation([(1, 2)], 0), ValueError, "reserve_tokens"),
+        (lambda: al.paged_allocation([(1, 2)], 0), ValueError, "page_tokens"),
+        (lambda: al.paged_allocation([(1, 2, 3)], 16), ValueError, "requests"),
+        (lambda: al.paged_allocation([(-1, 2)], 16), ValueError, "requests"),
+        (lambda: al.prefix_sharing(-1), ValueError, "prefix_tokens"),
+        (lambda: al.simulate_serving(1.5), ValueError, "target_occupancy"),
+        (lambda: al.simulate_serving(0.0), ValueError, "target_occupancy"),
+        (lambda: al.request_mix(0), ValueError, "n"),
+        (lambda: al.PagedKVAllocator(0), ValueError, "num_pages"),
+    ],
+)
 def test_bad_inputs(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
@@ -232,6 +244,7 @@ def test_bad_inputs(call, exc, match):
 
 def test_allocator_widget_reacts():
     from pigviz.widgets.budget import AllocatorWidget
+
     w = AllocatorWidget()
     assert tuple(w.figure.data[0].y) == (69, 276, 417, 1085)
     w.page.value = 128

@@ -24,8 +24,16 @@ def test_llama8b_by_hand():
 
 def test_report_has_the_promised_keys_and_is_json():
     r = budget.budget_report(LLAMA8, 98_304)
-    for key in ("kv_bytes_per_token", "kv_bytes", "table_bytes", "candidates_per_query", "candidate_share_of_key_bytes",
-                "bucket_metadata_bytes", "kv_read_time_s", "index_to_kv_ratio"):
+    for key in (
+        "kv_bytes_per_token",
+        "kv_bytes",
+        "table_bytes",
+        "candidates_per_query",
+        "candidate_share_of_key_bytes",
+        "bucket_metadata_bytes",
+        "kv_read_time_s",
+        "index_to_kv_ratio",
+    ):
         assert key in r
     assert r["candidate_share_of_key_bytes"] == pytest.approx(57_600 / 25_165_824)
     assert r["index_to_kv_ratio"] == pytest.approx((15_099_494_400 + 150 * 2**20) / (12 * 2**30))
@@ -43,11 +51,18 @@ def test_report_notes_long_contexts_and_sliding_windows():
 
 
 @settings(max_examples=40, deadline=None)
-@given(model=st.sampled_from(known_models()), n=st.integers(1, 10**6), m=st.integers(1, 10**6),
-       dtype=st.sampled_from([1, 2, 4]), L=st.integers(1, 500))
+@given(
+    model=st.sampled_from(known_models()),
+    n=st.integers(1, 10**6),
+    m=st.integers(1, 10**6),
+    dtype=st.sampled_from([1, 2, 4]),
+    L=st.integers(1, 500),
+)
 def test_bytes_are_linear_in_context(model, n, m, dtype, L):
     assert budget.kv_bytes(model, n + m, dtype) == budget.kv_bytes(model, n, dtype) + budget.kv_bytes(model, m, dtype)
-    assert budget.lsh_table_bytes(model, n + m, L) == budget.lsh_table_bytes(model, n, L) + budget.lsh_table_bytes(model, m, L)
+    assert budget.lsh_table_bytes(model, n + m, L) == budget.lsh_table_bytes(model, n, L) + budget.lsh_table_bytes(
+        model, m, L
+    )
     # the table/KV ratio is a property of (L, head_dim, dtype) alone
     shape_ratio = budget.lsh_table_bytes(model, n, L) / budget.kv_bytes(model, n, dtype)
     assert shape_ratio == pytest.approx(budget.lsh_table_bytes(model, m, L) / budget.kv_bytes(model, m, dtype))
@@ -61,16 +76,19 @@ def test_candidates_double_per_table_count_and_halve_per_bit(K, L, n):
     assert budget.candidates_per_query(n, K + 1, L) == pytest.approx(c / 2)
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: budget.kv_bytes(LLAMA8, -1), r"context must be in \[1"),
-    (lambda: budget.kv_bytes(LLAMA8, 0), "context"),
-    (lambda: budget.kv_bytes(LLAMA8, 100, dtype_bytes=3), "dtype_bytes must be one of 4, 2, 1"),
-    (lambda: budget.budget_report(LLAMA8, 1000, K=0), r"K must be in \[1, 30\]"),
-    (lambda: budget.budget_report(LLAMA8, 1000, L=0), r"L must be in \[1"),
-    (lambda: budget.budget_report("nope", 1000), "Known models: Llama-3.1-8B"),
-    (lambda: budget.read_time_s(10, 0), "bandwidth_bytes_per_s"),
-    (lambda: budget.recompute_seconds_per_token(70e9, tp=0), "tp"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: budget.kv_bytes(LLAMA8, -1), r"context must be in \[1"),
+        (lambda: budget.kv_bytes(LLAMA8, 0), "context"),
+        (lambda: budget.kv_bytes(LLAMA8, 100, dtype_bytes=3), "dtype_bytes must be one of 4, 2, 1"),
+        (lambda: budget.budget_report(LLAMA8, 1000, K=0), r"K must be in \[1, 30\]"),
+        (lambda: budget.budget_report(LLAMA8, 1000, L=0), r"L must be in \[1"),
+        (lambda: budget.budget_report("nope", 1000), "Known models: Llama-3.1-8B"),
+        (lambda: budget.read_time_s(10, 0), "bandwidth_bytes_per_s"),
+        (lambda: budget.recompute_seconds_per_token(70e9, tp=0), "tp"),
+    ],
+)
 def test_bad_inputs_name_the_parameter(call, match):
     with pytest.raises(ValueError, match=match):
         call()
@@ -91,16 +109,22 @@ def test_break_even_by_hand():
     assert [row["tp"] for row in table] == [1, 2, 4, 8]
     assert all(b["break_even_GBps"] == pytest.approx(2 * a["break_even_GBps"]) for a, b in zip(table, table[1:]))
     verdicts = {v["tier"]: v["fetch_wins"] for v in budget.tier_verdicts(table[2]["break_even_GBps"])}
-    assert verdicts == {"GPU HBM (H100)": True, "host DRAM over PCIe 5": True, "RDMA / 200 GbE": True,
-                        "local NVMe": False, "object storage": False}
+    assert verdicts == {
+        "GPU HBM (H100)": True,
+        "host DRAM over PCIe 5": True,
+        "RDMA / 200 GbE": True,
+        "local NVMe": False,
+        "object storage": False,
+    }
     # the 1,979 TFLOP/s datasheet figure is the 2:4-sparse one: exactly twice the dense rate
     assert budget.H100_SPARSE_BF16_FLOPS == pytest.approx(2 * budget.H100_DENSE_BF16_FLOPS)
 
 
 def test_attention_flops_by_hand_and_by_loop():
     # one layer, one head of width 2: query i costs 2 x 2 x i (scores) + 2 x 2 x i (values)
-    tiny = ModelShape("tiny", layers=1, attention_heads=1, kv_heads=1, head_dim=2, hidden_size=2, params=10,
-                      max_context=None)
+    tiny = ModelShape(
+        "tiny", layers=1, attention_heads=1, kv_heads=1, head_dim=2, hidden_size=2, params=10, max_context=None
+    )
     assert budget.attention_flops(tiny, 3) == sum(8 * i for i in (1, 2, 3))
     assert budget.prefill_flops(tiny, 3) == 2 * 10 * 3 + 48
     big = get_model_shape("Llama-3.1-70B")
@@ -139,7 +163,7 @@ def test_crossover_prefix_is_where_fetching_starts_to_win(bw, dtype, tp):
 def test_crossover_prefix_numbers_and_none():
     assert budget.crossover_prefix("Llama-3.1-70B", 7e9, 70e9, tp=4) == 34_545
     assert budget.crossover_prefix("Llama-3.1-70B", 7e9, 70e9, dtype_bytes=1, tp=4) == 1
-    assert budget.crossover_prefix("Llama-3.1-70B", 1.0, 70e9, tp=4) is None   # 1 B/s: never within 10^9 tokens
+    assert budget.crossover_prefix("Llama-3.1-70B", 1.0, 70e9, tp=4) is None  # 1 B/s: never within 10^9 tokens
 
 
 def test_disaggregated_transfer():
@@ -160,8 +184,9 @@ def test_fetch_or_recompute_refuses_non_positive_bandwidth(bw):
 
 
 def test_recompute_needs_a_parameter_count():
-    shape = ModelShape("x", layers=1, attention_heads=1, kv_heads=1, head_dim=2, hidden_size=2, params=None,
-                       max_context=None)
+    shape = ModelShape(
+        "x", layers=1, attention_heads=1, kv_heads=1, head_dim=2, hidden_size=2, params=None, max_context=None
+    )
     with pytest.raises(ValueError, match="n_params"):
         budget.prefill_flops(shape, 10)
 
@@ -183,6 +208,7 @@ def _finite(fig):
 
 def test_budget_figures_have_titles_units_and_no_nan():
     from pigviz.plots import budget as pb
+
     rows = [dict(label=m, **budget.index_bill(m, 98_304)) for m in known_models()]
     fig = pb.index_bill_figure(rows, highlight=LLAMA8)
     assert "GiB" in fig.layout.yaxis.title.text and fig.layout.title.text
@@ -211,6 +237,7 @@ def test_budget_figures_have_titles_units_and_no_nan():
 
 def test_kv_widget_reacts_and_clamps():
     from pigviz.widgets.budget import KVBudgetWidget
+
     w = KVBudgetWidget()
     assert "pigviz-model-picker" in w.model_picker._dom_classes
     assert "pigviz-context" in w.context._dom_classes and "pigviz-kv-bar" in w.figure._dom_classes

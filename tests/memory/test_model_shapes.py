@@ -35,11 +35,20 @@ def test_every_required_model_is_shipped():
     assert set(EXPECTED) <= set(known_models())
 
 
-@pytest.mark.parametrize("alias,name", [
-    ("llama-3.1-8b", "Llama-3.1-8B"), ("LLAMA-3.1-70B", "Llama-3.1-70B"), ("meta-llama/Llama-3.1-8B", "Llama-3.1-8B"),
-    ("Llama-3.1-8B-Instruct", "Llama-3.1-8B"), ("qwen2.5_7b", "Qwen2.5-7B"), ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen2.5-0.5B"),
-    ("smollm2", "SmolLM2-135M"), ("mistral-7b", "Mistral-7B-v0.1"), ("llama-70b", "Llama-3.1-70B"),
-])
+@pytest.mark.parametrize(
+    "alias,name",
+    [
+        ("llama-3.1-8b", "Llama-3.1-8B"),
+        ("LLAMA-3.1-70B", "Llama-3.1-70B"),
+        ("meta-llama/Llama-3.1-8B", "Llama-3.1-8B"),
+        ("Llama-3.1-8B-Instruct", "Llama-3.1-8B"),
+        ("qwen2.5_7b", "Qwen2.5-7B"),
+        ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen2.5-0.5B"),
+        ("smollm2", "SmolLM2-135M"),
+        ("mistral-7b", "Mistral-7B-v0.1"),
+        ("llama-70b", "Llama-3.1-70B"),
+    ],
+)
 def test_names_match_case_insensitively_with_aliases(alias, name):
     assert get_model_shape(alias).name == name
 
@@ -52,8 +61,15 @@ def test_unknown_name_lists_the_known_ones():
 
 
 def test_config_json_file_and_directory(tmp_path):
-    config = {"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 256,
-              "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096}
+    config = {
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "vocab_size": 1000,
+        "max_position_embeddings": 4096,
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
     for source in (tmp_path / "config.json", str(tmp_path / "config.json"), tmp_path):
         s = get_model_shape(source)
@@ -76,12 +92,20 @@ def test_gpt2_style_and_multimodal_configs():
 
 def test_pretrained_config_object():
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.LlamaConfig(hidden_size=256, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3,
-                                   intermediate_size=512, vocab_size=1000, max_position_embeddings=8192)
+    cfg = transformers.LlamaConfig(
+        hidden_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=3,
+        intermediate_size=512,
+        vocab_size=1000,
+        max_position_embeddings=8192,
+    )
     s = get_model_shape(cfg)
     assert (s.layers, s.attention_heads, s.kv_heads, s.head_dim, s.max_context) == (3, 4, 2, 64, 8192)
     # the formula agrees with the module transformers would build from the same config
     import torch
+
     with torch.device("meta"):
         model = transformers.LlamaForCausalLM(cfg)
     assert s.params == sum(p.numel() for p in model.parameters())
@@ -89,9 +113,17 @@ def test_pretrained_config_object():
 
 def test_qwen2_config_counts_its_qkv_bias():
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.Qwen2Config(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
-                                   intermediate_size=256, vocab_size=500, tie_word_embeddings=True)
+    cfg = transformers.Qwen2Config(
+        hidden_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=2,
+        intermediate_size=256,
+        vocab_size=500,
+        tie_word_embeddings=True,
+    )
     import torch
+
     with torch.device("meta"):
         model = transformers.Qwen2ForCausalLM(cfg)
     assert get_model_shape(cfg).params == sum(p.numel() for p in model.parameters())
@@ -101,7 +133,9 @@ def test_bad_configs_and_paths(tmp_path):
     with pytest.raises(ValueError, match="num_hidden_layers"):
         shape_from_config({"num_attention_heads": 4, "hidden_size": 64})
     with pytest.raises(ValueError, match="kv_heads"):
-        shape_from_config({"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3, "hidden_size": 64})
+        shape_from_config(
+            {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3, "hidden_size": 64}
+        )
     with pytest.raises(FileNotFoundError):
         get_model_shape(str(tmp_path / "missing.json"))
     with pytest.raises(ValueError, match="Known models"):
@@ -113,18 +147,21 @@ def test_bad_configs_and_paths(tmp_path):
         get_model_shape(42)
 
 
-@pytest.mark.parametrize("field,value,exc", [
-    ("num_attention_heads", 0, ValueError),
-    ("num_attention_heads", -4, ValueError),
-    ("num_attention_heads", "4", TypeError),
-    ("hidden_size", 0, ValueError),
-    ("hidden_size", 64.5, TypeError),
-    ("num_hidden_layers", "two", TypeError),
-    ("num_key_value_heads", 0, ValueError),
-    ("head_dim", "16", TypeError),
-    ("max_position_embeddings", -1, ValueError),
-    ("vocab_size", "big", TypeError),
-])
+@pytest.mark.parametrize(
+    "field,value,exc",
+    [
+        ("num_attention_heads", 0, ValueError),
+        ("num_attention_heads", -4, ValueError),
+        ("num_attention_heads", "4", TypeError),
+        ("hidden_size", 0, ValueError),
+        ("hidden_size", 64.5, TypeError),
+        ("num_hidden_layers", "two", TypeError),
+        ("num_key_value_heads", 0, ValueError),
+        ("head_dim", "16", TypeError),
+        ("max_position_embeddings", -1, ValueError),
+        ("vocab_size", "big", TypeError),
+    ],
+)
 def test_bad_config_fields_name_themselves(field, value, exc):
     config = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64, field: value}
     with pytest.raises(exc, match=field):

@@ -1,13 +1,15 @@
 """Stick-balance toy: scenarios, estimators, error curves, claims and figures."""
+
 import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pigviz.toy import stick_balance as sb
 from pigviz.attention import softmax_attention
 from pigviz.plots.stick_balance import error_curves_figure, sticks_figure
+from pigviz.toy import stick_balance as sb
 
 PROPERTY = settings(max_examples=40, deadline=None, derandomize=True)
 
@@ -28,6 +30,7 @@ def zscore(samples, target):
 
 
 # ---------------------------------------------------------------------------- scenarios
+
 
 @pytest.mark.parametrize("name", sb.SCENARIOS)
 def test_scenarios_are_reproducible_softmax_weights(name):
@@ -66,6 +69,7 @@ def test_truth_matches_softmax_attention():
 
 # ---------------------------------------------------------------------------- TopK
 
+
 @PROPERTY
 @given(sticks())
 def test_topk_exact_when_budget_is_every_key(case):
@@ -91,6 +95,7 @@ def test_sink_scenario_shows_topk_bias():
 
 
 # ---------------------------------------------------------------------------- sampling
+
 
 @pytest.mark.parametrize("name", sb.SCENARIOS)
 @pytest.mark.parametrize("budget", [1, 5, 20])
@@ -170,6 +175,7 @@ def test_sampling_error_scales_with_value_disagreement_not_weights():
 
 # ---------------------------------------------------------------------------- importance sampling
 
+
 def test_importance_with_true_weights_as_proposal_is_plain_sampling():
     s = sb.make_scenario("peaked")
     a = sb.importance_sampling(s.values, s.weights, 9, s.weights, rng=5)
@@ -181,7 +187,7 @@ def test_importance_is_biased_at_one_key_towards_the_proposal():
     s = sb.make_scenario("sink")
     u = sb.rough_proposal(s.scores)
     est = sb._importance_batch(s.values, s.weights, u, 1, np.random.default_rng(0), 20000)[0]
-    assert abs(zscore(est, u @ s.values)) < 4   # one key: the ratio cancels, you get its value
+    assert abs(zscore(est, u @ s.values)) < 4  # one key: the ratio cancels, you get its value
     assert abs(zscore(est, s.truth)) > 10
 
 
@@ -204,6 +210,7 @@ def test_importance_exact_at_full_budget(case, sharpness):
 
 
 # ---------------------------------------------------------------------------- hybrid
+
 
 @PROPERTY
 @given(sticks())
@@ -230,6 +237,7 @@ def test_hybrid_beats_sampling_on_peaked():
 
 
 # ---------------------------------------------------------------------------- all estimators
+
 
 @PROPERTY
 @given(sticks(), st.integers(0, 2**32))
@@ -268,42 +276,46 @@ def test_estimate_all_names_every_method():
 V, W = np.array([0.1, 0.5, 0.9]), np.array([0.2, 0.3, 0.5])
 
 
-@pytest.mark.parametrize("call, param", [
-    (lambda: sb.topk(V, W, 0), "budget"),
-    (lambda: sb.topk(V, W, 4), "budget"),
-    (lambda: sb.sampling(V, W, 2.5, rng=0), "budget"),
-    (lambda: sb.hybrid(V, W, -1, rng=0), "budget"),
-    (lambda: sb.topk([], [], 1), "values"),
-    (lambda: sb.sampling(V, W[:2], 1, rng=0), "weights"),
-    (lambda: sb.exact([0.1, np.nan, 0.2], W), "values"),
-    (lambda: sb.exact(V, [0.1, np.inf, 0.2]), "weights"),
-    (lambda: sb.exact(V, [0.5, -0.1, 0.6]), "weights"),
-    (lambda: sb.exact(V, [0.0, 0.0, 0.0]), "weights"),
-    (lambda: sb.exact(np.ones((2, 2)), np.ones((2, 2))), "values"),
-    (lambda: sb.importance_sampling(V, W, 2, [0.5, 0.0, 0.5], rng=0), "proposal"),
-    (lambda: sb.importance_sampling(V, W, 2, [0.5, 0.5], rng=0), "proposal"),
-    (lambda: sb.importance_sampling(V, W, 2, [0.5, -0.5, 1.0], rng=0), "proposal"),
-    (lambda: sb.importance_sampling(V, W, 2, [0.5, np.nan, 1.0], rng=0), "proposal"),
-    (lambda: sb.sampling(V, W, 2, rng="seed"), "rng"),
-    (lambda: sb.make_scenario("spiky"), "name"),
-    (lambda: sb.make_scenario("flat", n=1), "n"),
-    (lambda: sb.make_scenario("flat", seed=-1), "seed"),
-    (lambda: sb.error_curves(sb.make_scenario("flat", n=8), [0, 3]), "budgets"),
-    (lambda: sb.error_curves(sb.make_scenario("flat", n=8), [9]), "budgets"),
-    (lambda: sb.error_curves(sb.make_scenario("flat", n=8), [1.5]), "budgets"),
-    (lambda: sb.error_curves(sb.make_scenario("flat", n=8), [2], n_seeds=0), "n_seeds"),
-    (lambda: sb.error_curves(sb.make_scenario("flat", n=8), [2], methods=("exactish",)), "methods"),
-    (lambda: sb.error_curves("flat", [2]), "scenario"),
-    (lambda: sb.loglog_slope([1, 2], [0.1, 0.0]), "errors"),
-    (lambda: sb.rough_proposal([0.0, 1.0], sharpness=-1), "sharpness"),
-    (lambda: sb.custom_scenario([0.1, 0.2], [1.0]), "scores"),
-])
+@pytest.mark.parametrize(
+    "call, param",
+    [
+        (lambda: sb.topk(V, W, 0), "budget"),
+        (lambda: sb.topk(V, W, 4), "budget"),
+        (lambda: sb.sampling(V, W, 2.5, rng=0), "budget"),
+        (lambda: sb.hybrid(V, W, -1, rng=0), "budget"),
+        (lambda: sb.topk([], [], 1), "values"),
+        (lambda: sb.sampling(V, W[:2], 1, rng=0), "weights"),
+        (lambda: sb.exact([0.1, np.nan, 0.2], W), "values"),
+        (lambda: sb.exact(V, [0.1, np.inf, 0.2]), "weights"),
+        (lambda: sb.exact(V, [0.5, -0.1, 0.6]), "weights"),
+        (lambda: sb.exact(V, [0.0, 0.0, 0.0]), "weights"),
+        (lambda: sb.exact(np.ones((2, 2)), np.ones((2, 2))), "values"),
+        (lambda: sb.importance_sampling(V, W, 2, [0.5, 0.0, 0.5], rng=0), "proposal"),
+        (lambda: sb.importance_sampling(V, W, 2, [0.5, 0.5], rng=0), "proposal"),
+        (lambda: sb.importance_sampling(V, W, 2, [0.5, -0.5, 1.0], rng=0), "proposal"),
+        (lambda: sb.importance_sampling(V, W, 2, [0.5, np.nan, 1.0], rng=0), "proposal"),
+        (lambda: sb.sampling(V, W, 2, rng="seed"), "rng"),
+        (lambda: sb.make_scenario("spiky"), "name"),
+        (lambda: sb.make_scenario("flat", n=1), "n"),
+        (lambda: sb.make_scenario("flat", seed=-1), "seed"),
+        (lambda: sb.error_curves(sb.make_scenario("flat", n=8), [0, 3]), "budgets"),
+        (lambda: sb.error_curves(sb.make_scenario("flat", n=8), [9]), "budgets"),
+        (lambda: sb.error_curves(sb.make_scenario("flat", n=8), [1.5]), "budgets"),
+        (lambda: sb.error_curves(sb.make_scenario("flat", n=8), [2], n_seeds=0), "n_seeds"),
+        (lambda: sb.error_curves(sb.make_scenario("flat", n=8), [2], methods=("exactish",)), "methods"),
+        (lambda: sb.error_curves("flat", [2]), "scenario"),
+        (lambda: sb.loglog_slope([1, 2], [0.1, 0.0]), "errors"),
+        (lambda: sb.rough_proposal([0.0, 1.0], sharpness=-1), "sharpness"),
+        (lambda: sb.custom_scenario([0.1, 0.2], [1.0]), "scores"),
+    ],
+)
 def test_bad_input_names_the_parameter(call, param):
     with pytest.raises((ValueError, TypeError), match=param):
         call()
 
 
 # ---------------------------------------------------------------------------- curves, claims
+
 
 def test_error_curves_shapes_reference_and_topk_entry():
     s = sb.make_scenario("sink")
@@ -323,6 +335,7 @@ def test_loglog_slope_recovers_a_power_law():
 
 
 # ---------------------------------------------------------------------------- figures
+
 
 def _all_numbers(fig):
     for trace in fig.data:

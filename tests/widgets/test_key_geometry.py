@@ -1,12 +1,12 @@
 """KeyCloudWidget, SinkHeatmap and RealSCurveWidget react to their controls, clamp bad
 values, and never raise into the notebook."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from plotly.callbacks import Points
 
-from pigviz.keys import geometry as kg
 from pigviz.keys import hashing as kh
 from pigviz.keys import projection as kp
 from pigviz.lsh import simhash as sh
@@ -34,7 +34,7 @@ def keys_x(w):
 
 def click(heat, layer, head, trace=0):
     points = Points(point_inds=[[layer, head]], xs=[head], ys=[layer], trace_name="", trace_index=trace)
-    for handler in heat.fig.data[trace]._click_callbacks:      # what plotly calls on a browser click
+    for handler in heat.fig.data[trace]._click_callbacks:  # what plotly calls on a browser click
         handler(heat.fig.data[trace], points, None)
 
 
@@ -68,7 +68,7 @@ def test_changing_head_and_planes_changes_the_figure(cloud):
     assert len([v for v in cloud.fig.data[1].x if v is None]) == 6
     cloud.planes_slider.value = 11
     assert len([v for v in cloud.fig.data[1].x if v is None]) == 11
-    cloud.layer_box.value = 13                    # the head follows to the same slot of layer 13
+    cloud.layer_box.value = 13  # the head follows to the same slot of layer 13
     assert cloud.params["head"] == 4 and cloud.head_box.options[0][1] == 3
 
 
@@ -98,21 +98,21 @@ def test_heatmap_click_on_a_shipped_cell_selects_it(cloud, heat):
     assert (cloud.params["layer"], cloud.params["head"]) == (13, 5)
     assert heat.selected == (13, 5)
     assert tuple(heat.fig.data[2].x) == (5,) and tuple(heat.fig.data[2].y) == (13,)
-    click(heat, 2, 7, trace=1)                    # the outline markers sit on top and are clickable too
+    click(heat, 2, 7, trace=1)  # the outline markers sit on top and are clickable too
     assert (cloud.params["layer"], cloud.params["head"]) == (2, 7)
 
 
 def test_heatmap_click_elsewhere_shows_the_nearest_shipped_head(cloud, heat):
     cloud.select(2, 6)
-    click(heat, 23, 4)                            # a strong sink whose keys are not shipped
+    click(heat, 23, 4)  # a strong sink whose keys are not shipped
     assert (cloud.params["layer"], cloud.params["head"]) == (25, 4)
     assert "not shipped" in heat.status.value and "layer 25, head 4" in heat.status.value
     assert heat.selected == (25, 4)
-    click(heat, 14, 0)                            # nearest outlined cell on the grid: layer 13, head 3
+    click(heat, 14, 0)  # nearest outlined cell on the grid: layer 13, head 3
     assert (cloud.params["layer"], cloud.params["head"]) == (13, 3)
     assert not heat.select(40, 1) and "no layer 40" in heat.status.value
     assert heat.selected == (13, 3)
-    cloud.select(19, 8)                           # the cloud's own controls move the heatmap marker
+    cloud.select(19, 8)  # the cloud's own controls move the heatmap marker
     assert heat.selected == (19, 8)
 
 
@@ -123,7 +123,7 @@ def test_real_scurve_moves_with_k_and_l(scurve):
     np.testing.assert_array_equal(counted, kh.counted_inclusion(scurve.agreement, 10, 150, 2))
     scurve.k_slider.value = 7
     assert not np.allclose(formula, np.asarray(scurve.fig.data[1].y, float))
-    assert np.all(np.asarray(scurve.fig.data[2].y, float) >= counted)   # fewer bits: sampled at least as often
+    assert np.all(np.asarray(scurve.fig.data[2].y, float) >= counted)  # fewer bits: sampled at least as often
     scurve.l_slider.value = 60
     x = np.asarray(scurve.fig.data[1].x, float)
     np.testing.assert_allclose(scurve.fig.data[1].y, sh.inclusion_probability(sh.collision_probability(x), 7, 60, 2))

@@ -1,10 +1,10 @@
 """SimHashExplorer reacts to its controls, clamps bad values and never raises."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pigviz.lsh import simhash as sh
 from pigviz.lsh import simhash_checks
 from pigviz.widgets import simhash as wmod
 from pigviz.widgets.simhash import SimHashExplorer
@@ -75,7 +75,16 @@ def test_resample_changes_the_toy_picture(explorer):
     explorer.set_params(K=4, L=30, min_hits=2, seed=0)
 
     def all_keys_x():
-        return np.sort(np.concatenate([np.asarray(explorer.plane_fig.data[i].x if explorer.plane_fig.data[i].x is not None else [], dtype=float) for i in (2, 3)]))
+        return np.sort(
+            np.concatenate(
+                [
+                    np.asarray(
+                        explorer.plane_fig.data[i].x if explorer.plane_fig.data[i].x is not None else [], dtype=float
+                    )
+                    for i in (2, 3)
+                ]
+            )
+        )
 
     before = all_keys_x()
     explorer.resample_button.click()
@@ -85,7 +94,7 @@ def test_resample_changes_the_toy_picture(explorer):
 
 
 def test_marker_budget_caps_the_counting(explorer):
-    per_trial = (len(wmod.MARKER_ANGLES) + 1)
+    per_trial = len(wmod.MARKER_ANGLES) + 1
     for K, L in [(1, 1), (10, 150), (20, 300)]:
         trials = explorer.mc_trials(K, L)
         assert wmod.MC_TRIALS[0] <= trials <= wmod.MC_TRIALS[1]
@@ -99,5 +108,5 @@ def test_a_failing_update_is_reported_not_raised(monkeypatch):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(wmod.simhash_checks, "plane_demo", broken)
-    w.k_slider.value = 5          # must not raise
+    w.k_slider.value = 5  # must not raise
     assert "Could not update" in w.status.value and "boom" in w.status.value

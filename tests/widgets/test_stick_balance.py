@@ -1,4 +1,5 @@
 """StickBalanceWidget: controls move the figures, inputs are clamped, callbacks never raise."""
+
 import numpy as np
 import pytest
 
