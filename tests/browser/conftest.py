@@ -62,7 +62,9 @@ def chromium(browser_tools):
 
 @pytest.fixture
 def page(chromium):
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    # A fixed locale and time zone: menu labels and any number or date the page formats do
+    # not depend on the machine's settings.
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, locale="en-US", timezone_id="UTC")
     # Playwright's own waits (click, goto, ...) get the same scaled deadlines as ours.
     context.set_default_timeout(timeout_ms("element"))
     context.set_default_navigation_timeout(timeout_ms("page_load"))

@@ -75,6 +75,21 @@ def write_quiet_lab_config(config_dir: Path, settings_dir: Path) -> None:
     }))
 
 
+def isolated_env(workdir: Path, **extra: str) -> dict:
+    """The environment for a server and its kernels, cut off from the user's and other runs'
+    Jupyter and IPython state: config, runtime (connection files), data (user kernelspecs
+    that could point at another Python) and the IPython profile (startup scripts, and a
+    history.sqlite that every kernel of every run on the machine would otherwise share)."""
+    workdir = Path(workdir)
+    return dict(os.environ,
+                JUPYTER_CONFIG_DIR=str(workdir / "jupyter-config"),
+                JUPYTER_RUNTIME_DIR=str(workdir / "jupyter-runtime"),
+                JUPYTER_DATA_DIR=str(workdir / "jupyter-data"),
+                IPYTHONDIR=str(workdir / "ipython"),
+                PYDEVD_DISABLE_FILE_VALIDATION="1",
+                **extra)
+
+
 class JupyterLabServer:
     def __init__(self, root: Path, workdir: Path, port: int | None = None, startup_timeout: float | None = None):
         self.root = Path(root)
@@ -121,10 +136,7 @@ class JupyterLabServer:
         config_dir = self.workdir / "jupyter-config"
         settings_dir = self.workdir / "lab-user-settings"
         write_quiet_lab_config(config_dir, settings_dir)
-        env = dict(os.environ,
-                   JUPYTER_CONFIG_DIR=str(config_dir),
-                   JUPYTER_RUNTIME_DIR=str(self.workdir / "jupyter-runtime"),
-                   PYDEVD_DISABLE_FILE_VALIDATION="1")
+        env = isolated_env(self.workdir)
         cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser",
                f"--port={self.port}", "--port-retries=0", "--ip=127.0.0.1",
                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",

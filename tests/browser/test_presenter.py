@@ -1,5 +1,4 @@
 """Presenter mode: a notebook served by Voila, without code, and its widgets still work."""
-import os
 import subprocess
 import sys
 import time
@@ -10,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from .interactions import Widgets
-from .jupyter_harness import descendants, end_pids, end_process_group, free_port
+from .jupyter_harness import descendants, end_pids, end_process_group, free_port, isolated_env
 from .waits import describe_timeout, timeout, timeout_ms, wait_for_js
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +18,7 @@ WHERE = f"{NOTEBOOK.name} in Voila"
 
 
 def _start_voila(tmp_path, log, port):
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"), JUPYTER_CONFIG_DIR=str(tmp_path / "cfg"))
+    env = isolated_env(tmp_path)
     return subprocess.Popen(
         [sys.executable, "-m", "voila", str(NOTEBOOK), f"--port={port}", "--no-browser",
          "--Voila.ip=127.0.0.1", "--strip_sources=True"],
