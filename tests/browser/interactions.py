@@ -14,8 +14,9 @@ class Widgets:
     """The notebook ``name``, open in ``page``, with its kernel on ``server`` (None in Voila,
     where only the page is watched)."""
 
-    def __init__(self, page, name: str, server=None):
+    def __init__(self, page, name: str, server=None, context=None):
         self.page, self.name, self.server = page, name, server
+        self.context = context  # optional: more state for a failure message (e.g. websockets)
 
     def busy(self) -> bool:
         """Something in flight: the kernel busy (server and page agree), or a cell running."""
@@ -43,10 +44,21 @@ class Widgets:
             text = "figure data unchanged" if now == before else f"figure data now {(now or '')[:80]!r}"
             if readout:
                 text += f"; control value before {value_before!r}, after {readout()!r}"
+            status = self.status_lines()
+            if status:
+                text += f"; widget status line(s): {status}"
+            if self.context:
+                text += f"; {self.context()}"
             return text
 
         wait_plot_changed(self.page, figure_class, before, self.name, what, seen=seen)
         self.settle(figure_class, what)
+
+    def status_lines(self) -> list[str]:
+        """The text of the widgets' HTML status lines: they say what the kernel last computed
+        (e.g. "Budget 17 of 64 keys"), which tells a lost update from an undrawn one."""
+        return self.page.evaluate("""() => [...document.querySelectorAll('.widget-html')]
+            .map(e => e.innerText.trim()).filter(t => t.length > 0).map(t => t.slice(0, 160))""")
 
     def slider_value(self, slider_class: str):
         return lambda: self.page.evaluate("""(cls) => {

@@ -72,7 +72,22 @@ def voila_server(browser_tools, tmp_path):
         log.close()
 
 
+def watch_websockets(page):
+    """Record when each of the page's websockets (the kernel's channels) opens and closes, so
+    that a widget update that never comes back can be told apart from a dropped connection."""
+    start, events = time.monotonic(), []
+
+    def on_ws(ws):
+        short = ws.url.split("?")[0][-60:]
+        events.append(f"{time.monotonic() - start:.1f}s open {short}")
+        ws.on("close", lambda _ws: events.append(f"{time.monotonic() - start:.1f}s closed {short}"))
+
+    page.on("websocket", on_ws)
+    return lambda: f"page websockets: {events or 'none'} (now {time.monotonic() - start:.1f}s)"
+
+
 def test_presenter_mode_slider_moves_the_plot(voila_server, page, artifacts_dir):
+    websockets = watch_websockets(page)
     page.goto(voila_server)
     wait_for_js(page, "() => !!document.querySelector('.pigviz-budget-slider .noUi-handle')", None,
                 f"{WHERE}: the budget slider (.pigviz-budget-slider) rendered", "page_load")
@@ -80,7 +95,7 @@ def test_presenter_mode_slider_moves_the_plot(voila_server, page, artifacts_dir)
         .map(e => e.innerText.trim()).filter(t => t.length > 0)""")
     assert code == [], f"{WHERE}: expected no code in presenter mode, but it shows: {code[:2]}"
 
-    w = Widgets(page, WHERE)  # Voila has no Jupyter REST API to ask: watch the figure only
+    w = Widgets(page, WHERE, context=websockets)  # no Jupyter REST API in Voila: watch the page
     w.changes("pigviz-sticks", w.nudge_slider("pigviz-budget-slider", 5),
               "pressing ArrowRight 5 times on the budget slider (.pigviz-budget-slider)",
               readout=w.slider_value("pigviz-budget-slider"))
