@@ -1,10 +1,11 @@
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from .jupyter_harness import CHROMIUM, CHROMIUM_ARGS, HarnessError, JupyterLabServer, copy_notebooks, require_browser_tools
+from .lab_driver import shutdown_and_wait
+from .waits import timeout_ms
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "browser"
@@ -61,10 +62,24 @@ def chromium(browser_tools):
 
 @pytest.fixture
 def page(chromium):
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    # A fixed locale and time zone: menu labels and any number or date the page formats do
+    # not depend on the machine's settings.
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, locale="en-US", timezone_id="UTC")
+    # Playwright's own waits (click, goto, ...) get the same scaled deadlines as ours.
+    context.set_default_timeout(timeout_ms("element"))
+    context.set_default_navigation_timeout(timeout_ms("page_load"))
     pg = context.new_page()
     yield pg
-    context.close()
+    context.close()  # a no-op when lab_page closed it already
+
+
+@pytest.fixture
+def lab_page(lab_server, page):
+    """A page for one notebook in JupyterLab. Afterwards, pass or fail, its kernel is shut
+    down and gone before the next test starts (one kernel at a time, as on a 2 GB Binder)."""
+    yield page
+    page.context.close()
+    shutdown_and_wait(lab_server)
 
 
 @pytest.fixture(scope="session")

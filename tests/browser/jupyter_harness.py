@@ -19,6 +19,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from .waits import describe_timeout, timeout
+
 CHROMIUM = os.environ.get("PIGVIZ_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -34,6 +36,10 @@ INSTALL_HINT = (
 
 
 class HarnessError(RuntimeError):
+    pass
+
+
+class PortTaken(HarnessError):
     pass
 
 
@@ -69,13 +75,28 @@ def write_quiet_lab_config(config_dir: Path, settings_dir: Path) -> None:
     }))
 
 
+def isolated_env(workdir: Path, **extra: str) -> dict:
+    """The environment for a server and its kernels, cut off from the user's and other runs'
+    Jupyter and IPython state: config, runtime (connection files), data (user kernelspecs
+    that could point at another Python) and the IPython profile (startup scripts, and a
+    history.sqlite that every kernel of every run on the machine would otherwise share)."""
+    workdir = Path(workdir)
+    return dict(os.environ,
+                JUPYTER_CONFIG_DIR=str(workdir / "jupyter-config"),
+                JUPYTER_RUNTIME_DIR=str(workdir / "jupyter-runtime"),
+                JUPYTER_DATA_DIR=str(workdir / "jupyter-data"),
+                IPYTHONDIR=str(workdir / "ipython"),
+                PYDEVD_DISABLE_FILE_VALIDATION="1",
+                **extra)
+
+
 class JupyterLabServer:
-    def __init__(self, root: Path, workdir: Path, port: int | None = None, startup_timeout: float = 90):
+    def __init__(self, root: Path, workdir: Path, port: int | None = None, startup_timeout: float | None = None):
         self.root = Path(root)
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.token = secrets.token_hex(16)
-        self.startup_timeout = startup_timeout
+        self.startup_timeout = startup_timeout if startup_timeout is not None else timeout("server_start")
         self.proc: subprocess.Popen | None = None
         self.log_path = self.workdir / "jupyter-server.log"
 
@@ -87,23 +108,35 @@ class JupyterLabServer:
         sep = "&" if "?" in path else "?"
         return f"{self.base_url}/{path.lstrip('/')}{sep}token={self.token}"
 
-    def _api(self, path: str, method: str = "GET"):
+    def api(self, path: str, method: str = "GET"):
+        """One REST call to the server, parsed. A slow answer on a loaded machine is not an
+        error: the timeout is the element deadline, not a fixed 10 s."""
         req = urllib.request.Request(self.url(path), method=method)
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=timeout("element")) as resp:
             body = resp.read()
             return json.loads(body) if body else None
 
-    def start(self) -> "JupyterLabServer":
+    def start(self, attempts: int = 3) -> "JupyterLabServer":
+        """Start the server and wait until it answers. The port was free when chosen, but
+        another process on a shared machine can take it before the server binds it: then
+        the server exits at once, and another free port is tried."""
+        for attempt in range(attempts):
+            try:
+                return self._start_once()
+            except PortTaken:
+                if attempt == attempts - 1:
+                    raise HarnessError(f"JupyterLab could not bind a free port in {attempts} tries; "
+                                       f"last log:\n{self.log_path.read_text()[-3000:]}") from None
+                self.port = free_port()
+
+    def _start_once(self) -> "JupyterLabServer":
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                raise HarnessError(f"port {self.port} is already taken; pick another or let the harness choose")
+                raise PortTaken(self.port)
         config_dir = self.workdir / "jupyter-config"
         settings_dir = self.workdir / "lab-user-settings"
         write_quiet_lab_config(config_dir, settings_dir)
-        env = dict(os.environ,
-                   JUPYTER_CONFIG_DIR=str(config_dir),
-                   JUPYTER_RUNTIME_DIR=str(self.workdir / "jupyter-runtime"),
-                   PYDEVD_DISABLE_FILE_VALIDATION="1")
+        env = isolated_env(self.workdir)
         cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser",
                f"--port={self.port}", "--port-retries=0", "--ip=127.0.0.1",
                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
@@ -116,38 +149,116 @@ class JupyterLabServer:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise HarnessError(f"JupyterLab exited with code {self.proc.returncode} before it "
-                                   f"answered; its log:\n{self.log_path.read_text()[-3000:]}")
+                code = self.proc.returncode
+                self._log.close()
+                self.proc = None
+                log = self.log_path.read_text()
+                if "already in use" in log or "Address already in use" in log:
+                    raise PortTaken(self.port)
+                raise HarnessError(f"JupyterLab exited with code {code} before it "
+                                   f"answered; its log:\n{log[-3000:]}")
             try:
-                self._api("api/status")
+                self.api("api/status")
                 return self
             except (urllib.error.URLError, ConnectionError, OSError):
-                time.sleep(0.3)
+                time.sleep(0.3)  # polling interval; the wait is bounded by the deadline above
         self.stop()
-        raise HarnessError(f"JupyterLab did not answer on port {self.port} within "
-                           f"{self.startup_timeout:.0f} s; log:\n{self.log_path.read_text()[-3000:]}")
+        raise HarnessError(describe_timeout(f"JupyterLab answering GET /api/status on port {self.port}",
+                                            self.startup_timeout)
+                           + f"; log:\n{self.log_path.read_text()[-3000:]}")
+
+    def list_kernels(self) -> list[dict]:
+        return self.api("api/kernels") or []
 
     def shutdown_kernels(self) -> None:
-        try:
-            for kernel in self._api("api/kernels") or []:
-                self._api(f"api/kernels/{kernel['id']}", method="DELETE")
-        except Exception:
-            pass
+        """Delete every session (which shuts its kernel down), then any kernel left over.
+        Errors are swallowed: this runs in teardown, and stop() ends the process group anyway."""
+        for what in ("api/sessions", "api/kernels"):
+            try:
+                for item in self.api(what) or []:
+                    try:
+                        self.api(f"{what}/{item['id']}", method="DELETE")
+                    except (urllib.error.URLError, OSError):
+                        pass
+            except Exception:
+                pass
 
     def stop(self) -> None:
+        """Shut kernels down through the API, end the server's process group, then end any
+        process it started that outlived it (kernels run in sessions of their own)."""
         if self.proc is None:
             return
         self.shutdown_kernels()
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=15)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
+        children = descendants(self.proc.pid)
+        end_process_group(self.proc, timeout("kernel_shutdown"))
+        end_pids(children)
         self._log.close()
         self.proc = None
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid``, from /proc (empty where there is no /proc)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    found, frontier = [], [pid]
+    while frontier:
+        kids = [p for p, pp in parents.items() if pp in frontier]
+        found += kids
+        frontier = kids
+    return found
+
+
+def end_process_group(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM to the group ``proc`` leads, SIGKILL if it has not exited after ``grace`` s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=grace)
+
+
+def end_pids(pids: list[int], grace: float = 5) -> None:
+    """SIGTERM, then SIGKILL, each of ``pids`` that is still alive (by pid, nothing broader)."""
+    alive = []
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+            alive.append(pid)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in alive if _alive(pid)]
+        if alive:
+            time.sleep(0.1)
+    for pid in alive:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
 
 
 def copy_notebooks(src: Path, dst: Path) -> list[Path]:
