@@ -87,6 +87,8 @@ def isolated_env(workdir: Path, **extra: str) -> dict:
                 JUPYTER_DATA_DIR=str(workdir / "jupyter-data"),
                 IPYTHONDIR=str(workdir / "ipython"),
                 PYDEVD_DISABLE_FILE_VALIDATION="1",
+                # The notebooks' blank exercises run with their reference solutions, as in nbval.
+                PIGVIZ_SOLUTIONS="1",
                 **extra)
 
 
