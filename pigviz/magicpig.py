@@ -128,14 +128,17 @@ def _refuse_non_finite_reads(problem: str, finite: torch.Tensor) -> None:
                          "k and v must hold only finite numbers")
 
 
-def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: bool = False):
+def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: bool = False,
+           return_lse: bool = False):
     """One decode step: ``q`` (H, d) against the cache ``k``, ``v`` (Hkv, n, d[v]) that
     ``index`` was built from. Returns ``(output (H, dv) in q's dtype, stats)``.
 
     ``stats``: ``budget`` (mean over heads of keys read / n), per-head int64 tensors
     ``keys_read`` (distinct keys whose values enter the output, exact set included),
     ``sampled`` (|S|), ``candidates`` (table entries scanned), plus ``exact`` (size of the
-    exact set), ``n`` and, if asked, ``read_mask`` (H, n) bool of the keys read.
+    exact set), ``n`` and, if asked, ``read_mask`` (H, n) bool of the keys read and ``lse``
+    (H,) float32, log sum exp of the scores mixed (-inf if nothing was read): the normaliser
+    that lets a caller merge this output with attention over other keys.
 
     A non-finite number in a key or value that is read raises ValueError; keys and values
     that are not read are never looked at.
@@ -238,6 +241,8 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
         "exact": num_exact,
         "n": n,
     }
+    if return_lse:
+        stats["lse"] = torch.logsumexp(scores, dim=-1)
     if return_read_mask:
         mask = torch.zeros((H, n), dtype=torch.bool, device=dev)
         mask[torch.arange(H, device=dev)[:, None].expand_as(read)[valid], read[valid]] = True
