@@ -72,22 +72,25 @@ def _prefetch_intrinsic():
 
     name = "llvm.prefetch.p0" if binding.llvm_version_info[0] >= 15 else "llvm.prefetch.p0i8"
 
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = [context.cast(builder, a, t, types.intp) for a, t in zip(args[1:], signature.args[1:])]
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx)
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), name)
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])   # read, keep in cache, data
+        return context.get_dummy_value()
+
     @intrinsic
     def prefetch(typingctx, arr, i0, i1, i2):
-        def codegen(context, builder, signature, args):
-            aryty = signature.args[0]
-            ary = context.make_array(aryty)(context, builder, args[0])
-            idx = [context.cast(builder, a, t, types.intp) for a, t in zip(args[1:], signature.args[1:])]
-            ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx)
-            i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                                name)
-            builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])   # read, keep, data
-            return context.get_dummy_value()
-
         return types.void(arr, i0, i1, i2), codegen
 
-    return prefetch
+    @intrinsic
+    def prefetch2(typingctx, arr, i0, i1):
+        return types.void(arr, i0, i1), codegen
+
+    return prefetch, prefetch2
 
 
 def _conversions():
@@ -131,9 +134,9 @@ def _compile():
     import numba
 
     njit = numba.njit
-    prefetch = _prefetch_intrinsic()
+    prefetch, prefetch2 = _prefetch_intrinsic()
     as_f32 = _conversions()
-    ahead = 8     # rows prefetched ahead of the one being read
+    ahead = 16    # rows prefetched ahead of the one being read
 
     @njit(cache=True, nogil=True)
     def _prefetch_row(a, g, t, d):
@@ -177,32 +180,43 @@ def _compile():
         dv = out.shape[1]
         n_all = max(n_idx, buffer_end.max()) if R else n_idx
         hits = np.zeros(n_idx, dtype=np.uint8)
-        touched = np.empty(n_idx, dtype=np.int32)
-        ids = np.empty(n_all, dtype=np.int64)
+        touched = np.empty(n_idx + 1, dtype=np.int32)   # +1: the branch-free append writes one past
+        ids = np.empty(n_all + 1, dtype=np.int64)        # +1: the branch-free append
         scores = np.empty(n_all, dtype=np.float32)
         acc = np.empty(dv, dtype=np.float32)
+        bounds = np.empty((L, 2), dtype=np.int64)
         pi = np.float32(math.pi)
         for r in range(R):
             g = r // rows_per_kv
             # 1-2. buckets, hit counting over the candidates
-            ntouched = 0
-            cand = 0
+            # Three sweeps over the tables so that their random reads overlap instead of
+            # waiting in turn: bucket ids (prefetching the offsets), bucket bounds (prefetching
+            # the first token ids), then the walk.
             for l in range(L):
                 b = 0
                 for j in range(K):
                     if proj[r, l * K + j] > 0:
                         b |= 1 << j
+                bounds[l, 0] = b
+                prefetch(offsets, g, l, b)
+            cand = 0
+            for l in range(L):
+                b = bounds[l, 0]
                 s = offsets[g, l, b]
                 e = offsets[g, l, b + 1]
+                bounds[l, 0] = s
+                bounds[l, 1] = e
                 cand += e - s
-                for i in range(s, e):
+                if e > s:
+                    prefetch(entries, g, l, s)
+            ntouched = 0
+            for l in range(L):
+                for i in range(bounds[l, 0], bounds[l, 1]):
                     t = entries[g, l, i]
                     c = hits[t]
-                    if c == 0:
-                        touched[ntouched] = t
-                        ntouched += 1
-                    if c < 255:
-                        hits[t] = c + 1
+                    touched[ntouched] = t          # kept only on a first hit (branch-free)
+                    ntouched += c == 0
+                    hits[t] = c + (c < 255)
             candidates_out[r] = cand
             # 3-4. the read list: exact set, sampled set, buffer. Ids first, then one tight
             # loop per pass over the rows, so the CPU overlaps many independent key loads
@@ -215,13 +229,14 @@ def _compile():
                 ids[nread] = t
                 nread += 1
             first_sampled = nread
+            lo_t = sinks
+            hi_t = n_idx - recent
             for i in range(ntouched):
                 t = touched[i]
                 c = hits[t]
                 hits[t] = 0
-                if c >= min_hits and t >= sinks and t < n_idx - recent:
-                    ids[nread] = t
-                    nread += 1
+                ids[nread] = t               # kept only if sampled (branch-free)
+                nread += (c >= min_hits) & (t >= lo_t) & (t < hi_t)
             end_sampled = nread
             sampled_out[r] = end_sampled - first_sampled
             for t in range(n_idx, buffer_end[r]):
@@ -239,6 +254,8 @@ def _compile():
             qm = qmean[r]
             qn = qnorm[r]
             for i in range(first_sampled, end_sampled):
+                if i + ahead < end_sampled:     # |k - mean| sits at random rows too
+                    prefetch2(cnorm, g, ids[i + ahead])
                 dot = scores[i]
                 norm = qn * cnorm[g, ids[i]]
                 cos = np.float32(0.0)

@@ -186,3 +186,14 @@ def test_index_module_still_builds_without_the_compiled_path(monkeypatch):
     k = torch.randn(1, 500, 8)
     idx = lsh_index.build_index(k, K=4, L=3, sinks=1, recent=2)
     assert int(idx.offsets[0, 0, -1]) == 500
+
+
+@numba_only
+def test_sampling_everything_matches_the_reference(step):
+    """K=1, L=16, one hit enough: every key is a candidate and sampled (full scratch lists)."""
+    q, k, v = step
+    wide = build_index(k, K=1, L=16, sinks=4, recent=32)
+    out, stats = fused_attend.attend(wide, q, k, v, min_hits=1)
+    ref, ref_stats = magicpig.attend(wide, q, k, v, min_hits=1, return_lse=True)
+    assert torch.equal(stats["sampled"], ref_stats["sampled"])
+    assert rel(out, ref) < 1e-5
