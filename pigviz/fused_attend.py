@@ -154,7 +154,7 @@ def _compile():
     @njit(cache=True, fastmath=_FASTMATH, nogil=True)
     def _add_row(acc, w, v, g, t, dv):
         for j in range(dv):
-            acc[j] += w * as_f32(v[g, t, j])
+            acc[j] += np.float64(w * as_f32(v[g, t, j]))
 
     @njit(cache=True, nogil=True)
     def _dots(q, r, k, g, ids, nread, scores):
@@ -183,7 +183,7 @@ def _compile():
         touched = np.empty(n_idx + 1, dtype=np.int32)   # +1: the branch-free append writes one past
         ids = np.empty(n_all + 1, dtype=np.int64)        # +1: the branch-free append
         scores = np.empty(n_all, dtype=np.float32)
-        acc = np.empty(dv, dtype=np.float32)
+        acc = np.empty(dv, dtype=np.float64)   # the value mix sums thousands of rows: float64
         bounds = np.empty((L, 2), dtype=np.int64)
         pi = np.float32(math.pi)
         for r in range(R):
@@ -293,15 +293,15 @@ def _compile():
             for i in range(1, nread):
                 if scores[i] > m:
                     m = scores[i]
-            total = np.float32(0.0)
+            total = 0.0
             for i in range(nread):
                 w = np.float32(math.exp(scores[i] - m))
                 scores[i] = w
                 total += w
             _mix(v, g, ids, scores, nread, acc)
-            inv = np.float32(1.0) / total
+            inv = 1.0 / total
             for j in range(dv):
-                o = acc[j] * inv
+                o = np.float32(acc[j] * inv)
                 out[r, j] = o
                 if not np.isfinite(o):
                     finite = False
