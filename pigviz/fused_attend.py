@@ -41,7 +41,6 @@ import torch
 __all__ = ["available", "attend", "pack_buckets", "build_tables"]
 
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}   # vectorised dot products; inf/NaN still honoured
-_KERNELS = None       # (attend kernel, pack kernel, csr kernel) once compiled; False if numba is missing
 
 
 def available() -> bool:
@@ -50,56 +49,55 @@ def available() -> bool:
 
 
 def _kernels():
-    global _KERNELS
-    if os.environ.get("PIGVIZ_NO_NUMBA", "") not in ("", "0"):
+    """(attend, pack, csr) kernels, or None when numba is missing or PIGVIZ_NO_NUMBA is set."""
+    if numba is None or os.environ.get("PIGVIZ_NO_NUMBA", "") not in ("", "0"):
         return None
-    if _KERNELS is None:
-        try:
-            _KERNELS = _compile()
-        except ImportError:
-            _KERNELS = False
-    return _KERNELS or None
+    return attend_kernel, pack_kernel, csr_kernel
 
 
-def _prefetch_intrinsic():
-    """``prefetch(a, g, t, j)``: ask the CPU to start loading the cache line holding a[g, t, j].
+try:
+    import numba
+except ImportError:      # the torch path runs everything
+    numba = None
 
-    The sampled keys sit at random rows; without a hint the core waits for each row in turn.
-    Issued a few rows ahead, the loads overlap and the loop runs at memory bandwidth."""
+
+# The kernels live at module level so that numba can cache their machine code on disk
+# (closures would be compiled again in every process).
+if numba is not None:
+    from numba import njit
+
+    # ``prefetch(a, g, t, j)``: ask the CPU to start loading the cache line holding a[g, t, j].
+    # The sampled keys sit at random rows; without a hint the core waits for each row in turn.
+    # Issued a few rows ahead, the loads overlap and the loop runs at memory bandwidth.
     from llvmlite import binding, ir
     from numba.core import cgutils, types
     from numba.extending import intrinsic
 
-    name = "llvm.prefetch.p0" if binding.llvm_version_info[0] >= 15 else "llvm.prefetch.p0i8"
+    _PREFETCH = "llvm.prefetch.p0" if binding.llvm_version_info[0] >= 15 else "llvm.prefetch.p0i8"
 
-    def codegen(context, builder, signature, args):
+    def _prefetch_codegen(context, builder, signature, args):
         aryty = signature.args[0]
         ary = context.make_array(aryty)(context, builder, args[0])
         idx = [context.cast(builder, a, t, types.intp) for a, t in zip(args[1:], signature.args[1:])]
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx)
         i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), name)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            _PREFETCH)
         builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])   # read, keep in cache, data
         return context.get_dummy_value()
 
     @intrinsic
     def prefetch(typingctx, arr, i0, i1, i2):
-        return types.void(arr, i0, i1, i2), codegen
+        return types.void(arr, i0, i1, i2), _prefetch_codegen
 
     @intrinsic
     def prefetch2(typingctx, arr, i0, i1):
-        return types.void(arr, i0, i1), codegen
+        return types.void(arr, i0, i1), _prefetch_codegen
 
-    return prefetch, prefetch2
-
-
-def _conversions():
-    """``as_f32(x)``: a stored element as float32. Half-precision caches reach the kernel as
-    16-bit integer views (numba has no bfloat16): uint16 holds bfloat16 bits (widened by a
-    shift), int16 holds float16 bits (converted by the CPU's half-to-float instruction)."""
-    from llvmlite import ir
-    from numba.core import types
-    from numba.extending import intrinsic, overload
+    # ``as_f32(x)``: a stored element as float32. Half-precision caches reach the kernel as
+    # 16-bit integer views (numba has no bfloat16): uint16 holds bfloat16 bits (widened by a
+    # shift), int16 holds float16 bits (converted by the CPU's half-to-float instruction).
+    from numba.extending import overload
 
     @intrinsic
     def bf16_to_f32(typingctx, x):
@@ -127,15 +125,6 @@ def _conversions():
             return lambda x: f16_to_f32(x)
         return None
 
-    return as_f32
-
-
-def _compile():
-    import numba
-
-    njit = numba.njit
-    prefetch, prefetch2 = _prefetch_intrinsic()
-    as_f32 = _conversions()
     ahead = 16    # rows prefetched ahead of the one being read
 
     @njit(cache=True, nogil=True)
@@ -345,7 +334,7 @@ def _compile():
                 row[pos[b]] = t
                 pos[b] += 1
 
-    return attend_kernel, pack_kernel, csr_kernel
+
 
 
 def _as_kernel_array(x: torch.Tensor) -> np.ndarray:
