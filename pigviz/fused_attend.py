@@ -162,7 +162,7 @@ if numba is not None:
             _add_row(acc, weights[i], v, g, ids[i], dv)
 
     @njit(cache=True, nogil=True)
-    def attend_kernel(proj, q, qmean, qnorm, rows_per_kv, K, L, min_hits, sinks, recent, n_idx,
+    def attend_kernel(proj, q, mean, rows_per_kv, K, L, min_hits, sinks, recent, n_idx,
                       offsets, entries, cnorm, log_u, grid, k, v,
                       buffer_end, scale, out, lse, sampled_out, candidates_out, bad, mask, want_mask):
         R, d = q.shape
@@ -240,8 +240,12 @@ if numba is not None:
                 if not np.isfinite(scores[i]):
                     finite = False
             # log u of each sampled key from cos(q, k - mean) = (q.k - q.mean) / (|q| |k - mean|)
-            qm = qmean[r]
-            qn = qnorm[r]
+            qm = np.float32(0.0)     # q . mean and |q|, for cos(q, k - mean)
+            qq = np.float32(0.0)
+            for j in range(d):
+                qm += q[r, j] * mean[g, j]
+                qq += q[r, j] * q[r, j]
+            qn = np.float32(math.sqrt(qq))
             for i in range(first_sampled, end_sampled):
                 if i + ahead < end_sampled:     # |k - mean| sits at random rows too
                     prefetch2(cnorm, g, ids[i + ahead])
@@ -395,29 +399,31 @@ def attend(index, q, k, v, *, min_hits: int = 2, scale: float | None = None, buf
             raise ValueError(f"buffer_end must hold {R} positions between index.n={n} and k's length {N}")
     if kernels is None or not _usable(index, q, k, v, min_hits):
         return _reference(index, q, k, v, min_hits, scale, ends, return_read_mask)
-    if not bool(torch.isfinite(q).all()):
-        raise ValueError("q must contain only finite numbers")
-    attend_kernel = kernels[0]
     qf = q.detach().to(torch.float32).contiguous()
-    proj = (qf @ index.planes).numpy()
-    rows_per_kv = R // Hkv
-    mean_rows = index.mean.repeat_interleave(rows_per_kv, 0)
-    qmean = (qf * mean_rows).sum(-1).numpy()
-    qnorm = qf.norm(dim=-1).numpy()
-    log_u = magicpig.log_inclusion_table(index, min_hits)
+    if not bool(torch.isfinite(qf).all()):
+        raise ValueError("q must contain only finite numbers")
+    # The index's arrays as numpy views, made once per index (each conversion costs a few µs,
+    # and a decode step calls this once per layer).
+    views = index.cache.get("fused_views")
+    if views is None:
+        views = index.cache["fused_views"] = (index.offsets.numpy(), index.entries.numpy(),
+                                              index.centred_norms.numpy(), index.mean.contiguous().numpy(), {})
+    offsets, entries, cnorm, mean, log_u = views
+    if min_hits not in log_u:
+        log_u[min_hits] = magicpig.log_inclusion_table(index, min_hits).numpy()
     dv = v.shape[2]
-    out = torch.empty((R, dv), dtype=torch.float32)
-    lse = torch.empty(R, dtype=torch.float32)
-    sampled = torch.empty(R, dtype=torch.int64)
-    candidates = torch.empty(R, dtype=torch.int64)
-    bad = torch.zeros(R, dtype=torch.uint8)
-    mask = torch.zeros((R, n) if return_read_mask else (0, 0), dtype=torch.bool)
-    attend_kernel(proj, qf.numpy(), qmean, qnorm, rows_per_kv, index.K, index.L, min_hits, index.sinks,
-                  index.recent, n, index.offsets.numpy(), index.entries.numpy(), index.centred_norms.numpy(),
-                  log_u.numpy(), magicpig._GRID, _as_kernel_array(k.detach()), _as_kernel_array(v.detach()),
-                  ends.numpy(), np.float32(scale), out.numpy(), lse.numpy(), sampled.numpy(),
-                  candidates.numpy(), bad.numpy(), mask.numpy(), return_read_mask)
-    if bool(bad.any()):
+    out = np.empty((R, dv), dtype=np.float32)
+    lse = np.empty(R, dtype=np.float32)
+    sampled = np.empty(R, dtype=np.int64)
+    candidates = np.empty(R, dtype=np.int64)
+    bad = np.zeros(R, dtype=np.uint8)
+    mask = np.zeros((R, n) if return_read_mask else (0, 0), dtype=np.bool_)
+    kernels[0]((qf @ index.planes).numpy(), qf.numpy(), mean, R // Hkv, index.K, index.L, min_hits, index.sinks,
+               index.recent, n, offsets, entries, cnorm, log_u[min_hits], magicpig._GRID,
+               _as_kernel_array(k.detach()), _as_kernel_array(v.detach()), ends.numpy(), np.float32(scale),
+               out, lse, sampled, candidates, bad, mask, return_read_mask)
+    out, lse, sampled, candidates, mask = (torch.from_numpy(a) for a in (out, lse, sampled, candidates, mask))
+    if bad.any():
         # A non-finite key or value was read: the reference names the culprit (ValueError).
         return _reference(index, q, k, v, min_hits, scale, ends, return_read_mask)
     num_exact = index.sinks + index.recent
