@@ -124,9 +124,11 @@ class DecodeSession:
         self.phase = "prefill"
         self.layers: dict[int, _LayerState] = {}
         self.index_seconds = 0.0
+        self.index_cpu_seconds = 0.0    # the same in this thread's CPU time
         self.rebuilds = 0
         self.time_attention = False     # True: synchronise the GPU around each attention call
         self.attention_seconds = 0.0    # decode-phase attention time, all layers
+        self.attention_cpu_seconds = 0.0  # the same in this thread's CPU time (steady on a busy machine)
         self._seen: set[int] = set()
         self._budgets: dict[int, object] = {}     # layer -> (rows,) budgets of the last forward
 
@@ -152,11 +154,17 @@ class DecodeSession:
         """Index every sampled layer's cached keys (MagicPIG only; a no-op otherwise)."""
         if self.method != "magicpig":
             return
-        t0 = time.perf_counter()
+        t0, c0, last = time.perf_counter(), time.thread_time(), None
         for layer in range(self.config.num_hidden_layers):
             if self.sampled_layer(layer):
                 self._build(layer, cache.layers[layer].keys[0], cache.layers[layer].values[0])
+                last = cache.layers[layer].keys
+        if last is not None and last.is_cuda:      # queued GPU work belongs to the build's time
+            import torch
+
+            torch.cuda.synchronize(last.device)
         self.index_seconds += time.perf_counter() - t0
+        self.index_cpu_seconds += time.thread_time() - c0
 
     def _build(self, layer: int, keys, values) -> None:
         from pigviz.lsh_index import build_index
@@ -184,7 +192,7 @@ class DecodeSession:
         if self.phase == "prefill":
             return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
         self._sync(query)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         if not self.sampled_layer(layer):
             result = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
         else:
@@ -197,6 +205,7 @@ class DecodeSession:
             result = (out.to(query.dtype).unsqueeze(0).contiguous(), None)
         self._sync(query)
         self.attention_seconds += time.perf_counter() - t0
+        self.attention_cpu_seconds += time.thread_time() - c0
         return result
 
     def _sync(self, tensor) -> None:

@@ -205,8 +205,7 @@ def build_index(
             f"hashing buffer), over the limit of {_gib(limit)}; reduce K or L"
         )
 
-    gen = torch.Generator().manual_seed(seed)
-    planes = torch.randn(d, L * K, generator=gen, dtype=torch.float32).to(k.device)
+    planes = _planes(d, K, L, seed, k.device)
     if not isinstance(centre, bool):
         raise TypeError(f"centre must be True or False, got {centre!r}")
     mean = k[:, sinks:n - recent].to(torch.float32).mean(dim=1)
@@ -254,6 +253,22 @@ def build_index(
         index.offsets[g, :, 0] = 0
         index.offsets[g, :, 1:] = per_bucket.cumsum(1)
     return index
+
+
+_PLANES: dict = {}
+
+
+def _planes(d: int, K: int, L: int, seed: int, device) -> torch.Tensor:
+    """The hyperplanes, drawn on the CPU from ``seed`` and kept per (d, K, L, seed, device):
+    a decoder that rebuilds its indexes reuses them instead of redrawing and re-uploading.
+    Treat as read-only (indexes share it)."""
+    key = (d, K, L, seed, str(device))
+    if key not in _PLANES:
+        if len(_PLANES) > 256:      # one per layer and seed in practice; stay bounded anyway
+            _PLANES.clear()
+        gen = torch.Generator().manual_seed(seed)
+        _PLANES[key] = torch.randn(d, L * K, generator=gen, dtype=torch.float32).to(device)
+    return _PLANES[key]
 
 
 def _refuse_non_finite(k: torch.Tensor, start: int, stop: int, head: int | None = None):
