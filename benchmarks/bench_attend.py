@@ -40,6 +40,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Large tensors on transparent huge pages (read by torch's CPU allocator at its first
+# allocation, so set before importing torch): attend reads scattered rows, and with 4 KiB
+# pages nearly every one costs a TLB miss; dense SDPA streams and barely notices.
+# THP_MEM_ALLOC_ENABLE=0 in the environment turns it off.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -56,13 +61,19 @@ attend = fused_attend.attend
 SHAPES = {"SmolLM2-135M": (9, 3, 64), "Llama-3.1-8B-like": (32, 8, 128)}
 
 
+CLOCK = {"wall": time.perf_counter, "cpu": time.thread_time}
+clock = time.perf_counter
+
+
 def median_ms(fn, queries) -> float:
+    """Median over the queries, on ``clock``: wall time, or with one thread this thread's CPU
+    time, which other jobs preempting us on a shared machine do not inflate."""
     fn(queries[0])                                   # warm-up: caches, lazy tables
     times = []
     for q in queries:
-        t0 = time.perf_counter()
+        t0 = clock()
         fn(q)
-        times.append((time.perf_counter() - t0) * 1e3)
+        times.append((clock() - t0) * 1e3)
     return statistics.median(times)
 
 
@@ -81,7 +92,7 @@ def attend_bytes(stats, index, Hkv: int, d: int) -> int:
 
 
 def memory_bandwidth(gib: float = 1.0, repeats: int = 5) -> float:
-    """Bytes per second of a sequential float32 read (best of ``repeats``)."""
+    """Bytes per second of a sequential float32 read (best of ``repeats``, on ``clock``)."""
     x = torch.ones(int(gib * 2**30) // 4)
     x.sum()
     best = min(_timed(x.sum) for _ in range(repeats))
@@ -89,9 +100,9 @@ def memory_bandwidth(gib: float = 1.0, repeats: int = 5) -> float:
 
 
 def _timed(fn) -> float:
-    t0 = time.perf_counter()
+    t0 = clock()
     fn()
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
 def run_row(shape: str, n: int, K: int, L: int, repeats: int, seed: int, bandwidth: float) -> dict:
@@ -167,16 +178,22 @@ def main(argv=None) -> list[dict]:
                              "medians stable on a shared machine (the compiled attend is single-threaded)")
     parser.add_argument("--extra-L", type=int, default=200,
                         help="also run this L at the longest context (0: skip) to land in a 2-5%% budget")
+    parser.add_argument("--clock", choices=["auto", "wall", "cpu"], default="auto",
+                        help="what to time: wall clock, or this thread's CPU time (auto: cpu with one thread)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write the rows here as JSON")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    global clock
+    clock_name = args.clock if args.clock != "auto" else ("cpu" if torch.get_num_threads() == 1 else "wall")
+    clock = CLOCK[clock_name]
     contexts = [8192] if args.quick else [8192, 32768, 98304]
     repeats = 3 if args.quick else args.repeats
     bandwidth = memory_bandwidth()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), float32 K/V, median of {repeats} steps; "
-          f"compiled attend: {fused_attend.available()}; sequential read bandwidth {bandwidth / 1e9:.1f} GB/s")
+          f"compiled attend: {fused_attend.available()}; sequential read bandwidth {bandwidth / 1e9:.1f} GB/s; "
+          f"clock: {clock_name}; THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')}")
     rows = []
     for shape in SHAPES:
         for n in contexts:
@@ -191,6 +208,9 @@ def main(argv=None) -> list[dict]:
     if args.json:
         write_json_atomic(args.json, {"torch": torch.__version__, "threads": torch.get_num_threads(),
                                       "fused": fused_attend.available(), "bandwidth_gbs": bandwidth / 1e9,
+                                      "clock": clock_name, "thp": os.environ.get("THP_MEM_ALLOC_ENABLE"),
+                                      "command": " ".join(["python benchmarks/bench_attend.py",
+                                                           *(argv if argv is not None else sys.argv[1:])]),
                                       "load_average": list(os.getloadavg()), "rows": rows})
     return rows
 
