@@ -80,15 +80,19 @@ def passkey_table(data: dict) -> str:
 
 def speed_table(rows: list[dict]) -> str:
     """Side by side per context: step/attention/rest time and the ratios to dense."""
+    cpu = all("attention_cpu_ms" in r for r in rows)      # CPU-time columns (newer files)
     lines = [f"{'context':>7}  {'method':<9} {'step ms':>8} {'attn ms':>8} {'rest ms':>8} "
-             f"{'index s':>8} {'budget':>7} {'step/dense':>10} {'attn/dense':>10}"]
+             f"{'index s':>8} {'budget':>7} {'step/dense':>10} {'attn/dense':>10}"
+             + (f" {'CPU: step ms':>12} {'attn ms':>8} {'attn/dense':>10}" if cpu else "")]
     dense = {r["context"]: r for r in rows if r["method"] == "dense"}
     for r in rows:
         d = dense.get(r["context"])
         ratio = lambda key: f"{r[key] / d[key]:.2f}x" if d and d[key] > 0 else "-"  # noqa: E731
         lines.append(f"{r['context']:>7}  {r['method']:<9} {r['step_ms']:8.1f} {r['attention_ms']:8.1f} "
                      f"{r['rest_ms']:8.1f} {r['index_seconds']:8.2f} {100 * r['budget']:6.1f}% "
-                     f"{ratio('step_ms'):>10} {ratio('attention_ms'):>10}")
+                     f"{ratio('step_ms'):>10} {ratio('attention_ms'):>10}"
+                     + (f" {r['step_cpu_ms']:12.1f} {r['attention_cpu_ms']:8.1f} {ratio('attention_cpu_ms'):>10}"
+                        if cpu else ""))
     return "\n".join(lines)
 
 
@@ -193,12 +197,16 @@ def claims():
                          q16 < 0.25 and q4 > 0.75, f"{q16:.0%} vs {q4:.0%}"))
 
     dense_rows = [r for r in speed["rows"] if r["method"] == "dense"]
+    # This thread's CPU time where recorded: a shared machine inflates the wall clock by preemption.
+    cpu = all("attention_cpu_ms" in r for r in speed["rows"])
+    att, step = ("attention_cpu_ms", "step_cpu_ms") if cpu else ("attention_ms", "step_ms")
     out.append(Claim("07", "on this CPU, attention is a minority of a dense decode step",
-                     all(r["attention_ms"] < 0.5 * r["step_ms"] for r in dense_rows),
-                     ", ".join(f"{r['context']}: {100 * r['attention_ms'] / r['step_ms']:.0f}%" for r in dense_rows)))
+                     all(r[att] < 0.5 * r[step] for r in dense_rows),
+                     ", ".join(f"{r['context']}: {100 * r[att] / r[step]:.0f}%" for r in dense_rows)))
     mp_rows = {r["context"]: r for r in speed["rows"] if r["method"] == "magicpig"}
-    ratios = [mp_rows[r["context"]]["attention_ms"] / r["attention_ms"] for r in dense_rows if r["context"] in mp_rows]
-    out.append(Claim("07", "MagicPIG's attention is slower than dense here; the gap narrows with n",
-                     min(ratios) > 1 and all(a > b for a, b in zip(ratios, ratios[1:])),
+    ratios = [mp_rows[r["context"]][att] / r[att] for r in dense_rows if r["context"] in mp_rows]
+    out.append(Claim("07", "MagicPIG's attention costs about what dense does here (within 2x either way); "
+                           "its share falls as n grows",
+                     all(0.5 < x < 2 for x in ratios) and all(a > b for a, b in zip(ratios, ratios[1:])),
                      " -> ".join(f"{x:.2f}x" for x in ratios)))
     return out
