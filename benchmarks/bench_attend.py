@@ -8,16 +8,21 @@
 Shapes: SmolLM2-135M (9 query heads, 3 KV heads, d = 64) and a Llama-3.1-8B-like layer
 (32, 8, 128), at 8k, 32k and 96k tokens of synthetic keys with a real-model-like cone, a
 large-norm sink key at token 0 and a few planted keys per query head
-(:func:`pigviz.magicpig.synthetic_decode_step`). K/V are float32.
+(:func:`pigviz.lsh.magicpig.synthetic_decode_step`). K/V are float32.
 
 Per row: index build time (once per layer), median time per step over several queries
-for MagicPIG attend, dense ``scaled_dot_product_attention`` (the reference; each KV head
+for MagicPIG attend (:func:`pigviz.lsh.fused.attend`, the compiled path when numba is
+installed; ``torch ms`` is the readable torch reference :func:`pigviz.lsh.magicpig.attend`),
+dense ``scaled_dot_product_attention`` (the reference; each KV head
 answers its group's queries in one call, reading K/V once)
 the same SDPA with ``enable_gqa=True`` (which copies K/V per query head on the CPU),
 and TopK at MagicPIG's measured budget; the speed-up dense/attend; bytes touched by
 attend relative to dense; the hash tables' memory relative to the KV cache (as stored,
 float32, and as a float16 cache would be); and each approximation's relative output
-error ||o_hat - o|| / ||o|| averaged over heads.
+error ||o_hat - o|| / ||o|| averaged over heads. Beside attend's time: the bytes it touches
+and the floor those bytes set at the machine's memory bandwidth, measured at start-up by
+summing a 1 GiB float32 tensor (sequential reads; attend's reads are scattered rows, so the
+floor is optimistic). All timings of a row are taken side by side, in one process.
 
 Bytes counted for attend: the K and V rows it gathers (per query head), their stored
 |k - mean|, the token ids scanned in the query's buckets, the 2 offsets per table per
@@ -28,31 +33,47 @@ can never be cheaper than dense here; it is timed to show that, and for its erro
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Large tensors on transparent huge pages (read by torch's CPU allocator at its first
+# allocation, so set before importing torch): attend reads scattered rows, and with 4 KiB
+# pages nearly every one costs a TLB miss; dense SDPA streams and barely notices.
+# THP_MEM_ALLOC_ENABLE=0 in the environment turns it off.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from pigviz._util.io import write_json_atomic  # noqa: E402
 from pigviz.attention import topk_attention  # noqa: E402
+from pigviz.lsh import fused  # noqa: E402
 from pigviz.lsh.index import build_index  # noqa: E402
-from pigviz.lsh.magicpig import attend, synthetic_decode_step  # noqa: E402
+from pigviz.lsh.magicpig import attend as attend_torch  # noqa: E402
+from pigviz.lsh.magicpig import synthetic_decode_step  # noqa: E402
+
+attend = fused.attend
 
 SHAPES = {"SmolLM2-135M": (9, 3, 64), "Llama-3.1-8B-like": (32, 8, 128)}
 
 
+CLOCK = {"wall": time.perf_counter, "cpu": time.thread_time}
+clock = time.perf_counter
+
+
 def median_ms(fn, queries) -> float:
+    """Median over the queries, on ``clock``: wall time, or with one thread this thread's CPU
+    time, which other jobs preempting us on a shared machine do not inflate."""
     fn(queries[0])                                   # warm-up: caches, lazy tables
     times = []
     for q in queries:
-        t0 = time.perf_counter()
+        t0 = clock()
         fn(q)
-        times.append((time.perf_counter() - t0) * 1e3)
+        times.append((clock() - t0) * 1e3)
     return statistics.median(times)
 
 
@@ -70,7 +91,21 @@ def attend_bytes(stats, index, Hkv: int, d: int) -> int:
             + 2 * H * index.n)                           # uint8 hit counters, cleared + scanned
 
 
-def run_row(shape: str, n: int, K: int, L: int, repeats: int, seed: int) -> dict:
+def memory_bandwidth(gib: float = 1.0, repeats: int = 5) -> float:
+    """Bytes per second of a sequential float32 read (best of ``repeats``, on ``clock``)."""
+    x = torch.ones(int(gib * 2**30) // 4)
+    x.sum()
+    best = min(_timed(x.sum) for _ in range(repeats))
+    return x.nbytes / best
+
+
+def _timed(fn) -> float:
+    t0 = clock()
+    fn()
+    return clock() - t0
+
+
+def run_row(shape: str, n: int, K: int, L: int, repeats: int, seed: int, bandwidth: float) -> dict:
     H, Hkv, d = SHAPES[shape]
     q0, k, v = synthetic_decode_step(H, Hkv, n, d, seed=seed)
     gen = torch.Generator().manual_seed(seed + 1)
@@ -91,18 +126,23 @@ def run_row(shape: str, n: int, K: int, L: int, repeats: int, seed: int) -> dict
 
     magic_ms = median_ms(lambda q: attend(index, q, k, v), queries)
     dense_ms = median_ms(sdpa, queries)
+    torch_ms = median_ms(lambda q: attend_torch(index, q, k, v), queries[: max(3, repeats // 2)])
     gqa_ms = median_ms(sdpa_gqa, queries[: max(3, repeats // 2)])
     out, stats = attend(index, queries[0], k, v)
     budget = stats["budget"]
     topk_ms = median_ms(lambda q: topk_attention(q, k, v, budget), queries[: max(3, repeats // 2)])
     dense = sdpa(queries[0])
     kv_bytes = k.nbytes + v.nbytes
+    touched = attend_bytes(stats, index, Hkv, d)
     return {
         "shape": shape, "n": n, "K": K, "L": L, "heads": H, "kv_heads": Hkv, "d": d,
         "build_s": build_s, "attend_ms": magic_ms, "sdpa_ms": dense_ms, "sdpa_gqa_ms": gqa_ms, "topk_ms": topk_ms,
-        "speedup": dense_ms / magic_ms, "budget": budget,
+        "attend_torch_ms": torch_ms, "fused": fused_attend.available(),
+        "speedup": dense_ms / magic_ms, "speedup_torch": dense_ms / torch_ms, "budget": budget,
         "candidates_per_head": float(stats["candidates"].double().mean()),
-        "bytes_ratio": attend_bytes(stats, index, Hkv, d) / kv_bytes,
+        "bytes_ratio": touched / kv_bytes, "attend_bytes": touched,
+        "bandwidth_gbs": bandwidth / 1e9, "attend_floor_ms": 1e3 * touched / bandwidth,
+        "sdpa_floor_ms": 1e3 * kv_bytes / bandwidth,
         "table_bytes": index.table_bytes, "kv_bytes_fp32": kv_bytes,
         "table_vs_kv_fp32": index.table_bytes / kv_bytes, "table_vs_kv_fp16": index.table_bytes / (kv_bytes / 2),
         "err_magicpig": rel_err(out, dense), "err_topk": rel_err(topk_attention(queries[0], k, v, budget)[0], dense),
@@ -110,15 +150,20 @@ def run_row(shape: str, n: int, K: int, L: int, repeats: int, seed: int) -> dict
 
 
 def print_table(rows) -> None:
-    head = (f"{'shape':<18}{'n':>7}{'K,L':>8}{'build s':>9}{'attend ms':>11}{'SDPA ms':>9}{'gqa ms':>8}"
+    head = (f"{'shape':<18}{'n':>7}{'K,L':>8}{'build s':>9}{'attend ms':>11}{'floor ms':>9}{'att MB':>8}"
+            f"{'torch ms':>9}{'SDPA ms':>9}{'floor ms':>9}{'gqa ms':>8}"
             f"{'TopK ms':>9}{'SDPA/att':>9}{'budget':>8}{'bytes':>8}{'tbl/KV16':>9}{'err MP':>8}{'err TopK':>9}")
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['shape']:<18}{r['n']:>7}{r['K']:>4},{r['L']:<3}{r['build_s']:>9.1f}{r['attend_ms']:>11.1f}"
-              f"{r['sdpa_ms']:>9.1f}{r['sdpa_gqa_ms']:>8.1f}{r['topk_ms']:>9.1f}{r['speedup']:>8.1f}x{100 * r['budget']:>7.2f}%"
+        print(f"{r['shape']:<18}{r['n']:>7}{r['K']:>4},{r['L']:<3}{r['build_s']:>9.2f}{r['attend_ms']:>11.2f}"
+              f"{r['attend_floor_ms']:>9.2f}{r['attend_bytes'] / 1e6:>8.1f}{r['attend_torch_ms']:>9.1f}"
+              f"{r['sdpa_ms']:>9.1f}{r['sdpa_floor_ms']:>9.1f}{r['sdpa_gqa_ms']:>8.1f}{r['topk_ms']:>9.1f}"
+              f"{r['speedup']:>8.1f}x{100 * r['budget']:>7.2f}%"
               f"{100 * r['bytes_ratio']:>7.1f}%{r['table_vs_kv_fp16']:>9.2f}{r['err_magicpig']:>8.3f}{r['err_topk']:>9.3f}")
-    print("SDPA = dense reference (grouped queries, K/V read once); gqa = the same with enable_gqa=True;\n"
+    print("attend = pigviz.lsh.fused.attend (compiled if numba is installed); torch = the torch reference;\n"
+          "floor = bytes touched / measured sequential memory bandwidth; att MB = bytes attend touches;\n"
+          "SDPA = dense reference (grouped queries, K/V read once); gqa = the same with enable_gqa=True;\n"
           "SDPA/att = speed-up of attend over SDPA; bytes = bytes touched by attend / K+V bytes of dense;\n"
           "tbl/KV16 = hash-table memory / KV cache in float16; err = mean ||o_hat - o|| / ||o|| over heads.",
           flush=True)
@@ -130,18 +175,25 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--repeats", type=int, default=7, help="queries timed per row (median)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for every method (0: torch's default). One thread keeps the "
-                             "medians stable on a shared machine: attend runs ~80 small ops, and each "
-                             "multi-threaded one waits for a core another process may hold")
+                             "medians stable on a shared machine (the compiled attend is single-threaded)")
     parser.add_argument("--extra-L", type=int, default=200,
                         help="also run this L at the longest context (0: skip) to land in a 2-5%% budget")
+    parser.add_argument("--clock", choices=["auto", "wall", "cpu"], default="auto",
+                        help="what to time: wall clock, or this thread's CPU time (auto: cpu with one thread)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write the rows here as JSON")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    global clock
+    clock_name = args.clock if args.clock != "auto" else ("cpu" if torch.get_num_threads() == 1 else "wall")
+    clock = CLOCK[clock_name]
     contexts = [8192] if args.quick else [8192, 32768, 98304]
     repeats = 3 if args.quick else args.repeats
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), float32 K/V, median of {repeats} steps")
+    bandwidth = memory_bandwidth()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), float32 K/V, median of {repeats} steps; "
+          f"compiled attend: {fused_attend.available()}; sequential read bandwidth {bandwidth / 1e9:.1f} GB/s; "
+          f"clock: {clock_name}; THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')}")
     rows = []
     for shape in SHAPES:
         for n in contexts:
@@ -149,12 +201,17 @@ def main(argv=None) -> list[dict]:
             if n == contexts[-1] and args.extra_L and not args.quick:
                 configs.append((10, args.extra_L))
             for K, L in configs:
-                rows.append(run_row(shape, n, K, L, repeats, args.seed))
+                rows.append(run_row(shape, n, K, L, repeats, args.seed, bandwidth))
                 print(f"  done {shape} n={n} (K, L)=({K}, {L})", file=sys.stderr, flush=True)
     sys.stderr.flush()
     print_table(rows)
     if args.json:
-        write_json_atomic(args.json, {"torch": torch.__version__, "threads": torch.get_num_threads(), "rows": rows})
+        write_json_atomic(args.json, {"torch": torch.__version__, "threads": torch.get_num_threads(),
+                                      "fused": fused_attend.available(), "bandwidth_gbs": bandwidth / 1e9,
+                                      "clock": clock_name, "thp": os.environ.get("THP_MEM_ALLOC_ENABLE"),
+                                      "command": " ".join(["python benchmarks/bench_attend.py",
+                                                           *(argv if argv is not None else sys.argv[1:])]),
+                                      "load_average": list(os.getloadavg()), "rows": rows})
     return rows
 
 

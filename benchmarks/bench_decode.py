@@ -11,7 +11,9 @@ the time spent inside the attention function of every layer (layer 0 stays dense
 MagicPIG too); "rest" is the step minus attention: the weights (~540 MB of fp32 read per
 token), the norms, and transformers appending the new key/value to the cache. Medians
 over the steps. The 8k row decodes from 8192 - steps - warmup tokens so that it stays
-inside the trained context.
+inside the trained context. Besides wall time, each step and its attention are also timed in
+this thread's CPU time (``*_cpu_ms``; meaningful with ``--threads 1`` on a CPU), which a
+machine shared with other jobs inflates far less than the wall clock.
 
 On a shared CPU, small tensor ops wait for each other's threads; ``--threads 1`` (the
 default) gives steadier numbers there. The load average before and after is recorded.
@@ -53,7 +55,7 @@ def measure(model, tokenizer, *, contexts=(4096, 8192), methods=(("dense", {}), 
         prefill_s = time.perf_counter() - t0
         dense_tokens = None
         for method, options in methods:
-            step_s, attn_s, budgets, tokens = [], [], [], [first]
+            step_s, attn_s, step_cpu, attn_cpu, budgets, tokens = [], [], [], [], [], [first]
             with use_attention(model, method, **options) as session:
                 session.prepare(cache)
                 session.phase = "decode"
@@ -61,12 +63,15 @@ def measure(model, tokenizer, *, contexts=(4096, 8192), methods=(("dense", {}), 
                 for i in range(warmup + steps):
                     _sync(model)
                     before, t0 = session.attention_seconds, time.perf_counter()
+                    before_cpu, c0 = session.attention_cpu_seconds, time.thread_time()
                     logits = forward(model, torch.tensor([tokens[-1]]), cache)
                     tokens.append(int(logits[-1].argmax()))
                     _sync(model)
                     if i >= warmup:
                         step_s.append(time.perf_counter() - t0)
                         attn_s.append(session.attention_seconds - before)
+                        step_cpu.append(time.thread_time() - c0)
+                        attn_cpu.append(session.attention_cpu_seconds - before_cpu)
                         b = session.take_budgets()
                         budgets.append(1.0 if b is None else float(b[-1]))
                     else:
@@ -76,13 +81,17 @@ def measure(model, tokenizer, *, contexts=(4096, 8192), methods=(("dense", {}), 
             row = {"context": n, "method": method, "options": {k: list(v) if isinstance(v, tuple) else v
                                                               for k, v in session.options.items()},
                    "step_ms": 1e3 * statistics.median(step_s), "attention_ms": 1e3 * statistics.median(attn_s),
-                   "index_seconds": session.index_seconds, "prefill_seconds": prefill_s,
+                   "step_cpu_ms": 1e3 * statistics.median(step_cpu),
+                   "attention_cpu_ms": 1e3 * statistics.median(attn_cpu),
+                   "index_seconds": session.index_seconds, "index_cpu_seconds": session.index_cpu_seconds,
+                   "prefill_seconds": prefill_s,
                    "budget": statistics.fmean(budgets), "steps": steps,
                    "same_tokens_as_dense": None if dense_tokens is None else tokens == dense_tokens}
             row["rest_ms"] = row["step_ms"] - row["attention_ms"]
             rows.append(row)
             if progress:
                 print(f"  {n:>5} {method:<9} step {row['step_ms']:7.1f} ms  attention {row['attention_ms']:7.1f} ms"
+                      f"  (CPU time: step {row['step_cpu_ms']:7.1f}, attention {row['attention_cpu_ms']:7.1f})"
                       f"  index {row['index_seconds']:5.2f} s  budget {100 * row['budget']:5.1f}%", flush=True)
     return rows
 

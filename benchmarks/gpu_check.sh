@@ -40,7 +40,7 @@ prepare() {
     grep -qxF "/$CARRY/" .git/info/exclude 2>/dev/null || echo "/$CARRY/" >> .git/info/exclude
     rm -rf "$CARRY" && mkdir -p "$CARRY/common/site"
     local gguf gguf_pkg ids_n tree common part_max size parts
-    gguf=$($PY -c "from pigviz.models import bundled_gguf_path; print(bundled_gguf_path())")
+    gguf=$($PY -c "from pigviz.model.loading import bundled_gguf_path; print(bundled_gguf_path())")
     gguf_pkg=$($PY -c "import gguf, os; print(os.path.dirname(gguf.__file__))")
     cp -r "$gguf_pkg" "$CARRY/common/site/"
     cp -r "$(dirname "$gguf_pkg")"/gguf-*.dist-info "$CARRY/common/site/"
@@ -49,7 +49,7 @@ prepare() {
     $PY - "$CARRY/common/ids.json" "$ids_n" <<'EOF'
 import json, sys
 from pigviz import texts
-from pigviz.models import load_model
+from pigviz.model.loading import load_model
 _, tok = load_model(progress=False)
 json.dump(texts.first_tokens(tok, int(sys.argv[2])).tolist(), open(sys.argv[1], "w"))
 EOF

@@ -16,7 +16,7 @@ import pigviz
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pigviz"
 # Imported inside functions on purpose: each costs seconds or hundreds of MB, and most lessons
-# never need it. pigviz.lsh.index and pigviz.lsh.magicpig import torch at their top.
+# never need it. pigviz.lsh.index, magicpig and fused import torch at their top.
 HEAVY = {
     "torch",
     "transformers",
@@ -30,6 +30,7 @@ HEAVY = {
     "numba",
     "pigviz.lsh.index",
     "pigviz.lsh.magicpig",
+    "pigviz.lsh.fused",
 }
 
 

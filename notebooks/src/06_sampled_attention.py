@@ -270,8 +270,10 @@ print(f"\nmeasured, one layer and KV head at 8,192 keys: tables {index.table_byt
 #
 # Reading 5% of the keys should be faster than reading all of them, but on a CPU the hashing,
 # counting and gathering cost time too. `benchmarks/bench_attend.py` times one decode step
-# of one layer. The engine (attend) runs against PyTorch's dense attention (SDPA) on
-# synthetic keys shaped like SmolLM2's and like Llama-3.1-8B's. The table was measured on the
+# of one layer. The engine runs against PyTorch's dense attention (SDPA) on synthetic keys
+# shaped like SmolLM2's and like Llama-3.1-8B's. The engine timed is `pigviz.lsh.fused.attend`:
+# the same estimator as the torch `attend` of this notebook, compiled into one loop per layer
+# with numba (the torch version's time is in the JSON as `attend_torch_ms`). The table was measured on the
 # same shared 2-core CPU and ships in `data/`, so the numbers below are stored, not timed
 # now. Compare the speed-up column across context lengths: the fixed costs of a step weigh
 # most at short contexts.

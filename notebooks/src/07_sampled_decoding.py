@@ -430,10 +430,13 @@ plots.speed_figure(speed["rows"])
 #   of a step for a 135M-parameter model at these contexts. Attention grows with context,
 #   while the weights cost the same at every step, so the balance shifts at longer contexts
 #   and in larger models (notebook 05 does that arithmetic).
-# * **On a CPU, MagicPIG's attention is slower than dense here.** Hashing the query, counting
-#   hits in every table and gathering scattered rows costs more than one matrix product
-#   over a few thousand contiguous keys. The gap narrows as the context grows, because dense
-#   cost grows with every key while MagicPIG's grows with the keys it samples and scans.
+# * **On one CPU thread, MagicPIG's attention costs about what dense does here.** It reads
+#   about 5% of the keys in one compiled pass per layer (`pigviz.lsh.fused`), but inside a
+#   model the weights stream through the caches between layers, so each of its scattered
+#   reads (bucket offsets, token ids, sampled rows) misses cache, while dense attention streams
+#   a few MB of contiguous keys. Its share falls as the context grows, because dense cost
+#   grows with every key while MagicPIG's grows with the keys it samples and scans. (The
+#   CPU-time columns are steadier than the wall clock on a machine shared with other jobs.)
 # * **The index is not free.** Building it after the prefill takes seconds per prompt on this
 #   CPU, and it is rebuilt whenever the buffer fills.
 #

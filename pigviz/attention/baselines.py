@@ -243,7 +243,7 @@ def _race_log_counts(log_w, m: int, generator):
 
     The draw that would need an (m+1)-th distinct key ends the run and is not kept. Stopping
     right AFTER the m-th new key instead would make the last draw always a fresh key and
-    over-count rarely drawn ones (see pigviz.stick_balance, whose rule this is).
+    over-count rarely drawn ones (see pigviz.toy.stick_balance, whose rule this is).
 
     The draws are simulated all at once. Let key i fire at the times of a Poisson process of
     rate w_i; merged, the processes fire at rate sum(w) = 1 and each firing picks key i with

@@ -3,7 +3,7 @@ retrieval, every method against dense on the same cache.
 
 Teacher-forced quality: the first ``prefix`` tokens of ``texts.long_text()`` are prefilled
 ONCE with dense attention; then, for each method, the next ``stretch`` tokens are fed as
-decode rows (see :mod:`pigviz.decoding`: identical to decoding them one by one) and the cache
+decode rows (see :mod:`pigviz.decode.session`: identical to decoding them one by one) and the cache
 is cropped back to the prefix. Each method's next-token distribution is compared with the
 dense one at every row: KL(dense || method), top-1 agreement, and the perplexity of the real
 next tokens. Baselines run at the budget MagicPIG actually used (mean over its seeds).

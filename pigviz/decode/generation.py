@@ -1,7 +1,7 @@
 """Greedy generation with a swappable decode attention: ``pigviz.generate``.
 
 The prompt is prefilled with dense sdpa, the LSH indexes (MagicPIG) are built from the cache,
-and every new token is decoded with the chosen attention (see :mod:`pigviz.decoding`). The
+and every new token is decoded with the chosen attention (see :mod:`pigviz.decode.session`). The
 result keeps, per token, the wall time and the attention budget actually used.
 """
 from __future__ import annotations
@@ -54,6 +54,10 @@ class GenerationResult:
     index_seconds: float
     attention_seconds: float = 0.0
     rebuilds: int = 0
+    # The same clocks in this thread's CPU time (one torch thread): steady on a busy machine.
+    step_cpu_seconds: list = field(default_factory=list)
+    attention_cpu_seconds: float = 0.0
+    index_cpu_seconds: float = 0.0
     extra: dict = field(default_factory=dict)
 
     def decode_ms_per_token(self) -> float:
@@ -66,7 +70,8 @@ class GenerationResult:
 
     def as_dict(self) -> dict:
         keys = ("attention", "options", "prompt_tokens", "token_ids", "text", "token_texts", "step_seconds", "budgets",
-                "prefill_seconds", "index_seconds", "attention_seconds", "rebuilds")
+                "prefill_seconds", "index_seconds", "attention_seconds", "rebuilds", "step_cpu_seconds",
+                "attention_cpu_seconds", "index_cpu_seconds")
         out = {k: getattr(self, k) for k in keys}
         out["options"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()}
         return out
@@ -91,6 +96,7 @@ def generate(model, tokenizer, prompt, attention: str = "magicpig", max_new_toke
     eos = getattr(tokenizer, "eos_token_id", None)
     cache = new_cache(model)
     with use_attention(model, attention, **options) as session:
+        session.time_attention = True     # on a GPU: synchronise around attention so its clock is real
         t0 = time.perf_counter()
         logits = forward(model, ids, cache, logits_to_keep=1)
         _check_seen(session, model)
@@ -100,11 +106,13 @@ def generate(model, tokenizer, prompt, attention: str = "magicpig", max_new_toke
         prefill_s = times[0] - session.index_seconds
         bar = tqdm(total=max_new_tokens, desc=f"decode ({attention})", unit="tok", disable=not progress)
         bar.update(1)
+        cpu_times = []
         while len(tokens) < max_new_tokens and not (stop_at_eos and tokens[-1] == eos):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             logits = forward(model, torch.tensor([tokens[-1]]), cache)
             tokens.append(int(logits[-1].argmax()))
             times.append(time.perf_counter() - t0)
+            cpu_times.append(time.thread_time() - c0)
             step_budget = session.take_budgets()
             budgets.append(1.0 if step_budget is None else float(step_budget[-1]))
             bar.update(1)
@@ -114,4 +122,5 @@ def generate(model, tokenizer, prompt, attention: str = "magicpig", max_new_toke
         text=tokenizer.decode(tokens, skip_special_tokens=True),
         token_texts=[tokenizer.decode([t]) for t in tokens], step_seconds=times, budgets=budgets,
         prefill_seconds=prefill_s, index_seconds=session.index_seconds,
-        attention_seconds=session.attention_seconds, rebuilds=session.rebuilds)
+        attention_seconds=session.attention_seconds, rebuilds=session.rebuilds, step_cpu_seconds=cpu_times,
+        attention_cpu_seconds=session.attention_cpu_seconds, index_cpu_seconds=session.index_cpu_seconds)

@@ -76,15 +76,19 @@ def passkey_table(data: dict) -> str:
 
 def speed_table(rows: list[dict]) -> str:
     """Side by side per context: step/attention/rest time and the ratios to dense."""
+    cpu = all("attention_cpu_ms" in r for r in rows)      # CPU-time columns (newer files)
     lines = [f"{'context':>7}  {'method':<9} {'step ms':>8} {'attn ms':>8} {'rest ms':>8} "
-             f"{'index s':>8} {'budget':>7} {'step/dense':>10} {'attn/dense':>10}"]
+             f"{'index s':>8} {'budget':>7} {'step/dense':>10} {'attn/dense':>10}"
+             + (f" {'CPU: step ms':>12} {'attn ms':>8} {'attn/dense':>10}" if cpu else "")]
     dense = {r["context"]: r for r in rows if r["method"] == "dense"}
     for r in rows:
         d = dense.get(r["context"])
         ratio = lambda key: f"{r[key] / d[key]:.2f}x" if d and d[key] > 0 else "-"  # noqa: E731
         lines.append(f"{r['context']:>7}  {r['method']:<9} {r['step_ms']:8.1f} {r['attention_ms']:8.1f} "
                      f"{r['rest_ms']:8.1f} {r['index_seconds']:8.2f} {100 * r['budget']:6.1f}% "
-                     f"{ratio('step_ms'):>10} {ratio('attention_ms'):>10}")
+                     f"{ratio('step_ms'):>10} {ratio('attention_ms'):>10}"
+                     + (f" {r['step_cpu_ms']:12.1f} {r['attention_cpu_ms']:8.1f} {ratio('attention_cpu_ms'):>10}"
+                        if cpu else ""))
     return "\n".join(lines)
 
 

@@ -10,21 +10,19 @@ switches it back to whatever it used before, also after an error. Inside:
 * **prefill** (``session.phase = "prefill"``): every layer runs transformers' own sdpa, as
   MagicPIG's prefill is ordinary dense attention;
 * ``session.prepare(cache)`` builds one LSH index per sampled layer from the cache's post-RoPE
-  keys (``cache.layers[i].keys``) and keeps a contiguous copy of those keys and values;
+  keys (``cache.layers[i].keys``); no copy of the keys or values is kept;
 * **decode** (``phase = "decode"``): each query row is one decode step. In a sampled layer it
-  reads (a) the indexed tokens through :func:`pigviz.magicpig.attend` (exact sinks + recent
-  window + the LSH sample) and (b) every token cached after the index was built, exactly.
+  reads, straight from the cache, (a) the indexed tokens (exact sinks + recent window + the
+  LSH sample) and (b) every token cached after the index was built, exactly: one call of
+  :func:`pigviz.lsh.fused.attend` per layer does both.
 
 Tokens generated after the prefill form that exact **buffer**. When it would grow past
 ``buffer`` tokens the index is REBUILT over the whole cache (a rebuild costs one index
 build per layer; folding tokens into the tables would need to re-sort every table anyway).
 
-Joining (a) and (b) needs the normaliser of (a), which ``attend`` does not return. The value
-rows handed to ``attend`` carry one extra column that is 1 on the exact set and 0 elsewhere,
-so that column of the output is the weight W the estimate gave the exact set. The exact set's
-own normaliser Z_e is cheap to compute (sinks + recent keys), and the estimate's total is
-Z_e / W. Both parts are then mixed in proportion to their normalisers, like two blocks of a
-flash-attention pass.
+Joining (a) and (b) needs the normaliser of (a): the compiled path scores both in one list,
+one softmax; without numba (or on a GPU) :func:`pigviz.lsh.magicpig.attend` returns (a)'s
+log-normaliser and (b) is mixed in by log-sum-exp, like two blocks of a flash-attention pass.
 
 Several decode rows can be fed in one forward (teacher forcing): row t sees the keys up to
 its own position, exactly as in step-by-step decoding, so the result is the same while the
@@ -110,9 +108,7 @@ def _check_options(method: str, options: dict, num_layers: int) -> dict:
 
 @dataclass
 class _LayerState:
-    index: object        # pigviz.lsh_index.LSHIndex over the first n cached tokens
-    keys: object         # (Hkv, n, d) float32 contiguous copy of those keys
-    values_aug: object   # (Hkv, n, dv + 1): values and a column marking the exact set
+    index: object        # pigviz.lsh.index.LSHIndex over the first n cached tokens
 
 
 class DecodeSession:
@@ -126,9 +122,11 @@ class DecodeSession:
         self.phase = "prefill"
         self.layers: dict[int, _LayerState] = {}
         self.index_seconds = 0.0
+        self.index_cpu_seconds = 0.0    # the same in this thread's CPU time
         self.rebuilds = 0
         self.time_attention = False     # True: synchronise the GPU around each attention call
         self.attention_seconds = 0.0    # decode-phase attention time, all layers
+        self.attention_cpu_seconds = 0.0  # the same in this thread's CPU time (steady on a busy machine)
         self._seen: set[int] = set()
         self._budgets: dict[int, object] = {}     # layer -> (rows,) budgets of the last forward
 
@@ -154,16 +152,20 @@ class DecodeSession:
         """Index every sampled layer's cached keys (MagicPIG only; a no-op otherwise)."""
         if self.method != "magicpig":
             return
-        t0 = time.perf_counter()
+        t0, c0, last = time.perf_counter(), time.thread_time(), None
         for layer in range(self.config.num_hidden_layers):
             if self.sampled_layer(layer):
                 self._build(layer, cache.layers[layer].keys[0], cache.layers[layer].values[0])
+                last = cache.layers[layer].keys
+        if last is not None and last.is_cuda:      # queued GPU work belongs to the build's time
+            import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+            torch.cuda.synchronize(last.device)
         self.index_seconds += time.perf_counter() - t0
+        self.index_cpu_seconds += time.thread_time() - c0
 
     def _build(self, layer: int, keys, values) -> None:
         from pigviz.lsh.index import build_index  # heavy: imports torch
-        from pigviz.lsh.magicpig import exact_positions  # heavy: imports torch
-        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
 
         o = self.options
@@ -171,12 +173,10 @@ class DecodeSession:
         if n <= o["sinks"] + o["recent"]:
             self.layers.pop(layer, None)   # too short to sample from: everything stays in the buffer
             return
-        k = keys.to(torch.float32).contiguous()
-        index = build_index(k, K=o["K"], L=o["L"], sinks=o["sinks"], recent=o["recent"],
+        # Hashed in float32 block by block; the cache itself is read in place at decode time.
+        index = build_index(keys, K=o["K"], L=o["L"], sinks=o["sinks"], recent=o["recent"],
                             seed=o["seed"] * 1000 + layer)
-        marker = torch.zeros((*values.shape[:2], 1), dtype=torch.float32, device=values.device)
-        marker[:, exact_positions(n, o["sinks"], o["recent"], values.device)] = 1.0
-        self.layers[layer] = _LayerState(index, k, torch.cat([values.to(torch.float32), marker], -1))
+        self.layers[layer] = _LayerState(index)
 
     # -- the attention function ----------------------------------------------------------
     def __call__(self, module, query, key, value, attention_mask, scaling=None, **kwargs):
@@ -191,7 +191,7 @@ class DecodeSession:
         if self.phase == "prefill":
             return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
         self._sync(query)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         if not self.sampled_layer(layer):
             result = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
         else:
@@ -204,6 +204,7 @@ class DecodeSession:
             result = (out.to(query.dtype).unsqueeze(0).contiguous(), None)
         self._sync(query)
         self.attention_seconds += time.perf_counter() - t0
+        self.attention_cpu_seconds += time.thread_time() - c0
         return result
 
     def _sync(self, tensor) -> None:
@@ -239,9 +240,9 @@ class DecodeSession:
         return torch.stack(outs, 1).transpose(0, 1), torch.tensor(budgets)
 
     def _magicpig(self, layer, q, k, v, scaling):
-        from pigviz.lsh.magicpig import attend, exact_positions  # heavy: imports torch
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
+        from pigviz.lsh.fused import attend  # heavy: imports torch
 
         H, T, d = q.shape
         Hkv, n_total, dv = v.shape
@@ -257,47 +258,29 @@ class DecodeSession:
             self.rebuilds += 1
             state = self.layers.get(layer)
             n_idx = state.index.n if state is not None else 0
-        qf = q.to(torch.float32).reshape(Hkv, G * T, d)      # rows of KV group g, head-major
-        parts_lse, parts_out = [], []
-        keys_read = torch.zeros(Hkv, G, T)
-        if state is not None:
-            idx = state.index
-            q_att = (qf * (scaling * math.sqrt(d))).view(Hkv, G, T, d)
-            blocks, read = [], []
-            # Rows in blocks: attend keeps a per-(row, head) hit counter over all n tokens.
-            for t0 in range(0, T, _ROWS_PER_ATTEND):
-                q_block = q_att[:, :, t0:t0 + _ROWS_PER_ATTEND]
-                out_block, stats = attend(idx, q_block.reshape(-1, d), state.keys, state.values_aug,
-                                          min_hits=self.options["min_hits"])
-                blocks.append(out_block.view(*q_block.shape[:3], dv + 1))
-                read.append(stats["keys_read"].view(*q_block.shape[:3]))
-            out_aug = torch.cat(blocks, 2).view(Hkv, G * T, dv + 1)
-            exact = exact_positions(n_idx, idx.sinks, idx.recent, k.device)
-            lse_exact = torch.logsumexp((qf @ state.keys[:, exact].transpose(1, 2)) * scaling, dim=-1)
-            w_exact = out_aug[..., dv]
-            # W = 0 would mean the sample outweighs the exact set by more than float32 can say.
-            parts_lse.append(lse_exact - torch.log(w_exact.clamp(min=1e-30)))
-            parts_out.append(out_aug[..., :dv])
-            keys_read += torch.cat(read, 2).to(torch.float32)
-        n_buf = n_total - n_idx
-        if n_buf:
-            kb = k[:, n_idx:].to(torch.float32)
-            scores = (qf @ kb.transpose(1, 2)) * scaling                 # (Hkv, G*T, n_buf)
-            row = torch.arange(T, device=k.device).repeat(G)              # each row's step
-            visible = torch.arange(n_buf, device=k.device)[None, :] <= (n_buf - T + row)[:, None]
-            scores = scores.masked_fill(~visible, -math.inf)
-            lse_b = torch.logsumexp(scores, dim=-1)
-            parts_lse.append(lse_b)
-            # A row that sees no buffer token (right after a rebuild) gets weight 0 from `mix`.
-            weights = torch.nan_to_num(torch.softmax(scores, -1), nan=0.0)
-            parts_out.append(weights @ v[:, n_idx:].to(torch.float32))
-            keys_read += visible.sum(-1).view(G, T).to(torch.float32).cpu()
-        lse = torch.stack(parts_lse)                                     # (parts, Hkv, G*T)
-        mix = torch.softmax(lse, dim=0)                                  # each part's share
-        out = (mix[..., None] * torch.stack(parts_out)).sum(0)            # (Hkv, G*T, dv)
-        out = out.view(H, T, dv).transpose(0, 1)
-        visible_n = torch.arange(n_total - T + 1, n_total + 1, dtype=torch.float32)
-        return out, (keys_read / visible_n).mean((0, 1))
+        qf = q.reshape(Hkv, G * T, d)                        # rows of KV group g, head-major
+        # Row t of a chunk sees the cache up to its own position n_total - T + t.
+        ends = n_total - T + 1 + torch.arange(T).repeat(H)                       # (H*T,) on the CPU
+        visible_n = (n_total - T + 1 + torch.arange(T)).to(torch.float32)
+        if state is None:        # nothing indexed yet: every visible token is read exactly
+            scores = (qf.to(torch.float32) @ k.to(torch.float32).transpose(1, 2)) * scaling
+            visible = torch.arange(n_total, device=k.device)[None, :] < ends.view(Hkv, G * T, 1).to(k.device)
+            weights = torch.softmax(scores.masked_fill(~visible, -math.inf), -1)
+            out = (weights @ v.to(torch.float32)).view(H, T, dv).transpose(0, 1)
+            return out, torch.ones(T)
+        outs, read = [], []
+        width = _ROWS_PER_ATTEND * G     # the reference path keeps a hit counter per row and token
+        ends = ends.view(Hkv, G * T)
+        for c0 in range(0, G * T, width):
+            rows = qf[:, c0:c0 + width]                      # (Hkv, w, d): row r reads group r // w
+            w = rows.shape[1]
+            out, stats = attend(state.index, rows.reshape(Hkv * w, d), k, v, min_hits=self.options["min_hits"],
+                                scale=scaling, buffer_end=ends[:, c0:c0 + w].reshape(-1))
+            outs.append(out.view(Hkv, w, dv))
+            read.append((stats["keys_read"] + stats["buffer"]).view(Hkv, w))
+        out = torch.cat(outs, 1).view(H, T, dv).transpose(0, 1)
+        keys_read = torch.cat(read, 1).view(H, T).to(torch.float32)
+        return out, (keys_read / visible_n).mean(0)
 
 
 # -- registration and switching -------------------------------------------------------------

@@ -8,12 +8,12 @@ the small one shipped in ``data/``) one (layer, query head) at a time:
 * the attention sink: the weight the last queries put on position 0, and the sink key's
   norm relative to the median key norm;
 * the headline claims of notebooks 02, 03 and 04. The 2-D picture of a key cloud lives in
-  ``pigviz.key_projection``; the hashing statistics (raw against centred collisions, one
-  real query's S-curve) in ``pigviz.key_hashing``.
+  ``pigviz.keys.projection``; the hashing statistics (raw against centred collisions, one
+  real query's S-curve) in ``pigviz.keys.hashing``.
 
 MagicPIG reads an exact set anyway: the first ``EXACT_SINKS`` and the last ``EXACT_RECENT``
 positions. Only the other keys are hashed, and "centred" keys are ``k - mu`` with ``mu`` the
-mean of those hashed keys (``centring_mean``), exactly as ``pigviz.lsh_index.build_index``
+mean of those hashed keys (``centring_mean``), exactly as ``pigviz.lsh.index.build_index``
 centres them. Every score then drops by the same ``q . mu``, which softmax ignores, so
 attention is unchanged. The query is never centred. Statistics about hashing skip the
 exact set.
@@ -181,7 +181,7 @@ def non_exact_mask(n: int, sinks: int = EXACT_SINKS, recent: int = EXACT_RECENT)
 
 def centring_mean(keys, sinks: int = EXACT_SINKS, recent: int = EXACT_RECENT) -> np.ndarray:
     """Mean of the keys MagicPIG hashes (all but the first ``sinks`` and last ``recent``), the
-    vector ``pigviz.lsh_index.build_index`` subtracts: the exact set, large-norm sink
+    vector ``pigviz.lsh.index.build_index`` subtracts: the exact set, large-norm sink
     included, would only drag the mean away from the cloud that is hashed."""
     keys = np.asarray(keys)
     if keys.ndim != 2:

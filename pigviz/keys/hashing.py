@@ -2,13 +2,13 @@
 centred, and the S-curve over one real query's keys, formula against counting.
 
 The counting hashes real d-dimensional vectors with Gaussian hyperplanes, exactly as
-``pigviz.simhash.SimHash`` does, but answers many (K, L) at once: a table of K bits is the
+``pigviz.lsh.simhash.SimHash`` does, but answers many (K, L) at once: a table of K bits is the
 first K bits of a table of ``K_max`` bits, and L tables are the first L of ``L_max``. Every
 (K, L) on a grid is therefore an honest SimHash of its own; neighbouring cells share
 hyperplanes, which correlates them but does not bias any of them.
 
 Keys are the hashed ones (``key_geometry.non_exact_mask``: neither the first 4 sinks nor the
-last 64), centred on their own mean as ``pigviz.lsh_index.build_index`` centres them
+last 64), centred on their own mean as ``pigviz.lsh.index.build_index`` centres them
 (``key_geometry.centring_mean``). The query is never centred.
 """
 

@@ -1,5 +1,5 @@
 """A 2-D picture of one head's keys: the plane of the query and the mean key (``HeadView.mean_key``,
-the mean of the hashed keys that centring subtracts, as in ``pigviz.lsh_index``).
+the mean of the hashed keys that centring subtracts, as in ``pigviz.lsh.index``).
 
 The x axis is the mean key's direction, the y axis the part of the query perpendicular to
 it, so the query lies in the plane and is drawn exactly while every key is drawn at its

@@ -209,21 +209,24 @@ def claims():
         )
 
     dense_rows = [r for r in speed["rows"] if r["method"] == "dense"]
+    # This thread's CPU time where recorded: a shared machine inflates the wall clock by preemption.
+    cpu = all("attention_cpu_ms" in r for r in speed["rows"])
+    att, step = ("attention_cpu_ms", "step_cpu_ms") if cpu else ("attention_ms", "step_ms")
     out.append(
         Claim(
             "07",
             "on this CPU, attention is a minority of a dense decode step",
-            all(r["attention_ms"] < 0.5 * r["step_ms"] for r in dense_rows),
-            ", ".join(f"{r['context']}: {100 * r['attention_ms'] / r['step_ms']:.0f}%" for r in dense_rows),
+            all(r[att] < 0.5 * r[step] for r in dense_rows),
+            ", ".join(f"{r['context']}: {100 * r[att] / r[step]:.0f}%" for r in dense_rows),
         )
     )
     mp_rows = {r["context"]: r for r in speed["rows"] if r["method"] == "magicpig"}
-    ratios = [mp_rows[r["context"]]["attention_ms"] / r["attention_ms"] for r in dense_rows if r["context"] in mp_rows]
+    ratios = [mp_rows[r["context"]][att] / r[att] for r in dense_rows if r["context"] in mp_rows]
     out.append(
         Claim(
             "07",
-            "MagicPIG's attention is slower than dense here; the gap narrows with n",
-            min(ratios) > 1 and all(a > b for a, b in zip(ratios, ratios[1:])),
+            "MagicPIG's attention costs about what dense does here (within 2x either way); its share falls as n grows",
+            all(0.5 < x < 2 for x in ratios) and all(a > b for a, b in zip(ratios, ratios[1:])),
             " -> ".join(f"{x:.2f}x" for x in ratios),
         )
     )

@@ -3,11 +3,14 @@
 * ``simhash``: SimHash probabilities (per bit, one table, "at least m of L") and hashing.
 * ``simhash_checks``: Monte-Carlo counts that check those formulas, and the 2-D picture.
 * ``index``: the CSR hash tables of one layer (torch).
-* ``magicpig``: the sampled-attention estimator for one decode step (torch).
+* ``magicpig``: the sampled-attention estimator for one decode step (torch): the readable reference.
+* ``fused``: the same step as one compiled CPU pass per layer (numba), returning its log-normaliser.
+* ``kernels``: the numba loops behind ``fused`` and the fast index build.
 
-``index`` and ``magicpig`` import torch; import them as ``from pigviz.lsh import magicpig``.
+``index``, ``magicpig``, ``fused`` and ``kernels`` import torch (and numba where installed); import
+them as ``from pigviz.lsh import magicpig``.
 """
 
 from pigviz.lsh import simhash, simhash_checks
 
-__all__ = ["simhash", "simhash_checks", "index", "magicpig"]
+__all__ = ["simhash", "simhash_checks", "index", "magicpig", "fused", "kernels"]

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from pigviz._util.validate import check_float, check_int
+from pigviz.lsh import kernels
 
 __all__ = ["LSHIndex", "build_index", "index_bytes", "build_scratch_bytes", "expected_candidates", "MAX_K",
            "DEFAULT_MEMORY_FRACTION"]
@@ -43,6 +44,8 @@ MAX_K = 62
 DEFAULT_MEMORY_FRACTION = 0.5
 # Keys hashed per block while building: bounds the (block, K·L) projection buffer.
 _BUILD_BLOCK = 8192
+# Keys per matmul on the compiled build path: (L*K, 256) float32 projections stay in cache.
+_HASH_BLOCK = 256
 # float32 holds every integer below 2^24 exactly.
 _EXACT_FLOAT_BITS = 24
 
@@ -85,7 +88,7 @@ def _gib(nbytes: float) -> str:
 @dataclass
 class LSHIndex:
     """Hash tables of one layer. Build with :func:`build_index`; query with
-    :func:`pigviz.magicpig.attend`. All tensors live on the keys' device."""
+    :func:`pigviz.lsh.magicpig.attend`. All tensors live on the keys' device."""
 
     K: int
     L: int
@@ -203,8 +206,7 @@ def build_index(
             f"hashing buffer), over the limit of {_gib(limit)}; reduce K or L"
         )
 
-    gen = torch.Generator().manual_seed(seed)
-    planes = torch.randn(d, L * K, generator=gen, dtype=torch.float32).to(k.device)
+    planes = _planes(d, K, L, seed, k.device)
     if not isinstance(centre, bool):
         raise TypeError(f"centre must be True or False, got {centre!r}")
     mean = k[:, sinks:n - recent].to(torch.float32).mean(dim=1)
@@ -219,8 +221,14 @@ def build_index(
         offsets=torch.empty((num_kv, L, 2**K + 1), dtype=torch.int64, device=k.device),
         centred_norms=torch.empty((num_kv, n), dtype=torch.float32, device=k.device),
     )
+
     table_base = (torch.arange(L, device=k.device) * 2**K)[:, None]
-    buckets = torch.empty((L, n), dtype=torch.int64, device=k.device)
+    # Compiled path: projections transposed (planes^T @ keys^T, the same numbers as
+    # keys @ planes), bits packed and tables counting-sorted in numba; int32 bucket ids.
+    fast = k.device.type == "cpu" and K <= 30 and kernels.available()
+    planes_t = index.planes.T.contiguous() if fast else None
+    proj_t = torch.empty((L * K, _HASH_BLOCK), dtype=torch.float32) if fast else None
+    buckets = torch.empty((L, n), dtype=torch.int32 if fast else torch.int64, device=k.device)
     for g in range(num_kv):  # one KV head at a time bounds the temporaries
         for start in range(0, n, _BUILD_BLOCK):
             block = k[g, start:start + _BUILD_BLOCK].to(torch.float32)
@@ -228,13 +236,39 @@ def build_index(
             if not bool(torch.isfinite(block).all()):
                 _refuse_non_finite(k, start, start + block.shape[0], g)
             block = block - mean[g]
-            buckets[:, start:start + block.shape[0]] = index.bucket_ids(block).T
+            if fast:
+                # Hashed a few hundred keys at a time into one reused buffer that stays in
+                # cache while its bits are packed (a single (L*K, n) product would go to DRAM).
+                for sub in range(0, block.shape[0], _HASH_BLOCK):
+                    rows = block[sub:sub + _HASH_BLOCK]
+                    out = proj_t if rows.shape[0] == _HASH_BLOCK else None
+                    kernels.pack_buckets(torch.mm(planes_t, rows.T, out=out), start + sub, K, buckets)
+            else:
+                buckets[:, start:start + block.shape[0]] = index.bucket_ids(block).T
             index.centred_norms[g, start:start + block.shape[0]] = block.norm(dim=-1)
+        if fast and kernels.build_tables(buckets, index.entries[g], index.offsets[g]):
+            continue
         index.entries[g] = _stable_argsort_rows(buckets, K).to(torch.int32)
         per_bucket = torch.bincount((buckets + table_base).view(-1), minlength=L * 2**K).view(L, 2**K)
         index.offsets[g, :, 0] = 0
         index.offsets[g, :, 1:] = per_bucket.cumsum(1)
     return index
+
+
+_PLANES: dict = {}
+
+
+def _planes(d: int, K: int, L: int, seed: int, device) -> torch.Tensor:
+    """The hyperplanes, drawn on the CPU from ``seed`` and kept per (d, K, L, seed, device):
+    a decoder that rebuilds its indexes reuses them instead of redrawing and re-uploading.
+    Treat as read-only (indexes share it)."""
+    key = (d, K, L, seed, str(device))
+    if key not in _PLANES:
+        if len(_PLANES) > 256:      # one per layer and seed in practice; stay bounded anyway
+            _PLANES.clear()
+        gen = torch.Generator().manual_seed(seed)
+        _PLANES[key] = torch.randn(d, L * K, generator=gen, dtype=torch.float32).to(device)
+    return _PLANES[key]
 
 
 def _refuse_non_finite(k: torch.Tensor, start: int, stop: int, head: int | None = None):

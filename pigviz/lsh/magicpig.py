@@ -17,12 +17,13 @@ Keys and values outside S and the exact set are never touched. Grouped-query att
 query head h reads KV head h // (H / Hkv) and its tables. If a head samples nothing it
 falls back to the exact set alone.
 
-Build the index once per layer with :func:`pigviz.lsh_index.build_index`, then call
+Build the index once per layer with :func:`pigviz.lsh.index.build_index`, then call
 :func:`attend` for as many queries as you like; :func:`sampled_attention` does both.
 """
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
@@ -45,14 +46,23 @@ def exact_positions(n: int, sinks: int, recent: int, device=None) -> torch.Tenso
     return torch.cat([torch.arange(sinks, device=device), torch.arange(n - recent, n, device=device)])
 
 
+_LOG_U_TABLES: dict = {}
+
+
 def log_inclusion_table(index: LSHIndex, min_hits: int) -> torch.Tensor:
-    """log u on the grid p = j / _GRID, j = 0.._GRID, cached on the index (float64)."""
-    cache = index.cache.setdefault("log_u", {})
-    if min_hits not in cache:
+    """log u on the grid p = j / _GRID, j = 0.._GRID (float64), computed once per
+    (K, L, min_hits, device) and shared by every index (decoding rebuilds indexes often)."""
+    key = (index.K, index.L, min_hits, str(index.device))
+    if key not in _LOG_U_TABLES:
         grid = torch.linspace(0.0, 1.0, _GRID + 1, dtype=torch.float64)
         table = log_inclusion_probability_torch(grid, index.K, index.L, min_hits).clamp(min=_LOG_U_FLOOR)
-        cache[min_hits] = table.to(index.device)
-    return cache[min_hits]
+        _LOG_U_TABLES[key] = table.to(index.device)
+    return _LOG_U_TABLES[key]
+
+
+def _check_finite(device) -> bool:
+    """Finiteness checks cost a host sync each on a GPU: there they run only with PIGVIZ_DEBUG=1."""
+    return device.type == "cpu" or os.environ.get("PIGVIZ_DEBUG", "") not in ("", "0")
 
 
 def _log_inclusion(index: LSHIndex, p: torch.Tensor, min_hits: int) -> torch.Tensor:
@@ -128,30 +138,35 @@ def _refuse_non_finite_reads(problem: str, finite: torch.Tensor) -> None:
                          "k and v must hold only finite numbers")
 
 
-def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: bool = False):
+def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: bool = False,
+           return_lse: bool = False):
     """One decode step: ``q`` (H, d) against the cache ``k``, ``v`` (Hkv, n, d[v]) that
     ``index`` was built from. Returns ``(output (H, dv) in q's dtype, stats)``.
 
     ``stats``: ``budget`` (mean over heads of keys read / n), per-head int64 tensors
     ``keys_read`` (distinct keys whose values enter the output, exact set included),
     ``sampled`` (|S|), ``candidates`` (table entries scanned), plus ``exact`` (size of the
-    exact set), ``n`` and, if asked, ``read_mask`` (H, n) bool of the keys read.
+    exact set), ``n`` and, if asked, ``read_mask`` (H, n) bool of the keys read and ``lse``
+    (H,) float32, log sum exp of the scores mixed (-inf if nothing was read): the normaliser
+    that lets a caller merge this output with attention over other keys.
 
     A non-finite number in a key or value that is read raises ValueError; keys and values
-    that are not read are never looked at.
+    that are not read are never looked at. On a GPU these checks (each a host sync) run only
+    with the environment variable ``PIGVIZ_DEBUG=1``.
     """
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     if not isinstance(index, LSHIndex):
-        raise TypeError(f"index must be an LSHIndex from pigviz.lsh_index.build_index, got {type(index).__name__}")
+        raise TypeError(f"index must be an LSHIndex from pigviz.lsh.index.build_index, got {type(index).__name__}")
     if (Hkv, n, d) != (index.num_kv_heads, index.n, index.head_dim):
         raise ValueError(
             f"k has shape {tuple(k.shape)} but the index was built for "
             f"(kv_heads, n, d) = {(index.num_kv_heads, index.n, index.head_dim)}"
         )
     min_hits = check_int("min_hits", min_hits, 1, index.L)
-    if not bool(torch.isfinite(q).all()):
-        raise ValueError("q must contain only finite numbers")
     dev, L = k.device, index.L
+    check = _check_finite(dev)
+    if check and not bool(torch.isfinite(q).all()):
+        raise ValueError("q must contain only finite numbers")
     kv_of_head = torch.arange(H, device=dev) // (H // Hkv)
     qf = q.to(torch.float32)
 
@@ -210,8 +225,9 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     workspace = index.cache.setdefault("workspace", {})
     dots = _gathered_dots(qf, k.reshape(Hkv * n, d), rows, H // Hkv, workspace)   # (H, width)
     # Only the gathered keys are checked: scanning all of k would cost as much as dense attention.
-    _refuse_non_finite_reads("k holds a non-finite number (or q·k overflows float32)",
-                             torch.isfinite(dots) | ~valid)
+    if check:
+        _refuse_non_finite_reads("k holds a non-finite number (or q·k overflows float32)",
+                                 torch.isfinite(dots) | ~valid)
 
     # 4. cos(q, k - mean) from the dot product and the stored |k - mean|, then log u.
     q_dot_mean = (qf * index.mean[kv_of_head]).sum(-1, keepdim=True)
@@ -226,8 +242,9 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     out = _mix_values(v.reshape(Hkv * n, -1), rows, weights, valid, num_exact + sampled)
     out = torch.where(read_any, out, 0.0)
     # The weights are finite here, so a non-finite output comes from a value that was read.
-    _refuse_non_finite_reads("v holds a non-finite number (or the weighted sum overflows float32)",
-                             torch.isfinite(out))
+    if check:
+        _refuse_non_finite_reads("v holds a non-finite number (or the weighted sum overflows float32)",
+                                 torch.isfinite(out))
 
     keys_read = sampled + num_exact
     stats = {
@@ -238,6 +255,8 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
         "exact": num_exact,
         "n": n,
     }
+    if return_lse:
+        stats["lse"] = torch.logsumexp(scores, dim=-1)
     if return_read_mask:
         mask = torch.zeros((H, n), dtype=torch.bool, device=dev)
         mask[torch.arange(H, device=dev)[:, None].expand_as(read)[valid], read[valid]] = True

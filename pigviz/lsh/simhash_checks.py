@@ -1,4 +1,4 @@
-"""Counting what SimHash does, to check the formulas in ``pigviz.simhash``.
+"""Counting what SimHash does, to check the formulas in ``pigviz.lsh.simhash``.
 
 Monte-Carlo estimates of per-bit agreement and of the "at least min_hits of L" inclusion,
 with exact binomial p-values; the 2-D picture of hyperplanes and the query's bucket; and the

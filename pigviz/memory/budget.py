@@ -1,7 +1,7 @@
 """KV-cache arithmetic: what a token costs, how long reading it takes, and what
 MagicPIG's LSH tables add on top.
 
-Everything here is exact integer arithmetic on a :class:`~pigviz.model_shapes.ModelShape`
+Everything here is exact integer arithmetic on a :class:`~pigviz.memory.model_shapes.ModelShape`
 except where a rate (bandwidth, FLOP/s) enters. The candidate count assumes evenly
 filled buckets -- real buckets are uneven, so treat it as the typical scan, not a bound.
 """

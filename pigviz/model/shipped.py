@@ -316,7 +316,7 @@ def _manifest(cap, path: Path, digest: str) -> dict:
     pairs = ", ".join(f"layer {layer} KV head {heads[0]}" for layer, heads in zip(cap.layers, cap.kv_heads))
     what = (
         f"SmolLM2-135M prefill of the first {meta['n_tokens']} tokens of the stdlib reference topics "
-        f"(pigviz.texts.long_text): post-RoPE keys and values of all positions and the last "
+        f"(pigviz.model.texts.long_text): post-RoPE keys and values of all positions and the last "
         f"{meta['last']} queries (with the model's attention outputs) for {pairs}, fp16; plus fp32 "
         f"all-layer summaries sink_weight (layers x query heads) and key_norm_pos0/key_norm_median "
         f"(layers x KV heads) from the full fp32 capture."

@@ -131,7 +131,7 @@ def kv_vs_context_figure(
 
 def allocator_figure(rows, *, title: str = "Same requests, same 172.5 GiB: four allocators") -> go.Figure:
     """Left: admitted batch. Right: physical (held) vs logical KV in GiB. ``rows`` are
-    :class:`~pigviz.allocators.Allocation` objects."""
+    :class:`~pigviz.memory.allocators.Allocation` objects."""
     names = [r.name.replace(", ", "<br>").replace(" + ", "<br>+ ") for r in rows]
     fig = make_subplots(
         rows=1,

@@ -1,7 +1,7 @@
 """Figures for the geometry of real keys: the sink heatmap, cosine distributions, the 2-D key
 cloud with hyperplanes, raw-vs-centred collision rates and one real query's S-curve.
 
-Builders take computed data (``pigviz.key_geometry``, ``key_projection``, ``key_hashing``) and return a
+Builders take computed data (``pigviz.keys.geometry``, ``key_projection``, ``key_hashing``) and return a
 ``go.Figure``. Cosines are plain numbers in [-1, 1]; rates are shown in percent.
 """
 

@@ -1,6 +1,6 @@
 """Figures for SimHash: the 2-D bucket picture and the per-bit, one-table and L-table curves.
 
-Every builder takes computed data (see ``pigviz.simhash``) and returns a ``go.Figure``.
+Every builder takes computed data (see ``pigviz.lsh.simhash``) and returns a ``go.Figure``.
 Angles are in degrees on every axis; probabilities are plain fractions in [0, 1].
 """
 

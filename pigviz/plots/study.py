@@ -41,7 +41,7 @@ def error_budget_figure(points: dict[str, list[dict]], labels: dict[str, str], *
                         height: int = 480, width: int = 820) -> go.Figure:
     """One line (or marker) per method: error against budget, error bars = std across seeds.
 
-    ``points``: :func:`pigviz.study_findings.curves` output; ``labels``: method -> legend name.
+    ``points``: :func:`pigviz.study.findings.curves` output; ``labels``: method -> legend name.
     """
     fig = go.Figure()
     for method, pts in points.items():

@@ -1,6 +1,6 @@
 """Reading a study's results: means over rows, per layer and per head, the error-vs-budget
 curves a chart draws, the shipped results and timing files, and the headline claims of
-notebook 06 (the live experiments they lean on are in :mod:`pigviz.study_experiments`).
+notebook 06 (the live experiments they lean on are in :mod:`pigviz.study.experiments`).
 
 A results file (see :mod:`pigviz.study`) stores, per series, ``error`` and ``budget`` as
 nested lists ``(layers, seeds, heads)``: the mean over the studied positions of each
@@ -167,7 +167,7 @@ def manifest_entry(path, results: dict) -> dict:
             f"{spec['sinks']} sinks + {spec['recent']} recent) and TopK, oracle sampling, hybrid, Quest (pages of "
             f"{spec['quest_page']}) at MagicPIG's measured budgets, plus StreamingLLM, on every head of "
             f"{len(results['layers'])} layers of {results['model']} at the last {results['last']} of "
-            f"{results['context']} positions of pigviz.texts.long_text; {spec['seeds']} seeds; per (layer, seed, "
+            f"{results['context']} positions of pigviz.model.texts.long_text; {spec['seeds']} seeds; per (layer, seed, "
             f"head) mean error ||o_hat - o|| / ||o|| and budget (distinct keys read / visible keys).")
     return {"sha256": sha256_file(path), "bytes": path.stat().st_size, "what": what,
             "command": results["command"] or RESULTS_COMMAND, "pigviz_version": results["pigviz_version"],

@@ -536,7 +536,7 @@ def test_alternatives_cover_every_exercise():
 
 
 def test_reference_values_against_known_numbers():
-    """Values computed independently (pigviz.simhash, pigviz.budget, hand arithmetic)."""
+    """Values computed independently (pigviz.lsh.simhash, pigviz.memory.budget, hand arithmetic)."""
     ip = ex.get("04.inclusion_probability").reference
     assert ip(0.001, 10, 150) == pytest.approx(1.1175e-56, rel=1e-9)  # ~ C(150, 2) p^20
     assert ip(0.3, 10, 150) == pytest.approx(3.894212151278535e-07, rel=1e-9)

@@ -20,7 +20,7 @@ def bit_agreement(cos):
 def log_inclusion_probability(p, K, L):
     """log P(Binomial(L, p**K) >= 2), summed term by term in log space (no cancellation).
 
-    The same quantity as ``pigviz.simhash.log_inclusion_probability(p, K, L)``."""
+    The same quantity as ``pigviz.lsh.simhash.log_inclusion_probability(p, K, L)``."""
     p = np.asarray(p, dtype=np.float64)
     k = np.arange(2, L + 1)  # tables that collide: 2, ..., L
     log_comb = np.array([math.lgamma(L + 1) - math.lgamma(j + 1) - math.lgamma(L - j + 1) for j in k])

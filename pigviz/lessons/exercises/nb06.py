@@ -1,6 +1,6 @@
 """Notebook 06, sampled attention: log u from the centred-key angle, and MagicPIG's estimator.
 
-The conventions are those of ``pigviz.magicpig.attend``: the query is hashed as it is, the
+The conventions are those of ``pigviz.lsh.magicpig.attend``: the query is hashed as it is, the
 keys after subtracting the mean key mu, so p = 1 - angle(q, k - mu) / pi; u is the chance of
 colliding in at least 2 of L tables of K bits; one softmax runs over
 [q.k_S / sqrt(d) - log u ; q.k_exact / sqrt(d)] and mixes [v_S ; v_exact].
@@ -21,7 +21,7 @@ def log_u(q, keys, mu, K, L):
     centred = np.asarray(keys, dtype=np.float64) - np.asarray(mu, dtype=np.float64)  # keys centred, q as is
     cos = centred @ q / (np.linalg.norm(centred, axis=-1) * np.linalg.norm(q))
     p = 1.0 - np.arccos(np.clip(cos, -1.0, 1.0)) / np.pi  # one bit agrees
-    return log_inclusion_probability(p, K, L)  # as pigviz.simhash.log_inclusion_probability(p, K, L)
+    return log_inclusion_probability(p, K, L)  # as pigviz.lsh.simhash.log_inclusion_probability(p, K, L)
 
 
 def sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L):
@@ -184,7 +184,7 @@ EXERCISES = [
         signature="log_u(q, keys, mu, K, L) -> ndarray",
         task="The log of each sampled key's inclusion probability u: p = 1 - angle(q, k - mu) / pi "
         "(keys centred, the query as it is), u = P(at least 2 of L tables of K bits collide). "
-        "keys (n, d) -> shape (n,). pigviz.simhash.log_inclusion_probability(p, K, L) gives log u from p.",
+        "keys (n, d) -> shape (n,). pigviz.lsh.simhash.log_inclusion_probability(p, K, L) gives log u from p.",
         reference=log_u,
         make_cases=_log_u_cases,
         output=ARRAY,

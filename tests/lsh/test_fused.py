@@ -1,0 +1,201 @@
+"""The compiled CPU path (pigviz.lsh.fused) against the torch reference (pigviz.lsh.magicpig):
+same read set, same outputs to 1e-5, the log-normaliser, the decode buffer, the compiled
+index build, and the fallback when numba is missing."""
+import math
+
+import pytest
+import torch
+
+from pigviz.lsh import fused as fused_attend
+from pigviz.lsh import index as lsh_index
+from pigviz.lsh import kernels, magicpig
+from pigviz.lsh.index import build_index
+from pigviz.lsh.magicpig import synthetic_decode_step
+
+numba_only = pytest.mark.skipif(not fused_attend.available(), reason="needs numba (pip install pigviz[fast])")
+
+
+@pytest.fixture(scope="module")
+def step():
+    return synthetic_decode_step(heads=6, kv_heads=2, n=4000, d=32, seed=1)
+
+
+@pytest.fixture(scope="module")
+def index(step):
+    return build_index(step[1], K=8, L=40, sinks=4, recent=32, seed=0)
+
+
+def rel(a, b):
+    return float(((a.double() - b.double()).norm(dim=-1) / b.double().norm(dim=-1)).max())
+
+
+def torch_only(monkeypatch):
+    monkeypatch.setattr(kernels, "kernels", lambda: None)
+
+
+@numba_only
+@pytest.mark.parametrize("min_hits", [1, 2, 3])
+def test_fast_path_reads_the_same_keys_and_matches_the_reference(step, index, min_hits):
+    q, k, v = step
+    out, stats = fused_attend.attend(index, q, k, v, min_hits=min_hits, return_read_mask=True)
+    ref, ref_stats = magicpig.attend(index, q, k, v, min_hits=min_hits, return_read_mask=True, return_lse=True)
+    assert torch.equal(stats["read_mask"], ref_stats["read_mask"])
+    for name in ("keys_read", "sampled", "candidates"):
+        assert torch.equal(stats[name], ref_stats[name]), name
+    assert stats["budget"] == pytest.approx(ref_stats["budget"])
+    assert rel(out, ref) < 1e-5
+    assert torch.allclose(stats["lse"], ref_stats["lse"], rtol=1e-5, atol=1e-5)
+
+
+@numba_only
+def test_realistic_shape_matches_the_reference():
+    q, k, v = synthetic_decode_step(heads=9, kv_heads=3, n=8192, d=64, seed=0)
+    idx = build_index(k, K=10, L=150, seed=0)
+    out, stats = fused_attend.attend(idx, q, k, v)
+    ref, ref_stats = magicpig.attend(idx, q, k, v, return_lse=True)
+    assert torch.equal(stats["sampled"], ref_stats["sampled"])
+    assert rel(out, ref) < 1e-5
+    assert torch.allclose(stats["lse"], ref_stats["lse"], rtol=1e-5)
+
+
+@numba_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_cache_is_read_in_place(step, index, dtype):
+    q, k, v = (t.to(dtype) for t in step)
+    out, stats = fused_attend.attend(index, q, k, v)
+    ref, ref_stats = magicpig.attend(index, q, k, v, return_lse=True)
+    assert out.dtype == dtype and torch.equal(stats["sampled"], ref_stats["sampled"])
+    assert rel(out, ref) < 1e-2          # both round the output to dtype
+    assert torch.allclose(stats["lse"], ref_stats["lse"], rtol=1e-5, atol=1e-4)
+
+
+@numba_only
+def test_nothing_outside_the_read_set_is_loaded(step, index):
+    q, k, v = step
+    out, stats = fused_attend.attend(index, q, k, v, return_read_mask=True)
+    pk, pv = k.clone(), v.clone()
+    for g in range(2):
+        unread = ~stats["read_mask"][3 * g:3 * g + 3].any(0)
+        pk[g, unread] = pv[g, unread] = float("nan")
+    again, _ = fused_attend.attend(index, q, pk, pv)
+    assert torch.equal(again, out)
+
+
+@numba_only
+def test_a_non_finite_read_is_refused_with_the_reference_message(step, index):
+    q, k, v = step
+    kk = k.clone()
+    kk[1, 3999, 0] = float("nan")          # an exact (recent) key of KV head 1
+    with pytest.raises(ValueError, match="^k holds a non-finite number.*query head 3"):
+        fused_attend.attend(index, q, kk, v)
+    vv = v.clone()
+    vv[0, 0, 0] = float("inf")
+    with pytest.raises(ValueError, match="^v holds a non-finite number"):
+        fused_attend.attend(index, q, k, vv)
+    with pytest.raises(ValueError, match="q must contain only finite"):
+        fused_attend.attend(index, torch.full_like(q, float("nan")), k, v)
+
+
+def _buffer_case(step):
+    q, k, v = step
+    n_idx = 3800
+    idx = build_index(k[:, :n_idx], K=8, L=40, sinks=4, recent=32, seed=0)
+    ends = torch.tensor([3800, 3801, 3900, 4000, 3950, 3805])
+    return idx, q, k, v, ends
+
+
+@numba_only
+def test_buffer_is_merged_by_log_sum_exp(step):
+    idx, q, k, v, ends = _buffer_case(step)
+    scale = 0.3
+    out, stats = fused_attend.attend(idx, q, k, v, buffer_end=ends, scale=scale)
+    # Written out: the index part from the reference, the buffer densely, then merged.
+    part, part_stats = magicpig.attend(idx, q * (scale * math.sqrt(32)), k[:, :3800], v[:, :3800], return_lse=True)
+    for h in range(6):
+        g = h // 3
+        s = (k[g, 3800:ends[h]] @ q[h]) * scale
+        lse = torch.logsumexp(torch.cat([part_stats["lse"][h:h + 1], s]), 0)
+        expected = math.exp(part_stats["lse"][h] - lse) * part[h] + torch.softmax(
+            torch.cat([part_stats["lse"][h:h + 1], s]), 0)[1:] @ v[g, 3800:ends[h]]
+        assert rel(out[h:h + 1], expected[None]) < 1e-5
+        assert float(stats["lse"][h]) == pytest.approx(float(lse), rel=1e-5)
+    assert stats["buffer"].tolist() == (ends - 3800).tolist()
+
+
+def test_fallback_without_numba_gives_the_reference(step, index, monkeypatch):
+    q, k, v = step
+    torch_only(monkeypatch)
+    assert not fused_attend.available()
+    out, stats = fused_attend.attend(index, q, k, v, return_read_mask=True)
+    ref, ref_stats = magicpig.attend(index, q, k, v, return_read_mask=True, return_lse=True)
+    assert torch.equal(out, ref) and torch.equal(stats["lse"], ref_stats["lse"])
+    assert torch.equal(stats["read_mask"], ref_stats["read_mask"])
+    idx, q, k, v, ends = _buffer_case(step)
+    out, stats = fused_attend.attend(idx, q, k, v, buffer_end=ends)
+    assert out.shape == (6, 32) and torch.isfinite(out).all() and torch.isfinite(stats["lse"]).all()
+    # And the build falls back to torch's sorts.
+    assert kernels.pack_buckets(torch.zeros(8, 4), 0, 2, torch.zeros(4, 4, dtype=torch.int32)) is False
+    assert build_index(k, K=8, L=40).entries.shape == (2, 40, 4000)
+
+
+@numba_only
+def test_fallback_buffer_path_matches_the_fast_path(step, monkeypatch):
+    idx, q, k, v, ends = _buffer_case(step)
+    fast, fast_stats = fused_attend.attend(idx, q, k, v, buffer_end=ends)
+    torch_only(monkeypatch)
+    slow, slow_stats = fused_attend.attend(idx, q, k, v, buffer_end=ends)
+    assert rel(fast, slow) < 1e-5
+    assert torch.allclose(fast_stats["lse"], slow_stats["lse"], rtol=1e-5)
+
+
+@numba_only
+def test_nothing_to_read_gives_zeros_and_minus_infinity(step):
+    q, k, v = step
+    bare = build_index(k, K=16, L=2, sinks=0, recent=0)
+    out, stats = fused_attend.attend(bare, q, k, v)
+    assert int(stats["keys_read"].sum()) == 0
+    assert torch.equal(out, torch.zeros_like(out)) and bool((stats["lse"] == -math.inf).all())
+
+
+@numba_only
+@pytest.mark.parametrize("K,L", [(1, 3), (8, 40), (10, 150), (20, 5)])
+def test_compiled_build_equals_the_torch_build(K, L, monkeypatch):
+    k = synthetic_decode_step(heads=4, kv_heads=2, n=3000, d=32, seed=2)[1]
+    fast = build_index(k, K=K, L=L, sinks=4, recent=16)
+    torch_only(monkeypatch)
+    slow = build_index(k, K=K, L=L, sinks=4, recent=16)
+    assert torch.equal(fast.offsets, slow.offsets)
+    # Projections of keys within rounding of a hyperplane may, on another BLAS, fall on
+    # the other side when the product is transposed; on MKL they are bit-identical.
+    assert (fast.entries == slow.entries).double().mean() > 0.999
+    assert torch.equal(fast.centred_norms, slow.centred_norms)
+
+
+def test_bad_arguments(step, index):
+    q, k, v = step
+    with pytest.raises(TypeError, match="LSHIndex"):
+        fused_attend.attend("index", q, k, v)
+    with pytest.raises(ValueError, match="index was built for"):
+        fused_attend.attend(index, q, k[:, :100], v[:, :100])
+    with pytest.raises(ValueError, match="buffer_end"):
+        fused_attend.attend(index, q, k, v, buffer_end=[4000] * 5)
+    with pytest.raises(ValueError, match="min_hits must be in"):
+        fused_attend.attend(index, q, k, v, min_hits=0)
+
+
+def test_index_module_still_builds_without_the_compiled_path(monkeypatch):
+    torch_only(monkeypatch)
+    k = torch.randn(1, 500, 8)
+    idx = lsh_index.build_index(k, K=4, L=3, sinks=1, recent=2)
+    assert int(idx.offsets[0, 0, -1]) == 500
+
+
+@numba_only
+def test_sampling_everything_matches_the_reference(step):
+    """K=1, L=16, one hit enough: every key is a candidate and sampled (full scratch lists)."""
+    q, k, v = step
+    wide = build_index(k, K=1, L=16, sinks=4, recent=32)
+    out, stats = fused_attend.attend(wide, q, k, v, min_hits=1)
+    ref, ref_stats = magicpig.attend(wide, q, k, v, min_hits=1, return_lse=True)
+    assert torch.equal(stats["sampled"], ref_stats["sampled"])
+    assert rel(out, ref) < 1e-5
