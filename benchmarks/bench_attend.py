@@ -30,6 +30,7 @@ head, the hyperplanes and one byte-sized hit counter per (head, token), written 
 once. Dense reads every K and V row. TopK as an oracle must score every key first, so it
 can never be cheaper than dense here; it is timed to show that, and for its error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,7 +69,7 @@ clock = time.perf_counter
 def median_ms(fn, queries) -> float:
     """Median over the queries, on ``clock``: wall time, or with one thread this thread's CPU
     time, which other jobs preempting us on a shared machine do not inflate."""
-    fn(queries[0])                                   # warm-up: caches, lazy tables
+    fn(queries[0])  # warm-up: caches, lazy tables
     times = []
     for q in queries:
         t0 = clock()
@@ -84,11 +85,13 @@ def rel_err(a, b) -> float:
 def attend_bytes(stats, index, Hkv: int, d: int) -> int:
     H = stats["keys_read"].numel()
     rows = int(stats["keys_read"].sum())
-    return (rows * (2 * d + 1) * 4                       # K, V rows and |k - mean|
-            + int(stats["candidates"].sum()) * 4         # token ids in the query's buckets
-            + H * index.L * 2 * 8                        # two offsets per table
-            + index.planes.nbytes
-            + 2 * H * index.n)                           # uint8 hit counters, cleared + scanned
+    return (
+        rows * (2 * d + 1) * 4  # K, V rows and |k - mean|
+        + int(stats["candidates"].sum()) * 4  # token ids in the query's buckets
+        + H * index.L * 2 * 8  # two offsets per table
+        + index.planes.nbytes
+        + 2 * H * index.n
+    )  # uint8 hit counters, cleared + scanned
 
 
 def memory_bandwidth(gib: float = 1.0, repeats: int = 5) -> float:
@@ -135,51 +138,88 @@ def run_row(shape: str, n: int, K: int, L: int, repeats: int, seed: int, bandwid
     kv_bytes = k.nbytes + v.nbytes
     touched = attend_bytes(stats, index, Hkv, d)
     return {
-        "shape": shape, "n": n, "K": K, "L": L, "heads": H, "kv_heads": Hkv, "d": d,
-        "build_s": build_s, "attend_ms": magic_ms, "sdpa_ms": dense_ms, "sdpa_gqa_ms": gqa_ms, "topk_ms": topk_ms,
-        "attend_torch_ms": torch_ms, "fused": fused_attend.available(),
-        "speedup": dense_ms / magic_ms, "speedup_torch": dense_ms / torch_ms, "budget": budget,
+        "shape": shape,
+        "n": n,
+        "K": K,
+        "L": L,
+        "heads": H,
+        "kv_heads": Hkv,
+        "d": d,
+        "build_s": build_s,
+        "attend_ms": magic_ms,
+        "sdpa_ms": dense_ms,
+        "sdpa_gqa_ms": gqa_ms,
+        "topk_ms": topk_ms,
+        "attend_torch_ms": torch_ms,
+        "fused": fused.available(),
+        "speedup": dense_ms / magic_ms,
+        "speedup_torch": dense_ms / torch_ms,
+        "budget": budget,
         "candidates_per_head": float(stats["candidates"].double().mean()),
-        "bytes_ratio": touched / kv_bytes, "attend_bytes": touched,
-        "bandwidth_gbs": bandwidth / 1e9, "attend_floor_ms": 1e3 * touched / bandwidth,
+        "bytes_ratio": touched / kv_bytes,
+        "attend_bytes": touched,
+        "bandwidth_gbs": bandwidth / 1e9,
+        "attend_floor_ms": 1e3 * touched / bandwidth,
         "sdpa_floor_ms": 1e3 * kv_bytes / bandwidth,
-        "table_bytes": index.table_bytes, "kv_bytes_fp32": kv_bytes,
-        "table_vs_kv_fp32": index.table_bytes / kv_bytes, "table_vs_kv_fp16": index.table_bytes / (kv_bytes / 2),
-        "err_magicpig": rel_err(out, dense), "err_topk": rel_err(topk_attention(queries[0], k, v, budget)[0], dense),
+        "table_bytes": index.table_bytes,
+        "kv_bytes_fp32": kv_bytes,
+        "table_vs_kv_fp32": index.table_bytes / kv_bytes,
+        "table_vs_kv_fp16": index.table_bytes / (kv_bytes / 2),
+        "err_magicpig": rel_err(out, dense),
+        "err_topk": rel_err(topk_attention(queries[0], k, v, budget)[0], dense),
     }
 
 
 def print_table(rows) -> None:
-    head = (f"{'shape':<18}{'n':>7}{'K,L':>8}{'build s':>9}{'attend ms':>11}{'floor ms':>9}{'att MB':>8}"
-            f"{'torch ms':>9}{'SDPA ms':>9}{'floor ms':>9}{'gqa ms':>8}"
-            f"{'TopK ms':>9}{'SDPA/att':>9}{'budget':>8}{'bytes':>8}{'tbl/KV16':>9}{'err MP':>8}{'err TopK':>9}")
+    head = (
+        f"{'shape':<18}{'n':>7}{'K,L':>8}{'build s':>9}{'attend ms':>11}{'floor ms':>9}{'att MB':>8}"
+        f"{'torch ms':>9}{'SDPA ms':>9}{'floor ms':>9}{'gqa ms':>8}"
+        f"{'TopK ms':>9}{'SDPA/att':>9}{'budget':>8}{'bytes':>8}{'tbl/KV16':>9}{'err MP':>8}{'err TopK':>9}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['shape']:<18}{r['n']:>7}{r['K']:>4},{r['L']:<3}{r['build_s']:>9.2f}{r['attend_ms']:>11.2f}"
-              f"{r['attend_floor_ms']:>9.2f}{r['attend_bytes'] / 1e6:>8.1f}{r['attend_torch_ms']:>9.1f}"
-              f"{r['sdpa_ms']:>9.1f}{r['sdpa_floor_ms']:>9.1f}{r['sdpa_gqa_ms']:>8.1f}{r['topk_ms']:>9.1f}"
-              f"{r['speedup']:>8.1f}x{100 * r['budget']:>7.2f}%"
-              f"{100 * r['bytes_ratio']:>7.1f}%{r['table_vs_kv_fp16']:>9.2f}{r['err_magicpig']:>8.3f}{r['err_topk']:>9.3f}")
-    print("attend = pigviz.lsh.fused.attend (compiled if numba is installed); torch = the torch reference;\n"
-          "floor = bytes touched / measured sequential memory bandwidth; att MB = bytes attend touches;\n"
-          "SDPA = dense reference (grouped queries, K/V read once); gqa = the same with enable_gqa=True;\n"
-          "SDPA/att = speed-up of attend over SDPA; bytes = bytes touched by attend / K+V bytes of dense;\n"
-          "tbl/KV16 = hash-table memory / KV cache in float16; err = mean ||o_hat - o|| / ||o|| over heads.",
-          flush=True)
+        print(
+            f"{r['shape']:<18}{r['n']:>7}{r['K']:>4},{r['L']:<3}{r['build_s']:>9.2f}{r['attend_ms']:>11.2f}"
+            f"{r['attend_floor_ms']:>9.2f}{r['attend_bytes'] / 1e6:>8.1f}{r['attend_torch_ms']:>9.1f}"
+            f"{r['sdpa_ms']:>9.1f}{r['sdpa_floor_ms']:>9.1f}{r['sdpa_gqa_ms']:>8.1f}{r['topk_ms']:>9.1f}"
+            f"{r['speedup']:>8.1f}x{100 * r['budget']:>7.2f}%"
+            f"{100 * r['bytes_ratio']:>7.1f}%{r['table_vs_kv_fp16']:>9.2f}"
+            f"{r['err_magicpig']:>8.3f}{r['err_topk']:>9.3f}"
+        )
+    print(
+        "attend = pigviz.lsh.fused.attend (compiled if numba is installed); torch = the torch reference;\n"
+        "floor = bytes touched / measured sequential memory bandwidth; att MB = bytes attend touches;\n"
+        "SDPA = dense reference (grouped queries, K/V read once); gqa = the same with enable_gqa=True;\n"
+        "SDPA/att = speed-up of attend over SDPA; bytes = bytes touched by attend / K+V bytes of dense;\n"
+        "tbl/KV16 = hash-table memory / KV cache in float16; err = mean ||o_hat - o|| / ||o|| over heads.",
+        flush=True,
+    )
 
 
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="8k context only, fewer repeats")
     parser.add_argument("--repeats", type=int, default=7, help="queries timed per row (median)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads for every method (0: torch's default). One thread keeps the "
-                             "medians stable on a shared machine (the compiled attend is single-threaded)")
-    parser.add_argument("--extra-L", type=int, default=200,
-                        help="also run this L at the longest context (0: skip) to land in a 2-5%% budget")
-    parser.add_argument("--clock", choices=["auto", "wall", "cpu"], default="auto",
-                        help="what to time: wall clock, or this thread's CPU time (auto: cpu with one thread)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads for every method (0: torch's default). One thread keeps the "
+        "medians stable on a shared machine (the compiled attend is single-threaded)",
+    )
+    parser.add_argument(
+        "--extra-L",
+        type=int,
+        default=200,
+        help="also run this L at the longest context (0: skip) to land in a 2-5%% budget",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=["auto", "wall", "cpu"],
+        default="auto",
+        help="what to time: wall clock, or this thread's CPU time (auto: cpu with one thread)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write the rows here as JSON")
     args = parser.parse_args(argv)
@@ -191,9 +231,11 @@ def main(argv=None) -> list[dict]:
     contexts = [8192] if args.quick else [8192, 32768, 98304]
     repeats = 3 if args.quick else args.repeats
     bandwidth = memory_bandwidth()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), float32 K/V, median of {repeats} steps; "
-          f"compiled attend: {fused_attend.available()}; sequential read bandwidth {bandwidth / 1e9:.1f} GB/s; "
-          f"clock: {clock_name}; THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), float32 K/V, median of {repeats} steps; "
+        f"compiled attend: {fused.available()}; sequential read bandwidth {bandwidth / 1e9:.1f} GB/s; "
+        f"clock: {clock_name}; THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')}"
+    )
     rows = []
     for shape in SHAPES:
         for n in contexts:
@@ -206,12 +248,22 @@ def main(argv=None) -> list[dict]:
     sys.stderr.flush()
     print_table(rows)
     if args.json:
-        write_json_atomic(args.json, {"torch": torch.__version__, "threads": torch.get_num_threads(),
-                                      "fused": fused_attend.available(), "bandwidth_gbs": bandwidth / 1e9,
-                                      "clock": clock_name, "thp": os.environ.get("THP_MEM_ALLOC_ENABLE"),
-                                      "command": " ".join(["python benchmarks/bench_attend.py",
-                                                           *(argv if argv is not None else sys.argv[1:])]),
-                                      "load_average": list(os.getloadavg()), "rows": rows})
+        write_json_atomic(
+            args.json,
+            {
+                "torch": torch.__version__,
+                "threads": torch.get_num_threads(),
+                "fused": fused.available(),
+                "bandwidth_gbs": bandwidth / 1e9,
+                "clock": clock_name,
+                "thp": os.environ.get("THP_MEM_ALLOC_ENABLE"),
+                "command": " ".join(
+                    ["python benchmarks/bench_attend.py", *(argv if argv is not None else sys.argv[1:])]
+                ),
+                "load_average": list(os.getloadavg()),
+                "rows": rows,
+            },
+        )
     return rows
 
 

@@ -6,6 +6,7 @@ waited-for children. mybinder.org gives 2 GB and (often) one CPU.
 
     python benchmarks/bench_binder.py [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,12 +14,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from pigviz._util.io import write_json_atomic  # noqa: E402
+
 LIMIT_MB = 2048
 
 CHILD = r"""
@@ -46,8 +47,7 @@ print(json.dumps({"seconds": total, "first_figure_s": first_plot[0] if first_plo
 
 
 def measure(path: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True,
-                         cwd=ROOT, check=True)
+    out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, cwd=ROOT, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -62,14 +62,19 @@ def main(argv=None):
         r["notebook"] = nb.name
         rows.append(r)
         first = f"{r['first_figure_s']:.1f}" if r["first_figure_s"] is not None else "-"
-        print(f"{nb.name:<28}{r['seconds']:>8.1f}{first:>13}{r['kernel_peak_mb']:>11.0f} MB"
-              f"{r['kernel_peak_mb'] / LIMIT_MB:>8.0%}")
+        print(
+            f"{nb.name:<28}{r['seconds']:>8.1f}{first:>13}{r['kernel_peak_mb']:>11.0f} MB"
+            f"{r['kernel_peak_mb'] / LIMIT_MB:>8.0%}"
+        )
     worst = max(rows, key=lambda r: r["kernel_peak_mb"])
-    print(f"\nlargest kernel: {worst['notebook']} at {worst['kernel_peak_mb']:.0f} MB "
-          f"= {worst['kernel_peak_mb'] / LIMIT_MB:.0%} of Binder's {LIMIT_MB} MB")
+    print(
+        f"\nlargest kernel: {worst['notebook']} at {worst['kernel_peak_mb']:.0f} MB "
+        f"= {worst['kernel_peak_mb'] / LIMIT_MB:.0%} of Binder's {LIMIT_MB} MB"
+    )
     if args.json:
-        write_json_atomic(args.json, {"limit_mb": LIMIT_MB, "omp_threads": os.environ.get("OMP_NUM_THREADS"),
-                                      "rows": rows})
+        write_json_atomic(
+            args.json, {"limit_mb": LIMIT_MB, "omp_threads": os.environ.get("OMP_NUM_THREADS"), "rows": rows}
+        )
     return 0 if worst["kernel_peak_mb"] < LIMIT_MB else 1
 
 

@@ -18,6 +18,7 @@ machine shared with other jobs inflates far less than the wall clock.
 On a shared CPU, small tensor ops wait for each other's threads; ``--threads 1`` (the
 default) gives steadier numbers there. The load average before and after is recorded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,20 +35,29 @@ SPEED_FORMAT = "pigviz-decode-speed-v1"
 SPEED_FILE = "decode_speed_cpu.json"
 
 
-def measure(model, tokenizer, *, contexts=(4096, 8192), methods=(("dense", {}), ("magicpig", {})),
-            steps: int = 16, warmup: int = 2, ids=None, progress: bool = True) -> list[dict]:
+def measure(
+    model,
+    tokenizer,
+    *,
+    contexts=(4096, 8192),
+    methods=(("dense", {}), ("magicpig", {})),
+    steps: int = 16,
+    warmup: int = 2,
+    ids=None,
+    progress: bool = True,
+) -> list[dict]:
     """Rows of per-token timings (see module docstring). ``ids``: token ids to use instead of
     the stdlib docs (e.g. carried to another machine)."""
     import torch
 
-    from pigviz.model import texts
     from pigviz.decode.session import forward, new_cache, use_attention
+    from pigviz.model import texts
 
     limit = model.config.max_position_embeddings
     rows = []
     for context in contexts:
         n = min(context, limit - steps - warmup)
-        prompt = (ids[:n] if ids is not None else texts.first_tokens(tokenizer, n))
+        prompt = ids[:n] if ids is not None else texts.first_tokens(tokenizer, n)
         cache = new_cache(model)
         t0 = time.perf_counter()
         with use_attention(model, "dense"):
@@ -78,21 +88,30 @@ def measure(model, tokenizer, *, contexts=(4096, 8192), methods=(("dense", {}), 
                         session.take_budgets()
                 cache.crop(-(warmup + steps))
             dense_tokens = tokens if method == "dense" else dense_tokens
-            row = {"context": n, "method": method, "options": {k: list(v) if isinstance(v, tuple) else v
-                                                              for k, v in session.options.items()},
-                   "step_ms": 1e3 * statistics.median(step_s), "attention_ms": 1e3 * statistics.median(attn_s),
-                   "step_cpu_ms": 1e3 * statistics.median(step_cpu),
-                   "attention_cpu_ms": 1e3 * statistics.median(attn_cpu),
-                   "index_seconds": session.index_seconds, "index_cpu_seconds": session.index_cpu_seconds,
-                   "prefill_seconds": prefill_s,
-                   "budget": statistics.fmean(budgets), "steps": steps,
-                   "same_tokens_as_dense": None if dense_tokens is None else tokens == dense_tokens}
+            row = {
+                "context": n,
+                "method": method,
+                "options": {k: list(v) if isinstance(v, tuple) else v for k, v in session.options.items()},
+                "step_ms": 1e3 * statistics.median(step_s),
+                "attention_ms": 1e3 * statistics.median(attn_s),
+                "step_cpu_ms": 1e3 * statistics.median(step_cpu),
+                "attention_cpu_ms": 1e3 * statistics.median(attn_cpu),
+                "index_seconds": session.index_seconds,
+                "index_cpu_seconds": session.index_cpu_seconds,
+                "prefill_seconds": prefill_s,
+                "budget": statistics.fmean(budgets),
+                "steps": steps,
+                "same_tokens_as_dense": None if dense_tokens is None else tokens == dense_tokens,
+            }
             row["rest_ms"] = row["step_ms"] - row["attention_ms"]
             rows.append(row)
             if progress:
-                print(f"  {n:>5} {method:<9} step {row['step_ms']:7.1f} ms  attention {row['attention_ms']:7.1f} ms"
-                      f"  (CPU time: step {row['step_cpu_ms']:7.1f}, attention {row['attention_cpu_ms']:7.1f})"
-                      f"  index {row['index_seconds']:5.2f} s  budget {100 * row['budget']:5.1f}%", flush=True)
+                print(
+                    f"  {n:>5} {method:<9} step {row['step_ms']:7.1f} ms  attention {row['attention_ms']:7.1f} ms"
+                    f"  (CPU time: step {row['step_cpu_ms']:7.1f}, attention {row['attention_cpu_ms']:7.1f})"
+                    f"  index {row['index_seconds']:5.2f} s  budget {100 * row['budget']:5.1f}%",
+                    flush=True,
+                )
     return rows
 
 
@@ -123,8 +142,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from pigviz.decode import evaluate as decode_eval
     from pigviz._util.io import write_json_atomic
+    from pigviz.decode import evaluate as decode_eval
     from pigviz.model.loading import load_model
 
     if args.threads:
@@ -136,16 +155,25 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     rows = measure(model, tokenizer, contexts=contexts, methods=methods, steps=args.steps, warmup=args.warmup)
     print(table(rows))
-    result = {"format": SPEED_FORMAT, "environment": decode_eval.environment(model),
-              "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
-              "cpu_count": os.cpu_count(), "seconds": round(time.perf_counter() - t0, 1), "rows": rows,
-              "command": " ".join(["python benchmarks/bench_decode.py", *(argv if argv is not None else sys.argv[1:])])}
+    result = {
+        "format": SPEED_FORMAT,
+        "environment": decode_eval.environment(model),
+        "load_average_before": list(load_before),
+        "load_average_after": list(os.getloadavg()),
+        "cpu_count": os.cpu_count(),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "rows": rows,
+        "command": " ".join(["python benchmarks/bench_decode.py", *(argv if argv is not None else sys.argv[1:])]),
+    }
     out = Path(args.out) if args.out else ROOT / "data" / SPEED_FILE
     write_json_atomic(out, result)
     if args.out is None:
-        decode_eval.record_in_manifest(out, "per-token CPU decode time of SmolLM2-135M, dense vs MagicPIG, "
-                                       "attention timed apart, index build time", result["command"],
-                                       directory=out.parent)
+        decode_eval.record_in_manifest(
+            out,
+            "per-token CPU decode time of SmolLM2-135M, dense vs MagicPIG, attention timed apart, index build time",
+            result["command"],
+            directory=out.parent,
+        )
     print(f"wrote {out}")
     return 0
 

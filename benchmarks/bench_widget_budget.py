@@ -5,6 +5,7 @@
 Prints the median and 90th percentile over many changes at default sizes; the target
 is about 100 ms per change. No kernel or browser: this times the Python side only.
 """
+
 from __future__ import annotations
 
 import statistics

@@ -8,6 +8,7 @@ RealSCurveWidget (K, L, min hits): the median and 90th percentile of the whole c
 sends). The
 target is a compute median under 100 ms at default sizes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,9 +75,11 @@ def bench_cloud(changes: int, rng) -> None:
 def bench_scurve(changes: int, rng) -> None:
     t0 = time.perf_counter()
     widget = RealSCurveWidget()
-    print(f"RealSCurveWidget built in {time.perf_counter() - t0:.2f} s "
-          f"({widget.agreement.n_hashings} hashings of {len(widget.picked)} keys at K <= {widget.K_max}, "
-          f"L <= {widget.L_max})")
+    print(
+        f"RealSCurveWidget built in {time.perf_counter() - t0:.2f} s "
+        f"({widget.agreement.n_hashings} hashings of {len(widget.picked)} keys at K <= {widget.K_max}, "
+        f"L <= {widget.L_max})"
+    )
     callback, compute = [], []
     for _ in range(changes):
         which = rng.integers(3)

@@ -6,6 +6,7 @@ Prints the median and 90th percentile over many changes of K, L, min hits and se
 the whole callback (formulas + counted markers + 2-D hashing + figure-widget sync) and
 for the pure computation alone. The target is a median under 100 ms at default sizes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,16 +46,19 @@ def main() -> None:
         if control.value == value:
             continue
         t0 = time.perf_counter()
-        control.value = value                      # fires the observer: the full callback
+        control.value = value  # fires the observer: the full callback
         callback.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        w._figures(**w.params)                     # the same work without the widget sync
+        w._figures(**w.params)  # the same work without the widget sync
         compute.append(time.perf_counter() - t0)
 
     def row(name, xs):
         ms = sorted(x * 1e3 for x in xs)
         p90 = ms[int(0.9 * (len(ms) - 1))]
-        print(f"{name:<28} n={len(ms):3d}  median {statistics.median(ms):6.1f} ms  p90 {p90:6.1f} ms  max {ms[-1]:6.1f} ms")
+        print(
+            f"{name:<28} n={len(ms):3d}  median {statistics.median(ms):6.1f} ms  "
+            f"p90 {p90:6.1f} ms  max {ms[-1]:6.1f} ms"
+        )
 
     print("SimHashExplorer, random changes of K (1-20), L (1-300), min hits (1-4), seed")
     row("full callback", callback)

@@ -5,6 +5,7 @@ browser's redraw. Target: a median well under 100 ms at default sizes.
 
     python benchmarks/bench_widget_stick_balance.py [--changes 200]
 """
+
 from __future__ import annotations
 
 import argparse

@@ -6,6 +6,7 @@ Prints the median and 90th percentile over many random changes of layer, head an
 for the whole callback (averaging the stored per-(layer, head) means + building the figure +
 figure-widget sync) and for the computation alone. The target is a median under 100 ms.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,7 @@ def main() -> None:
         which = rng.integers(3)
         t0 = time.perf_counter()
         if which == 0:
-            w.layer_picker.value = int(rng.choice([-1] + w.layers))        # fires the observer
+            w.layer_picker.value = int(rng.choice([-1] + w.layers))  # fires the observer
         elif which == 1:
             w.head_picker.value = int(rng.integers(-1, w.heads))
         else:
@@ -43,13 +44,16 @@ def main() -> None:
             box.value = not box.value
         callback.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        w.figure()                                                            # the same work, no sync
+        w.figure()  # the same work, no sync
         compute.append(time.perf_counter() - t0)
 
     def row(name, xs):
         ms = sorted(x * 1e3 for x in xs)
         p90 = ms[int(0.9 * (len(ms) - 1))]
-        print(f"{name:<28} n={len(ms):3d}  median {statistics.median(ms):6.1f} ms  p90 {p90:6.1f} ms  max {ms[-1]:6.1f} ms")
+        print(
+            f"{name:<28} n={len(ms):3d}  median {statistics.median(ms):6.1f} ms  "
+            f"p90 {p90:6.1f} ms  max {ms[-1]:6.1f} ms"
+        )
 
     print("StudyExplorer, random changes of layer, head and ticked methods")
     row("full callback", callback)

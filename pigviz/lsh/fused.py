@@ -29,6 +29,7 @@ Without numba, or for tensors on a GPU, :func:`attend` falls back to the torch r
 The compiled loops live in :mod:`pigviz.lsh.kernels`, with the counting sort that
 :func:`pigviz.lsh.index.build_index` uses to build its CSR tables when numba is present.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,15 +58,21 @@ def _as_kernel_array(x: torch.Tensor) -> np.ndarray:
 
 
 def _usable(index, q, k, v, min_hits) -> bool:
-    return (q.device.type == "cpu" and k.device.type == "cpu" and v.device.type == "cpu"
-            and index.device.type == "cpu" and min_hits <= 255 and not q.requires_grad
-            and k.dtype in (torch.float32, torch.float16, torch.bfloat16)
-            and v.dtype in (torch.float32, torch.float16, torch.bfloat16)
-            )
+    return (
+        q.device.type == "cpu"
+        and k.device.type == "cpu"
+        and v.device.type == "cpu"
+        and index.device.type == "cpu"
+        and min_hits <= 255
+        and not q.requires_grad
+        and k.dtype in (torch.float32, torch.float16, torch.bfloat16)
+        and v.dtype in (torch.float32, torch.float16, torch.bfloat16)
+    )
 
 
-def attend(index, q, k, v, *, min_hits: int = 2, scale: float | None = None, buffer_end=None,
-           return_read_mask: bool = False):
+def attend(
+    index, q, k, v, *, min_hits: int = 2, scale: float | None = None, buffer_end=None, return_read_mask: bool = False
+):
     """:func:`pigviz.lsh.magicpig.attend` in one compiled pass, plus the log-normaliser.
 
     ``q`` (R, d): R query rows, row r reading KV head r // (R / Hkv). ``k``, ``v`` (Hkv, N, d[v])
@@ -86,8 +93,10 @@ def attend(index, q, k, v, *, min_hits: int = 2, scale: float | None = None, buf
     R, Hkv, N, d = check_decode_shapes(q, k, v)
     n = index.n
     if (Hkv, d) != (index.num_kv_heads, index.head_dim) or N < n:
-        raise ValueError(f"k has shape {tuple(k.shape)} but the index was built for "
-                         f"(kv_heads, n, d) = {(index.num_kv_heads, n, index.head_dim)}")
+        raise ValueError(
+            f"k has shape {tuple(k.shape)} but the index was built for "
+            f"(kv_heads, n, d) = {(index.num_kv_heads, n, index.head_dim)}"
+        )
     min_hits = check_int("min_hits", min_hits, 1, index.L)
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     if buffer_end is None:
@@ -105,8 +114,13 @@ def attend(index, q, k, v, *, min_hits: int = 2, scale: float | None = None, buf
     # and a decode step calls this once per layer).
     views = index.cache.get("fused_views")
     if views is None:
-        views = index.cache["fused_views"] = (index.offsets.numpy(), index.entries.numpy(),
-                                              index.centred_norms.numpy(), index.mean.contiguous().numpy(), {})
+        views = index.cache["fused_views"] = (
+            index.offsets.numpy(),
+            index.entries.numpy(),
+            index.centred_norms.numpy(),
+            index.mean.contiguous().numpy(),
+            {},
+        )
     offsets, entries, cnorm, mean, log_u = views
     if min_hits not in log_u:
         log_u[min_hits] = magicpig.log_inclusion_table(index, min_hits).numpy()
@@ -117,21 +131,53 @@ def attend(index, q, k, v, *, min_hits: int = 2, scale: float | None = None, buf
     candidates = np.empty(R, dtype=np.int64)
     bad = np.zeros(R, dtype=np.uint8)
     mask = np.zeros((R, n) if return_read_mask else (0, 0), dtype=np.bool_)
-    compiled[0]((qf @ index.planes).numpy(), qf.numpy(), mean, R // Hkv, index.K, index.L, min_hits, index.sinks,
-               index.recent, n, offsets, entries, cnorm, log_u[min_hits], magicpig._GRID,
-               _as_kernel_array(k.detach()), _as_kernel_array(v.detach()), ends.numpy(), np.float32(scale),
-               out, lse, sampled, candidates, bad, mask, return_read_mask)
+    compiled[0](
+        (qf @ index.planes).numpy(),
+        qf.numpy(),
+        mean,
+        R // Hkv,
+        index.K,
+        index.L,
+        min_hits,
+        index.sinks,
+        index.recent,
+        n,
+        offsets,
+        entries,
+        cnorm,
+        log_u[min_hits],
+        magicpig._GRID,
+        _as_kernel_array(k.detach()),
+        _as_kernel_array(v.detach()),
+        ends.numpy(),
+        np.float32(scale),
+        out,
+        lse,
+        sampled,
+        candidates,
+        bad,
+        mask,
+        return_read_mask,
+    )
     out, lse, sampled, candidates, mask = (torch.from_numpy(a) for a in (out, lse, sampled, candidates, mask))
     if bad.any():
         # A non-finite key or value was read: the reference names the culprit (ValueError).
         return _reference(index, q, k, v, min_hits, scale, ends, return_read_mask)
     num_exact = index.sinks + index.recent
     keys_read = sampled + num_exact
-    stats = {"budget": float(keys_read.double().mean()) / n, "keys_read": keys_read, "sampled": sampled,
-             "candidates": candidates, "exact": num_exact, "n": n, "lse": lse, "buffer": ends - n}
+    stats = {
+        "budget": float(keys_read.double().mean()) / n,
+        "keys_read": keys_read,
+        "sampled": sampled,
+        "candidates": candidates,
+        "exact": num_exact,
+        "n": n,
+        "lse": lse,
+        "buffer": ends - n,
+    }
     if return_read_mask:
-        mask[:, :index.sinks] = True
-        mask[:, n - index.recent:] = True
+        mask[:, : index.sinks] = True
+        mask[:, n - index.recent :] = True
         stats["read_mask"] = mask
     return out.to(q.dtype), stats
 
@@ -144,8 +190,9 @@ def _reference(index, q, k, v, min_hits, scale, ends, return_read_mask):
     # The reference scores q·k / sqrt(d); rescale q so that equals q·k · scale.
     qs = q * (scale * math.sqrt(d)) if scale != 1.0 / math.sqrt(d) else q
     kk, vv = (k, v) if N == n else (k[:, :n], v[:, :n])
-    out, stats = magicpig.attend(index, qs, kk, vv, min_hits=min_hits, return_read_mask=return_read_mask,
-                                 return_lse=True)
+    out, stats = magicpig.attend(
+        index, qs, kk, vv, min_hits=min_hits, return_read_mask=return_read_mask, return_lse=True
+    )
     stats["buffer"] = (ends - n).to(stats["keys_read"].dtype)
     if int(ends.max()) > n if ends.numel() else False:
         out, stats["lse"] = _merge_buffer(q, k, v, out, stats["lse"], n, ends.to(q.device), scale)
@@ -158,7 +205,7 @@ def _merge_buffer(q, k, v, out, lse, n, ends, scale):
     Hkv, N, _ = k.shape
     qf = q.to(torch.float32).view(Hkv, R // Hkv, -1)
     kb, vb = k[:, n:].to(torch.float32), v[:, n:].to(torch.float32)
-    scores = (qf @ kb.transpose(1, 2)) * scale                                   # (Hkv, R/Hkv, nb)
+    scores = (qf @ kb.transpose(1, 2)) * scale  # (Hkv, R/Hkv, nb)
     visible = torch.arange(N - n, device=q.device)[None, :] < (ends - n).view(Hkv, -1, 1)
     scores = scores.masked_fill(~visible, -math.inf)
     lse_b = torch.logsumexp(scores, -1)
@@ -167,5 +214,3 @@ def _merge_buffer(q, k, v, out, lse, n, ends, scale):
     mix = torch.nan_to_num(torch.softmax(both, 0), nan=0.0)
     merged = mix[0, ..., None] * out.view(Hkv, R // Hkv, -1).to(torch.float32) + mix[1, ..., None] * out_b
     return merged.view(R, -1).to(out.dtype), torch.logsumexp(both, 0).view(R)
-
-

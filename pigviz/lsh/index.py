@@ -24,6 +24,7 @@ key–value pair in fp16 for d = 128 (512 bytes). While it builds, one KV head a
 index also holds about 20 · L · n bytes of int64 bucket ids and sort order
 (:func:`build_scratch_bytes`); the memory guard counts both.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,15 @@ import torch
 from pigviz._util.validate import check_float, check_int
 from pigviz.lsh import kernels
 
-__all__ = ["LSHIndex", "build_index", "index_bytes", "build_scratch_bytes", "expected_candidates", "MAX_K",
-           "DEFAULT_MEMORY_FRACTION"]
+__all__ = [
+    "LSHIndex",
+    "build_index",
+    "index_bytes",
+    "build_scratch_bytes",
+    "expected_candidates",
+    "MAX_K",
+    "DEFAULT_MEMORY_FRACTION",
+]
 
 # Bucket ids are packed into int64; the top bit stays clear so ids are never negative.
 MAX_K = 62
@@ -96,10 +104,10 @@ class LSHIndex:
     recent: int
     seed: int
     centred: bool
-    planes: torch.Tensor    # (d, L*K) float32, table l uses columns l*K .. l*K+K-1
-    mean: torch.Tensor      # (Hkv, d) float32, mean of the sampleable keys
-    entries: torch.Tensor   # (Hkv, L, n) int32, token ids sorted by bucket
-    offsets: torch.Tensor   # (Hkv, L, 2^K + 1) int64
+    planes: torch.Tensor  # (d, L*K) float32, table l uses columns l*K .. l*K+K-1
+    mean: torch.Tensor  # (Hkv, d) float32, mean of the sampleable keys
+    entries: torch.Tensor  # (Hkv, L, n) int32, token ids sorted by bucket
+    offsets: torch.Tensor  # (Hkv, L, 2^K + 1) int64
     centred_norms: torch.Tensor  # (Hkv, n) float32, |k - mean|: saves a pass per sampled key
     # Lookup tables and scratch buffers that attend keeps between calls (not in nbytes).
     cache: dict = field(default_factory=dict, repr=False, compare=False)
@@ -209,14 +217,21 @@ def build_index(
     planes = _planes(d, K, L, seed, k.device)
     if not isinstance(centre, bool):
         raise TypeError(f"centre must be True or False, got {centre!r}")
-    mean = k[:, sinks:n - recent].to(torch.float32).mean(dim=1)
+    mean = k[:, sinks : n - recent].to(torch.float32).mean(dim=1)
     if not centre:
         mean = torch.zeros_like(mean)
     # Checked per block below; a mean that overflows float32 is caught here.
     if not bool(torch.isfinite(mean).all()):
         _refuse_non_finite(k, sinks, n - recent)
     index = LSHIndex(
-        K=K, L=L, sinks=sinks, recent=recent, seed=seed, centred=centre, planes=planes, mean=mean,
+        K=K,
+        L=L,
+        sinks=sinks,
+        recent=recent,
+        seed=seed,
+        centred=centre,
+        planes=planes,
+        mean=mean,
         entries=torch.empty((num_kv, L, n), dtype=torch.int32, device=k.device),
         offsets=torch.empty((num_kv, L, 2**K + 1), dtype=torch.int64, device=k.device),
         centred_norms=torch.empty((num_kv, n), dtype=torch.float32, device=k.device),
@@ -231,7 +246,7 @@ def build_index(
     buckets = torch.empty((L, n), dtype=torch.int32 if fast else torch.int64, device=k.device)
     for g in range(num_kv):  # one KV head at a time bounds the temporaries
         for start in range(0, n, _BUILD_BLOCK):
-            block = k[g, start:start + _BUILD_BLOCK].to(torch.float32)
+            block = k[g, start : start + _BUILD_BLOCK].to(torch.float32)
             # One NaN key would otherwise land silently in bucket 0 of every table.
             if not bool(torch.isfinite(block).all()):
                 _refuse_non_finite(k, start, start + block.shape[0], g)
@@ -240,12 +255,12 @@ def build_index(
                 # Hashed a few hundred keys at a time into one reused buffer that stays in
                 # cache while its bits are packed (a single (L*K, n) product would go to DRAM).
                 for sub in range(0, block.shape[0], _HASH_BLOCK):
-                    rows = block[sub:sub + _HASH_BLOCK]
+                    rows = block[sub : sub + _HASH_BLOCK]
                     out = proj_t if rows.shape[0] == _HASH_BLOCK else None
                     kernels.pack_buckets(torch.mm(planes_t, rows.T, out=out), start + sub, K, buckets)
             else:
-                buckets[:, start:start + block.shape[0]] = index.bucket_ids(block).T
-            index.centred_norms[g, start:start + block.shape[0]] = block.norm(dim=-1)
+                buckets[:, start : start + block.shape[0]] = index.bucket_ids(block).T
+            index.centred_norms[g, start : start + block.shape[0]] = block.norm(dim=-1)
         if fast and kernels.build_tables(buckets, index.entries[g], index.offsets[g]):
             continue
         index.entries[g] = _stable_argsort_rows(buckets, K).to(torch.int32)
@@ -264,7 +279,7 @@ def _planes(d: int, K: int, L: int, seed: int, device) -> torch.Tensor:
     Treat as read-only (indexes share it)."""
     key = (d, K, L, seed, str(device))
     if key not in _PLANES:
-        if len(_PLANES) > 256:      # one per layer and seed in practice; stay bounded anyway
+        if len(_PLANES) > 256:  # one per layer and seed in practice; stay bounded anyway
             _PLANES.clear()
         gen = torch.Generator().manual_seed(seed)
         _PLANES[key] = torch.randn(d, L * K, generator=gen, dtype=torch.float32).to(device)
@@ -276,8 +291,9 @@ def _refuse_non_finite(k: torch.Tensor, start: int, stop: int, head: int | None 
     for g in heads:
         bad = (~torch.isfinite(k[g, start:stop].to(torch.float32))).any(-1).nonzero()
         if bad.numel():
-            raise ValueError(f"k must hold only finite numbers (in float32); key {start + int(bad[0])} "
-                             f"of KV head {g} does not")
+            raise ValueError(
+                f"k must hold only finite numbers (in float32); key {start + int(bad[0])} of KV head {g} does not"
+            )
     raise ValueError("the mean of the sampleable keys k overflows float32; rescale k")
 
 

@@ -6,6 +6,7 @@ numba compiles them on first use and caches the machine code on disk (no compile
 install time). Without numba, or with ``PIGVIZ_NO_NUMBA=1``, :func:`available` is False and every
 caller takes its torch path.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,7 @@ import torch
 
 __all__ = ["available", "kernels", "pack_buckets", "build_tables"]
 
-_FASTMATH = {"reassoc", "contract", "nsz", "arcp"}   # vectorised dot products; inf/NaN still honoured
+_FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised dot products; inf/NaN still honoured
 
 
 def available() -> bool:
@@ -33,19 +34,18 @@ def kernels():
 
 try:
     import numba
-except ImportError:      # the torch path runs everything
+except ImportError:  # the torch path runs everything
     numba = None
 
 
 # The kernels live at module level so that numba can cache their machine code on disk
 # (closures would be compiled again in every process).
 if numba is not None:
-    from numba import njit
-
     # ``prefetch(a, g, t, j)``: ask the CPU to start loading the cache line holding a[g, t, j].
     # The sampled keys sit at random rows; without a hint the core waits for each row in turn.
     # Issued a few rows ahead, the loads overlap and the loop runs at memory bandwidth.
     from llvmlite import binding, ir
+    from numba import njit
     from numba.core import cgutils, types
     from numba.extending import intrinsic
 
@@ -57,9 +57,10 @@ if numba is not None:
         idx = [context.cast(builder, a, t, types.intp) for a, t in zip(args[1:], signature.args[1:])]
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx)
         i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            _PREFETCH)
-        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])   # read, keep in cache, data
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), _PREFETCH
+        )
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])  # read, keep in cache, data
         return context.get_dummy_value()
 
     @intrinsic
@@ -80,12 +81,14 @@ if numba is not None:
         def codegen(context, builder, signature, args):
             wide = builder.shl(builder.zext(args[0], ir.IntType(32)), ir.Constant(ir.IntType(32), 16))
             return builder.bitcast(wide, ir.FloatType())
+
         return types.float32(x), codegen
 
     @intrinsic
     def f16_to_f32(typingctx, x):
         def codegen(context, builder, signature, args):
             return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+
         return types.float32(x), codegen
 
     def as_f32(x):
@@ -101,11 +104,11 @@ if numba is not None:
             return lambda x: f16_to_f32(x)
         return None
 
-    ahead = 16    # rows prefetched ahead of the one being read
+    ahead = 16  # rows prefetched ahead of the one being read
 
     @njit(cache=True, nogil=True)
     def _prefetch_row(a, g, t, d):
-        step = 64 // a.itemsize         # one hint per 64-byte cache line
+        step = 64 // a.itemsize  # one hint per 64-byte cache line
         for j in range(0, d, step):
             prefetch(a, g, t, j)
 
@@ -138,17 +141,42 @@ if numba is not None:
             _add_row(acc, weights[i], v, g, ids[i], dv)
 
     @njit(cache=True, nogil=True)
-    def attend_kernel(proj, q, mean, rows_per_kv, K, L, min_hits, sinks, recent, n_idx,
-                      offsets, entries, cnorm, log_u, grid, k, v,
-                      buffer_end, scale, out, lse, sampled_out, candidates_out, bad, mask, want_mask):
+    def attend_kernel(
+        proj,
+        q,
+        mean,
+        rows_per_kv,
+        K,
+        L,
+        min_hits,
+        sinks,
+        recent,
+        n_idx,
+        offsets,
+        entries,
+        cnorm,
+        log_u,
+        grid,
+        k,
+        v,
+        buffer_end,
+        scale,
+        out,
+        lse,
+        sampled_out,
+        candidates_out,
+        bad,
+        mask,
+        want_mask,
+    ):
         R, d = q.shape
         dv = out.shape[1]
         n_all = max(n_idx, buffer_end.max()) if R else n_idx
         hits = np.zeros(n_idx, dtype=np.uint8)
-        touched = np.empty(n_idx + 1, dtype=np.int32)   # +1: the branch-free append writes one past
-        ids = np.empty(n_all + 1, dtype=np.int64)        # +1: the branch-free append
+        touched = np.empty(n_idx + 1, dtype=np.int32)  # +1: the branch-free append writes one past
+        ids = np.empty(n_all + 1, dtype=np.int64)  # +1: the branch-free append
         scores = np.empty(n_all, dtype=np.float32)
-        acc = np.empty(dv, dtype=np.float64)   # the value mix sums thousands of rows: float64
+        acc = np.empty(dv, dtype=np.float64)  # the value mix sums thousands of rows: float64
         bounds = np.empty((L, 2), dtype=np.int64)
         pi = np.float32(math.pi)
         for r in range(R):
@@ -179,7 +207,7 @@ if numba is not None:
                 for i in range(bounds[l, 0], bounds[l, 1]):
                     t = entries[g, l, i]
                     c = hits[t]
-                    touched[ntouched] = t          # kept only on a first hit (branch-free)
+                    touched[ntouched] = t  # kept only on a first hit (branch-free)
                     ntouched += c == 0
                     hits[t] = c + (c < 255)
             candidates_out[r] = cand
@@ -200,7 +228,7 @@ if numba is not None:
                 t = touched[i]
                 c = hits[t]
                 hits[t] = 0
-                ids[nread] = t               # kept only if sampled (branch-free)
+                ids[nread] = t  # kept only if sampled (branch-free)
                 nread += (c >= min_hits) & (t >= lo_t) & (t < hi_t)
             end_sampled = nread
             sampled_out[r] = end_sampled - first_sampled
@@ -216,14 +244,14 @@ if numba is not None:
                 if not np.isfinite(scores[i]):
                     finite = False
             # log u of each sampled key from cos(q, k - mean) = (q.k - q.mean) / (|q| |k - mean|)
-            qm = np.float32(0.0)     # q . mean and |q|, for cos(q, k - mean)
+            qm = np.float32(0.0)  # q . mean and |q|, for cos(q, k - mean)
             qq = np.float32(0.0)
             for j in range(d):
                 qm += q[r, j] * mean[g, j]
                 qq += q[r, j] * q[r, j]
             qn = np.float32(math.sqrt(qq))
             for i in range(first_sampled, end_sampled):
-                if i + ahead < end_sampled:     # |k - mean| sits at random rows too
+                if i + ahead < end_sampled:  # |k - mean| sits at random rows too
                     prefetch2(cnorm, g, ids[i + ahead])
                 dot = scores[i]
                 norm = qn * cnorm[g, ids[i]]
@@ -239,7 +267,7 @@ if numba is not None:
                 lo = math.floor(pos)
                 if lo > grid - 1:
                     lo = grid - 1
-                if not (pos == pos):    # NaN key: flagged as non-finite above
+                if not (pos == pos):  # NaN key: flagged as non-finite above
                     lo = 0
                 frac = pos - lo
                 li = int(lo)
@@ -284,7 +312,7 @@ if numba is not None:
         L = buckets.shape[0]
         B = proj_t.shape[1]
         for l in range(L):
-            out = buckets[l, row0:row0 + B]
+            out = buckets[l, row0 : row0 + B]
             for i in range(B):
                 out[i] = 0
             for j in range(K):
@@ -313,8 +341,6 @@ if numba is not None:
                 b = buckets[l, t]
                 row[pos[b]] = t
                 pos[b] += 1
-
-
 
 
 def pack_buckets(proj_t: torch.Tensor, row0: int, K: int, buckets: torch.Tensor) -> bool:

@@ -20,6 +20,7 @@ falls back to the exact set alone.
 Build the index once per layer with :func:`pigviz.lsh.index.build_index`, then call
 :func:`attend` for as many queries as you like; :func:`sampled_attention` does both.
 """
+
 from __future__ import annotations
 
 import math
@@ -80,7 +81,7 @@ def _concatenated_ranges(starts: torch.Tensor, lengths: torch.Tensor) -> tuple[t
     [starts[0], ..., starts[0]+lengths[0]-1, starts[1], ...], without a Python loop."""
     total = int(lengths.sum())
     range_of_entry = torch.repeat_interleave(lengths, output_size=total).to(starts.dtype)
-    shift = starts - (lengths.cumsum(0, dtype=starts.dtype) - lengths)      # start - first slot
+    shift = starts - (lengths.cumsum(0, dtype=starts.dtype) - lengths)  # start - first slot
     slots = torch.arange(total, device=starts.device, dtype=starts.dtype)
     return range_of_entry, slots + shift.index_select(0, range_of_entry)
 
@@ -94,8 +95,9 @@ def _workspace(store: dict, name: str, numel: int, dtype, device) -> torch.Tenso
     return buf
 
 
-def _gathered_dots(qf: torch.Tensor, k_rows: torch.Tensor, rows: torch.Tensor, group: int,
-                   workspace: dict) -> torch.Tensor:
+def _gathered_dots(
+    qf: torch.Tensor, k_rows: torch.Tensor, rows: torch.Tensor, group: int, workspace: dict
+) -> torch.Tensor:
     """q_h · k[rows[h, j]] for every slot, one KV group at a time, into a kept buffer.
 
     A fresh tens-of-MB gather per step is returned to the OS by the C allocator when freed
@@ -107,23 +109,25 @@ def _gathered_dots(qf: torch.Tensor, k_rows: torch.Tensor, rows: torch.Tensor, g
     dots = torch.empty((H, width), dtype=torch.float32, device=qf.device)
     buffer = _workspace(workspace, "keys", group * width * d, k_rows.dtype, k_rows.device)
     for h0 in range(0, H, group):
-        picked = rows[h0:h0 + group].reshape(-1)
-        block = torch.index_select(k_rows, 0, picked, out=buffer[:picked.numel() * d].view(-1, d))
+        picked = rows[h0 : h0 + group].reshape(-1)
+        block = torch.index_select(k_rows, 0, picked, out=buffer[: picked.numel() * d].view(-1, d))
         block = block.view(-1, width, d).to(torch.float32)
         # (1, d) x (d, width) per head: ~2x faster on CPU than (width, d) x (d, 1).
-        dots[h0:h0 + group] = torch.bmm(qf[h0:h0 + group, None, :], block.transpose(1, 2)).squeeze(1)
+        dots[h0 : h0 + group] = torch.bmm(qf[h0 : h0 + group, None, :], block.transpose(1, 2)).squeeze(1)
     return dots
 
 
-def _mix_values(v_rows: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor,
-                valid: torch.Tensor, per_head: torch.Tensor) -> torch.Tensor:
+def _mix_values(
+    v_rows: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor, valid: torch.Tensor, per_head: torch.Tensor
+) -> torch.Tensor:
     """sum_j weights[h, j] · v_rows[rows[h, j]] over the valid slots of each head."""
     if v_rows.dtype == torch.float32:
         # embedding_bag gathers and sums in one pass (no (H, width, dv) copy of the values);
         # it is several times faster than index_select + bmm on CPU.
         starts = per_head.cumsum(0) - per_head
         return torch.nn.functional.embedding_bag(
-            rows[valid], v_rows, starts, mode="sum", per_sample_weights=weights[valid])
+            rows[valid], v_rows, starts, mode="sum", per_sample_weights=weights[valid]
+        )
     H, width = rows.shape
     v_read = v_rows.index_select(0, rows.view(-1)).view(H, width, -1).to(torch.float32)
     return torch.bmm(weights[:, None, :], v_read).squeeze(1)
@@ -134,12 +138,12 @@ def _refuse_non_finite_reads(problem: str, finite: torch.Tensor) -> None:
     bad_heads = (~finite).any(-1)
     if bool(bad_heads.any()):
         head = int(bad_heads.nonzero()[0])
-        raise ValueError(f"{problem} among the keys/values read by query head {head}; "
-                         "k and v must hold only finite numbers")
+        raise ValueError(
+            f"{problem} among the keys/values read by query head {head}; k and v must hold only finite numbers"
+        )
 
 
-def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: bool = False,
-           return_lse: bool = False):
+def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: bool = False, return_lse: bool = False):
     """One decode step: ``q`` (H, d) against the cache ``k``, ``v`` (Hkv, n, d[v]) that
     ``index`` was built from. Returns ``(output (H, dv) in q's dtype, stats)``.
 
@@ -171,7 +175,7 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     qf = q.to(torch.float32)
 
     # 1. The query's bucket in every table, and where that bucket's ids lie in `entries`.
-    query_buckets = index.bucket_ids(qf)                                   # (H, L)
+    query_buckets = index.bucket_ids(qf)  # (H, L)
     tables = torch.arange(L, device=dev)
     starts = index.offsets[kv_of_head[:, None], tables[None, :], query_buckets]
     lengths = index.offsets[kv_of_head[:, None], tables[None, :], query_buckets + 1] - starts
@@ -182,7 +186,7 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     candidates = lengths.sum(1)
     range_of_entry, positions = _concatenated_ranges(flat_starts.reshape(-1), lengths.reshape(-1).to(idx_dtype))
     tokens = index.entries.view(-1).index_select(0, positions)
-    head_base = (torch.arange(H, device=dev, dtype=idx_dtype) * n).repeat_interleave(L)   # per range
+    head_base = (torch.arange(H, device=dev, dtype=idx_dtype) * n).repeat_interleave(L)  # per range
     counter_of_entry = head_base.index_select(0, range_of_entry) + tokens
 
     # 2. Hits per (head, token) in the narrowest integer type that can count to L; the
@@ -193,8 +197,8 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     hits = torch.zeros(H * n, dtype=count_dtype, device=dev)
     hits.index_add_(0, counter_of_entry, torch.ones(tokens.numel(), dtype=count_dtype, device=dev))
     hits = hits.view(H, n)
-    hits[:, :index.sinks] = 0
-    hits[:, n - index.recent:] = 0
+    hits[:, : index.sinks] = 0
+    hits[:, n - index.recent :] = 0
     sampled_head, sampled_token = (hits >= min_hits).nonzero(as_tuple=True)
     sampled = torch.bincount(sampled_head, minlength=H)
 
@@ -223,11 +227,12 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
 
     rows = kv_of_head[:, None] * n + read
     workspace = index.cache.setdefault("workspace", {})
-    dots = _gathered_dots(qf, k.reshape(Hkv * n, d), rows, H // Hkv, workspace)   # (H, width)
+    dots = _gathered_dots(qf, k.reshape(Hkv * n, d), rows, H // Hkv, workspace)  # (H, width)
     # Only the gathered keys are checked: scanning all of k would cost as much as dense attention.
     if check:
-        _refuse_non_finite_reads("k holds a non-finite number (or q·k overflows float32)",
-                                 torch.isfinite(dots) | ~valid)
+        _refuse_non_finite_reads(
+            "k holds a non-finite number (or q·k overflows float32)", torch.isfinite(dots) | ~valid
+        )
 
     # 4. cos(q, k - mean) from the dot product and the stored |k - mean|, then log u.
     q_dot_mean = (qf * index.mean[kv_of_head]).sum(-1, keepdim=True)
@@ -238,13 +243,14 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     log_u = torch.where(is_sampled, _log_inclusion(index, p, min_hits), 0.0)
     scores = (dots / math.sqrt(d) - log_u).masked_fill(~valid, -math.inf)
     read_any = (num_exact + sampled)[:, None] > 0
-    weights = torch.where(read_any, torch.softmax(scores, dim=-1), 0.0)   # nothing read: 0, not NaN
+    weights = torch.where(read_any, torch.softmax(scores, dim=-1), 0.0)  # nothing read: 0, not NaN
     out = _mix_values(v.reshape(Hkv * n, -1), rows, weights, valid, num_exact + sampled)
     out = torch.where(read_any, out, 0.0)
     # The weights are finite here, so a non-finite output comes from a value that was read.
     if check:
-        _refuse_non_finite_reads("v holds a non-finite number (or the weighted sum overflows float32)",
-                                 torch.isfinite(out))
+        _refuse_non_finite_reads(
+            "v holds a non-finite number (or the weighted sum overflows float32)", torch.isfinite(out)
+        )
 
     keys_read = sampled + num_exact
     stats = {
@@ -264,8 +270,19 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     return out.to(q.dtype), stats
 
 
-def sampled_attention(q, k, v, *, K: int = 10, L: int = 150, sinks: int = 4, recent: int = 64,
-                      min_hits: int = 2, seed: int = 0, return_read_mask: bool = False):
+def sampled_attention(
+    q,
+    k,
+    v,
+    *,
+    K: int = 10,
+    L: int = 150,
+    sinks: int = 4,
+    recent: int = 64,
+    min_hits: int = 2,
+    seed: int = 0,
+    return_read_mask: bool = False,
+):
     """Build an index of ``k`` and run :func:`attend` once: ``(output (H, dv), stats)``."""
     check_decode_shapes(q, k, v)
     check_int("min_hits", min_hits, 1, check_int("L", L, 1))
@@ -273,8 +290,16 @@ def sampled_attention(q, k, v, *, K: int = 10, L: int = 150, sinks: int = 4, rec
     return attend(index, q, k, v, min_hits=min_hits, return_read_mask=return_read_mask)
 
 
-def synthetic_decode_step(heads: int = 9, kv_heads: int = 3, n: int = 8192, d: int = 64, *,
-                          peaks: int = 16, seed: int = 0, dtype=torch.float32):
+def synthetic_decode_step(
+    heads: int = 9,
+    kv_heads: int = 3,
+    n: int = 8192,
+    d: int = 64,
+    *,
+    peaks: int = 16,
+    seed: int = 0,
+    dtype=torch.float32,
+):
     """A decode step shaped like a real model's, for tests and benchmarks: ``(q, k, v)``.
 
     Keys of each KV head sit in a narrow cone around a shared mean direction; token 0 is a

@@ -16,6 +16,7 @@ for keys whose u is 1 - 1e-12. The same arithmetic is written for numpy and torc
 (Monte Carlo) and draws the 2-D picture, so tests and the notebook can check every formula
 against it.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,6 +50,7 @@ MAX_L = 100_000
 
 
 # --------------------------------------------------------------------------- formulas
+
 
 def collision_probability(cos):
     """Chance that one random-hyperplane bit agrees for two vectors with cosine ``cos``:
@@ -114,21 +116,21 @@ def _log_binomial_tail(log_p, K: int, L: int, min_hits: int, ops: _Ops):
     unimodal; finally tail / (head + tail) removes the rounding of the normalising sum.
     """
     xp = ops.xp
-    log_q = K * log_p                          # log P1, P1 = p**K: one table collides
-    log_1mq = xp.log(-xp.expm1(log_q))         # log(1 - P1), accurate when P1 is tiny or ~1
+    log_q = K * log_p  # log P1, P1 = p**K: one table collides
+    log_1mq = xp.log(-xp.expm1(log_q))  # log(1 - P1), accurate when P1 is tiny or ~1
     log_c = ops.table(_log_binom_table(L))
     ks = ops.table(range(L + 1))
     mode = ops.clip(ops.floor_int((L + 1) * xp.exp(log_q)), 0, L)
     step = max(1, _CHUNK_ELEMENTS // max(1, int(np.prod(log_q.shape))))
     q_col, r_col = log_q[..., None], log_1mq[..., None]
 
-    def log_range_sum(lo: int, hi: int):       # log sum_{k=lo..hi} C(L,k) P1^k (1-P1)^(L-k)
+    def log_range_sum(lo: int, hi: int):  # log sum_{k=lo..hi} C(L,k) P1^k (1-P1)^(L-k)
         k_star = ops.clip(mode, lo, hi)
         top = log_c[k_star] + k_star * log_q + (L - k_star) * log_1mq
         total = xp.zeros_like(log_q)
         for a in range(lo, hi + 1, step):
-            k = ks[a:min(a + step, hi + 1)]
-            terms = log_c[a:a + len(k)] + k * q_col + (L - k) * r_col - top[..., None]
+            k = ks[a : min(a + step, hi + 1)]
+            terms = log_c[a : a + len(k)] + k * q_col + (L - k) * r_col - top[..., None]
             total = total + xp.exp(terms).sum(-1)
         return top + xp.log(total)
 
@@ -163,8 +165,9 @@ def inclusion_probability(p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: i
     return out if np.ndim(out) else float(out)
 
 
-def log_inclusion_probability_torch(p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2,
-                                    *, check: bool = True):
+def log_inclusion_probability_torch(
+    p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2, *, check: bool = True
+):
     """Torch twin of :func:`log_inclusion_probability` for a tensor ``p``.
 
     Runs on ``p``'s device and returns ``p``'s dtype (float32 or float64; half precision
@@ -224,8 +227,9 @@ def cos_to_degrees(cos: float) -> float:
     return math.degrees(math.acos(max(-1.0, min(1.0, cos))))
 
 
-def transition_width_deg(K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2,
-                         low: float = 0.1, high: float = 0.9) -> float:
+def transition_width_deg(
+    K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2, low: float = 0.1, high: float = 0.9
+) -> float:
     """How many degrees of query-key angle the S-curve takes to climb from ``low`` to
     ``high``: the smaller, the steeper the cliff."""
     if not low < high:
@@ -234,6 +238,7 @@ def transition_width_deg(K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int =
 
 
 # --------------------------------------------------------------------------- hashing
+
 
 class SimHash:
     """L tables of K random-hyperplane bits over ``dim``-dimensional vectors.

@@ -4,6 +4,7 @@ Monte-Carlo estimates of per-bit agreement and of the "at least min_hits of L" i
 with exact binomial p-values; the 2-D picture of hyperplanes and the query's bucket; and the
 claims of notebook 04, which compare the two.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,13 +13,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from pigviz._util.validate import check_array, check_float, check_int
-from pigviz.lsh.simhash import (CHECK_ANGLES_DEG, DEFAULT_K, DEFAULT_L, MARKER_COS, NAPKIN_TOKENS, SimHash, _check_kl,
-                            cos_to_degrees, _Ops, _log_binomial_tail, collision_probability, crossing_cos,
-                            expected_candidates, inclusion_probability, log_inclusion_probability,
-                            transition_width_deg)
-
+from pigviz.lsh.simhash import (
+    DEFAULT_K,
+    DEFAULT_L,
+    SimHash,
+    _check_kl,
+    _log_binomial_tail,
+    _Ops,
+    collision_probability,
+    inclusion_probability,
+)
 
 # --------------------------------------------------------------------------- Monte Carlo
+
 
 def pair_at_angle(cos, dim: int = 2, seed: int | None = None):
     """A unit query and unit keys whose cosines with it are ``cos``.
@@ -44,7 +51,7 @@ def _binomial_tail(log_u: float, n: int, c: int) -> float:
     """P(Binomial(n, u) >= c) for 1 <= c <= n, given log u < 0, by the same cancellation-free
     sum as the inclusion probability (one "table" of one "bit" with probability u), but for
     any number of trials: MAX_L bounds the lesson's tables, not a count of hashings."""
-    if log_u >= 0.0:                  # u rounds to 1: every trial succeeds
+    if log_u >= 0.0:  # u rounds to 1: every trial succeeds
         return 1.0
     if log_u == -math.inf:
         return 0.0
@@ -57,8 +64,8 @@ class MonteCarloEstimate:
     """Observed frequencies next to the formula, with their sampling uncertainty."""
 
     cos: np.ndarray
-    expected: np.ndarray      # the formula
-    freq: np.ndarray          # observed fraction
+    expected: np.ndarray  # the formula
+    freq: np.ndarray  # observed fraction
     n_trials: int
 
     @property
@@ -115,9 +122,16 @@ def monte_carlo_bit_agreement(cos, n_planes: int = 20_000, seed: int = 0) -> Mon
     return MonteCarloEstimate(cos, collision_probability(cos), same.mean(axis=1), n_planes)
 
 
-def monte_carlo_inclusion(cos, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2,
-                          n_trials: int = 200, seed: int = 0, dim: int = 2,
-                          chunk_elements: int = 4_000_000) -> MonteCarloEstimate:
+def monte_carlo_inclusion(
+    cos,
+    K: int = DEFAULT_K,
+    L: int = DEFAULT_L,
+    min_hits: int = 2,
+    n_trials: int = 200,
+    seed: int = 0,
+    dim: int = 2,
+    chunk_elements: int = 4_000_000,
+) -> MonteCarloEstimate:
     """Build ``n_trials`` independent sets of L tables of K hyperplanes, hash a query and keys
     at the given cosines with each, and count how often each key reaches ``min_hits``.
 
@@ -140,7 +154,7 @@ def monte_carlo_inclusion(cos, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits:
         normals = rng.standard_normal((t, dim, L, K))
         q_bits = np.einsum("d,tdlk->tlk", query, normals) >= 0
         k_bits = np.einsum("ad,tdlk->atlk", keys, normals) >= 0
-        collide = (k_bits == q_bits).all(axis=-1)            # (keys, trials, tables)
+        collide = (k_bits == q_bits).all(axis=-1)  # (keys, trials, tables)
         count += (collide.sum(axis=-1) >= min_hits).sum(axis=-1)
         done += t
     expected = inclusion_probability(collision_probability(cos), K, L, min_hits)
@@ -148,6 +162,7 @@ def monte_carlo_inclusion(cos, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits:
 
 
 # --------------------------------------------------------------------------- 2-D picture
+
 
 def inclusion_curve(angle_deg, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2):
     """Inclusion probability as a function of the query-key angle in degrees."""
@@ -176,20 +191,21 @@ class PlaneDemo:
     """Everything the 2-D picture draws: keys, the query, table 0's hyperplanes and who
     shares the query's bucket there, plus hit counts over all L tables."""
 
-    keys: np.ndarray           # (n, 2)
-    query: np.ndarray          # (2,)
-    normals: np.ndarray        # (K, 2) table 0's hyperplane normals
-    same_bucket: np.ndarray    # (n,) bool, table 0
-    hits: np.ndarray           # (n,) tables (of L) where the key shares the query's bucket
-    included: np.ndarray       # (n,) hits >= min_hits
+    keys: np.ndarray  # (n, 2)
+    query: np.ndarray  # (2,)
+    normals: np.ndarray  # (K, 2) table 0's hyperplane normals
+    same_bucket: np.ndarray  # (n,) bool, table 0
+    hits: np.ndarray  # (n,) tables (of L) where the key shares the query's bucket
+    included: np.ndarray  # (n,) hits >= min_hits
     wedge: tuple[float, float]
     K: int
     L: int
     min_hits: int
 
 
-def plane_demo(K: int = 3, L: int = DEFAULT_L, min_hits: int = 2, seed: int = 0,
-               n_keys: int = 30, query_angle_deg: float = 35.0) -> PlaneDemo:
+def plane_demo(
+    K: int = 3, L: int = DEFAULT_L, min_hits: int = 2, seed: int = 0, n_keys: int = 30, query_angle_deg: float = 35.0
+) -> PlaneDemo:
     """Hash a toy 2-D query and ``n_keys`` keys scattered around the origin with L tables of
     K hyperplanes (``seed`` picks both the keys and the hyperplanes)."""
     K, L, min_hits = _check_kl(K, L, min_hits)
@@ -206,7 +222,15 @@ def plane_demo(K: int = 3, L: int = DEFAULT_L, min_hits: int = 2, seed: int = 0,
     q_ids = table.bucket_ids(query)
     hits = (ids == q_ids).sum(axis=1)
     normals = table.planes[:, 0, :].T
-    return PlaneDemo(keys, query, normals, ids[:, 0] == q_ids[0], hits, hits >= min_hits,
-                     bucket_wedge(query, normals), K, L, min_hits)
-
-
+    return PlaneDemo(
+        keys,
+        query,
+        normals,
+        ids[:, 0] == q_ids[0],
+        hits,
+        hits >= min_hits,
+        bucket_wedge(query, normals),
+        K,
+        L,
+        min_hits,
+    )

@@ -3,7 +3,14 @@ from pathlib import Path
 
 import pytest
 
-from .jupyter_harness import CHROMIUM, CHROMIUM_ARGS, HarnessError, JupyterLabServer, copy_notebooks, require_browser_tools
+from .jupyter_harness import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    HarnessError,
+    JupyterLabServer,
+    copy_notebooks,
+    require_browser_tools,
+)
 from .lab_driver import shutdown_and_wait
 from .waits import timeout_ms
 

@@ -4,10 +4,10 @@ Each function gets a page where the notebook has just been run, acts on a widget
 waits (up to a deadline) for the figure it drives to change. Before each action the figure
 must be still and the kernel idle, so that a late update from the previous action cannot
 pass for the effect of this one."""
+
 from __future__ import annotations
 
-from .lab_driver import (kernel_model, page_state, plot_snapshot, wait_plot_changed, wait_plot_drawn,
-                         wait_plot_settled)
+from .lab_driver import kernel_model, page_state, plot_snapshot, wait_plot_changed, wait_plot_drawn, wait_plot_settled
 
 
 class Widgets:
@@ -24,8 +24,12 @@ class Widgets:
             return False
         model = kernel_model(self.server, self.name)
         state = page_state(self.page)
-        return (model is None or model.get("execution_state") != "idle" or state["indicator"] != "idle"
-                or any(c["prompt"] == "*" for c in state["cells"]))
+        return (
+            model is None
+            or model.get("execution_state") != "idle"
+            or state["indicator"] != "idle"
+            or any(c["prompt"] == "*" for c in state["cells"])
+        )
 
     def settle(self, figure_class: str, after: str) -> str:
         return wait_plot_settled(self.page, figure_class, self.name, after, busy=self.busy)
@@ -61,10 +65,13 @@ class Widgets:
             .map(e => e.innerText.trim()).filter(t => t.length > 0).map(t => t.slice(0, 160))""")
 
     def slider_value(self, slider_class: str):
-        return lambda: self.page.evaluate("""(cls) => {
+        return lambda: self.page.evaluate(
+            """(cls) => {
             const el = document.querySelector('.' + cls + ' .widget-readout');
             return el ? (el.value !== undefined && el.value !== '' ? el.value : el.textContent) : null;
-        }""", slider_class)
+        }""",
+            slider_class,
+        )
 
     def nudge_slider(self, slider_class: str, presses: int, key: str = "ArrowRight"):
         def act():
@@ -73,26 +80,36 @@ class Widgets:
             handle.click()
             for _ in range(presses):
                 self.page.keyboard.press(key)
+
         return act
 
 
 def stick_balance(page, name, server=None):
     w = Widgets(page, name, server)
-    w.changes("pigviz-sticks", w.nudge_slider("pigviz-budget-slider", 4),
-              "pressing ArrowRight 4 times on the budget slider (.pigviz-budget-slider)",
-              readout=w.slider_value("pigviz-budget-slider"))
+    w.changes(
+        "pigviz-sticks",
+        w.nudge_slider("pigviz-budget-slider", 4),
+        "pressing ArrowRight 4 times on the budget slider (.pigviz-budget-slider)",
+        readout=w.slider_value("pigviz-budget-slider"),
+    )
     button = page.locator(".pigviz-resample").first
     w.changes("pigviz-sticks", lambda: button.click(), "clicking Resample (.pigviz-resample)")
 
 
 def simhash_scurves(page, name, server=None):
     w = Widgets(page, name, server)
-    w.changes("pigviz-scurve", w.nudge_slider("pigviz-k-slider", 2),
-              "pressing ArrowRight twice on the K slider (.pigviz-k-slider)",
-              readout=w.slider_value("pigviz-k-slider"))
-    w.changes("pigviz-scurve", w.nudge_slider("pigviz-l-slider", 5, "ArrowLeft"),
-              "pressing ArrowLeft 5 times on the L slider (.pigviz-l-slider)",
-              readout=w.slider_value("pigviz-l-slider"))
+    w.changes(
+        "pigviz-scurve",
+        w.nudge_slider("pigviz-k-slider", 2),
+        "pressing ArrowRight twice on the K slider (.pigviz-k-slider)",
+        readout=w.slider_value("pigviz-k-slider"),
+    )
+    w.changes(
+        "pigviz-scurve",
+        w.nudge_slider("pigviz-l-slider", 5, "ArrowLeft"),
+        "pressing ArrowLeft 5 times on the L slider (.pigviz-l-slider)",
+        readout=w.slider_value("pigviz-l-slider"),
+    )
 
 
 def key_cone(page, name, server=None):

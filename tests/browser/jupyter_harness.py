@@ -4,6 +4,7 @@ Everything runs in a temporary directory (notebook copies, Jupyter config/runtim
 free localhost port with a random token, and is torn down even when a test fails: kernels are
 shut down through the REST API, then the server's whole process group is ended.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,13 @@ from .waits import describe_timeout, timeout
 
 CHROMIUM = os.environ.get("PIGVIZ_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--disable-dev-shm-usage",
 ]
 INSTALL_HINT = (
@@ -67,12 +73,20 @@ def write_quiet_lab_config(config_dir: Path, settings_dir: Path) -> None:
     (tracker / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     labconfig = config_dir / "labconfig"
     labconfig.mkdir(parents=True, exist_ok=True)
-    (labconfig / "page_config.json").write_text(json.dumps({
-        "disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True},
-    }))
-    (config_dir / "jupyter_server_config.json").write_text(json.dumps({
-        "LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"},
-    }))
+    (labconfig / "page_config.json").write_text(
+        json.dumps(
+            {
+                "disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True},
+            }
+        )
+    )
+    (config_dir / "jupyter_server_config.json").write_text(
+        json.dumps(
+            {
+                "LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"},
+            }
+        )
+    )
 
 
 def isolated_env(workdir: Path, **extra: str) -> dict:
@@ -81,15 +95,17 @@ def isolated_env(workdir: Path, **extra: str) -> dict:
     that could point at another Python) and the IPython profile (startup scripts, and a
     history.sqlite that every kernel of every run on the machine would otherwise share)."""
     workdir = Path(workdir)
-    return dict(os.environ,
-                JUPYTER_CONFIG_DIR=str(workdir / "jupyter-config"),
-                JUPYTER_RUNTIME_DIR=str(workdir / "jupyter-runtime"),
-                JUPYTER_DATA_DIR=str(workdir / "jupyter-data"),
-                IPYTHONDIR=str(workdir / "ipython"),
-                PYDEVD_DISABLE_FILE_VALIDATION="1",
-                # The notebooks' blank exercises run with their reference solutions, as in nbval.
-                PIGVIZ_SOLUTIONS="1",
-                **extra)
+    return dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(workdir / "jupyter-config"),
+        JUPYTER_RUNTIME_DIR=str(workdir / "jupyter-runtime"),
+        JUPYTER_DATA_DIR=str(workdir / "jupyter-data"),
+        IPYTHONDIR=str(workdir / "ipython"),
+        PYDEVD_DISABLE_FILE_VALIDATION="1",
+        # The notebooks' blank exercises run with their reference solutions, as in nbval.
+        PIGVIZ_SOLUTIONS="1",
+        **extra,
+    )
 
 
 class JupyterLabServer:
@@ -127,8 +143,10 @@ class JupyterLabServer:
                 return self._start_once()
             except PortTaken:
                 if attempt == attempts - 1:
-                    raise HarnessError(f"JupyterLab could not bind a free port in {attempts} tries; "
-                                       f"last log:\n{self.log_path.read_text()[-3000:]}") from None
+                    raise HarnessError(
+                        f"JupyterLab could not bind a free port in {attempts} tries; "
+                        f"last log:\n{self.log_path.read_text()[-3000:]}"
+                    ) from None
                 self.port = free_port()
 
     def _start_once(self) -> "JupyterLabServer":
@@ -139,15 +157,26 @@ class JupyterLabServer:
         settings_dir = self.workdir / "lab-user-settings"
         write_quiet_lab_config(config_dir, settings_dir)
         env = isolated_env(self.workdir)
-        cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser",
-               f"--port={self.port}", "--port-retries=0", "--ip=127.0.0.1",
-               f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-               f"--LabApp.user_settings_dir={settings_dir}",
-               f"--LabApp.workspaces_dir={self.workdir / 'lab-workspaces'}",
-               "--ServerApp.disable_check_xsrf=True", "--allow-root"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            f"--port={self.port}",
+            "--port-retries=0",
+            "--ip=127.0.0.1",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            f"--LabApp.user_settings_dir={settings_dir}",
+            f"--LabApp.workspaces_dir={self.workdir / 'lab-workspaces'}",
+            "--ServerApp.disable_check_xsrf=True",
+            "--allow-root",
+        ]
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                     cwd=self.root, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=self.root, start_new_session=True
+        )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -157,17 +186,17 @@ class JupyterLabServer:
                 log = self.log_path.read_text()
                 if "already in use" in log or "Address already in use" in log:
                     raise PortTaken(self.port)
-                raise HarnessError(f"JupyterLab exited with code {code} before it "
-                                   f"answered; its log:\n{log[-3000:]}")
+                raise HarnessError(f"JupyterLab exited with code {code} before it answered; its log:\n{log[-3000:]}")
             try:
                 self.api("api/status")
                 return self
             except (urllib.error.URLError, ConnectionError, OSError):
                 time.sleep(0.3)  # polling interval; the wait is bounded by the deadline above
         self.stop()
-        raise HarnessError(describe_timeout(f"JupyterLab answering GET /api/status on port {self.port}",
-                                            self.startup_timeout)
-                           + f"; log:\n{self.log_path.read_text()[-3000:]}")
+        raise HarnessError(
+            describe_timeout(f"JupyterLab answering GET /api/status on port {self.port}", self.startup_timeout)
+            + f"; log:\n{self.log_path.read_text()[-3000:]}"
+        )
 
     def list_kernels(self) -> list[dict]:
         return self.api("api/kernels") or []

@@ -10,6 +10,7 @@ notebook's session already has a kernel. Until the server has answered the sessi
 silently clears each code cell instead (``CodeCell.execute``: no ``session.kernel`` ->
 ``clearExecution()``), leaving ``[ ]`` prompts that nothing will ever fill.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,8 @@ _PAGE_STATE_JS = """(panelSel) => {
         const src = lines.join('\\n');
         const promptEl = cell.querySelector('.jp-InputArea-prompt');
         const m = /\\[(.*?)\\]/.exec(promptEl ? promptEl.textContent : '');
-        const errors = [...cell.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+        const stderr = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]';
+        const errors = [...cell.querySelectorAll(stderr)]
             .map(o => o.textContent).filter(t => /Error|Traceback/.test(t))
             .map(t => t.trim().split('\\n').pop().slice(0, 200));
         state.cells.push({i, code, prompt: m ? m[1].trim() : null,
@@ -81,6 +83,7 @@ def _cells_summary(state: dict) -> str:
 
 
 # -- the kernel, as the server sees it ------------------------------------------------------
+
 
 def kernel_model(server, name: str) -> dict | None:
     """The server's model of the kernel of notebook ``name`` (execution_state, connections),
@@ -124,13 +127,22 @@ def wait_kernel_ready(page, server, name: str, awaiting: str = "its kernel to be
         seen["text"] = f"{_kernel_seen(model)}; page: {_cells_summary(state)}"
         if model and model.get("execution_state") == "dead":
             raise AssertionError(f"{name}: kernel died while waiting for {awaiting}; {seen['text']}")
-        return (model is not None and model.get("execution_state") == "idle"
-                and (model.get("connections") or 0) >= 1 and state["indicator"] == "idle"
-                and not any(c["prompt"] == "*" for c in state["cells"]))
+        return (
+            model is not None
+            and model.get("execution_state") == "idle"
+            and (model.get("connections") or 0) >= 1
+            and state["indicator"] == "idle"
+            and not any(c["prompt"] == "*" for c in state["cells"])
+        )
 
-    poll_until(check, f"{name}: {awaiting} (server: session with an idle, connected kernel; "
-               f"page: kernel indicator idle, no [*] prompt)", "kernel_ready", interval=0.3,
-               seen=lambda: seen.get("text"))
+    poll_until(
+        check,
+        f"{name}: {awaiting} (server: session with an idle, connected kernel; "
+        f"page: kernel indicator idle, no [*] prompt)",
+        "kernel_ready",
+        interval=0.3,
+        seen=lambda: seen.get("text"),
+    )
 
 
 def wait_kernel_idle(page, server, name: str, after: str = "the last action") -> None:
@@ -139,23 +151,30 @@ def wait_kernel_idle(page, server, name: str, after: str = "the last action") ->
 
 # -- open, clear, run, save -----------------------------------------------------------------
 
+
 def open_notebook(page, server, name: str) -> None:
     """Open ``name`` in a fresh workspace (otherwise JupyterLab reopens the previous test's
     tabs), wait until every cell of the file is in the page and the kernel is ready."""
     n_cells = len(json.loads((server.root / name).read_text())["cells"])
-    page.goto(server.url(f"lab/workspaces/{name.split('.')[0]}/tree/{name}?reset"),
-              timeout=timeout_ms("page_load"))
-    wait_for_js(page, "([sel, n]) => document.querySelectorAll(sel + ' .jp-Cell').length === n",
-                [NOTEBOOK, n_cells], f"{name}: all {n_cells} cells of the file shown in JupyterLab",
-                "page_load", seen=lambda: f"{page.locator(f'{NOTEBOOK} .jp-Cell').count()} cells in the page")
+    page.goto(server.url(f"lab/workspaces/{name.split('.')[0]}/tree/{name}?reset"), timeout=timeout_ms("page_load"))
+    wait_for_js(
+        page,
+        "([sel, n]) => document.querySelectorAll(sel + ' .jp-Cell').length === n",
+        [NOTEBOOK, n_cells],
+        f"{name}: all {n_cells} cells of the file shown in JupyterLab",
+        "page_load",
+        seen=lambda: f"{page.locator(f'{NOTEBOOK} .jp-Cell').count()} cells in the page",
+    )
     wait_kernel_ready(page, server, name, awaiting="its kernel to start before Run All")
 
 
 def _menu(page, menu: str, item: str) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{re.escape(menu)}$")).first.click(
-        timeout=timeout_ms("element"))
+        timeout=timeout_ms("element")
+    )
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).first.click(
-        timeout=timeout_ms("element"))
+        timeout=timeout_ms("element")
+    )
 
 
 def clear_all_outputs(page, name: str) -> None:
@@ -170,8 +189,12 @@ def clear_all_outputs(page, name: str) -> None:
         seen["text"] = _cells_summary(state)
         return all(c["prompt"] == "" for c in state["cells"] if c["code"])
 
-    poll_until(check, f"{name}: every code cell cleared to [ ] by Edit > Clear Outputs of All Cells",
-               "element", seen=lambda: seen.get("text"))
+    poll_until(
+        check,
+        f"{name}: every code cell cleared to [ ] by Edit > Clear Outputs of All Cells",
+        "element",
+        seen=lambda: seen.get("text"),
+    )
 
 
 def run_all_cells(page, server, name: str) -> None:
@@ -190,8 +213,13 @@ def run_all_cells(page, server, name: str) -> None:
         seen["text"] = _cells_summary(state)
         return any(c["prompt"] == "*" or (c["prompt"] or "").isdigit() for c in state["cells"] if c["code"])
 
-    poll_until(started, f"{name}: Run > Run All Cells to start (a code cell queued [*] or executed)",
-               "run_all_start", interval=0.2, seen=lambda: seen.get("text"))
+    poll_until(
+        started,
+        f"{name}: Run > Run All Cells to start (a code cell queued [*] or executed)",
+        "run_all_start",
+        interval=0.2,
+        seen=lambda: seen.get("text"),
+    )
 
     stalled_since = [None]
 
@@ -215,14 +243,21 @@ def run_all_cells(page, server, name: str) -> None:
             if stalled_since[0] is None:
                 stalled_since[0] = time.monotonic()
             elif time.monotonic() - stalled_since[0] >= 1.0:
-                raise AssertionError(f"{name}: Run All stopped with {len(blank)} code cell(s) left unexecuted "
-                                     f"({', '.join(_label(c) for c in blank[:5])}); {summary}")
+                raise AssertionError(
+                    f"{name}: Run All stopped with {len(blank)} code cell(s) left unexecuted "
+                    f"({', '.join(_label(c) for c in blank[:5])}); {summary}"
+                )
         else:
             stalled_since[0] = None
         return False
 
-    poll_until(finished, f"{name}: Run All to finish (every code cell with an execution count, kernel idle)",
-               "run_all", interval=0.5, seen=lambda: seen.get("text"))
+    poll_until(
+        finished,
+        f"{name}: Run All to finish (every code cell with an execution count, kernel idle)",
+        "run_all",
+        interval=0.5,
+        seen=lambda: seen.get("text"),
+    )
 
 
 def save_notebook(page, path: Path, name: str | None = None) -> dict:
@@ -241,18 +276,28 @@ def save_notebook(page, path: Path, name: str | None = None) -> dict:
         except (json.JSONDecodeError, OSError):
             return None
 
-    return poll_until(saved, f"{name}: Ctrl+S to write {path}", "save", interval=0.2,
-                      seen=lambda: "file unchanged since before Ctrl+S")
+    return poll_until(
+        saved,
+        f"{name}: Ctrl+S to write {path}",
+        "save",
+        interval=0.2,
+        seen=lambda: "file unchanged since before Ctrl+S",
+    )
 
 
 def shutdown_and_wait(server) -> None:
     """Shut every session and kernel down and wait until the server lists none."""
     server.shutdown_kernels()
-    poll_until(lambda: not server.list_kernels(), "all kernels shut down after the test", "kernel_shutdown",
-               seen=lambda: f"kernels still listed: {server.list_kernels()}")
+    poll_until(
+        lambda: not server.list_kernels(),
+        "all kernels shut down after the test",
+        "kernel_shutdown",
+        seen=lambda: f"kernels still listed: {server.list_kernels()}",
+    )
 
 
 # -- what the page shows --------------------------------------------------------------------
+
 
 def error_cells(nb: dict) -> list[str]:
     """Cells whose outputs hold an error, named by index and first source line."""
@@ -266,17 +311,24 @@ def error_cells(nb: dict) -> list[str]:
 
 
 def count_outputs(nb: dict, mimetype: str) -> int:
-    return sum(1 for cell in nb.get("cells", []) for out in cell.get("outputs", []) or []
-               if mimetype in (out.get("data") or {}))
+    return sum(
+        1
+        for cell in nb.get("cells", [])
+        for out in cell.get("outputs", []) or []
+        if mimetype in (out.get("data") or {})
+    )
 
 
 def rendered_plots(page) -> list[dict]:
     """Size and trace count of every plotly graph in the page."""
-    return page.evaluate("""(sel) => [...document.querySelectorAll(sel)].map(el => {
+    return page.evaluate(
+        """(sel) => [...document.querySelectorAll(sel)].map(el => {
         const r = el.getBoundingClientRect();
         return {w: r.width, h: r.height, traces: (el.data || []).length,
                 svg: !!el.querySelector('.main-svg')};
-    })""", PLOT_SELECTOR)
+    })""",
+        PLOT_SELECTOR,
+    )
 
 
 def empty_plots(plots: list[dict]) -> list[dict]:
@@ -301,12 +353,19 @@ def wait_figures_drawn(page, name: str, at_least: int) -> None:
     def check():
         plots = rendered_plots(page)
         loading = [t for t in widget_problems(page) if "loading widget" in t.lower()]
-        seen["text"] = (f"{len(plots)} plots in the page, {len(empty_plots(plots))} empty "
-                        f"{empty_plots(plots)[:3]}, widgets still loading: {len(loading)}")
+        seen["text"] = (
+            f"{len(plots)} plots in the page, {len(empty_plots(plots))} empty "
+            f"{empty_plots(plots)[:3]}, widgets still loading: {len(loading)}"
+        )
         return len(plots) >= at_least and not empty_plots(plots) and not loading
 
-    poll_until(check, f"{name}: every figure drawn (at least {at_least} plotly graphs, each with an SVG, "
-               f">= 50 px and >= 1 trace; no widget loading)", "figures_drawn", seen=lambda: seen.get("text"))
+    poll_until(
+        check,
+        f"{name}: every figure drawn (at least {at_least} plotly graphs, each with an SVG, "
+        f">= 50 px and >= 1 trace; no widget loading)",
+        "figures_drawn",
+        seen=lambda: seen.get("text"),
+    )
 
 
 # -- a figure's data, to see a widget act on it ---------------------------------------------
@@ -331,22 +390,29 @@ def plot_snapshot(page, container_class: str) -> str | None:
 
 def wait_plot_drawn(page, container_class: str, where: str) -> str:
     """Wait until the figure in ``.container_class`` is drawn; return its data snapshot."""
-    return wait_for_js(page, f"(cls) => ({_PLOT_JSON_JS})(cls)", container_class,
-                       f"{where}: figure .{container_class} drawn (an SVG and trace data)", "page_load")
+    return wait_for_js(
+        page,
+        f"(cls) => ({_PLOT_JSON_JS})(cls)",
+        container_class,
+        f"{where}: figure .{container_class} drawn (an SVG and trace data)",
+        "page_load",
+    )
 
 
-def wait_plot_changed(page, container_class: str, before: str, where: str, action: str,
-                      seen=None) -> str:
+def wait_plot_changed(page, container_class: str, before: str, where: str, action: str, seen=None) -> str:
     """Wait until the data of the figure in ``.container_class`` differs from ``before``."""
     return wait_for_js(
-        page, f"([cls, before]) => {{ const now = ({_PLOT_JSON_JS})(cls); return now !== null && now !== before && now; }}",
+        page,
+        f"([cls, before]) => {{ const now = ({_PLOT_JSON_JS})(cls); return now !== null && now !== before && now; }}",
         [container_class, before],
         f"{where}: the data of figure .{container_class} to change after {action} "
-        f"(it stayed equal to the snapshot taken before)", "widget_update", seen=seen)
+        f"(it stayed equal to the snapshot taken before)",
+        "widget_update",
+        seen=seen,
+    )
 
 
-def wait_plot_settled(page, container_class: str, where: str, after: str, quiet_s: float = 1.0,
-                      busy=None) -> str:
+def wait_plot_settled(page, container_class: str, where: str, after: str, quiet_s: float = 1.0, busy=None) -> str:
     """Wait until the figure's data has not changed for ``quiet_s`` seconds (and ``busy()``,
     if given, says nothing is in flight): the updates an action set off have all landed."""
     last = {"snap": None, "since": time.monotonic()}
@@ -362,5 +428,6 @@ def wait_plot_settled(page, container_class: str, where: str, after: str, quiet_
             return None
         return snap if snap is not None and now - last["since"] >= quiet_s else None
 
-    return poll_until(check, f"{where}: figure .{container_class} still for {quiet_s:g} s after {after}",
-                      "settle", interval=0.2)
+    return poll_until(
+        check, f"{where}: figure .{container_class} still for {quiet_s:g} s after {after}", "settle", interval=0.2
+    )

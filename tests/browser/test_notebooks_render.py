@@ -1,5 +1,6 @@
 """Every notebook, opened in a real JupyterLab and run with Run All: no error, and every
 figure and widget actually drawn."""
+
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -8,8 +9,18 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from .interactions import INTERACTIONS
-from .lab_driver import (count_outputs, empty_plots, error_cells, open_notebook, rendered_plots, run_all_cells,
-                         save_notebook, wait_figures_drawn, wait_kernel_idle, widget_problems)
+from .lab_driver import (
+    count_outputs,
+    empty_plots,
+    error_cells,
+    open_notebook,
+    rendered_plots,
+    run_all_cells,
+    save_notebook,
+    wait_figures_drawn,
+    wait_kernel_idle,
+    widget_problems,
+)
 
 NOTEBOOKS = sorted(p.name for p in (Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -45,7 +56,9 @@ def test_notebook_runs_and_renders(name, lab_page, lab_server, lab_root, artifac
     plots = rendered_plots(page)
     assert len(plots) >= static, f"{name}: expected {static} plotly outputs drawn, saw {len(plots)}"
     empty = empty_plots(plots)
-    assert not empty, f"{name}: expected every plot drawn; {len(empty)} of {len(plots)} have an empty plot area: {empty}"
+    assert not empty, (
+        f"{name}: expected every plot drawn; {len(empty)} of {len(plots)} have an empty plot area: {empty}"
+    )
     problems = widget_problems(page)
     assert not problems, f"{name}: expected every widget displayed; saw: {problems}"
 

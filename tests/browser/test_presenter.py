@@ -1,4 +1,5 @@
 """Presenter mode: a notebook served by Voila, without code, and its widgets still work."""
+
 import subprocess
 import sys
 import time
@@ -20,9 +21,22 @@ WHERE = f"{NOTEBOOK.name} in Voila"
 def _start_voila(tmp_path, log, port):
     env = isolated_env(tmp_path)
     return subprocess.Popen(
-        [sys.executable, "-m", "voila", str(NOTEBOOK), f"--port={port}", "--no-browser",
-         "--Voila.ip=127.0.0.1", "--strip_sources=True"],
-        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=NOTEBOOK.parent, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "voila",
+            str(NOTEBOOK),
+            f"--port={port}",
+            "--no-browser",
+            "--Voila.ip=127.0.0.1",
+            "--strip_sources=True",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=NOTEBOOK.parent,
+        start_new_session=True,
+    )
 
 
 def _wait_answering(proc, url, log_path) -> bool:
@@ -42,8 +56,10 @@ def _wait_answering(proc, url, log_path) -> bool:
             return True  # any HTTP answer means the server is up
         except OSError:
             if time.monotonic() > deadline:
-                pytest.fail(describe_timeout(f"voila serving {NOTEBOOK.name} answering HTTP at {url}", limit)
-                            + f"; log: {log_path.read_text()[-2000:]}")
+                pytest.fail(
+                    describe_timeout(f"voila serving {NOTEBOOK.name} answering HTTP at {url}", limit)
+                    + f"; log: {log_path.read_text()[-2000:]}"
+                )
             time.sleep(0.3)  # polling interval; the deadline above bounds the wait
 
 
@@ -89,14 +105,22 @@ def watch_websockets(page):
 def test_presenter_mode_slider_moves_the_plot(voila_server, page, artifacts_dir):
     websockets = watch_websockets(page)
     page.goto(voila_server)
-    wait_for_js(page, "() => !!document.querySelector('.pigviz-budget-slider .noUi-handle')", None,
-                f"{WHERE}: the budget slider (.pigviz-budget-slider) rendered", "page_load")
+    wait_for_js(
+        page,
+        "() => !!document.querySelector('.pigviz-budget-slider .noUi-handle')",
+        None,
+        f"{WHERE}: the budget slider (.pigviz-budget-slider) rendered",
+        "page_load",
+    )
     code = page.evaluate("""() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea')]
         .map(e => e.innerText.trim()).filter(t => t.length > 0)""")
     assert code == [], f"{WHERE}: expected no code in presenter mode, but it shows: {code[:2]}"
 
     w = Widgets(page, WHERE, context=websockets)  # no Jupyter REST API in Voila: watch the page
-    w.changes("pigviz-sticks", w.nudge_slider("pigviz-budget-slider", 5),
-              "pressing ArrowRight 5 times on the budget slider (.pigviz-budget-slider)",
-              readout=w.slider_value("pigviz-budget-slider"))
+    w.changes(
+        "pigviz-sticks",
+        w.nudge_slider("pigviz-budget-slider", 5),
+        "pressing ArrowRight 5 times on the budget slider (.pigviz-budget-slider)",
+        readout=w.slider_value("pigviz-budget-slider"),
+    )
     page.screenshot(path=str(artifacts_dir / "presenter-01.png"), full_page=True, timeout=timeout_ms("element"))

@@ -1,5 +1,6 @@
 """The static site: built from the executed notebooks, opened from local files with every
 network request blocked, and every figure drawn."""
+
 from pathlib import Path
 
 import pytest
@@ -30,13 +31,29 @@ def test_site_renders_offline(site, page, artifacts_dir):
         page.goto((site.parent / href).as_uri())
         page.wait_for_load_state("load")
         n_plots = page.locator(".pigviz-static-plot").count()
-        wait_for_js(page, f"(n) => ({DRAWN_JS})() === n", n_plots,
-                    f"{href}: all {n_plots} figures drawn (an SVG and >= 1 trace each)", "figures_drawn",
-                    seen=lambda: f"{page.evaluate(DRAWN_JS)} of {n_plots} drawn")
+        wait_for_js(
+            page,
+            f"(n) => ({DRAWN_JS})() === n",
+            n_plots,
+            f"{href}: all {n_plots} figures drawn (an SVG and >= 1 trace each)",
+            "figures_drawn",
+            seen=lambda: f"{page.evaluate(DRAWN_JS)} of {n_plots} drawn",
+        )
         if "$" in page.evaluate("() => document.body.innerText"):
             # MathJax typesets after the load event: wait for its first formula, not a fixed time.
-            wait_for_js(page, "() => document.querySelectorAll('.MathJax_CHTML, .MathJax, .MathJax_Display').length > 0",
-                        None, f"{href}: MathJax typesetting the page's formulas (TeX left as source otherwise)",
-                        "page_load", seen=lambda: "no MathJax element; window.MathJax "
-                        + ("defined" if page.evaluate("() => !!window.MathJax") else "undefined (script did not load offline)"))
+            wait_for_js(
+                page,
+                "() => document.querySelectorAll('.MathJax_CHTML, .MathJax, .MathJax_Display').length > 0",
+                None,
+                f"{href}: MathJax typesetting the page's formulas (TeX left as source otherwise)",
+                "page_load",
+                seen=lambda: (
+                    "no MathJax element; window.MathJax "
+                    + (
+                        "defined"
+                        if page.evaluate("() => !!window.MathJax")
+                        else "undefined (script did not load offline)"
+                    )
+                ),
+            )
         page.screenshot(path=str(artifacts_dir / f"site-{href.removesuffix('.html')}.png"))

@@ -8,11 +8,13 @@ The deadlines are generous on purpose (a loaded 2-core CI runner is several time
 than a laptop) and cost nothing when the condition comes early. Scale them all with
 PIGVIZ_BROWSER_TIMEOUT_SCALE, e.g. 3 on a very slow machine or 0.2 to see a failure quickly.
 """
+
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def _scale() -> float:
@@ -30,17 +32,17 @@ TIMEOUT_SCALE = _scale()
 
 # Base deadlines in seconds, before scaling.
 _BASE = {
-    "server_start": 120,     # jupyter lab / voila answering HTTP
-    "page_load": 120,        # a page and its first cells or widgets in the DOM
-    "kernel_ready": 180,     # kernel started, idle, and the page connected to it
-    "run_all": 420,          # Run All, from click to the last cell executed
-    "run_all_start": 60,     # Run All, from click to the first cell queued
-    "figures_drawn": 120,    # every plotly output drawn after Run All
-    "save": 60,              # Ctrl+S to the file written
-    "widget_update": 90,     # a widget action to the figure it drives changing
-    "settle": 60,            # the kernel idle and the figures still after an update
-    "kernel_shutdown": 60,   # kernels gone after DELETE
-    "element": 30,           # an element to act on (a menu item, a dialog button)
+    "server_start": 120,  # jupyter lab / voila answering HTTP
+    "page_load": 120,  # a page and its first cells or widgets in the DOM
+    "kernel_ready": 180,  # kernel started, idle, and the page connected to it
+    "run_all": 420,  # Run All, from click to the last cell executed
+    "run_all_start": 60,  # Run All, from click to the first cell queued
+    "figures_drawn": 120,  # every plotly output drawn after Run All
+    "save": 60,  # Ctrl+S to the file written
+    "widget_update": 90,  # a widget action to the figure it drives changing
+    "settle": 60,  # the kernel idle and the figures still after an update
+    "kernel_shutdown": 60,  # kernels gone after DELETE
+    "element": 30,  # an element to act on (a menu item, a dialog button)
 }
 
 
@@ -58,15 +60,18 @@ class WaitTimeout(AssertionError):
 
 
 def describe_timeout(what: str, seconds: float, seen: Any = None) -> str:
-    msg = (f"{what}: not reached within {seconds:.0f} s "
-           f"(deadline scaled by PIGVIZ_BROWSER_TIMEOUT_SCALE={TIMEOUT_SCALE:g})")
+    msg = (
+        f"{what}: not reached within {seconds:.0f} s "
+        f"(deadline scaled by PIGVIZ_BROWSER_TIMEOUT_SCALE={TIMEOUT_SCALE:g})"
+    )
     if seen is not None:
         msg += f"; last seen: {seen}"
     return msg
 
 
-def poll_until(check: Callable[[], Any], what: str, kind: str, interval: float = 0.25,
-               seen: Callable[[], Any] | None = None) -> Any:
+def poll_until(
+    check: Callable[[], Any], what: str, kind: str, interval: float = 0.25, seen: Callable[[], Any] | None = None
+) -> Any:
     """Call ``check`` until it returns something truthy, and return that.
 
     ``what`` names the notebook, the cell or widget and the condition; ``seen`` (optional)
@@ -85,8 +90,9 @@ def poll_until(check: Callable[[], Any], what: str, kind: str, interval: float =
         time.sleep(interval)
 
 
-def wait_for_js(page, expression: str, arg: Any, what: str, kind: str,
-                seen: Callable[[], Any] | None = None, polling: int = 250) -> Any:
+def wait_for_js(
+    page, expression: str, arg: Any, what: str, kind: str, seen: Callable[[], Any] | None = None, polling: int = 250
+) -> Any:
     """``page.wait_for_function`` with a deadline from this module and a message that says
     what was awaited, instead of Playwright's bare "Timeout 30000ms exceeded"."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout

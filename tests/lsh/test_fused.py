@@ -1,6 +1,7 @@
 """The compiled CPU path (pigviz.lsh.fused) against the torch reference (pigviz.lsh.magicpig):
 same read set, same outputs to 1e-5, the log-normaliser, the decode buffer, the compiled
 index build, and the fallback when numba is missing."""
+
 import math
 
 import pytest
@@ -65,7 +66,7 @@ def test_half_precision_cache_is_read_in_place(step, index, dtype):
     out, stats = fused_attend.attend(index, q, k, v)
     ref, ref_stats = magicpig.attend(index, q, k, v, return_lse=True)
     assert out.dtype == dtype and torch.equal(stats["sampled"], ref_stats["sampled"])
-    assert rel(out, ref) < 1e-2          # both round the output to dtype
+    assert rel(out, ref) < 1e-2  # both round the output to dtype
     assert torch.allclose(stats["lse"], ref_stats["lse"], rtol=1e-5, atol=1e-4)
 
 
@@ -75,7 +76,7 @@ def test_nothing_outside_the_read_set_is_loaded(step, index):
     out, stats = fused_attend.attend(index, q, k, v, return_read_mask=True)
     pk, pv = k.clone(), v.clone()
     for g in range(2):
-        unread = ~stats["read_mask"][3 * g:3 * g + 3].any(0)
+        unread = ~stats["read_mask"][3 * g : 3 * g + 3].any(0)
         pk[g, unread] = pv[g, unread] = float("nan")
     again, _ = fused_attend.attend(index, q, pk, pv)
     assert torch.equal(again, out)
@@ -85,7 +86,7 @@ def test_nothing_outside_the_read_set_is_loaded(step, index):
 def test_a_non_finite_read_is_refused_with_the_reference_message(step, index):
     q, k, v = step
     kk = k.clone()
-    kk[1, 3999, 0] = float("nan")          # an exact (recent) key of KV head 1
+    kk[1, 3999, 0] = float("nan")  # an exact (recent) key of KV head 1
     with pytest.raises(ValueError, match="^k holds a non-finite number.*query head 3"):
         fused_attend.attend(index, q, kk, v)
     vv = v.clone()
@@ -113,11 +114,13 @@ def test_buffer_is_merged_by_log_sum_exp(step):
     part, part_stats = magicpig.attend(idx, q * (scale * math.sqrt(32)), k[:, :3800], v[:, :3800], return_lse=True)
     for h in range(6):
         g = h // 3
-        s = (k[g, 3800:ends[h]] @ q[h]) * scale
-        lse = torch.logsumexp(torch.cat([part_stats["lse"][h:h + 1], s]), 0)
-        expected = math.exp(part_stats["lse"][h] - lse) * part[h] + torch.softmax(
-            torch.cat([part_stats["lse"][h:h + 1], s]), 0)[1:] @ v[g, 3800:ends[h]]
-        assert rel(out[h:h + 1], expected[None]) < 1e-5
+        s = (k[g, 3800 : ends[h]] @ q[h]) * scale
+        lse = torch.logsumexp(torch.cat([part_stats["lse"][h : h + 1], s]), 0)
+        expected = (
+            math.exp(part_stats["lse"][h] - lse) * part[h]
+            + torch.softmax(torch.cat([part_stats["lse"][h : h + 1], s]), 0)[1:] @ v[g, 3800 : ends[h]]
+        )
+        assert rel(out[h : h + 1], expected[None]) < 1e-5
         assert float(stats["lse"][h]) == pytest.approx(float(lse), rel=1e-5)
     assert stats["buffer"].tolist() == (ends - 3800).tolist()
 

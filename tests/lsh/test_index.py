@@ -1,4 +1,5 @@
 """The per-layer LSH index: CSR layout, centring, memory bill, and refusals."""
+
 import pytest
 import torch
 
@@ -19,23 +20,23 @@ def test_tables_are_a_csr_layout_of_every_token(cone_keys):
     assert index.entries.shape == (Hkv, 5, n) and index.entries.dtype == torch.int32
     assert index.offsets.shape == (Hkv, 5, 2**6 + 1) and index.offsets.dtype == torch.int64
     for g in range(Hkv):
-        buckets = index.bucket_ids(cone_keys[g] - index.mean[g])          # (n, L)
+        buckets = index.bucket_ids(cone_keys[g] - index.mean[g])  # (n, L)
         for table in range(5):
             ids = index.entries[g, table].long()
-            assert torch.equal(ids.sort().values, torch.arange(n))       # a permutation
+            assert torch.equal(ids.sort().values, torch.arange(n))  # a permutation
             offsets = index.offsets[g, table]
             assert offsets[0] == 0 and offsets[-1] == n
             assert bool((offsets[1:] >= offsets[:-1]).all())
             for bucket in (0, 17, 40, 63):
-                members = ids[offsets[bucket]:offsets[bucket + 1]]
+                members = ids[offsets[bucket] : offsets[bucket + 1]]
                 assert bool((buckets[members, table] == bucket).all())
-                assert bool((members[1:] > members[:-1]).all())          # token order kept
+                assert bool((members[1:] > members[:-1]).all())  # token order kept
             assert int((buckets[:, table] == 17).sum()) == int(offsets[18] - offsets[17])
 
 
 def test_mean_excludes_the_exact_set(cone_keys):
     k = cone_keys.clone()
-    k[:, 0] = 1e4                 # a wild sink key must not pull the centre
+    k[:, 0] = 1e4  # a wild sink key must not pull the centre
     k[:, -1] = -1e4
     index = build_index(k, K=4, L=2, sinks=1, recent=1)
     assert torch.allclose(index.mean, k[:, 1:-1].mean(1), atol=1e-5)
@@ -80,19 +81,39 @@ def test_planes_come_from_the_seed_on_the_cpu(cone_keys):
 def test_bucket_ids_pack_bits_exactly_at_large_k():
     K, L, d = 40, 3, 16
     planes = torch.randn(d, K * L, generator=torch.Generator().manual_seed(0))
-    index = LSHIndex(K=K, L=L, sinks=0, recent=0, seed=0, centred=True, planes=planes,
-                     mean=torch.zeros(1, d), entries=torch.zeros(1, L, 1, dtype=torch.int32),
-                     offsets=torch.zeros(1, L, 1, dtype=torch.int64), centred_norms=torch.zeros(1, 1))
+    index = LSHIndex(
+        K=K,
+        L=L,
+        sinks=0,
+        recent=0,
+        seed=0,
+        centred=True,
+        planes=planes,
+        mean=torch.zeros(1, d),
+        entries=torch.zeros(1, L, 1, dtype=torch.int32),
+        offsets=torch.zeros(1, L, 1, dtype=torch.int64),
+        centred_norms=torch.zeros(1, 1),
+    )
     x = torch.randn(50, d, generator=torch.Generator().manual_seed(1))
     bits = ((x @ planes) > 0).view(50, L, K)
     expected = torch.zeros(50, L, dtype=torch.int64)
     for j in range(K):
         expected |= bits[..., j].long() << j
     assert torch.equal(index.bucket_ids(x), expected)
-    assert int(index.bucket_ids(x).max()) >= 2**30           # beyond float32's exact range
-    small = LSHIndex(K=10, L=L, sinks=0, recent=0, seed=0, centred=True, planes=planes[:, :30],
-                     mean=index.mean, entries=index.entries, offsets=index.offsets,
-                     centred_norms=index.centred_norms)
+    assert int(index.bucket_ids(x).max()) >= 2**30  # beyond float32's exact range
+    small = LSHIndex(
+        K=10,
+        L=L,
+        sinks=0,
+        recent=0,
+        seed=0,
+        centred=True,
+        planes=planes[:, :30],
+        mean=index.mean,
+        entries=index.entries,
+        offsets=index.offsets,
+        centred_norms=index.centred_norms,
+    )
     expected_small = sum(((x @ planes[:, :30]) > 0).view(50, L, 10)[..., j].long() << j for j in range(10))
     assert torch.equal(small.bucket_ids(x), expected_small)
     assert torch.equal(small.bucket_ids(torch.zeros(2, d)), torch.zeros(2, L, dtype=torch.int64))
@@ -154,7 +175,7 @@ def test_non_finite_keys_are_refused(cone_keys, where, bad):
 
 def test_keys_beyond_float32_are_refused(cone_keys):
     k = cone_keys.double()
-    k[0, 10, 0] = 1e300                       # finite in float64, inf once hashed in float32
+    k[0, 10, 0] = 1e300  # finite in float64, inf once hashed in float32
     with pytest.raises(ValueError, match="float32.*key 10 of KV head 0"):
         build_index(k, K=4, L=2)
 
@@ -175,4 +196,4 @@ def test_cuda_index_uses_the_same_planes(cone_keys):
     gpu = build_index(cone_keys.cuda(), K=8, L=6, seed=4)
     assert torch.equal(cpu.planes, gpu.planes.cpu())
     same_bucket = (cpu.offsets == gpu.offsets.cpu()).double().mean()
-    assert same_bucket > 0.95          # a projection a hair from 0 may flip a bit
+    assert same_bucket > 0.95  # a projection a hair from 0 may flip a bit

@@ -1,13 +1,14 @@
 """MagicPIG's sampled attention: against a brute-force reading of the estimator, its
 statistics, what it never reads, GQA, determinism, numerics and bad input."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from pigviz.lsh import magicpig
 from pigviz.attention import dense_attention, streaming_attention
+from pigviz.lsh import magicpig
 from pigviz.lsh.index import build_index
 from pigviz.lsh.magicpig import attend, sampled_attention, synthetic_decode_step
 from pigviz.lsh.simhash import (
@@ -36,12 +37,12 @@ def brute_force(index, q, k, v, min_hits=2):
     """The estimator written out per head in float64: compare the query's bucket with every
     key's bucket in every table, then the seed's five lines."""
     H, Hkv, n = q.shape[0], k.shape[0], k.shape[1]
-    exact = np.r_[0:index.sinks, n - index.recent:n]
+    exact = np.r_[0 : index.sinks, n - index.recent : n]
     outs, sampled_sets = [], []
     for h in range(H):
         g = h // (H // Hkv)
         centred = k[g].double() - index.mean[g].double()
-        key_buckets = index.bucket_ids(k[g] - index.mean[g])            # (n, L)
+        key_buckets = index.bucket_ids(k[g] - index.mean[g])  # (n, L)
         hits = (key_buckets == index.bucket_ids(q[h])[None, :]).sum(1).numpy()
         hits[exact] = 0
         S = np.flatnonzero(hits >= min_hits)
@@ -89,7 +90,7 @@ def test_nothing_outside_the_read_set_is_ever_loaded(step, index):
     out, stats = attend(index, q, k, v, return_read_mask=True)
     poisoned_k, poisoned_v = k.clone(), v.clone()
     for g in range(2):
-        read_by_group = stats["read_mask"][3 * g:3 * g + 3].any(0)
+        read_by_group = stats["read_mask"][3 * g : 3 * g + 3].any(0)
         poisoned_k[g, ~read_by_group] = float("nan")
         poisoned_v[g, ~read_by_group] = float("nan")
     assert bool(torch.isnan(poisoned_k).any())
@@ -107,7 +108,7 @@ def test_without_exact_set_only_sampled_keys_are_loaded(step):
     assert stats["exact"] == 0 and (stats["sampled"] > 0).all()
     poisoned_k, poisoned_v = k.clone(), v.clone()
     for g in range(2):
-        unread = ~stats["read_mask"][3 * g:3 * g + 3].any(0)
+        unread = ~stats["read_mask"][3 * g : 3 * g + 3].any(0)
         poisoned_k[g, unread] = poisoned_v[g, unread] = float("nan")
     again, _ = attend(bare, q, poisoned_k, poisoned_v)
     assert torch.equal(again, out)
@@ -117,7 +118,7 @@ def test_without_exact_set_only_sampled_keys_are_loaded(step):
 def test_a_non_finite_key_or_value_that_is_read_is_refused(step, index, bad):
     """Before: a NaN in one exact key turned into all-zero outputs for its whole group."""
     q, k, v = step
-    for name, token in [("k", 0), ("k", 3999), ("v", 1), ("v", 3990)]:     # in the exact set
+    for name, token in [("k", 0), ("k", 3999), ("v", 1), ("v", 3990)]:  # in the exact set
         kk, vv = k.clone(), v.clone()
         (kk if name == "k" else vv)[1, token, 5] = bad
         with pytest.raises(ValueError, match=f"^{name} holds a non-finite number.*query head 3"):
@@ -125,7 +126,7 @@ def test_a_non_finite_key_or_value_that_is_read_is_refused(step, index, bad):
     _, stats = attend(index, q, k, v, return_read_mask=True)
     sampled = int((stats["read_mask"][0] & ~stats["read_mask"][1:3].any(0)).nonzero()[-1])
     kk = k.clone()
-    kk[0, sampled] = bad                       # a key only head 0 samples
+    kk[0, sampled] = bad  # a key only head 0 samples
     with pytest.raises(ValueError, match="query head 0"):
         attend(index, q, kk, v)
 
@@ -156,9 +157,9 @@ def test_gqa_head_h_uses_kv_head_h_over_group(step):
     q, k, v = step
     together, stats = sampled_attention(q, k, v, K=8, L=40, seed=3)
     for g in range(2):
-        alone, alone_stats = sampled_attention(q[3 * g:3 * g + 3], k[g:g + 1], v[g:g + 1], K=8, L=40, seed=3)
-        assert torch.allclose(together[3 * g:3 * g + 3], alone, atol=1e-6)
-        assert torch.equal(stats["sampled"][3 * g:3 * g + 3], alone_stats["sampled"])
+        alone, alone_stats = sampled_attention(q[3 * g : 3 * g + 3], k[g : g + 1], v[g : g + 1], K=8, L=40, seed=3)
+        assert torch.allclose(together[3 * g : 3 * g + 3], alone, atol=1e-6)
+        assert torch.equal(stats["sampled"][3 * g : 3 * g + 3], alone_stats["sampled"])
 
 
 def test_same_seed_same_answer_other_seed_other_sample(step):
@@ -195,7 +196,7 @@ def test_interpolated_log_u_matches_the_exact_formula(index):
 def test_zero_norm_query_duplicate_and_zero_keys_stay_finite():
     q = torch.zeros(4, 16)
     q[1] = 1.0
-    k = torch.ones(2, 300, 16)                         # all keys equal: centred keys are zero
+    k = torch.ones(2, 300, 16)  # all keys equal: centred keys are zero
     v = torch.randn(2, 300, 16, generator=torch.Generator().manual_seed(0))
     out, stats = sampled_attention(q, k, v, K=6, L=20, sinks=2, recent=4)
     assert torch.isfinite(out).all()
@@ -274,7 +275,7 @@ def test_cuda_never_reads_outside_the_read_set(step):
     out, stats = attend(index, q, k, v, return_read_mask=True)
     pk, pv = k.clone(), v.clone()
     for g in range(2):
-        unread = ~stats["read_mask"][3 * g:3 * g + 3].any(0)
+        unread = ~stats["read_mask"][3 * g : 3 * g + 3].any(0)
         pk[g, unread] = pv[g, unread] = float("nan")
     again, _ = attend(index, q, pk, pv)
     assert torch.isfinite(again).all() and torch.allclose(again, out)

@@ -1,4 +1,5 @@
 """SimHash formulas against exact arithmetic, against real hashing, and at their extremes."""
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,9 @@ def exact_inclusion(p: float, K: int, L: int, min_hits: int) -> float:
         def power(x, k):
             return one if k == 0 else x**k
 
-        return float(sum(Decimal(math.comb(L, k)) * power(q, k) * power(one - q, L - k)
-                         for k in range(min_hits, L + 1)))
+        return float(
+            sum(Decimal(math.comb(L, k)) * power(q, k) * power(one - q, L - k) for k in range(min_hits, L + 1))
+        )
 
 
 def not_above(a: float, b: float) -> bool:
@@ -38,6 +40,7 @@ EXTREME_P = [0.0, 1e-300, 1e-12, 0.01, 0.3, 0.5, 0.8, 0.95, 0.999, 1 - 1e-12, 1.
 
 
 # ----------------------------------------------------------------- collision probability
+
 
 def test_collision_probability_known_values():
     cos = np.array([1.0, 0.5, 0.0, -0.5, -1.0])
@@ -61,8 +64,10 @@ def test_collision_probability_torch_matches_numpy_and_stays_in_range():
 
 # ----------------------------------------------------------------- inclusion: exact values
 
-@pytest.mark.parametrize("K,L,min_hits", [(10, 150, 2), (10, 150, 1), (3, 8, 2), (1, 1, 1),
-                                          (20, 500, 2), (5, 300, 7), (2, 50, 50)])
+
+@pytest.mark.parametrize(
+    "K,L,min_hits", [(10, 150, 2), (10, 150, 1), (3, 8, 2), (1, 1, 1), (20, 500, 2), (5, 300, 7), (2, 50, 50)]
+)
 def test_inclusion_matches_exact_decimal_arithmetic(K, L, min_hits):
     for p in EXTREME_P:
         want = exact_inclusion(p, K, L, min_hits)
@@ -91,6 +96,7 @@ def test_log_is_accurate_where_u_itself_underflows():
 
 
 # ----------------------------------------------------------------- stability
+
 
 @pytest.mark.parametrize("L", [1, 2, 150, 500])
 @pytest.mark.parametrize("min_hits", [1, 2])
@@ -133,6 +139,7 @@ def test_u_near_one_keeps_its_log_accurate():
 
 # ----------------------------------------------------------------- torch twin
 
+
 @pytest.mark.parametrize("K,L,min_hits", [(10, 150, 2), (10, 150, 1), (20, 500, 2), (3, 8, 3)])
 def test_torch_float64_agrees_with_numpy(K, L, min_hits):
     p = np.concatenate([EXTREME_P, np.random.default_rng(0).random(500)])
@@ -172,10 +179,17 @@ def test_torch_rejects_bad_input():
 
 # ----------------------------------------------------------------- bad input
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(K=0), "K must be in"), (dict(K=63), "K must be in"), (dict(L=0), "L must be in"),
-    (dict(min_hits=0), "min_hits must be in"), (dict(L=3, min_hits=4), r"min_hits must be in \[1, 3\]"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(K=0), "K must be in"),
+        (dict(K=63), "K must be in"),
+        (dict(L=0), "L must be in"),
+        (dict(min_hits=0), "min_hits must be in"),
+        (dict(L=3, min_hits=4), r"min_hits must be in \[1, 3\]"),
+    ],
+)
 def test_bad_parameters_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
         sh.inclusion_probability(0.5, **kwargs)
@@ -239,6 +253,7 @@ def test_property_two_hits_never_more_likely_than_one(p, K, L):
 
 # ----------------------------------------------------------------- hashing
 
+
 def test_bucket_ids_pack_the_codes_and_depend_only_on_the_seed():
     h = sh.SimHash(dim=6, K=5, L=7, seed=3)
     x = np.random.default_rng(0).standard_normal((4, 6))
@@ -293,6 +308,7 @@ def test_real_hashing_separates_pairs_at_rate_theta_over_pi():
 
 # ----------------------------------------------------------------- Monte Carlo helpers
 
+
 def test_pair_at_angle_has_the_requested_cosines():
     cos = np.array([1.0, 0.3, -0.7])
     q, k = simhash_checks.pair_at_angle(cos, dim=9, seed=2)
@@ -334,8 +350,9 @@ def test_p_values_are_exact_two_sided_binomial_tests():
 
     n = 40
     cases = [(0.001, 1), (0.03, 0), (0.5, 27), (0.9, 40), (0.2, 3)]
-    est = simhash_checks.MonteCarloEstimate(np.zeros(len(cases)), np.array([u for u, _ in cases]),
-                                np.array([c / n for _, c in cases]), n)
+    est = simhash_checks.MonteCarloEstimate(
+        np.zeros(len(cases)), np.array([u for u, _ in cases]), np.array([c / n for _, c in cases]), n
+    )
     np.testing.assert_allclose(est.p_values(), [two_sided(u, n, c) for u, c in cases], rtol=1e-10)
     # one hit where 0.001 x 40 = 0.04 were expected: z calls it ~5 sigma, but it is an 8% event
     assert est.z_scores()[0] > 4.5 and 0.05 < est.p_values()[0] < 0.1
@@ -346,7 +363,7 @@ def test_p_values_are_exact_two_sided_binomial_tests():
 def test_p_values_beyond_max_l_trials():
     """More trials than the lesson allows tables: still an exact test, no complaint about L."""
     n = sh.MAX_L * 2 + 1
-    u, c = 0.3, int(0.3 * n) + 700             # about 3.4 standard deviations high
+    u, c = 0.3, int(0.3 * n) + 700  # about 3.4 standard deviations high
     est = simhash_checks.MonteCarloEstimate(np.zeros(2), np.array([u, 1e-20]), np.array([c / n, 0.0]), n)
 
     def log_term(k):
@@ -359,19 +376,23 @@ def test_p_values_beyond_max_l_trials():
     assert 1e-5 < p[0] < 0.01 and p[1] == 1.0
 
 
-@pytest.mark.parametrize("call", [
-    lambda: simhash_checks.plane_demo(seed=-1),
-    lambda: simhash_checks.monte_carlo_bit_agreement([0.5], n_planes=10, seed=-1),
-    lambda: simhash_checks.monte_carlo_inclusion([0.5], 3, 4, n_trials=2, seed=-1),
-    lambda: simhash_checks.pair_at_angle([0.5], dim=4, seed=-1),
-    lambda: sh.SimHash(4, 2, 2, seed=-1),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: simhash_checks.plane_demo(seed=-1),
+        lambda: simhash_checks.monte_carlo_bit_agreement([0.5], n_planes=10, seed=-1),
+        lambda: simhash_checks.monte_carlo_inclusion([0.5], 3, 4, n_trials=2, seed=-1),
+        lambda: simhash_checks.pair_at_angle([0.5], dim=4, seed=-1),
+        lambda: sh.SimHash(4, 2, 2, seed=-1),
+    ],
+)
 def test_negative_seeds_are_named(call):
     with pytest.raises(ValueError, match=r"seed must be in \[0, "):
         call()
 
 
 # ----------------------------------------------------------------- headline numbers
+
 
 def test_candidates_and_crossing():
     assert sh.expected_candidates(98_304, 10, 150) == 14_400
@@ -383,11 +404,12 @@ def test_candidates_and_crossing():
 
 # ----------------------------------------------------------------- 2-D picture and figures
 
+
 @pytest.mark.parametrize("K,seed", [(1, 0), (2, 3), (3, 0), (7, 5), (20, 1)])
 def test_wedge_holds_exactly_the_keys_in_the_querys_bucket(K, seed):
     demo = simhash_checks.plane_demo(K=K, L=5, min_hits=2, seed=seed, n_keys=400)
     start, end = demo.wedge
-    assert 0 < end - start <= np.pi + 1e-12       # K lines make 2K wedges; K = 1 gives a half-plane
+    assert 0 < end - start <= np.pi + 1e-12  # K lines make 2K wedges; K = 1 gives a half-plane
     angle = np.arctan2(demo.keys[:, 1], demo.keys[:, 0])
     inside = np.mod(angle - start, 2 * np.pi) < end - start
     np.testing.assert_array_equal(inside, demo.same_bucket)
@@ -413,8 +435,13 @@ def test_figures_have_titles_axis_units_and_no_nan():
         plots.plane_figure(simhash_checks.plane_demo(K=3, L=20)),
         plots.bit_agreement_figure(angles, p, simhash_checks.monte_carlo_bit_agreement([1.0, 0.0], n_planes=100)),
         plots.one_table_figure(angles, {1: p, 4: p**4}, highlight=4),
-        plots.scurve_figure(angles, [("u", simhash_checks.inclusion_curve(angles, 4, 20), "#000", "solid")],
-                            [("counted", mc, "#f00")], K=4, L=20),
+        plots.scurve_figure(
+            angles,
+            [("u", simhash_checks.inclusion_curve(angles, 4, 20), "#000", "solid")],
+            [("counted", mc, "#f00")],
+            K=4,
+            L=20,
+        ),
     ]
     for fig in figs:
         assert fig.layout.title.text
