@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from pigviz._validate import check_int
+from pigviz._validate import check_float, check_int
 from pigviz.attention import check_decode_shapes
 from pigviz.lsh_index import LSHIndex, build_index
 from pigviz.simhash import log_inclusion_probability_torch
@@ -128,7 +128,8 @@ def _refuse_non_finite_reads(problem: str, finite: torch.Tensor) -> None:
                          "k and v must hold only finite numbers")
 
 
-def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: bool = False):
+def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: bool = False,
+           u_offset: float = 0.0):
     """One decode step: ``q`` (H, d) against the cache ``k``, ``v`` (Hkv, n, d[v]) that
     ``index`` was built from. Returns ``(output (H, dv) in q's dtype, stats)``.
 
@@ -139,6 +140,11 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
 
     A non-finite number in a key or value that is read raises ValueError; keys and values
     that are not read are never looked at.
+
+    ``u_offset``: the correction becomes - log(u + u_offset). MagicPIG's reference code
+    (evaluations/RULER/pred/cache_ref.py) adds 1e-4, which caps the weight of a key sampled
+    against the odds; the default 0 keeps the plain 1/u importance weight. The two differ by
+    up to ~2e-4 relative in the output on the shipped capture (tests/test_authors_formula.py).
     """
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     if not isinstance(index, LSHIndex):
@@ -149,6 +155,7 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
             f"(kv_heads, n, d) = {(index.num_kv_heads, index.n, index.head_dim)}"
         )
     min_hits = check_int("min_hits", min_hits, 1, index.L)
+    u_offset = check_float("u_offset", u_offset, 0.0)
     if not bool(torch.isfinite(q).all()):
         raise ValueError("q must contain only finite numbers")
     dev, L = k.device, index.L
@@ -219,7 +226,10 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     norms = qf.norm(dim=-1, keepdim=True) * key_norms
     cos = torch.where(norms > 0, (dots - q_dot_mean) / norms.clamp(min=torch.finfo(torch.float32).tiny), 0.0)
     p = 1.0 - torch.arccos(cos.clamp(-1.0, 1.0)) / math.pi
-    log_u = torch.where(is_sampled, _log_inclusion(index, p, min_hits), 0.0)
+    log_u = _log_inclusion(index, p, min_hits)
+    if u_offset > 0:
+        log_u = torch.logaddexp(log_u, torch.tensor(math.log(u_offset), dtype=log_u.dtype, device=dev))
+    log_u = torch.where(is_sampled, log_u, 0.0)
     scores = (dots / math.sqrt(d) - log_u).masked_fill(~valid, -math.inf)
     read_any = (num_exact + sampled)[:, None] > 0
     weights = torch.where(read_any, torch.softmax(scores, dim=-1), 0.0)   # nothing read: 0, not NaN
