@@ -36,7 +36,7 @@ def _methods(text: str) -> list[str]:
     names = [m.strip() for m in text.split(",") if m.strip()]
     # "quest/4": Quest with pages of 4 tokens (eval only).
     unknown = [m for m in names if m.split("/")[0] not in METHODS
-               or ("/" in m and not (m.startswith("quest/") and m[6:].isdigit()))]
+               or ("/" in m and not (m.split("/")[0].startswith("quest") and m.split("/")[1].isdigit()))]
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"attention must be one or more of {', '.join(METHODS)} "
                                          f"(or quest/PAGE); got {text!r}")

@@ -44,13 +44,16 @@ __all__ = ["ATTENTION_NAME", "METHODS", "default_options", "DecodeSession", "use
 
 ATTENTION_NAME = "pigviz_decode"
 _ROWS_PER_ATTEND = 32
-METHODS = ("dense", "magicpig", "topk", "quest", "streaming")
+METHODS = ("dense", "magicpig", "topk", "quest", "streaming", "quest_rank_all")
 _OPTIONS = {
     "dense": {},
     "magicpig": {"K": 10, "L": 150, "min_hits": 2, "sinks": 4, "recent": 64, "seed": 0, "buffer": 256,
                  "dense_layers": (0,)},
     "topk": {"budget": 0.05, "dense_layers": (0,)},
-    "quest": {"budget": 0.05, "page": 16, "dense_layers": (0,)},
+    # Quest as its authors run it: current page always read, layers 0 and 1 dense (the paper).
+    "quest": {"budget": 0.05, "page": 16, "dense_layers": (0, 1)},
+    # pigviz's first Quest: every page ranked by its bound, the current one too.
+    "quest_rank_all": {"budget": 0.05, "page": 16, "dense_layers": (0,)},
     "streaming": {"sinks": 4, "recent": 64, "budget": None, "dense_layers": (0,)},
 }
 
@@ -133,6 +136,7 @@ class DecodeSession:
         self.attention_seconds = 0.0    # decode-phase attention time, all layers
         self._seen: set[int] = set()
         self._budgets: dict[int, object] = {}     # layer -> (rows,) budgets of the last forward
+        self._sampled: dict[int, object] = {}     # MagicPIG: layer -> (rows,) sampled / sampleable keys
 
     # -- bookkeeping --------------------------------------------------------------------
     def sampled_layer(self, layer: int) -> bool:
@@ -141,10 +145,24 @@ class DecodeSession:
     def take_budgets(self):
         """Per-row attention budget of the last forward: mean over sampled layers and heads of
         keys read / keys visible (1.0 for dense). Returns ``(rows,)`` float tensor and
-        clears the record; per layer in ``last_layer_budgets``."""
+        clears the record; per layer in ``last_layer_budgets``.
+
+        Also kept: ``last_all_layer_budget``, the same mean over EVERY layer with the dense
+        ones counted as 1 (what the whole model reads), and, for MagicPIG,
+        ``last_sampled_budget``: keys sampled / keys the tables could sample (the indexed
+        tokens outside the sinks and recent window), mean over sampled layers and heads,
+        the share MagicPIG's authors report. Both ``(rows,)`` or None."""
         import torch
 
         self.last_layer_budgets = {k: v.clone() for k, v in self._budgets.items()}
+        self.last_sampled_budget = (torch.stack(list(self._sampled.values())).mean(0)
+                                    if self._sampled else None)
+        self._sampled.clear()
+        self.last_all_layer_budget = None
+        if self._budgets:
+            dense = self.config.num_hidden_layers - len(self._budgets)
+            self.last_all_layer_budget = (torch.stack(list(self._budgets.values())).sum(0) + dense) / \
+                self.config.num_hidden_layers
         if not self._budgets:
             return None
         per_layer = torch.stack(list(self._budgets.values()))
@@ -233,6 +251,8 @@ class DecodeSession:
                 out, st = base.topk_attention(qt, kt, vt, o["budget"])
             elif self.method == "quest":
                 out, st = base.quest_attention(qt, kt, vt, o["budget"], page=min(o["page"], n))
+            elif self.method == "quest_rank_all":
+                out, st = base.quest_rank_all_attention(qt, kt, vt, o["budget"], page=min(o["page"], n))
             else:
                 sinks = min(o["sinks"], n)
                 recent = o["recent"] if o["budget"] is None else max(1, round(o["budget"] * n) - sinks)
@@ -263,10 +283,11 @@ class DecodeSession:
         qf = q.to(torch.float32).reshape(Hkv, G * T, d)      # rows of KV group g, head-major
         parts_lse, parts_out = [], []
         keys_read = torch.zeros(Hkv, G, T)
+        sampled = torch.zeros(Hkv, G, T)
         if state is not None:
             idx = state.index
             q_att = (qf * (scaling * math.sqrt(d))).view(Hkv, G, T, d)
-            blocks, read = [], []
+            blocks, read, picked = [], [], []
             # Rows in blocks: attend keeps a per-(row, head) hit counter over all n tokens.
             for t0 in range(0, T, _ROWS_PER_ATTEND):
                 q_block = q_att[:, :, t0:t0 + _ROWS_PER_ATTEND]
@@ -274,6 +295,7 @@ class DecodeSession:
                                           min_hits=self.options["min_hits"])
                 blocks.append(out_block.view(*q_block.shape[:3], dv + 1))
                 read.append(stats["keys_read"].view(*q_block.shape[:3]))
+                picked.append(stats["sampled"].view(*q_block.shape[:3]))
             out_aug = torch.cat(blocks, 2).view(Hkv, G * T, dv + 1)
             exact = exact_positions(n_idx, idx.sinks, idx.recent, k.device)
             lse_exact = torch.logsumexp((qf @ state.keys[:, exact].transpose(1, 2)) * scaling, dim=-1)
@@ -282,6 +304,8 @@ class DecodeSession:
             parts_lse.append(lse_exact - torch.log(w_exact.clamp(min=1e-30)))
             parts_out.append(out_aug[..., :dv])
             keys_read += torch.cat(read, 2).to(torch.float32)
+            sampleable = max(1, n_idx - idx.sinks - idx.recent)
+            sampled += torch.cat(picked, 2).to(torch.float32) / sampleable
         n_buf = n_total - n_idx
         if n_buf:
             kb = k[:, n_idx:].to(torch.float32)
@@ -300,6 +324,7 @@ class DecodeSession:
         out = (mix[..., None] * torch.stack(parts_out)).sum(0)            # (Hkv, G*T, dv)
         out = out.view(H, T, dv).transpose(0, 1)
         visible_n = torch.arange(n_total - T + 1, n_total + 1, dtype=torch.float32)
+        self._sampled[layer] = sampled.mean((0, 1))
         return out, (keys_read / visible_n).mean((0, 1))
 
 

@@ -10,9 +10,9 @@ __all__ = ["METHOD_COLORS", "METHOD_NAMES", "method_label", "quality_figure", "p
 
 # Okabe-Ito hues, one per method, the same in every figure.
 METHOD_COLORS = {"dense": "#333333", "magicpig": "#D55E00", "topk": "#0072B2", "quest": "#009E73",
-                 "streaming": "#CC79A7"}
+                 "streaming": "#CC79A7", "quest_rank_all": "#E69F00"}
 METHOD_NAMES = {"dense": "dense", "magicpig": "MagicPIG", "topk": "TopK (oracle)", "quest": "Quest",
-                "streaming": "StreamingLLM"}
+                "streaming": "StreamingLLM", "quest_rank_all": "Quest, every page ranked"}
 _LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=70, r=30, t=80, b=60))
 
 
@@ -20,7 +20,7 @@ def method_label(spec: str) -> str:
     """Display name of a method, or of a variant such as "quest/4" (Quest, pages of 4)."""
     method, _, page = spec.partition("/")
     name = METHOD_NAMES.get(method, method)
-    if method == "quest":
+    if method.startswith("quest"):
         return f"{name} (pages of {page or 16})"
     return name
 
