@@ -208,7 +208,9 @@ def dense_attention(q, k, v):
 
 
 def topk_attention(q, k, v, budget):
-    """Exact softmax over the m keys with the highest scores, renormalised (TopK)."""
+    """Exact softmax over the m keys with the highest scores, renormalised (TopK): the
+    oracle of Quest's and MagicPIG's papers (MagicPIG's evaluations/RULER/pred/topk_cache.py
+    keeps the top fraction of every query head's scores, as here)."""
     import torch
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
@@ -221,7 +223,12 @@ def topk_attention(q, k, v, budget):
 
 
 def streaming_attention(q, k, v, sinks: int = 4, recent: int = 64):
-    """StreamingLLM: exact softmax over the first ``sinks`` and last ``recent`` keys only."""
+    """StreamingLLM: exact softmax over the first ``sinks`` and last ``recent`` keys only.
+
+    As in Xiao et al. (ICLR 2024): 4 attention sinks plus a rolling window of recent keys.
+    Their cache re-numbers positions inside the cache (so that a model can run past its
+    trained length); here the keys keep the positions they were encoded at, which within
+    the trained context isolates what dropping the middle of the cache costs."""
     import torch
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)

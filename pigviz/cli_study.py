@@ -104,7 +104,8 @@ def register(subparsers) -> None:
     p.add_argument("--last", type=int, default=64, help="decode positions studied: the last T of the context")
     p.add_argument("--layers", type=_int_list, default=None, help="comma-separated layers (default: all)")
     p.add_argument("--methods", type=_name_list, default=None,
-                   help="comma-separated subset of magicpig,topk,oracle,hybrid,quest,streaming (default: all)")
+                   help="comma-separated subset of magicpig,topk,oracle,hybrid,quest,streaming (default: all), "
+                        "plus any of the affordable estimators mp_exact_top,vattention,sparq (off by default)")
     p.add_argument("--settings", type=_settings, default=None,
                    help="MagicPIG K,L pairs separated by ';' (default: '12,200;11,240;10,150;9,130')")
     p.add_argument("--seeds", type=int, default=3, help="hash (and sampler) seeds per random method")

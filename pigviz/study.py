@@ -48,7 +48,10 @@ __all__ = [
 
 FORMAT = "pigviz-study-v1"
 METHODS = ("magicpig", "topk", "oracle", "hybrid", "quest", "streaming")
-RANDOM_METHODS = ("magicpig", "oracle", "hybrid")
+# Estimators a real system can afford (pigviz.affordable), run only when asked for: MagicPIG
+# plus an exact top (on MagicPIG's own reads), vAttention-style and SparQ at matched budgets.
+AFFORDABLE_METHODS = ("mp_exact_top", "vattention", "sparq")
+RANDOM_METHODS = ("magicpig", "oracle", "hybrid", "mp_exact_top", "vattention")
 # (K, L) chosen to land near 2%, 4% and 8% of the keys on SmolLM2-135M at 8k (measured,
 # see the shipped study), plus the paper's default.
 DEFAULT_SETTINGS = ((12, 200), (11, 240), (10, 150), (9, 130))
@@ -88,10 +91,11 @@ class StudySpec:
         if not self.settings or len(set(self.settings)) != len(self.settings):
             raise ValueError(f"settings must be a non-empty list of distinct (K, L) pairs, got {self.settings}")
         self.seeds = check_int("seeds", self.seeds, 1, 20)
-        self.methods = tuple(check_choice("methods entry", m, METHODS) for m in self.methods)
+        self.methods = tuple(check_choice("methods entry", m, METHODS + AFFORDABLE_METHODS) for m in self.methods)
         if not self.methods or len(set(self.methods)) != len(self.methods):
-            raise ValueError(f"methods must be distinct entries of {METHODS}, got {self.methods}")
-        if "magicpig" not in self.methods and any(m in self.methods for m in ("topk", "oracle", "hybrid", "quest")):
+            raise ValueError(f"methods must be distinct entries of {METHODS + AFFORDABLE_METHODS}, got {self.methods}")
+        if "magicpig" not in self.methods and any(m in self.methods for m in ("topk", "oracle", "hybrid", "quest")
+                                                  + AFFORDABLE_METHODS):
             raise ValueError("methods: topk, oracle, hybrid and quest are run at MagicPIG's budgets, so "
                              "'magicpig' must be among the methods")
         self.sinks = check_int("sinks", self.sinks, 0, 1024)
@@ -252,6 +256,8 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
             positions = [0] if first_only else range(T)
             err = torch.zeros(spec.seeds, H, len(positions), dtype=torch.float64)
             bud, err_nc, smp = torch.zeros_like(err), torch.zeros_like(err), torch.zeros_like(err)
+            exact_top = "mp_exact_top" in spec.methods and variant == "main"
+            err_top = torch.zeros_like(err)
             for s in range(spec.seeds):
                 prompt = build_index(k[:, :first + 1], K=setting[0], L=setting[1], sinks=sinks,
                                      recent=recent, seed=s)
@@ -263,16 +269,23 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
                     err[s, :, t] = _rel_err(o_hat, exact[:, t])
                     bud[s, :, t] = stats["keys_read"].double() / n
                     smp[s, :, t] = stats["sampled"].double() / max(1, n - sinks - recent)
+                    if exact_top:  # the same tables and reads, the top half of the sample trusted
+                        from pigviz.affordable import magicpig_exact_top
+
+                        o_top, _ = magicpig_exact_top(view, q[:, t], k[:, :n], v[:, :n], min_hits=spec.min_hits)
+                        err_top[s, :, t] = _rel_err(o_top, exact[:, t])
                     if diagnose:  # same keys, plain softmax: is it the set or the 1/u weights?
                         w = torch.softmax(scores[:, t, :n].masked_fill(~stats["read_mask"], -math.inf), -1)
                         o_nc = (w.view(Hkv, H // Hkv, n) @ v[:, :n]).reshape(H, -1)
                         err_nc[s, :, t] = _rel_err(o_nc, exact[:, t])
                 tick()
             record("magicpig", setting, variant, err, bud, smp)
+            if exact_top:
+                record("mp_exact_top", setting, "main", err_top, bud)
             if diagnose:
                 record("magicpig", setting, "no_correction", err_nc, bud, smp)
 
-    baselines = [m for m in ("topk", "quest", "oracle", "hybrid") if m in spec.methods]
+    baselines = [m for m in ("topk", "quest", "oracle", "hybrid", "vattention", "sparq") if m in spec.methods]
     if "quest" in spec.methods and spec.quest_rank_all:
         baselines.insert(baselines.index("quest") + 1, "quest rank_all")
     quest_dense = layer is not None and layer in spec.quest_dense_layers
@@ -296,6 +309,15 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
                         o_hat, stats = A.quest_rank_all_attention(*args, page=min(spec.quest_page, n))
                     elif method == "oracle":
                         o_hat, stats = A.oracle_sampling_attention(*args, seed=s)
+                    elif method == "vattention":
+                        from pigviz.affordable import vattention
+
+                        o_hat, stats = vattention(*args, sinks=spec.sinks, recent=min(spec.recent, n),
+                                                  page=min(spec.quest_page, n), seed=s)
+                    elif method == "sparq":
+                        from pigviz.affordable import sparq
+
+                        o_hat, stats = sparq(*args)
                     else:
                         o_hat, stats = A.hybrid_attention(*args, seed=s)
                     err[s, :, t] = _rel_err(o_hat, exact[:, t])
@@ -320,7 +342,7 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
 def layer_units(spec: StudySpec) -> int:
     """How many times :func:`run_layer` calls ``tick`` (for a progress bar)."""
     units = len(_magicpig_runs(spec)) * spec.seeds if "magicpig" in spec.methods else 0
-    for method in ("topk", "quest", "oracle", "hybrid"):
+    for method in ("topk", "quest", "oracle", "hybrid", "vattention", "sparq"):
         if method in spec.methods:
             units += len(spec.settings) * (spec.seeds if method in RANDOM_METHODS else 1)
     if "quest" in spec.methods and spec.quest_rank_all:
