@@ -12,7 +12,7 @@ __all__ = ["METHOD_COLORS", "METHOD_NAMES", "method_label", "quality_figure", "p
 METHOD_COLORS = {"dense": "#333333", "magicpig": "#D55E00", "topk": "#0072B2", "quest": "#009E73",
                  "streaming": "#CC79A7", "quest_rank_all": "#E69F00"}
 METHOD_NAMES = {"dense": "dense", "magicpig": "MagicPIG", "topk": "TopK (oracle)", "quest": "Quest",
-                "streaming": "StreamingLLM", "quest_rank_all": "Quest, every page ranked"}
+                "streaming": "StreamingLLM", "quest_rank_all": "Quest, rank all"}
 _LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=70, r=30, t=80, b=60))
 
 
