@@ -224,6 +224,10 @@ def claims():
         out.append(Claim("07", "Quest as its authors run it retrieves the key at least as often as Quest ranking "
                                "every page (pages of 16)", share("quest") >= share("quest_rank_all"),
                          f"{share('quest'):.0%} vs {share('quest_rank_all'):.0%}"))
+        if all((n, "quest/4") in by for n in lengths):
+            out.append(Claim("07", "even so, Quest retrieves it rarely with pages of 16, mostly with pages of 4",
+                             share("quest") < 0.25 and share("quest/4") > 0.75,
+                             f"{share('quest'):.0%} vs {share('quest/4'):.0%}"))
     elif all((n, "quest") in by and (n, "quest/4") in by for n in lengths):
         out.append(Claim("07", "Quest ranking every page (the rule this file was made with) retrieves it rarely with "
                                "pages of 16, mostly with pages of 4",
