@@ -31,6 +31,7 @@ HEAVY = {
     "pigviz.lsh.index",
     "pigviz.lsh.magicpig",
     "pigviz.lsh.fused",
+    "pigviz.lsh.affordable",
 }
 
 

@@ -11,6 +11,7 @@ from pigviz.attention.baselines import (
     hybrid_attention,
     oracle_sampling_attention,
     quest_attention,
+    quest_rank_all_attention,
     softmax_attention,
     softmax_attention_torch,
     stable_softmax,
@@ -30,4 +31,5 @@ __all__ = [
     "hybrid_attention",
     "streaming_attention",
     "quest_attention",
+    "quest_rank_all_attention",
 ]

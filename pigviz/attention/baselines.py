@@ -18,16 +18,21 @@ Hkv)``; the cache is viewed per group, never copied per query head. Scores are c
 float32 (float64 if given).
 
 ``budget`` arguments are the fraction of the n keys read, m = max(1, round(budget·n)),
-counting DISTINCT keys. No exact set is forced into TopK, the oracle sampler, the hybrid or
-Quest: if the sink deserves a place it wins one on its score. The oracles ("may see every
+counting DISTINCT keys. No exact set is forced into TopK, the oracle sampler or the hybrid:
+if the sink deserves a place it wins one on its score. Quest, as its authors run it, always
+reads the page holding the current token and counts it in the budget. The oracles ("may see every
 score") compute all n scores to choose their keys; their budget counts the keys whose
 values enter the output, which is what a real index would have to fetch.
 """
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only; torch itself loads lazily
+    import torch
 
 from pigviz._util.validate import check_array, check_float, check_int
 
@@ -41,6 +46,7 @@ __all__ = [
     "hybrid_attention",
     "streaming_attention",
     "quest_attention",
+    "quest_rank_all_attention",
 ]
 
 
@@ -206,7 +212,9 @@ def dense_attention(q, k, v):
 
 
 def topk_attention(q, k, v, budget):
-    """Exact softmax over the m keys with the highest scores, renormalised (TopK)."""
+    """Exact softmax over the m keys with the highest scores, renormalised (TopK): the
+    oracle of Quest's and MagicPIG's papers (MagicPIG's evaluations/RULER/pred/topk_cache.py
+    keeps the top fraction of every query head's scores, as here)."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
@@ -219,7 +227,12 @@ def topk_attention(q, k, v, budget):
 
 
 def streaming_attention(q, k, v, sinks: int = 4, recent: int = 64):
-    """StreamingLLM: exact softmax over the first ``sinks`` and last ``recent`` keys only."""
+    """StreamingLLM: exact softmax over the first ``sinks`` and last ``recent`` keys only.
+
+    As in Xiao et al. (ICLR 2024): 4 attention sinks plus a rolling window of recent keys.
+    Their cache re-numbers positions inside the cache (so that a model can run past its
+    trained length); here the keys keep the positions they were encoded at, which within
+    the trained context isolates what dropping the middle of the cache costs."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
@@ -335,14 +348,36 @@ def hybrid_attention(q, k, v, budget, seed: int = 0):
 
 
 def quest_attention(q, k, v, budget, page: int = 16):
-    """Quest: split the cache into pages of ``page`` tokens, bound each page's best score
-    from its elementwise key min/max, keep the highest-bound pages while their tokens fit
-    in the budget (at least one page), and attend exactly over those tokens.
+    """Quest as its authors' decode path runs it: split the cache into pages of ``page``
+    tokens, ALWAYS read the page that holds the current token (the last page, full or
+    partial) and count it in the budget, rank the other pages by an upper bound on their
+    best score, and add them in bound order while their tokens fit in the rest of the
+    budget. Attend exactly over the tokens read.
 
     For each dimension, max(q_i·min_i, q_i·max_i) is the largest q_i·k_i any key of the
     page can reach, so the sum bounds every score in the page from above. Besides the keys,
     a query reads the 2 vectors of metadata per page (``stats["metadata_vectors"]``).
+
+    The authors' kernels (mit-han-lab/Quest, quest/utils/controller.py and the "manually
+    appended last page" in kernels/include/decode/decode_page.cuh) pass the page budget
+    minus one page to top-k and append the last page unranked. The paper also runs the
+    first two layers densely; that is a per-layer choice made by the caller (the study's
+    ``quest_dense_layers``, the decoder's ``dense_layers``). :func:`quest_rank_all_attention`
+    ranks every page, the current one included.
     """
+    return _quest(q, k, v, budget, page, current_page=True)
+
+
+def quest_rank_all_attention(q, k, v, budget, page: int = 16):
+    """Quest without the always-read current page: every page, the partial last one
+    included, competes on its bound alone; keep the highest-bound pages while their tokens
+    fit in the budget (at least one page). pigviz's first Quest, kept to show what the
+    current page is worth: the bound is loose and often drops the page whose tokens the
+    query leans on most."""
+    return _quest(q, k, v, budget, page, current_page=False)
+
+
+def _quest(q, k, v, budget, page: int, current_page: bool):
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
@@ -365,6 +400,9 @@ def quest_attention(q, k, v, budget, page: int = 16):
     num_pages = bound.shape[1]
     page_len = torch.full((num_pages,), page, device=k.device)
     page_len[-1] = n - (num_pages - 1) * page
+    if current_page:
+        # The current page goes first, whatever its bound; the others follow in bound order.
+        bound[:, -1] = math.inf
     order = bound.argsort(dim=1, descending=True)
     used = page_len[order].cumsum(1)
     keep_sorted = used <= m

@@ -19,6 +19,6 @@ def method_label(spec: str) -> str:
     """Display name of a method, or of a variant such as "quest/4" (Quest, pages of 4)."""
     method, _, page = spec.partition("/")
     name = METHOD_NAMES.get(method, method)
-    if method == "quest":
+    if method.startswith("quest"):
         return f"{name} (pages of {page or 16})"
     return name

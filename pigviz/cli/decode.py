@@ -31,7 +31,8 @@ def _methods(text: str) -> list[str]:
     unknown = [
         m
         for m in names
-        if m.split("/")[0] not in METHODS or ("/" in m and not (m.startswith("quest/") and m[6:].isdigit()))
+        if m.split("/")[0] not in METHODS
+        or ("/" in m and not (m.split("/")[0].startswith("quest") and m.split("/")[1].isdigit()))
     ]
     if unknown or not names:
         raise argparse.ArgumentTypeError(

@@ -110,7 +110,8 @@ def register(subparsers) -> None:
         "--methods",
         type=name_list,
         default=None,
-        help="comma-separated subset of magicpig,topk,oracle,hybrid,quest,streaming (default: all)",
+        help="comma-separated subset of magicpig,topk,oracle,hybrid,quest,streaming (default: all), "
+        "plus any of the affordable estimators mp_exact_top,vattention,sparq (off by default)",
     )
     p.add_argument(
         "--settings",
@@ -141,7 +142,7 @@ def save_figure(path, results: dict | None = None) -> str:
     """Write the all-heads error-vs-budget chart as a PNG (needs kaleido and a Chromium)."""
     results = results if results is not None else findings.load_shipped_results()
     fig = plots_study.error_budget_figure(
-        findings.curves(results, methods=["magicpig", "topk", "oracle", "hybrid", "quest", "streaming"]),
+        findings.curves(results, methods=["magicpig", "topk", "oracle", "hybrid", "quest", "rank_all", "streaming"]),
         findings.METHOD_LABELS,
         title=f"{results['model']}, {len(results['layers'])} layers x {results['heads']} heads: error against budget",
     )

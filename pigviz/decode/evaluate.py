@@ -8,6 +8,12 @@ is cropped back to the prefix. Each method's next-token distribution is compared
 dense one at every row: KL(dense || method), top-1 agreement, and the perplexity of the real
 next tokens. Baselines run at the budget MagicPIG actually used (mean over its seeds).
 
+Budgets, per row: ``budget`` is keys read / keys visible, averaged over the layers the method
+makes sparse (the exact set and buffer count for MagicPIG); ``budget_all_layers`` averages
+over every layer with the dense ones at 1 (Quest, as in its paper, keeps layers 0 and 1
+dense, the others layer 0); MagicPIG rows add ``budget_sampled``: keys sampled / keys the
+tables could sample, the share MagicPIG's authors report.
+
 Passkey: "The pass key is NNNNN" hidden at a given depth in repetitive filler, asked for in the
 chat template. The answer is forced to begin "The pass key is " and a trial counts as
 retrieved when greedy decoding would continue with all five digits (checked teacher-forced,
@@ -27,7 +33,7 @@ import pigviz
 from pigviz.model.loading import model_source
 from pigviz.decode.session import forward, use_attention
 from pigviz.model import texts
-from pigviz.decode.session import forward, new_cache, use_attention
+from pigviz.decode.session import new_cache
 from pigviz.model.loading import check_context
 from pigviz._util.validate import check_choice
 from pigviz._util.validate import check_float
@@ -81,7 +87,8 @@ def _summary(cmp, budgets, seconds) -> dict:
 
 def _run_chunk(model, cache, chunk, attention, options):
     """Feed ``chunk`` as decode rows with ``attention`` and crop the cache back. Returns
-    (logits, per-row budgets, per-layer mean budgets, seconds, index seconds)."""
+    (logits, per-row budgets, per-layer mean budgets, seconds, index seconds, other budgets:
+    ``{"all_layers": (rows,), "sampled": (rows,) or None}``)."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
 
@@ -97,7 +104,10 @@ def _run_chunk(model, cache, chunk, attention, options):
     layer_budgets = {k: float(v.mean()) for k, v in session.last_layer_budgets.items()}
     if budgets is None:
         budgets = torch.ones(chunk.numel())
-    return logits, budgets, layer_budgets, time.perf_counter() - t0, session.index_seconds
+    all_layers = session.last_all_layer_budget
+    other = {"all_layers": torch.ones(chunk.numel()) if all_layers is None else all_layers,
+             "sampled": session.last_sampled_budget}
+    return logits, budgets, layer_budgets, time.perf_counter() - t0, session.index_seconds, other
 
 
 def quality_eval(model, tokenizer, *, prefix: int = 7936, stretch: int = 256, configs=((10, 150),),
@@ -129,7 +139,7 @@ def quality_eval(model, tokenizer, *, prefix: int = 7936, stretch: int = 256, co
     with use_attention(model, "dense"):
         forward(model, ids[:prefix], cache, logits_to_keep=1)
     prefill_s = time.perf_counter() - t0
-    ref, _, _, ref_s, _ = _run_chunk(model, cache, chunk, "dense", {})
+    ref, _, _, ref_s, _, _ = _run_chunk(model, cache, chunk, "dense", {})
     device = ref.device
     targets = targets.to(device)
     dense_cmp = _compare(ref, ref, targets)
@@ -140,9 +150,11 @@ def quality_eval(model, tokenizer, *, prefix: int = 7936, stretch: int = 256, co
     budgets_of = {}
     for K, L, seed in runs:
         opts = dict(common, K=K, L=L, min_hits=min_hits, seed=seed, buffer=max(256, stretch))
-        logits, budgets, per_layer, secs, index_s = _run_chunk(model, cache, chunk, "magicpig", opts)
+        logits, budgets, per_layer, secs, index_s, other = _run_chunk(model, cache, chunk, "magicpig", opts)
         row = dict(method="magicpig", label=f"MagicPIG K={K} L={L}", K=K, L=L, seed=seed,
                    options=_jsonable(opts), **_summary(_compare(ref, logits, targets), budgets, secs))
+        row["budget_sampled"] = float(other["sampled"].mean())
+        row["budget_all_layers"] = float(other["all_layers"].mean())
         row["index_seconds"] = round(index_s, 2)
         row["layer_budgets"] = {str(k): round(v, 5) for k, v in sorted(per_layer.items())}
         rows.append(row)
@@ -152,10 +164,11 @@ def quality_eval(model, tokenizer, *, prefix: int = 7936, stretch: int = 256, co
         matched = sum(budgets_of[(K, L)]) / len(budgets_of[(K, L)])
         for spec in baselines:
             method, opts = _baseline_options(spec, matched, sinks, dense_layers)
-            logits, budgets, _, secs, _ = _run_chunk(model, cache, chunk, method, opts)
+            logits, budgets, _, secs, _, other = _run_chunk(model, cache, chunk, method, opts)
             rows.append(dict(method=method, label=f"{spec} at MagicPIG K={K} L={L}'s budget", K=K, L=L,
                              variant=spec, options=_jsonable(opts),
-                             **_summary(_compare(ref, logits, targets), budgets, secs)))
+                             **_summary(_compare(ref, logits, targets), budgets, secs),
+                             budget_all_layers=float(other["all_layers"].mean())))
             bar.update(1)
     bar.close()
     _, text_sha = texts.long_text()
@@ -169,14 +182,17 @@ def quality_eval(model, tokenizer, *, prefix: int = 7936, stretch: int = 256, co
 
 
 def _baseline_options(spec: str, budget: float, sinks: int, dense_layers) -> tuple[str, dict]:
-    """"topk", "quest", "streaming", or "quest/P" for Quest with pages of P tokens."""
+    """"topk", "quest", "quest_rank_all", "streaming", or "quest/P" (also "quest_rank_all/P")
+    for Quest with pages of P tokens. Quest, as its paper runs it, also keeps layers 0 and 1
+    dense; "quest_rank_all" (every page ranked, pigviz's first Quest) keeps ``dense_layers``."""
     method, _, page = str(spec).partition("/")
-    check_choice("baseline", method, ("topk", "quest", "streaming"))
-    opts = dict(budget=budget, dense_layers=tuple(dense_layers))
+    check_choice("baseline", method, ("topk", "quest", "streaming", "quest_rank_all"))
+    layers = set(dense_layers) | ({0, 1} if method == "quest" else set())
+    opts = dict(budget=budget, dense_layers=tuple(sorted(layers)))
     if method == "streaming":
         opts["sinks"] = sinks
     if page:
-        if method != "quest" or not page.isdigit():
+        if not method.startswith("quest") or not page.isdigit():
             raise ValueError(f"baseline {spec!r}: only Quest takes a page size, written quest/16")
         opts["page"] = int(page)
     return method, opts
@@ -243,6 +259,8 @@ def passkey_eval(model, tokenizer, *, lengths=(1024, 2048, 4096), trials: int = 
     methods = ["dense", "magicpig", *baselines]
     results = {(n, m): [] for n in lengths for m in methods}
     budgets = {(n, m): [] for n in lengths for m in methods}
+    all_layer_budgets = {(n, m): [] for n in lengths for m in methods}
+    sampled_budgets = {n: [] for n in lengths}
     bar = tqdm(total=len(lengths) * trials, desc="passkey", disable=not progress)
     per_trial = []
     for n in lengths:
@@ -273,12 +291,15 @@ def passkey_eval(model, tokenizer, *, lengths=(1024, 2048, 4096), trials: int = 
                     opts = {}
                 else:
                     method_name, opts = _baseline_options(method, matched, sinks, dense_layers)
-                logits, row_budgets, _, _, _ = _run_chunk(model, cache, chunk, method_name, opts)
+                logits, row_budgets, _, _, _, other = _run_chunk(model, cache, chunk, method_name, opts)
                 predicted = torch.cat([first[None].cpu(), logits.argmax(-1).cpu()])
                 ok = bool(all(predicted[i] == answer[i] for i in digits))
-                used = float(row_budgets[[i - 1 for i in digits]].mean())
+                rows_used = [i - 1 for i in digits]
+                used = float(row_budgets[rows_used].mean())
+                all_layer_budgets[(n, method)].append(float(other["all_layers"][rows_used].mean()))
                 if method == "magicpig":
                     matched = used
+                    sampled_budgets[n].append(float(other["sampled"][rows_used].mean()))
                 results[(n, method)].append(ok)
                 budgets[(n, method)].append(used)
                 record[method] = ok
@@ -290,7 +311,10 @@ def passkey_eval(model, tokenizer, *, lengths=(1024, 2048, 4096), trials: int = 
         lo, hi = wilson_interval(sum(oks), len(oks))
         rows.append({"length": n, "method": method, "n": len(oks), "correct": sum(oks),
                      "accuracy": sum(oks) / len(oks), "ci_low": lo, "ci_high": hi,
-                     "budget": sum(budgets[(n, method)]) / len(oks)})
+                     "budget": sum(budgets[(n, method)]) / len(oks),
+                     "budget_all_layers": sum(all_layer_budgets[(n, method)]) / len(oks)})
+        if method == "magicpig":
+            rows[-1]["budget_sampled"] = sum(sampled_budgets[n]) / len(oks)
     return {"format": PASSKEY_FORMAT, "environment": environment(model),
             "settings": {"lengths": list(lengths), "trials": trials, "depths": list(depths), "K": K, "L": L,
                          "min_hits": min_hits, "sinks": sinks, "recent": recent,

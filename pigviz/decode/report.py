@@ -47,21 +47,32 @@ def magicpig_summary(data: dict) -> list[dict]:
                     "kl_max": max(r["kl_mean"] for r in rows),
                     "top1_agreement": _mean(r["top1_agreement"] for r in rows),
                     "perplexity": _mean(r["perplexity"] for r in rows)})
+        for key in ("budget_sampled", "budget_all_layers"):   # recorded since the budget was counted both ways
+            if all(key in r for r in rows):
+                out[-1][key] = _mean(r[key] for r in rows)
     return out
 
 
 def quality_table(data: dict) -> str:
-    """Per (K, L): MagicPIG (mean over seeds, KL range) and each baseline at its budget."""
+    """Per (K, L): MagicPIG (mean over seeds, KL range) and each baseline at its budget.
+    ``budget``: keys read / visible over the layers a method makes sparse; ``all layers``: over
+    every layer, dense ones at 100%; ``sampled``: MagicPIG's sampled / sampleable keys (the
+    share its authors report)."""
     dense = next(r for r in data["rows"] if r["method"] == "dense")
-    lines = [f"{'attention':<34} {'budget':>7} {'KL (nats), seed range':>22} {'top-1':>7} {'ppl':>6}",
-             f"{'dense (reference)':<34} {100.0:6.1f}% {0.0:>22.4f} {100.0:6.1f}% {dense['perplexity']:6.2f}"]
+    pct = lambda row, key: f"{100 * row[key]:6.2f}%" if key in row else f"{'':>7}"  # noqa: E731
+    lines = [f"{'attention':<34} {'budget':>7} {'all lyr':>7} {'sampled':>7} {'KL (nats), seed range':>22} "
+             f"{'top-1':>7} {'ppl':>6}",
+             f"{'dense (reference)':<34} {100.0:6.1f}% {100.0:6.1f}% {'':>7} {0.0:>22.4f} {100.0:6.1f}% "
+             f"{dense['perplexity']:6.2f}"]
     for s in magicpig_summary(data):
         spread = f"{s['kl_mean']:.4f} ({s['kl_min']:.3f}-{s['kl_max']:.3f})"
         lines.append(f"{'MagicPIG K=%d L=%d, %d seeds' % (s['K'], s['L'], s['seeds']):<34} "
-                     f"{100 * s['budget']:6.2f}% {spread:>22} {100 * s['top1_agreement']:6.1f}% {s['perplexity']:6.2f}")
+                     f"{100 * s['budget']:6.2f}% {pct(s, 'budget_all_layers')} {pct(s, 'budget_sampled')} "
+                     f"{spread:>22} {100 * s['top1_agreement']:6.1f}% {s['perplexity']:6.2f}")
         for r in data["rows"]:
             if r["method"] not in ("dense", "magicpig") and (r["K"], r["L"]) == (s["K"], s["L"]):
                 lines.append(f"{'  ' + method_label(r.get('variant', r['method'])):<34} {100 * r['budget']:6.2f}% "
+                             f"{pct(r, 'budget_all_layers')} {'':>7} "
                              f"{r['kl_mean']:>22.4f} {100 * r['top1_agreement']:6.1f}% {r['perplexity']:6.2f}")
     return "\n".join(lines)
 

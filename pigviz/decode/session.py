@@ -45,13 +45,16 @@ __all__ = ["ATTENTION_NAME", "METHODS", "default_options", "DecodeSession", "use
 
 ATTENTION_NAME = "pigviz_decode"
 _ROWS_PER_ATTEND = 32
-METHODS = ("dense", "magicpig", "topk", "quest", "streaming")
+METHODS = ("dense", "magicpig", "topk", "quest", "streaming", "quest_rank_all")
 _OPTIONS = {
     "dense": {},
     "magicpig": {"K": 10, "L": 150, "min_hits": 2, "sinks": 4, "recent": 64, "seed": 0, "buffer": 256,
                  "dense_layers": (0,)},
     "topk": {"budget": 0.05, "dense_layers": (0,)},
-    "quest": {"budget": 0.05, "page": 16, "dense_layers": (0,)},
+    # Quest as its authors run it: current page always read, layers 0 and 1 dense (the paper).
+    "quest": {"budget": 0.05, "page": 16, "dense_layers": (0, 1)},
+    # pigviz's first Quest: every page ranked by its bound, the current one too.
+    "quest_rank_all": {"budget": 0.05, "page": 16, "dense_layers": (0,)},
     "streaming": {"sinks": 4, "recent": 64, "budget": None, "dense_layers": (0,)},
 }
 
@@ -129,6 +132,7 @@ class DecodeSession:
         self.attention_cpu_seconds = 0.0  # the same in this thread's CPU time (steady on a busy machine)
         self._seen: set[int] = set()
         self._budgets: dict[int, object] = {}     # layer -> (rows,) budgets of the last forward
+        self._sampled: dict[int, object] = {}     # MagicPIG: layer -> (rows,) sampled / sampleable keys
 
     # -- bookkeeping --------------------------------------------------------------------
     def sampled_layer(self, layer: int) -> bool:
@@ -137,10 +141,24 @@ class DecodeSession:
     def take_budgets(self):
         """Per-row attention budget of the last forward: mean over sampled layers and heads of
         keys read / keys visible (1.0 for dense). Returns ``(rows,)`` float tensor and
-        clears the record; per layer in ``last_layer_budgets``."""
+        clears the record; per layer in ``last_layer_budgets``.
+
+        Also kept: ``last_all_layer_budget``, the same mean over EVERY layer with the dense
+        ones counted as 1 (what the whole model reads), and, for MagicPIG,
+        ``last_sampled_budget``: keys sampled / keys the tables could sample (the indexed
+        tokens outside the sinks and recent window), mean over sampled layers and heads,
+        the share MagicPIG's authors report. Both ``(rows,)`` or None."""
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
         self.last_layer_budgets = {k: v.clone() for k, v in self._budgets.items()}
+        self.last_sampled_budget = (torch.stack(list(self._sampled.values())).mean(0)
+                                    if self._sampled else None)
+        self._sampled.clear()
+        self.last_all_layer_budget = None
+        if self._budgets:
+            dense = self.config.num_hidden_layers - len(self._budgets)
+            self.last_all_layer_budget = (torch.stack(list(self._budgets.values())).sum(0) + dense) / \
+                self.config.num_hidden_layers
         if not self._budgets:
             return None
         per_layer = torch.stack(list(self._budgets.values()))
@@ -231,6 +249,8 @@ class DecodeSession:
                 out, st = base.topk_attention(qt, kt, vt, o["budget"])
             elif self.method == "quest":
                 out, st = base.quest_attention(qt, kt, vt, o["budget"], page=min(o["page"], n))
+            elif self.method == "quest_rank_all":
+                out, st = base.quest_rank_all_attention(qt, kt, vt, o["budget"], page=min(o["page"], n))
             else:
                 sinks = min(o["sinks"], n)
                 recent = o["recent"] if o["budget"] is None else max(1, round(o["budget"] * n) - sinks)
@@ -267,8 +287,9 @@ class DecodeSession:
             visible = torch.arange(n_total, device=k.device)[None, :] < ends.view(Hkv, G * T, 1).to(k.device)
             weights = torch.softmax(scores.masked_fill(~visible, -math.inf), -1)
             out = (weights @ v.to(torch.float32)).view(H, T, dv).transpose(0, 1)
+            self._sampled[layer] = torch.zeros(T)
             return out, torch.ones(T)
-        outs, read = [], []
+        outs, read, picked = [], [], []
         width = _ROWS_PER_ATTEND * G     # the reference path keeps a hit counter per row and token
         ends = ends.view(Hkv, G * T)
         for c0 in range(0, G * T, width):
@@ -278,8 +299,12 @@ class DecodeSession:
                                 scale=scaling, buffer_end=ends[:, c0:c0 + w].reshape(-1))
             outs.append(out.view(Hkv, w, dv))
             read.append((stats["keys_read"] + stats["buffer"]).view(Hkv, w))
+            picked.append(stats["sampled"].view(Hkv, w))
         out = torch.cat(outs, 1).view(H, T, dv).transpose(0, 1)
         keys_read = torch.cat(read, 1).view(H, T).to(torch.float32)
+        # The authors' budget: keys sampled / keys the tables could sample (outside sinks and recent).
+        sampleable = max(1, state.index.n - state.index.sinks - state.index.recent)
+        self._sampled[layer] = (torch.cat(picked, 1).view(H, T).to(torch.float32) / sampleable).mean(0)
         return out, (keys_read / visible_n).mean(0)
 
 

@@ -7,7 +7,16 @@ import numpy as np
 from pigviz.decode.report import QUALITY_FILE, load_result
 from pigviz.lessons.nb07_sampled_decoding import seed_spreads
 from pigviz.lessons.verify import Claim
-from pigviz.study.findings import head_grid, live_agreement, load_shipped_results, series_summary, wins
+from pigviz.study.findings import (
+    PAPER,
+    head_grid,
+    live_agreement,
+    load_shipped_results,
+    series_array,
+    series_summary,
+    series_tag,
+    wins,
+)
 
 __all__ = ["claims", "TARGETS"]
 
@@ -34,11 +43,20 @@ def claims() -> list:
         rows == 17_280 and finite,
         f"{rows:,}",
     )
-    claim(
-        "it ran in under 30 minutes on this 2-core CPU, shared with other jobs",
-        r["timing"]["total_s"] < 1800,
-        f"{r['timing']['total_s'] / 60:.1f} min",
-    )
+    if "split" in r["timing"]:  # re-run split by layers over parallel processes on a heavily shared CPU
+        claim(
+            "split by layers over parallel one-thread processes, it ran in under 2 hours on this 2-core CPU "
+            "shared with other jobs",
+            r["timing"]["total_s"] < 7200,
+            f"{r['timing']['total_s'] / 60:.0f} min, 1-min load average up to "
+            f"{r['timing']['max_load_average_1min']:.0f}",
+        )
+    else:
+        claim(
+            "it ran in under 30 minutes on this 2-core CPU, shared with other jobs",
+            r["timing"]["total_s"] < 1800,
+            f"{r['timing']['total_s'] / 60:.1f} min",
+        )
     got = {kl: S(f"magicpig K{kl[0]} L{kl[1]}")["budget"] for kl in TARGETS}
     claim(
         "(K, L) = (12, 200), (11, 240), (9, 130) read about 2%, 4% and 8% of the visible keys",
@@ -108,12 +126,7 @@ def claims() -> list:
         min(kl_spread) > 0.1 and min(kl_spread) > 2 * spread,
         f"{100 * min(kl_spread):.0f}%-{100 * max(kl_spread):.0f}% vs {100 * spread:.1f}%",
     )
-    quest = {kl: S(f"quest @K{kl[0]} L{kl[1]}")["error"] for kl in settings}
-    claim(
-        "Quest (pages of 16) is the least accurate budget-matched method here",
-        all(quest[kl] > max(pairs[kl][0], pairs[kl][1], oracle[kl]) for kl in settings),
-        f"{quest[(10, 150)]:.3f} at (10, 150)",
-    )
+    quest_claims(r, settings, claim)
     rel, layer = live_agreement()
     claim(
         f"re-running layer {layer} live from the fp16 shipped capture reproduces the study's errors within 2%",
@@ -121,3 +134,39 @@ def claims() -> list:
         f"largest difference {100 * rel:.2f}%",
     )
     return out
+
+
+def quest_claims(r: dict, settings, claim) -> None:
+    """Quest as its authors run it (dense in layers 0-1, current page read), compared where it
+    is sparse, and MagicPIG's budget counted both ways."""
+    sparse = [i for i, layer in enumerate(r["layers"]) if layer not in r["spec"].get("quest_dense_layers", [])]
+
+    def sparse_err(name):
+        return float(series_array(r, name)[sparse].mean())
+
+    quest = {kl: sparse_err(f"quest {series_tag(kl)}") for kl in settings}
+    rank_all = {kl: sparse_err(f"quest {series_tag(kl)} rank_all") for kl in settings}
+    claim(
+        "reading the current page, as Quest's authors do, lowers Quest's error at every budget (layers 2-29)",
+        all(quest[kl] < rank_all[kl] for kl in settings),
+        f"{rank_all[PAPER]:.3f} -> {quest[PAPER]:.3f} at (10, 150)",
+    )
+    mp_sparse = {kl: sparse_err(f"magicpig K{kl[0]} L{kl[1]}") for kl in settings}
+    tk_sparse = {kl: sparse_err(f"topk {series_tag(kl)}") for kl in settings}
+    claim(
+        "even so, Quest (pages of 16) is less accurate than MagicPIG and TopK at every matched budget in layers 2-29",
+        all(quest[kl] > max(mp_sparse[kl], tk_sparse[kl]) for kl in settings),
+        f"{quest[PAPER]:.3f} vs {mp_sparse[PAPER]:.3f} and {tk_sparse[PAPER]:.3f} at (10, 150)",
+    )
+    mp, q = series_summary(r, "magicpig K10 L150"), series_summary(r, f"quest {series_tag(PAPER)}")
+    claim(
+        "Quest's dense layers 0 and 1 lift its mean budget over all layers well above the matched one",
+        q["budget"] > mp["budget"] + 0.03,
+        f"{100 * q['budget']:.1f}% vs {100 * mp['budget']:.1f}%",
+    )
+    claim(
+        "counted as its authors count it (sampled / sampleable keys), (10, 150) reads less than pigviz's count "
+        "(exact set included)",
+        mp["budget_sampled"] < mp["budget"],
+        f"{100 * mp['budget_sampled']:.1f}% vs {100 * mp['budget']:.1f}%",
+    )

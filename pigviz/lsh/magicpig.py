@@ -28,7 +28,7 @@ import os
 
 import torch
 
-from pigviz._util.validate import check_int
+from pigviz._util.validate import check_float, check_int
 from pigviz.attention import check_decode_shapes
 from pigviz.lsh.index import LSHIndex, build_index
 from pigviz.lsh.simhash import log_inclusion_probability_torch
@@ -143,7 +143,17 @@ def _refuse_non_finite_reads(problem: str, finite: torch.Tensor) -> None:
         )
 
 
-def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: bool = False, return_lse: bool = False):
+def attend(
+    index: LSHIndex,
+    q,
+    k,
+    v,
+    *,
+    min_hits: int = 2,
+    return_read_mask: bool = False,
+    return_lse: bool = False,
+    u_offset: float = 0.0,
+):
     """One decode step: ``q`` (H, d) against the cache ``k``, ``v`` (Hkv, n, d[v]) that
     ``index`` was built from. Returns ``(output (H, dv) in q's dtype, stats)``.
 
@@ -157,6 +167,11 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     A non-finite number in a key or value that is read raises ValueError; keys and values
     that are not read are never looked at. On a GPU these checks (each a host sync) run only
     with the environment variable ``PIGVIZ_DEBUG=1``.
+
+    ``u_offset``: the correction becomes - log(u + u_offset). MagicPIG's reference code
+    (evaluations/RULER/pred/cache_ref.py) adds 1e-4, which caps the weight of a key sampled
+    against the odds; the default 0 keeps the plain 1/u importance weight. The two differ by
+    up to ~2e-4 relative in the output on the shipped capture (tests/test_authors_formula.py).
     """
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     if not isinstance(index, LSHIndex):
@@ -167,6 +182,7 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
             f"(kv_heads, n, d) = {(index.num_kv_heads, index.n, index.head_dim)}"
         )
     min_hits = check_int("min_hits", min_hits, 1, index.L)
+    u_offset = check_float("u_offset", u_offset, 0.0)
     dev, L = k.device, index.L
     check = _check_finite(dev)
     if check and not bool(torch.isfinite(q).all()):
@@ -240,7 +256,10 @@ def attend(index: LSHIndex, q, k, v, *, min_hits: int = 2, return_read_mask: boo
     norms = qf.norm(dim=-1, keepdim=True) * key_norms
     cos = torch.where(norms > 0, (dots - q_dot_mean) / norms.clamp(min=torch.finfo(torch.float32).tiny), 0.0)
     p = 1.0 - torch.arccos(cos.clamp(-1.0, 1.0)) / math.pi
-    log_u = torch.where(is_sampled, _log_inclusion(index, p, min_hits), 0.0)
+    log_u = _log_inclusion(index, p, min_hits)
+    if u_offset > 0:
+        log_u = torch.logaddexp(log_u, torch.tensor(math.log(u_offset), dtype=log_u.dtype, device=dev))
+    log_u = torch.where(is_sampled, log_u, 0.0)
     scores = (dots / math.sqrt(d) - log_u).masked_fill(~valid, -math.inf)
     read_any = (num_exact + sampled)[:, None] > 0
     weights = torch.where(read_any, torch.softmax(scores, dim=-1), 0.0)  # nothing read: 0, not NaN

@@ -388,7 +388,6 @@ def _discard_stale(entry: Path) -> None:
 def _dequantise_into(gguf: Path, folder: Path, *, progress: bool) -> None:
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     from transformers import (  # heavy: transformers loads in seconds; only model code needs it
-        AutoConfig,
         AutoModelForCausalLM,
         AutoTokenizer,
     )

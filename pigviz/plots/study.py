@@ -22,7 +22,8 @@ COLORS = {
 }
 SYMBOLS = {"magicpig": "circle", "topk": "square", "oracle": "diamond", "hybrid": "triangle-up",
            "quest": "cross", "streaming": "star", "no_sink": "circle-open", "no_correction": "x",
-           "first_position": "circle-dot", "no_window": "diamond-open", "no_exact": "circle-open-dot"}
+           "first_position": "circle-dot", "no_window": "diamond-open", "no_exact": "circle-open-dot",
+           "rank_all": "x-thin-open", "mp_exact_top": "circle-x", "vattention": "hexagon", "sparq": "pentagon"}
 _LAYOUT = style.layout(margin=dict(r=20))
 _BUDGET_AXIS = "budget: distinct keys read / keys visible (%, log scale)"
 _ERROR_AXIS = "relative error ||ô − o|| / ||o|| (log scale)"
@@ -60,7 +61,7 @@ def error_budget_figure(points: dict[str, list[dict]], labels: dict[str, str], *
             name=labels.get(method, method), hovertext=hover, hoverinfo="text",
             error_y=dict(type="data", array=err, visible=any(e > 0 for e in err), thickness=1.2),
             line=dict(color=COLORS.get(method, "#444"), width=2.5 if method == "magicpig" else 1.8,
-                      dash="dot" if method == "quest" else "solid"),
+                      dash="dot" if method in ("quest", "rank_all") else "solid"),
             marker=dict(symbol=SYMBOLS.get(method, "circle"), size=11 if variant else 9,
                         color=COLORS.get(method, "#444"))))
         if method == "magicpig":

@@ -26,7 +26,7 @@ from pigviz.study.experiments import live_run, shipped_layer
 __all__ = [
     "RESULTS_FILE", "SPEED_FILE", "METHOD_LABELS", "series_summary", "summary_rows", "format_summary",
     "per_layer", "head_grid", "wins", "curves", "setup_text", "load_shipped_results",
-    "manifest_entry", "speed_manifest_entry", "add_to_manifest", "speed_table", "live_agreement",
+    "manifest_entry", "speed_manifest_entry", "add_to_manifest", "speed_table", "live_agreement", "series_array", "series_tag", "PAPER",
 ]
 
 RESULTS_FILE = "study_smollm2.json"
@@ -35,14 +35,17 @@ RESULTS_COMMAND = "pigviz study --model smollm2-135m --context 8192 --last 64 --
 # Chart names of each method (and of the variants of MagicPIG at the paper's setting).
 METHOD_LABELS = {
     "magicpig": "MagicPIG", "topk": "TopK", "oracle": "Oracle sampling", "hybrid": "Hybrid (TopK + sampling)",
-    "quest": "Quest (pages of 16)", "streaming": "StreamingLLM (sink + recent)",
+    "quest": "Quest (pages of 16, current page read, layers 0-1 dense)", "streaming": "StreamingLLM (sink + recent)",
+    "rank_all": "Quest, every page ranked (no current page)",
+    "mp_exact_top": "MagicPIG + exact top half of its sample", "vattention": "vAttention-style (Quest pages + uniform sample)",
+    "sparq": "SparQ (r = d/8 channels)",
     "no_sink": "MagicPIG, no sink in exact set", "no_correction": "MagicPIG's keys, plain softmax (no 1/u)",
     "first_position": "MagicPIG (1st position only)", "no_window": "MagicPIG, no recent window (1st position)",
     "no_exact": "MagicPIG, no exact set (1st position)",
 }
 
 
-def _array(results: dict, name: str, key: str = "error") -> np.ndarray:
+def series_array(results: dict, name: str, key: str = "error") -> np.ndarray:
     if name not in results["series"]:
         raise ValueError(f"series must be one of {', '.join(results['series'])}; got {name!r}")
     return np.asarray(results["series"][name][key], dtype=float)   # (layers, seeds, heads)
@@ -63,15 +66,18 @@ def _select(results: dict, arr: np.ndarray, layer, head) -> np.ndarray:
 
 def series_summary(results: dict, name: str, layer=None, head=None) -> dict:
     """Mean error and budget over the selected rows; ``error_std``: spread of that mean across seeds."""
-    err = _select(results, _array(results, name), layer, head)
-    bud = _select(results, _array(results, name, "budget"), layer, head)
+    err = _select(results, series_array(results, name), layer, head)
+    bud = _select(results, series_array(results, name, "budget"), layer, head)
     per_seed = err.mean(axis=(0, 2))
     s = results["series"][name]
-    return {"name": name, "method": s["method"], "setting": s["setting"], "variant": s["variant"],
-            "seeds": len(per_seed), "rows": err.shape[0] * err.shape[2] * s["positions"],
-            "error": float(per_seed.mean()),
-            "error_std": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else 0.0,
-            "budget": float(bud.mean())}
+    out = {"name": name, "method": s["method"], "setting": s["setting"], "variant": s["variant"],
+           "seeds": len(per_seed), "rows": err.shape[0] * err.shape[2] * s["positions"],
+           "error": float(per_seed.mean()),
+           "error_std": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else 0.0,
+           "budget": float(bud.mean())}
+    if "budget_sampled" in s:   # MagicPIG: sampled / sampleable keys, the share its authors quote
+        out["budget_sampled"] = float(_select(results, series_array(results, name, "budget_sampled"), layer, head).mean())
+    return out
 
 
 def summary_rows(results: dict) -> list[dict]:
@@ -79,23 +85,27 @@ def summary_rows(results: dict) -> list[dict]:
 
 
 def format_summary(results: dict) -> str:
-    head = f"{'series':<34}{'budget':>8}{'error':>9}{'± seeds':>9}{'rows':>7}"
+    head = f"{'series':<34}{'budget':>8}{'sampled':>9}{'error':>9}{'± seeds':>9}{'rows':>7}"
     lines = [head, "-" * len(head)]
     for r in summary_rows(results):
-        lines.append(f"{r['name']:<34}{100 * r['budget']:>7.2f}%{r['error']:>9.4f}{r['error_std']:>9.4f}{r['rows']:>7}")
+        sampled = f"{100 * r['budget_sampled']:>8.2f}%" if "budget_sampled" in r else f"{'':>9}"
+        lines.append(f"{r['name']:<34}{100 * r['budget']:>7.2f}%{sampled}{r['error']:>9.4f}{r['error_std']:>9.4f}"
+                     f"{r['rows']:>7}")
+    lines.append("budget: keys read (exact set included) / visible keys; sampled (MagicPIG): keys sampled / keys "
+                 "it could sample (visible - sinks - recent), the share MagicPIG's authors report")
     return "\n".join(lines)
 
 
 def per_layer(results: dict, name: str) -> tuple[np.ndarray, np.ndarray]:
     """``(mean error per layer, its std across seeds)``, each (layers,)."""
-    per_seed = _array(results, name).mean(axis=2)                     # (layers, seeds)
+    per_seed = series_array(results, name).mean(axis=2)                     # (layers, seeds)
     std = per_seed.std(axis=1, ddof=1) if per_seed.shape[1] > 1 else np.zeros(per_seed.shape[0])
     return per_seed.mean(axis=1), std
 
 
 def head_grid(results: dict, name: str, key: str = "error") -> np.ndarray:
     """(layers, heads): the mean over seeds of each cell's error (or budget)."""
-    return _array(results, name, key).mean(axis=1)
+    return series_array(results, name, key).mean(axis=1)
 
 
 def wins(results: dict, better: str, worse: str) -> tuple[int, int]:
@@ -147,6 +157,8 @@ def setup_text(results: dict) -> str:
         lines.append(f"ran in {timing['total_s'] / 60:.1f} min with {results['threads']} torch thread on a "
                      f"{timing.get('cpu_count', '?')}-core CPU shared with other jobs "
                      f"(1-min load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end)")
+    if "split" in timing:
+        lines.append(f"split: {timing['split']}; 1-min load average up to {timing['max_load_average_1min']:.0f}")
     return "\n".join(lines)
 
 
@@ -165,10 +177,13 @@ def manifest_entry(path, results: dict) -> dict:
     spec = results["spec"]
     what = (f"Error vs budget of MagicPIG (K, L in {spec['settings']}, min_hits {spec['min_hits']}, exact set: "
             f"{spec['sinks']} sinks + {spec['recent']} recent) and TopK, oracle sampling, hybrid, Quest (pages of "
-            f"{spec['quest_page']}) at MagicPIG's measured budgets, plus StreamingLLM, on every head of "
+            f"{spec['quest_page']}, current page always read, layers {spec.get('quest_dense_layers', [])} dense as in "
+            f"its paper; variant rank_all: every page ranked, sparse everywhere) at MagicPIG's measured budgets, "
+            f"plus StreamingLLM, on every head of "
             f"{len(results['layers'])} layers of {results['model']} at the last {results['last']} of "
             f"{results['context']} positions of pigviz.model.texts.long_text; {spec['seeds']} seeds; per (layer, seed, "
-            f"head) mean error ||o_hat - o|| / ||o|| and budget (distinct keys read / visible keys).")
+            f"head) mean error ||o_hat - o|| / ||o|| and budget (distinct keys read / visible keys); MagicPIG also "
+            f"budget_sampled (keys sampled / keys it could sample, the paper's convention).")
     return {"sha256": sha256_file(path), "bytes": path.stat().st_size, "what": what,
             "command": results["command"] or RESULTS_COMMAND, "pigviz_version": results["pigviz_version"],
             "torch_version": results["torch_version"], "transformers_version": transformers.__version__,
@@ -220,6 +235,14 @@ def speed_table(path=None) -> str:
                      f"{r['sdpa_ms']:>10.1f}{r['speedup']:>9.1f}x{100 * r['budget']:>7.2f}%{r['table_vs_kv_fp16']:>9.2f}x"
                      f"{r['err_magicpig']:>8.3f}{r['err_topk']:>9.3f}")
     return "\n".join(lines)
+
+
+PAPER = (10, 150)
+
+
+def series_tag(kl) -> str:
+    """The ``@K.. L..`` tag a baseline's series carries at MagicPIG setting ``kl``."""
+    return f"@K{kl[0]} L{kl[1]}"
 
 
 def live_agreement(row: int = 2, results: dict | None = None) -> tuple[float, int]:

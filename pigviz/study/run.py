@@ -7,7 +7,10 @@ head and every method the study records
     error  = ||o_hat - o|| / ||o||         (o: exact softmax attention over keys 0..p)
     budget = distinct keys read, exact set included, / (p + 1)
 
-and keeps their means over the T positions per (layer, head, seed).
+and keeps their means over the T positions per (layer, head, seed). MagicPIG's series also
+keep ``budget_sampled``: the keys it sampled / the keys it could sample (p + 1 - sinks -
+recent), the share its authors report (4.3% at (10, 150) where ``budget`` says 5.1%). Both
+are legitimate: ``budget`` is what a step reads, ``budget_sampled`` what the paper quotes.
 
 MagicPIG's tables are built ONCE per layer, by ``build_index`` over the keys the first studied
 query sees, as they would be at the end of a prefill. Later queries read those tables
@@ -18,6 +21,13 @@ Baselines are run at MagicPIG's measured budget (matched budgets): per layer and
 mean budget over heads, positions and seeds. Ablations of the exact set (no sink; no recent
 window; neither) and a diagnostic (exact softmax over the very keys MagicPIG read, without the
 1/u correction) run at the paper's (K, L) = (10, 150).
+
+Quest runs as its authors run it (:func:`pigviz.attention.quest_attention`: the current page
+always read, counted in the budget) and, as in the paper, reads every key in the layers of
+``quest_dense_layers`` (default 0 and 1), where its error is that of dense attention and its
+budget 1: its mean budget over all layers is therefore above the matched one. The variant
+``rank_all`` (:func:`pigviz.attention.quest_rank_all_attention`, every page ranked by its bound,
+sparse in every layer) shows what the current page is worth.
 """
 from __future__ import annotations
 
@@ -41,12 +51,15 @@ import json
 __all__ = [
     "FORMAT", "METHODS", "DEFAULT_SETTINGS", "PAPER_SETTING", "StudySpec", "series_id",
     "capture_cache_path", "cached_capture", "decode_index", "exact_outputs", "run_layer",
-    "run_study", "save_results", "load_results", "claims",
+    "run_study", "save_results", "load_results",
 ]
 
 FORMAT = "pigviz-study-v1"
 METHODS = ("magicpig", "topk", "oracle", "hybrid", "quest", "streaming")
-RANDOM_METHODS = ("magicpig", "oracle", "hybrid")
+# Estimators a real system can afford (pigviz.lsh.affordable), run only when asked for: MagicPIG
+# plus an exact top (on MagicPIG's own reads), vAttention-style and SparQ at matched budgets.
+AFFORDABLE_METHODS = ("mp_exact_top", "vattention", "sparq")
+RANDOM_METHODS = ("magicpig", "oracle", "hybrid", "mp_exact_top", "vattention")
 # (K, L) chosen to land near 2%, 4% and 8% of the keys on SmolLM2-135M at 8k (measured,
 # see the shipped study), plus the paper's default.
 DEFAULT_SETTINGS = ((12, 200), (11, 240), (10, 150), (9, 130))
@@ -76,6 +89,8 @@ class StudySpec:
     min_hits: int = 2
     quest_page: int = 16
     ablations: bool = True
+    quest_dense_layers: tuple = (0, 1)
+    quest_rank_all: bool = True
 
     def __post_init__(self):
         if any(len(s) != 2 for s in self.settings):
@@ -84,21 +99,25 @@ class StudySpec:
         if not self.settings or len(set(self.settings)) != len(self.settings):
             raise ValueError(f"settings must be a non-empty list of distinct (K, L) pairs, got {self.settings}")
         self.seeds = check_int("seeds", self.seeds, 1, 20)
-        self.methods = tuple(check_choice("methods entry", m, METHODS) for m in self.methods)
+        self.methods = tuple(check_choice("methods entry", m, METHODS + AFFORDABLE_METHODS) for m in self.methods)
         if not self.methods or len(set(self.methods)) != len(self.methods):
-            raise ValueError(f"methods must be distinct entries of {METHODS}, got {self.methods}")
-        if "magicpig" not in self.methods and any(m in self.methods for m in ("topk", "oracle", "hybrid", "quest")):
+            raise ValueError(f"methods must be distinct entries of {METHODS + AFFORDABLE_METHODS}, got {self.methods}")
+        if "magicpig" not in self.methods and any(m in self.methods for m in ("topk", "oracle", "hybrid", "quest")
+                                                  + AFFORDABLE_METHODS):
             raise ValueError("methods: topk, oracle, hybrid and quest are run at MagicPIG's budgets, so "
                              "'magicpig' must be among the methods")
         self.sinks = check_int("sinks", self.sinks, 0, 1024)
         self.recent = check_int("recent", self.recent, 0, 4096)
         self.min_hits = check_int("min_hits", self.min_hits, 1, min(L for _, L in self.settings))
         self.quest_page = check_int("quest_page", self.quest_page, 1, 1024)
+        self.quest_dense_layers = tuple(sorted({check_int("quest_dense_layers entry", x, 0, 10_000)
+                                                for x in self.quest_dense_layers}))
 
     def as_dict(self) -> dict:
         d = asdict(self)
         d["settings"] = [list(s) for s in self.settings]
         d["methods"] = list(self.methods)
+        d["quest_dense_layers"] = list(self.quest_dense_layers)
         return d
 
 
@@ -109,7 +128,7 @@ def series_id(method: str, setting=None, variant: str = "main") -> str:
     tag = f"K{setting[0]} L{setting[1]}"
     if method == "magicpig":
         return f"magicpig {tag}" + ("" if variant == "main" else f" {variant}")
-    return f"{method} @{tag}"
+    return f"{method} @{tag}" + ("" if variant == "main" else f" {variant}")
 
 
 # -- the capture, cached ------------------------------------------------------------------------
@@ -201,9 +220,11 @@ def _magicpig_runs(spec: StudySpec):
     return runs
 
 
-def run_layer(q, k, v, spec: StudySpec, tick=None) -> dict:
+def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
     """All series for one layer: ``{series id: {"error": [[per head] per seed], "budget": ...}}``.
-    ``q`` (H, T, d), ``k``/``v`` (Hkv, N, d); ``tick()`` is called after each unit of work."""
+    ``q`` (H, T, d), ``k``/``v`` (Hkv, N, d); ``tick()`` is called after each unit of work.
+    ``layer``: the model layer, so that Quest reads every key in ``spec.quest_dense_layers``
+    (None: Quest is sparse)."""
     from pigviz.lsh.index import build_index  # heavy: imports torch
     from pigviz.lsh.magicpig import attend  # heavy: imports torch
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
@@ -223,17 +244,21 @@ def run_layer(q, k, v, spec: StudySpec, tick=None) -> dict:
     out: dict = {}
     tick = tick or (lambda: None)
 
-    def record(method, setting, variant, errors, budgets):  # errors/budgets: (seeds, H, T)
+    def record(method, setting, variant, errors, budgets, sampled=None):  # errors/budgets: (seeds, H, T)
         out[series_id(method, setting, variant)] = {
             "method": method, "setting": list(setting) if setting else None, "variant": variant,
             "positions": errors.shape[-1],
             "error": errors.mean(-1).tolist(), "budget": budgets.mean(-1).tolist()}
+        if sampled is not None:
+            out[series_id(method, setting, variant)]["budget_sampled"] = sampled.mean(-1).tolist()
 
     if "magicpig" in spec.methods:
         for variant, setting, sinks, recent, diagnose, first_only in _magicpig_runs(spec):
             positions = [0] if first_only else range(T)
             err = torch.zeros(spec.seeds, H, len(positions), dtype=torch.float64)
-            bud, err_nc = torch.zeros_like(err), torch.zeros_like(err)
+            bud, err_nc, smp = torch.zeros_like(err), torch.zeros_like(err), torch.zeros_like(err)
+            exact_top = "mp_exact_top" in spec.methods and variant == "main"
+            err_top = torch.zeros_like(err)
             for s in range(spec.seeds):
                 prompt = build_index(k[:, :first + 1], K=setting[0], L=setting[1], sinks=sinks,
                                      recent=recent, seed=s)
@@ -244,16 +269,27 @@ def run_layer(q, k, v, spec: StudySpec, tick=None) -> dict:
                                           return_read_mask=diagnose)
                     err[s, :, t] = _rel_err(o_hat, exact[:, t])
                     bud[s, :, t] = stats["keys_read"].double() / n
+                    smp[s, :, t] = stats["sampled"].double() / max(1, n - sinks - recent)
+                    if exact_top:  # the same tables and reads, the top half of the sample trusted
+                        from pigviz.lsh.affordable import magicpig_exact_top  # heavy: imports torch
+
+                        o_top, _ = magicpig_exact_top(view, q[:, t], k[:, :n], v[:, :n], min_hits=spec.min_hits)
+                        err_top[s, :, t] = _rel_err(o_top, exact[:, t])
                     if diagnose:  # same keys, plain softmax: is it the set or the 1/u weights?
                         w = torch.softmax(scores[:, t, :n].masked_fill(~stats["read_mask"], -math.inf), -1)
                         o_nc = (w.view(Hkv, H // Hkv, n) @ v[:, :n]).reshape(H, -1)
                         err_nc[s, :, t] = _rel_err(o_nc, exact[:, t])
                 tick()
-            record("magicpig", setting, variant, err, bud)
+            record("magicpig", setting, variant, err, bud, smp)
+            if exact_top:
+                record("mp_exact_top", setting, "main", err_top, bud)
             if diagnose:
-                record("magicpig", setting, "no_correction", err_nc, bud)
+                record("magicpig", setting, "no_correction", err_nc, bud, smp)
 
-    baselines = [m for m in ("topk", "quest", "oracle", "hybrid") if m in spec.methods]
+    baselines = [m for m in ("topk", "quest", "oracle", "hybrid", "vattention", "sparq") if m in spec.methods]
+    if "quest" in spec.methods and spec.quest_rank_all:
+        baselines.insert(baselines.index("quest") + 1, "quest rank_all")
+    quest_dense = layer is not None and layer in spec.quest_dense_layers
     for setting in spec.settings if baselines else ():
         budget = float(torch.tensor(out[series_id("magicpig", setting)]["budget"]).mean())
         for method in baselines:
@@ -266,16 +302,30 @@ def run_layer(q, k, v, spec: StudySpec, tick=None) -> dict:
                     args = (q[:, t], k[:, :n], v[:, :n], budget)
                     if method == "topk":
                         o_hat, stats = A.topk_attention(*args)
+                    elif method == "quest" and quest_dense:   # the paper's dense first layers
+                        o_hat, stats = A.dense_attention(*args[:3])
                     elif method == "quest":
                         o_hat, stats = A.quest_attention(*args, page=min(spec.quest_page, n))
+                    elif method == "quest rank_all":
+                        o_hat, stats = A.quest_rank_all_attention(*args, page=min(spec.quest_page, n))
                     elif method == "oracle":
                         o_hat, stats = A.oracle_sampling_attention(*args, seed=s)
+                    elif method == "vattention":
+                        from pigviz.lsh.affordable import vattention  # heavy: imports torch
+
+                        o_hat, stats = vattention(*args, sinks=spec.sinks, recent=min(spec.recent, n),
+                                                  page=min(spec.quest_page, n), seed=s)
+                    elif method == "sparq":
+                        from pigviz.lsh.affordable import sparq  # heavy: imports torch
+
+                        o_hat, stats = sparq(*args)
                     else:
                         o_hat, stats = A.hybrid_attention(*args, seed=s)
                     err[s, :, t] = _rel_err(o_hat, exact[:, t])
                     bud[s, :, t] = stats["keys_read"].double() / n
                 tick()
-            record(method, setting, "main", err, bud)
+            name, _, variant = method.partition(" ")
+            record(name, setting, variant or "main", err, bud)
 
     if "streaming" in spec.methods:
         err = torch.zeros(1, H, T, dtype=torch.float64)
@@ -293,9 +343,11 @@ def run_layer(q, k, v, spec: StudySpec, tick=None) -> dict:
 def layer_units(spec: StudySpec) -> int:
     """How many times :func:`run_layer` calls ``tick`` (for a progress bar)."""
     units = len(_magicpig_runs(spec)) * spec.seeds if "magicpig" in spec.methods else 0
-    for method in ("topk", "quest", "oracle", "hybrid"):
+    for method in ("topk", "quest", "oracle", "hybrid", "vattention", "sparq"):
         if method in spec.methods:
             units += len(spec.settings) * (spec.seeds if method in RANDOM_METHODS else 1)
+    if "quest" in spec.methods and spec.quest_rank_all:
+        units += len(spec.settings)
     return units + ("streaming" in spec.methods)
 
 
@@ -350,8 +402,9 @@ def run_study(cap, spec: StudySpec | None = None, out=None, *, layers=None, prog
             continue
         t0 = time.perf_counter()
         row = cap.layers.index(layer)
-        result = run_layer(cap.queries[row], cap.keys[row], cap.values[row], spec, tick=lambda: bar.update(1))
-        done[str(layer)] = {name: dict(s, error=_round(s["error"]), budget=_round(s["budget"]))
+        result = run_layer(cap.queries[row], cap.keys[row], cap.values[row], spec, tick=lambda: bar.update(1),
+                           layer=layer)
+        done[str(layer)] = {name: dict(s, **{key: _round(s[key]) for key in _PER_CELL if key in s})
                             for name, s in result.items()}
         timing["layer_s"][str(layer)] = round(time.perf_counter() - t0, 2)
         if partial:
@@ -366,13 +419,18 @@ def run_study(cap, spec: StudySpec | None = None, out=None, *, layers=None, prog
     return results
 
 
+# Per (layer, seed, head) numbers a series may hold.
+_PER_CELL = ("error", "budget", "budget_sampled")
+
+
 def _assemble(header: dict, done: dict, layers, timing: dict) -> dict:
     series = {}
     for name, first in done[str(layers[0])].items():
         series[name] = {key: first[key] for key in ("method", "setting", "variant", "positions")}
         series[name]["seeds"] = len(first["error"])
-        for key in ("error", "budget"):  # (layers, seeds, heads)
-            series[name][key] = [done[str(layer)][name][key] for layer in layers]
+        for key in _PER_CELL:  # (layers, seeds, heads)
+            if key in first:
+                series[name][key] = [done[str(layer)][name][key] for layer in layers]
     return dict(header, timing=timing, series=series)
 
 

@@ -12,6 +12,7 @@ from pigviz.attention import (
     hybrid_attention,
     oracle_sampling_attention,
     quest_attention,
+    quest_rank_all_attention,
     softmax_attention_torch,
     streaming_attention,
     topk_attention,
@@ -199,18 +200,25 @@ def test_quest_bound_never_below_a_true_score_and_budget_respected(n):
     assert torch.allclose(quest_attention(q, k, v, 1.0, page=16)[0], dense, atol=1e-6)
     kept_pages = quest_attention(q, k, v, 16 / n, page=16)[1]["pages_kept"]
     assert kept_pages.tolist() == [1] * 4        # at least one page, even below a page of budget
-    assert quest_attention(q, k, v, 1 / n, page=16)[1]["keys_read"].tolist() == [16] * 4
+    # At a budget below one page the current page alone is read (the authors' rule) or the
+    # page with the highest bound (rank-all).
+    assert quest_attention(q, k, v, 1 / n, page=16)[1]["keys_read"].tolist() == [n - (n - 1) // 16 * 16] * 4
+    assert quest_rank_all_attention(q, k, v, 1 / n, page=16)[1]["keys_read"].tolist() == [16] * 4
 
 
+@pytest.mark.parametrize("current_page", [True, False])
 @pytest.mark.parametrize("n", [1000, 1003])
-def test_quest_keeps_the_pages_with_the_highest_brute_force_bound(n):
+def test_quest_keeps_the_pages_with_the_highest_brute_force_bound(n, current_page):
     """Bound each page by looping over its keys, keep pages in bound order while their
-    tokens fit (at least one), and compare with the tokens Quest attends over."""
+    tokens fit (at least one), and compare with the tokens Quest attends over. The authors'
+    rule (quest_attention) puts the page holding the current token first, whatever its
+    bound; quest_rank_all_attention ranks it with the others."""
     q, k, _ = synthetic_decode_step(heads=4, kv_heads=2, n=n, d=16, seed=5)
     q, k = q.double(), k.double()
     v = torch.eye(n, dtype=torch.float64).expand(2, n, n)     # output = weight of each token
     page, m = 16, round(0.1 * n)
-    out, stats = quest_attention(q, k, v, 0.1, page=page)
+    fn = quest_attention if current_page else quest_rank_all_attention
+    out, stats = fn(q, k, v, 0.1, page=page)
     for h in range(4):
         keys = k[h // 2]
         bounds, spans = [], []
@@ -223,7 +231,8 @@ def test_quest_keeps_the_pages_with_the_highest_brute_force_bound(n):
             spans.append(range(start, min(n, start + page)))
         expected = torch.zeros(n, dtype=torch.bool)
         used = 0
-        for p in sorted(range(len(bounds)), key=lambda p: -bounds[p]):
+        last = len(bounds) - 1
+        for p in sorted(range(len(bounds)), key=lambda p: (not (current_page and p == last), -bounds[p])):
             if used and used + len(spans[p]) > m:
                 break
             used += len(spans[p])
@@ -234,12 +243,38 @@ def test_quest_keeps_the_pages_with_the_highest_brute_force_bound(n):
 
 def test_quest_with_one_token_pages_is_topk(step):
     q, k, v = step
-    a, sa = quest_attention(q, k, v, 0.04, page=1)
+    a, sa = quest_rank_all_attention(q, k, v, 0.04, page=1)
     b, sb = topk_attention(q, k, v, 0.04)
     assert torch.allclose(a, b, atol=1e-6) and torch.equal(sa["keys_read"], sb["keys_read"])
+    # The authors' rule: the current token, then TopK over the others with one key less.
+    c, sc = quest_attention(q, k, v, 0.04, page=1)
+    m = round(0.04 * k.shape[1])
+    scores = (q.double().view(2, 3, -1) @ k.double().transpose(1, 2)).reshape(6, -1)
+    keep = torch.zeros_like(scores, dtype=torch.bool)
+    keep.scatter_(1, scores[:, :-1].topk(m - 1, dim=-1).indices, True)
+    keep[:, -1] = True
+    assert torch.allclose(c, per_head_reference(q, k, v, keep), atol=1e-5)
+    assert sc["keys_read"].tolist() == [m] * 6
 
 
-@pytest.mark.parametrize("fn", [topk_attention, quest_attention])
+@pytest.mark.parametrize("n", [1000, 1003, 1008])
+def test_quest_always_reads_the_current_page_and_counts_it(n):
+    """Make the current page's bound the lowest of all: the authors' rule reads it anyway,
+    inside the same budget; the rank-all rule drops it."""
+    q, k, v = synthetic_decode_step(heads=2, kv_heads=2, n=n, d=16, seed=5, dtype=torch.float64)
+    last = (n - 1) // 16 * 16
+    k = k.clone()
+    k[:, last:] = -2.0 * k[:, :last].abs().amax(1, keepdim=True) * torch.sign(q)[:, None]
+    _, authors = quest_attention(q, k, v, 0.1, page=16)
+    w = torch.eye(n, dtype=torch.float64).expand(2, n, n)     # float64: tiny weights stay > 0
+    read_authors = quest_attention(q, k, w, 0.1, page=16)[0] > 0
+    read_all = quest_rank_all_attention(q, k, w, 0.1, page=16)[0] > 0
+    assert read_authors[:, last:].all() and not read_all[:, last:].any()
+    assert (authors["keys_read"] <= round(0.1 * n)).all()
+    assert authors["keys_read"].tolist() == [int(x.sum()) for x in read_authors]
+
+
+@pytest.mark.parametrize("fn", [topk_attention, quest_attention, quest_rank_all_attention])
 def test_gqa_groups_read_their_own_kv_head(fn):
     q, k, v = synthetic_decode_step(heads=6, kv_heads=3, n=400, d=8, seed=7)
     together, _ = fn(q, k, v, 0.1)

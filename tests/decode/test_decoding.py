@@ -194,6 +194,11 @@ def test_quality_eval_schema(smollm2):
     assert set(mp["layer_budgets"]) == {str(i) for i in range(1, 30)}
     for row in out["rows"][2:]:
         assert abs(row["budget"] - mp["budget"]) < 0.1           # matched budgets
+    # budgets both ways: sampled / sampleable keys (MagicPIG's authors) below keys read / visible
+    assert 0 <= mp["budget_sampled"] < mp["budget"] < mp["budget_all_layers"] < 1
+    quest = out["rows"][3]
+    assert quest["options"]["dense_layers"] == [0, 1]              # as in Quest's paper
+    assert quest["budget_all_layers"] == pytest.approx((28 * quest["budget"] + 2) / 30, rel=1e-4)
     json.dumps(out, allow_nan=False)
     assert model.config._attn_implementation == "sdpa"
 
@@ -202,6 +207,7 @@ def test_passkey_eval_schema_and_wilson(smollm2):
     model, tok = smollm2
     out = decode_eval.passkey_eval(model, tok, lengths=(200,), trials=1, progress=False)
     assert [r["method"] for r in out["rows"]] == ["dense", "magicpig", "topk", "quest", "streaming"]
+    assert "budget_sampled" in out["rows"][1] and all("budget_all_layers" in r for r in out["rows"])
     for r in out["rows"]:
         assert r["n"] == 1 and r["ci_low"] <= r["accuracy"] <= r["ci_high"]
     lo, hi = decode_eval.wilson_interval(20, 20)

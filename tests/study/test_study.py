@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from pigviz.study import run as study, findings
+from pigviz.study import findings
+from pigviz.study import run as study
 from pigviz.attention import dense_attention, streaming_attention
 from pigviz.lsh.index import build_index
 from pigviz.lsh.magicpig import attend, sampled_attention, synthetic_decode_step
@@ -93,7 +94,9 @@ def test_tiny_study_has_every_series_with_the_right_shapes(tiny_results):
     expected = {"magicpig K4 L12", "magicpig K3 L16", "magicpig K10 L150", "magicpig K10 L150 no_sink",
                 "magicpig K10 L150 no_exact", "magicpig K10 L150 no_correction", "magicpig K10 L150 first_position",
                 "magicpig K10 L150 no_window", "streaming"}
-    expected |= {f"{m} @K{K} L{L}" for m in ("topk", "quest", "oracle", "hybrid") for K, L in ((4, 12), (3, 16), (10, 150))}
+    expected |= {f"{m} @K{K} L{L}{v}" for m, v in (("topk", ""), ("quest", ""), ("oracle", ""), ("hybrid", ""),
+                                                  ("quest", " rank_all"))
+                 for K, L in ((4, 12), (3, 16), (10, 150))}
     assert set(results["series"]) == expected
     for name, s in results["series"].items():
         seeds = 2 if s["method"] in study.RANDOM_METHODS else 1
