@@ -24,6 +24,7 @@ reads the page holding the current token and counts it in the budget. The oracle
 score") compute all n scores to choose their keys; their budget counts the keys whose
 values enter the output, which is what a real index would have to fetch.
 """
+
 from __future__ import annotations
 
 import math
@@ -105,16 +106,21 @@ def softmax_attention_torch(q, k, v, scale: float | None = None, mask=None):
 
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor (use softmax_attention for numpy arrays), "
-                            f"got {type(t).__name__}")
+            raise TypeError(
+                f"{name} must be a torch.Tensor (use softmax_attention for numpy arrays), got {type(t).__name__}"
+            )
         if not t.is_floating_point():
             raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
     if q.ndim < 1 or k.ndim < 2 or v.ndim < 2:
-        raise ValueError(f"q must be at least 1-D and k, v at least 2-D (tokens, dim), "
-                         f"got q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)}")
+        raise ValueError(
+            f"q must be at least 1-D and k, v at least 2-D (tokens, dim), "
+            f"got q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)}"
+        )
     if mask is not None and not (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool):
-        raise TypeError(f"mask must be a boolean torch.Tensor, got {type(mask).__name__}"
-                        f"{' of dtype ' + str(mask.dtype) if isinstance(mask, torch.Tensor) else ''}")
+        raise TypeError(
+            f"mask must be a boolean torch.Tensor, got {type(mask).__name__}"
+            f"{' of dtype ' + str(mask.dtype) if isinstance(mask, torch.Tensor) else ''}"
+        )
     _check_qkv_shapes(q, k, v)
     out_dtype = q.dtype
     work = torch.float64 if q.dtype == torch.float64 else torch.float32
@@ -130,6 +136,7 @@ def softmax_attention_torch(q, k, v, scale: float | None = None, mask=None):
 
 
 # --------------------------------------------------------------------------- decode baselines
+
 
 def check_decode_shapes(q, k, v) -> tuple[int, int, int, int]:
     """Validate one decode step's tensors; return (H, Hkv, n, d)."""
@@ -275,14 +282,14 @@ def _race_log_counts(log_w, m: int, generator):
     if m >= log_w.shape[-1]:
         return exact
     exp1 = torch.empty(log_w.shape, dtype=torch.float64).exponential_(generator=generator).to(dev)
-    log_t = torch.log(exp1) - log_w                            # +inf where w_i = 0
-    arrival = (-log_t).topk(m + 1, dim=-1)                     # m + 1 earliest first arrivals
+    log_t = torch.log(exp1) - log_w  # +inf where w_i = 0
+    arrival = (-log_t).topk(m + 1, dim=-1)  # m + 1 earliest first arrivals
     chosen = arrival.indices[:, :m]
     chosen_log_t = -arrival.values[:, :m]
-    log_stop = -arrival.values[:, m:]                          # log T_(m+1); +inf: never stops
-    bounded = torch.isfinite(log_stop)                         # (rows, 1)
+    log_stop = -arrival.values[:, m:]  # log T_(m+1); +inf: never stops
+    bounded = torch.isfinite(log_stop)  # (rows, 1)
     first = torch.isfinite(chosen_log_t) & bounded
-    log_a = log_w.gather(1, chosen) + log_stop                 # log(w_i · T_(m+1)) >= log E_i
+    log_a = log_w.gather(1, chosen) + log_stop  # log(w_i · T_(m+1)) >= log E_i
     e_i = exp1.gather(1, chosen)
     safe_a = torch.where(first, log_a, 0.0).clamp(max=700.0)
     rate = (torch.exp(safe_a) - e_i).clamp(min=0.0)
@@ -292,8 +299,9 @@ def _race_log_counts(log_w, m: int, generator):
     count = torch.where(rate < 1e6, 1.0 + poisson_part, normal_part.clamp(min=1.0))
     # Past e^40 draws the Poisson noise is below 1e-8 relative: keep the mean, in log space,
     # so that a key with an astronomically large draw count does not overflow.
-    log_count = torch.where(log_a > 40.0, log_a + torch.log1p(-e_i * torch.exp(-log_a.clamp(max=700))),
-                            torch.log(count))
+    log_count = torch.where(
+        log_a > 40.0, log_a + torch.log1p(-e_i * torch.exp(-log_a.clamp(max=700))), torch.log(count)
+    )
     log_count = torch.where(first, log_count, -math.inf)
     out = torch.full_like(log_w, -math.inf).scatter_(1, chosen, log_count)
     return torch.where(bounded, out, exact)
@@ -336,7 +344,7 @@ def hybrid_attention(q, k, v, budget, seed: int = 0):
     top = torch.zeros_like(log_w, dtype=torch.bool)
     top.scatter_(1, log_w.topk(m // 2, dim=-1).indices, True)
     log_tail = log_w.masked_fill(top, -math.inf)
-    log_tail_mass = torch.logsumexp(log_tail, dim=-1, keepdim=True)   # -inf if nothing left
+    log_tail_mass = torch.logsumexp(log_tail, dim=-1, keepdim=True)  # -inf if nothing left
     # neginf too: nan_to_num would otherwise turn the head's -inf into the lowest float, a
     # "drawable" key that keeps the sampler from ever seeing it has run out of keys.
     tail_dist = torch.nan_to_num(log_tail - log_tail_mass, nan=-math.inf, neginf=-math.inf)
@@ -388,13 +396,13 @@ def _quest(q, k, v, budget, page: int, current_page: bool):
     kw = k.to(work)
     chunks_min, chunks_max = [], []
     if full:
-        pages = kw[:, :full * page].reshape(Hkv, full, page, d)
+        pages = kw[:, : full * page].reshape(Hkv, full, page, d)
         chunks_min.append(pages.amin(2))
         chunks_max.append(pages.amax(2))
     if n % page:
-        chunks_min.append(kw[:, full * page:].amin(1, keepdim=True))
-        chunks_max.append(kw[:, full * page:].amax(1, keepdim=True))
-    kmin, kmax = torch.cat(chunks_min, 1), torch.cat(chunks_max, 1)    # (Hkv, P, d)
+        chunks_min.append(kw[:, full * page :].amin(1, keepdim=True))
+        chunks_max.append(kw[:, full * page :].amax(1, keepdim=True))
+    kmin, kmax = torch.cat(chunks_min, 1), torch.cat(chunks_max, 1)  # (Hkv, P, d)
     qg = q.to(work).view(Hkv, H // Hkv, d)
     bound = (qg.clamp(min=0) @ kmax.transpose(1, 2) + qg.clamp(max=0) @ kmin.transpose(1, 2)).reshape(H, -1)
     num_pages = bound.shape[1]

@@ -20,6 +20,7 @@ retrieved when greedy decoding would continue with all five digits (checked teac
 which is equivalent and costs one forward). The prompt is prefilled densely, as MagicPIG
 does, so every digit is produced by a decode step of the method under test.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,23 +28,27 @@ import math
 import random
 import sys
 import time
-
-from pigviz._util.validate import check_int
-import pigviz
-from pigviz.model.loading import model_source
-from pigviz.decode.session import forward, use_attention
-from pigviz.model import texts
-from pigviz.decode.session import new_cache
-from pigviz.model.loading import check_context
-from pigviz._util.validate import check_choice
-from pigviz._util.validate import check_float
-from pigviz.decode.generation import generate
 from pathlib import Path
-from pigviz.model import shipped
-from pigviz._util.io import sha256_file, write_json_atomic
 
-__all__ = ["QUALITY_FORMAT", "PASSKEY_FORMAT", "quality_eval", "passkey_eval", "passkey_prompt",
-           "wilson_interval", "generation_demo", "environment", "record_in_manifest"]
+import pigviz
+from pigviz._util.io import sha256_file, write_json_atomic
+from pigviz._util.validate import check_choice, check_float, check_int
+from pigviz.decode.generation import generate
+from pigviz.decode.session import forward, new_cache, use_attention
+from pigviz.model import shipped, texts
+from pigviz.model.loading import check_context, model_source
+
+__all__ = [
+    "QUALITY_FORMAT",
+    "PASSKEY_FORMAT",
+    "quality_eval",
+    "passkey_eval",
+    "passkey_prompt",
+    "wilson_interval",
+    "generation_demo",
+    "environment",
+    "record_in_manifest",
+]
 
 QUALITY_FORMAT = "pigviz-decode-quality-v1"
 PASSKEY_FORMAT = "pigviz-passkey-v1"
@@ -55,15 +60,23 @@ def environment(model) -> dict:
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     import transformers  # heavy: transformers loads in seconds; only model code needs it
 
-
     device = next(model.parameters()).device
     threads = torch.get_num_threads()
-    hardware = (torch.cuda.get_device_name(device) if device.type == "cuda"
-                else f"CPU ({threads} torch thread{'s' if threads != 1 else ''})")
-    return {"model": model_source(model).as_dict(), "device": str(device), "hardware": hardware,
-            "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
-            "pigviz_version": pigviz.__version__, "torch_version": torch.__version__,
-            "transformers_version": transformers.__version__, "python_version": sys.version.split()[0]}
+    hardware = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"CPU ({threads} torch thread{'s' if threads != 1 else ''})"
+    )
+    return {
+        "model": model_source(model).as_dict(),
+        "device": str(device),
+        "hardware": hardware,
+        "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
+        "pigviz_version": pigviz.__version__,
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+        "python_version": sys.version.split()[0],
+    }
 
 
 def _compare(ref_logits, logits, targets) -> dict:
@@ -77,12 +90,17 @@ def _compare(ref_logits, logits, targets) -> dict:
 
 
 def _summary(cmp, budgets, seconds) -> dict:
-    return {"kl_mean": float(cmp["kl"].mean()), "kl_median": float(cmp["kl"].median()),
-            "top1_agreement": float(cmp["agree"].double().mean()), "perplexity": float(cmp["nll"].mean().exp()),
-            "budget": float(budgets.mean()), "seconds": round(seconds, 2),
-            "kl_per_token": [round(float(x), 7) for x in cmp["kl"]],
-            "agree_per_token": [int(x) for x in cmp["agree"]],
-            "nll_per_token": [round(float(x), 6) for x in cmp["nll"]]}
+    return {
+        "kl_mean": float(cmp["kl"].mean()),
+        "kl_median": float(cmp["kl"].median()),
+        "top1_agreement": float(cmp["agree"].double().mean()),
+        "perplexity": float(cmp["nll"].mean().exp()),
+        "budget": float(budgets.mean()),
+        "seconds": round(seconds, 2),
+        "kl_per_token": [round(float(x), 7) for x in cmp["kl"]],
+        "agree_per_token": [int(x) for x in cmp["agree"]],
+        "nll_per_token": [round(float(x), 6) for x in cmp["nll"]],
+    }
 
 
 def _run_chunk(model, cache, chunk, attention, options):
@@ -90,7 +108,6 @@ def _run_chunk(model, cache, chunk, attention, options):
     (logits, per-row budgets, per-layer mean budgets, seconds, index seconds, other budgets:
     ``{"all_layers": (rows,), "sampled": (rows,) or None}``)."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
-
 
     t0 = time.perf_counter()
     with use_attention(model, attention, **options) as session:
@@ -105,20 +122,34 @@ def _run_chunk(model, cache, chunk, attention, options):
     if budgets is None:
         budgets = torch.ones(chunk.numel())
     all_layers = session.last_all_layer_budget
-    other = {"all_layers": torch.ones(chunk.numel()) if all_layers is None else all_layers,
-             "sampled": session.last_sampled_budget}
+    other = {
+        "all_layers": torch.ones(chunk.numel()) if all_layers is None else all_layers,
+        "sampled": session.last_sampled_budget,
+    }
     return logits, budgets, layer_budgets, time.perf_counter() - t0, session.index_seconds, other
 
 
-def quality_eval(model, tokenizer, *, prefix: int = 7936, stretch: int = 256, configs=((10, 150),),
-                 seeds=(0, 1), baselines=("topk", "quest", "streaming"), min_hits: int = 2, sinks: int = 4,
-                 recent: int = 64, dense_layers=(0,), ids=None, progress: bool = True) -> dict:
+def quality_eval(
+    model,
+    tokenizer,
+    *,
+    prefix: int = 7936,
+    stretch: int = 256,
+    configs=((10, 150),),
+    seeds=(0, 1),
+    baselines=("topk", "quest", "streaming"),
+    min_hits: int = 2,
+    sinks: int = 4,
+    recent: int = 64,
+    dense_layers=(0,),
+    ids=None,
+    progress: bool = True,
+) -> dict:
     """Teacher-forced comparison with dense (module docstring). ``configs``: (K, L) pairs.
     ``ids``: at least prefix + stretch + 1 token ids to use instead of ``texts.long_text()``'s
     (whose text changes between Python releases), e.g. ids recorded on another machine."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     from tqdm.auto import tqdm  # heavy: progress bars only for long runs
-
 
     prefix = check_int("prefix", prefix, 1)
     stretch = check_int("stretch", stretch, 1)
@@ -130,10 +161,10 @@ def quality_eval(model, tokenizer, *, prefix: int = 7936, stretch: int = 256, co
     if ids is None:
         ids = texts.first_tokens(tokenizer, prefix + stretch + 1)
     else:
-        ids = torch.as_tensor(ids, dtype=torch.long)[:prefix + stretch + 1]
+        ids = torch.as_tensor(ids, dtype=torch.long)[: prefix + stretch + 1]
         if ids.ndim != 1 or ids.numel() < prefix + stretch + 1:
             raise ValueError(f"ids must be 1-D with at least prefix + stretch + 1 = {prefix + stretch + 1} tokens")
-    chunk, targets = ids[prefix:prefix + stretch], ids[prefix + 1:prefix + stretch + 1]
+    chunk, targets = ids[prefix : prefix + stretch], ids[prefix + 1 : prefix + stretch + 1]
     cache = new_cache(model)
     t0 = time.perf_counter()
     with use_attention(model, "dense"):
@@ -151,8 +182,15 @@ def quality_eval(model, tokenizer, *, prefix: int = 7936, stretch: int = 256, co
     for K, L, seed in runs:
         opts = dict(common, K=K, L=L, min_hits=min_hits, seed=seed, buffer=max(256, stretch))
         logits, budgets, per_layer, secs, index_s, other = _run_chunk(model, cache, chunk, "magicpig", opts)
-        row = dict(method="magicpig", label=f"MagicPIG K={K} L={L}", K=K, L=L, seed=seed,
-                   options=_jsonable(opts), **_summary(_compare(ref, logits, targets), budgets, secs))
+        row = dict(
+            method="magicpig",
+            label=f"MagicPIG K={K} L={L}",
+            K=K,
+            L=L,
+            seed=seed,
+            options=_jsonable(opts),
+            **_summary(_compare(ref, logits, targets), budgets, secs),
+        )
         row["budget_sampled"] = float(other["sampled"].mean())
         row["budget_all_layers"] = float(other["all_layers"].mean())
         row["index_seconds"] = round(index_s, 2)
@@ -165,24 +203,45 @@ def quality_eval(model, tokenizer, *, prefix: int = 7936, stretch: int = 256, co
         for spec in baselines:
             method, opts = _baseline_options(spec, matched, sinks, dense_layers)
             logits, budgets, _, secs, _, other = _run_chunk(model, cache, chunk, method, opts)
-            rows.append(dict(method=method, label=f"{spec} at MagicPIG K={K} L={L}'s budget", K=K, L=L,
-                             variant=spec, options=_jsonable(opts),
-                             **_summary(_compare(ref, logits, targets), budgets, secs),
-                             budget_all_layers=float(other["all_layers"].mean())))
+            rows.append(
+                dict(
+                    method=method,
+                    label=f"{spec} at MagicPIG K={K} L={L}'s budget",
+                    K=K,
+                    L=L,
+                    variant=spec,
+                    options=_jsonable(opts),
+                    **_summary(_compare(ref, logits, targets), budgets, secs),
+                    budget_all_layers=float(other["all_layers"].mean()),
+                )
+            )
             bar.update(1)
     bar.close()
     _, text_sha = texts.long_text()
-    return {"format": QUALITY_FORMAT, "environment": environment(model),
-            "settings": {"prefix": prefix, "stretch": stretch, "configs": [list(c) for c in configs],
-                         "seeds": seeds, "min_hits": min_hits, "sinks": sinks, "recent": recent,
-                         "dense_layers": list(dense_layers), "baselines": list(baselines),
-                         "text_source": texts.text_source_description(), "text_sha256": text_sha,
-                         "token_ids_sha256": hashlib.sha256(ids.numpy().astype("<i8").tobytes()).hexdigest()},
-            "prefill_seconds": round(prefill_s, 2), "rows": rows}
+    return {
+        "format": QUALITY_FORMAT,
+        "environment": environment(model),
+        "settings": {
+            "prefix": prefix,
+            "stretch": stretch,
+            "configs": [list(c) for c in configs],
+            "seeds": seeds,
+            "min_hits": min_hits,
+            "sinks": sinks,
+            "recent": recent,
+            "dense_layers": list(dense_layers),
+            "baselines": list(baselines),
+            "text_source": texts.text_source_description(),
+            "text_sha256": text_sha,
+            "token_ids_sha256": hashlib.sha256(ids.numpy().astype("<i8").tobytes()).hexdigest(),
+        },
+        "prefill_seconds": round(prefill_s, 2),
+        "rows": rows,
+    }
 
 
 def _baseline_options(spec: str, budget: float, sinks: int, dense_layers) -> tuple[str, dict]:
-    """"topk", "quest", "quest_rank_all", "streaming", or "quest/P" (also "quest_rank_all/P")
+    """ "topk", "quest", "quest_rank_all", "streaming", or "quest/P" (also "quest_rank_all/P")
     for Quest with pages of P tokens. Quest, as its paper runs it, also keeps layers 0 and 1
     dense; "quest_rank_all" (every page ranked, pigviz's first Quest) keeps ``dense_layers``."""
     method, _, page = str(spec).partition("/")
@@ -208,7 +267,6 @@ def passkey_prompt(tokenizer, n_tokens: int, depth: float, key: str):
     ``n_tokens`` tokens with the key at relative ``depth`` (0 = start, 1 = end) of the filler."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-
     n_tokens = check_int("n_tokens", n_tokens, 128)
     depth = check_float("depth", depth, 0.0, 1.0)
     if not (isinstance(key, str) and key.isdigit()):
@@ -218,8 +276,9 @@ def passkey_prompt(tokenizer, n_tokens: int, depth: float, key: str):
     reps = max(1, (n_tokens - 75) // unit)
     before = int(round(depth * reps))
     text = _INTRO + FILLER * before + needle + FILLER * (reps - before) + "What is the pass key?"
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                           add_generation_prompt=True)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+    )
     answer = tokenizer(f"The pass key is {key}")["input_ids"]
     digits = [i for i, a in enumerate(answer) if tokenizer.decode([a]).strip().isdigit()]
     if "".join(tokenizer.decode([answer[i]]).strip() for i in digits) != key:
@@ -244,15 +303,27 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def passkey_eval(model, tokenizer, *, lengths=(1024, 2048, 4096), trials: int = 20,
-                 depths=(0.1, 0.3, 0.5, 0.7, 0.9), K: int = 10, L: int = 150, min_hits: int = 2,
-                 sinks: int = 4, recent: int = 64, dense_layers=(0,), baselines=("topk", "quest", "streaming"),
-                 seed: int = 0, progress: bool = True) -> dict:
+def passkey_eval(
+    model,
+    tokenizer,
+    *,
+    lengths=(1024, 2048, 4096),
+    trials: int = 20,
+    depths=(0.1, 0.3, 0.5, 0.7, 0.9),
+    K: int = 10,
+    L: int = 150,
+    min_hits: int = 2,
+    sinks: int = 4,
+    recent: int = 64,
+    dense_layers=(0,),
+    baselines=("topk", "quest", "streaming"),
+    seed: int = 0,
+    progress: bool = True,
+) -> dict:
     """Passkey accuracy per context length: dense, MagicPIG (hash seed = trial number) and the
     baselines at the budget MagicPIG used in that same trial."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     from tqdm.auto import tqdm  # heavy: progress bars only for long runs
-
 
     trials = check_int("trials", trials, 1)
     rng = random.Random(check_int("seed", seed, 0))
@@ -267,26 +338,41 @@ def passkey_eval(model, tokenizer, *, lengths=(1024, 2048, 4096), trials: int = 
         cache, previous = new_cache(model), torch.zeros(0, dtype=torch.long)
         # Deepest needles first: consecutive prompts then share the filler before the needle,
         # and the prefill only has to run from where they differ.
-        plan = sorted(((depths[t % len(depths)], t, str(rng.randint(10000, 99999))) for t in range(trials)),
-                      key=lambda x: (-x[0], x[1]))
+        plan = sorted(
+            ((depths[t % len(depths)], t, str(rng.randint(10000, 99999))) for t in range(trials)),
+            key=lambda x: (-x[0], x[1]),
+        )
         for depth, t, key in plan:
             prompt, answer, digits = passkey_prompt(tokenizer, n, depth, key)
             shared = _common_prefix(previous, prompt)
             surplus = cache.get_seq_length() - shared
             if surplus > 0:
-                cache.crop(-surplus)   # a negative count means "remove" in every transformers 5.x
+                cache.crop(-surplus)  # a negative count means "remove" in every transformers 5.x
             with use_attention(model, "dense"):
                 first = forward(model, prompt[shared:], cache, logits_to_keep=1)[-1].argmax()
             previous = prompt
             chunk = answer[:-1]
-            record = {"length": n, "trial": t, "prompt_tokens": int(prompt.numel()), "depth": depth, "key": key,
-                      "prefilled_tokens": int(prompt.numel()) - shared}
+            record = {
+                "length": n,
+                "trial": t,
+                "prompt_tokens": int(prompt.numel()),
+                "depth": depth,
+                "key": key,
+                "prefilled_tokens": int(prompt.numel()) - shared,
+            }
             matched = None
             for method in methods:
                 method_name = method
                 if method == "magicpig":
-                    opts = dict(K=K, L=L, min_hits=min_hits, sinks=sinks, recent=recent, seed=t,
-                                dense_layers=tuple(dense_layers))
+                    opts = dict(
+                        K=K,
+                        L=L,
+                        min_hits=min_hits,
+                        sinks=sinks,
+                        recent=recent,
+                        seed=t,
+                        dense_layers=tuple(dense_layers),
+                    )
                 elif method == "dense":
                     opts = {}
                 else:
@@ -309,27 +395,66 @@ def passkey_eval(model, tokenizer, *, lengths=(1024, 2048, 4096), trials: int = 
     rows = []
     for (n, method), oks in results.items():
         lo, hi = wilson_interval(sum(oks), len(oks))
-        rows.append({"length": n, "method": method, "n": len(oks), "correct": sum(oks),
-                     "accuracy": sum(oks) / len(oks), "ci_low": lo, "ci_high": hi,
-                     "budget": sum(budgets[(n, method)]) / len(oks),
-                     "budget_all_layers": sum(all_layer_budgets[(n, method)]) / len(oks)})
+        rows.append(
+            {
+                "length": n,
+                "method": method,
+                "n": len(oks),
+                "correct": sum(oks),
+                "accuracy": sum(oks) / len(oks),
+                "ci_low": lo,
+                "ci_high": hi,
+                "budget": sum(budgets[(n, method)]) / len(oks),
+                "budget_all_layers": sum(all_layer_budgets[(n, method)]) / len(oks),
+            }
+        )
         if method == "magicpig":
             rows[-1]["budget_sampled"] = sum(sampled_budgets[n]) / len(oks)
-    return {"format": PASSKEY_FORMAT, "environment": environment(model),
-            "settings": {"lengths": list(lengths), "trials": trials, "depths": list(depths), "K": K, "L": L,
-                         "min_hits": min_hits, "sinks": sinks, "recent": recent,
-                         "dense_layers": list(dense_layers), "seed": seed, "filler": FILLER},
-            "rows": rows, "trials": per_trial}
+    return {
+        "format": PASSKEY_FORMAT,
+        "environment": environment(model),
+        "settings": {
+            "lengths": list(lengths),
+            "trials": trials,
+            "depths": list(depths),
+            "K": K,
+            "L": L,
+            "min_hits": min_hits,
+            "sinks": sinks,
+            "recent": recent,
+            "dense_layers": list(dense_layers),
+            "seed": seed,
+            "filler": FILLER,
+        },
+        "rows": rows,
+        "trials": per_trial,
+    }
 
 
-def generation_demo(model, tokenizer, *, prefix: int = 4096, max_new_tokens: int = 40,
-                    attentions=("dense", "magicpig"), progress: bool = True, **options) -> list[dict]:
+def generation_demo(
+    model,
+    tokenizer,
+    *,
+    prefix: int = 4096,
+    max_new_tokens: int = 40,
+    attentions=("dense", "magicpig"),
+    progress: bool = True,
+    **options,
+) -> list[dict]:
     """The same pydoc prefix continued greedily by each attention (for the side-by-side view)."""
     ids = texts.first_tokens(tokenizer, prefix)
     out = []
     for attention in attentions:
-        result = generate(model, tokenizer, ids, attention, max_new_tokens, stop_at_eos=True,
-                          progress=progress, **(options if attention != "dense" else {}))
+        result = generate(
+            model,
+            tokenizer,
+            ids,
+            attention,
+            max_new_tokens,
+            stop_at_eos=True,
+            progress=progress,
+            **(options if attention != "dense" else {}),
+        )
         out.append(result.as_dict())
     return out
 
@@ -339,12 +464,18 @@ def record_in_manifest(path, what: str, command: str, directory=None) -> dict:
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     import transformers  # heavy: transformers loads in seconds; only model code needs it
 
-
     path = Path(path)
     manifest = shipped.read_manifest(directory)
-    entry = {"sha256": sha256_file(path), "bytes": path.stat().st_size, "what": what, "command": command,
-             "pigviz_version": pigviz.__version__, "torch_version": torch.__version__,
-             "transformers_version": transformers.__version__, "python_version": sys.version.split()[0]}
+    entry = {
+        "sha256": sha256_file(path),
+        "bytes": path.stat().st_size,
+        "what": what,
+        "command": command,
+        "pigviz_version": pigviz.__version__,
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+        "python_version": sys.version.split()[0],
+    }
     manifest["files"][path.name] = entry
     write_json_atomic(shipped.manifest_path(directory), manifest)
     return entry

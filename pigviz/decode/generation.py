@@ -4,6 +4,7 @@ The prompt is prefilled with dense sdpa, the LSH indexes (MagicPIG) are built fr
 and every new token is decoded with the chosen attention (see :mod:`pigviz.decode.session`). The
 result keeps, per token, the wall time and the attention budget actually used.
 """
+
 from __future__ import annotations
 
 import time
@@ -22,8 +23,9 @@ def prompt_ids(tokenizer, prompt, *, chat: bool = False):
 
     if isinstance(prompt, str):
         if chat:
-            prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                                   add_generation_prompt=True)
+            prompt = tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
         return torch.tensor(tokenizer(prompt)["input_ids"], dtype=torch.long)
     if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(p, str) for p in prompt):
         raise ValueError(f"batch size must be 1: pass one prompt, got a list of {len(prompt)}")
@@ -47,7 +49,7 @@ class GenerationResult:
     prompt_tokens: int
     token_ids: list
     text: str
-    token_texts: list      # each token decoded on its own, for side-by-side views
+    token_texts: list  # each token decoded on its own, for side-by-side views
     step_seconds: list
     budgets: list
     prefill_seconds: float
@@ -69,17 +71,41 @@ class GenerationResult:
         return sum(steps) / len(steps) if steps else 1.0
 
     def as_dict(self) -> dict:
-        keys = ("attention", "options", "prompt_tokens", "token_ids", "text", "token_texts", "step_seconds", "budgets",
-                "prefill_seconds", "index_seconds", "attention_seconds", "rebuilds", "step_cpu_seconds",
-                "attention_cpu_seconds", "index_cpu_seconds")
+        keys = (
+            "attention",
+            "options",
+            "prompt_tokens",
+            "token_ids",
+            "text",
+            "token_texts",
+            "step_seconds",
+            "budgets",
+            "prefill_seconds",
+            "index_seconds",
+            "attention_seconds",
+            "rebuilds",
+            "step_cpu_seconds",
+            "attention_cpu_seconds",
+            "index_cpu_seconds",
+        )
         out = {k: getattr(self, k) for k in keys}
         out["options"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()}
         return out
 
 
-def generate(model, tokenizer, prompt, attention: str = "magicpig", max_new_tokens: int = 32, *,
-             chat: bool = False, stop_at_eos: bool = True, progress: bool = True,
-             allow_long_context: bool = False, **options) -> GenerationResult:
+def generate(
+    model,
+    tokenizer,
+    prompt,
+    attention: str = "magicpig",
+    max_new_tokens: int = 32,
+    *,
+    chat: bool = False,
+    stop_at_eos: bool = True,
+    progress: bool = True,
+    allow_long_context: bool = False,
+    **options,
+) -> GenerationResult:
     """Greedy decoding of ``prompt`` (str or token ids, batch 1) with ``attention`` in
     ``METHODS``; ``options`` are that method's settings (see ``_OPTIONS``, e.g. K, L,
     min_hits, sinks, recent, seed, buffer, dense_layers for "magicpig"; budget for the
@@ -88,7 +114,6 @@ def generate(model, tokenizer, prompt, attention: str = "magicpig", max_new_toke
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     from tqdm.auto import tqdm  # heavy: progress bars only for long runs
 
-
     check_swappable(model)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)
     ids = prompt_ids(tokenizer, prompt, chat=chat)
@@ -96,7 +121,7 @@ def generate(model, tokenizer, prompt, attention: str = "magicpig", max_new_toke
     eos = getattr(tokenizer, "eos_token_id", None)
     cache = new_cache(model)
     with use_attention(model, attention, **options) as session:
-        session.time_attention = True     # on a GPU: synchronise around attention so its clock is real
+        session.time_attention = True  # on a GPU: synchronise around attention so its clock is real
         t0 = time.perf_counter()
         logits = forward(model, ids, cache, logits_to_keep=1)
         _check_seen(session, model)
@@ -118,9 +143,19 @@ def generate(model, tokenizer, prompt, attention: str = "magicpig", max_new_toke
             bar.update(1)
         bar.close()
     return GenerationResult(
-        attention=attention, options=session.options, prompt_tokens=int(ids.numel()), token_ids=tokens,
+        attention=attention,
+        options=session.options,
+        prompt_tokens=int(ids.numel()),
+        token_ids=tokens,
         text=tokenizer.decode(tokens, skip_special_tokens=True),
-        token_texts=[tokenizer.decode([t]) for t in tokens], step_seconds=times, budgets=budgets,
-        prefill_seconds=prefill_s, index_seconds=session.index_seconds,
-        attention_seconds=session.attention_seconds, rebuilds=session.rebuilds, step_cpu_seconds=cpu_times,
-        attention_cpu_seconds=session.attention_cpu_seconds, index_cpu_seconds=session.index_cpu_seconds)
+        token_texts=[tokenizer.decode([t]) for t in tokens],
+        step_seconds=times,
+        budgets=budgets,
+        prefill_seconds=prefill_s,
+        index_seconds=session.index_seconds,
+        attention_seconds=session.attention_seconds,
+        rebuilds=session.rebuilds,
+        step_cpu_seconds=cpu_times,
+        attention_cpu_seconds=session.attention_cpu_seconds,
+        index_cpu_seconds=session.index_cpu_seconds,
+    )

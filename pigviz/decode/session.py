@@ -28,28 +28,45 @@ Several decode rows can be fed in one forward (teacher forcing): row t sees the 
 its own position, exactly as in step-by-step decoding, so the result is the same while the
 weights are read once per chunk instead of once per token.
 """
+
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import time
 from dataclasses import dataclass
 
-from pigviz._util.validate import check_choice, check_float, check_int
-import inspect
 from pigviz import attention as base
+from pigviz._util.validate import check_choice, check_float, check_int
 from pigviz.model import loading as models
 
-__all__ = ["ATTENTION_NAME", "METHODS", "default_options", "DecodeSession", "use_attention", "check_swappable",
-           "new_cache", "forward"]
+__all__ = [
+    "ATTENTION_NAME",
+    "METHODS",
+    "default_options",
+    "DecodeSession",
+    "use_attention",
+    "check_swappable",
+    "new_cache",
+    "forward",
+]
 
 ATTENTION_NAME = "pigviz_decode"
 _ROWS_PER_ATTEND = 32
 METHODS = ("dense", "magicpig", "topk", "quest", "streaming", "quest_rank_all")
 _OPTIONS = {
     "dense": {},
-    "magicpig": {"K": 10, "L": 150, "min_hits": 2, "sinks": 4, "recent": 64, "seed": 0, "buffer": 256,
-                 "dense_layers": (0,)},
+    "magicpig": {
+        "K": 10,
+        "L": 150,
+        "min_hits": 2,
+        "sinks": 4,
+        "recent": 64,
+        "seed": 0,
+        "buffer": 256,
+        "dense_layers": (0,),
+    },
     "topk": {"budget": 0.05, "dense_layers": (0,)},
     # Quest as its authors run it: current page always read, layers 0 and 1 dense (the paper).
     "quest": {"budget": 0.05, "page": 16, "dense_layers": (0, 1)},
@@ -73,8 +90,10 @@ def check_swappable(model) -> None:
     can = getattr(model, "_can_set_attn_implementation", None)
     swappable = can() if callable(can) else bool(getattr(model, "_supports_attention_backend", False))
     if not swappable:
-        raise ValueError(f"{type(model).__name__} cannot have its attention swapped: it does not route "
-                         "attention through transformers' AttentionInterface")
+        raise ValueError(
+            f"{type(model).__name__} cannot have its attention swapped: it does not route "
+            "attention through transformers' AttentionInterface"
+        )
     for attr in ("num_attention_heads", "num_key_value_heads", "num_hidden_layers"):
         if not isinstance(getattr(config, attr, None), int):
             raise ValueError(f"{type(model).__name__} cannot have its attention swapped: config.{attr} is missing")
@@ -94,8 +113,15 @@ def _check_options(method: str, options: dict, num_layers: int) -> dict:
         if isinstance(layers, int) or layers is None:
             layers = () if layers is None else (layers,)
         out["dense_layers"] = tuple(sorted({check_int("dense_layers entry", x, 0, num_layers - 1) for x in layers}))
-    for name, lo, hi in (("K", 1, 30), ("L", 1, 4096), ("sinks", 0, None), ("recent", 0, None),
-                         ("seed", 0, None), ("buffer", 1, None), ("page", 1, None)):
+    for name, lo, hi in (
+        ("K", 1, 30),
+        ("L", 1, 4096),
+        ("sinks", 0, None),
+        ("recent", 0, None),
+        ("seed", 0, None),
+        ("buffer", 1, None),
+        ("page", 1, None),
+    ):
         if name in out:
             out[name] = check_int(name, out[name], lo, hi)
     if method == "magicpig":
@@ -111,7 +137,7 @@ def _check_options(method: str, options: dict, num_layers: int) -> dict:
 
 @dataclass
 class _LayerState:
-    index: object        # pigviz.lsh.index.LSHIndex over the first n cached tokens
+    index: object  # pigviz.lsh.index.LSHIndex over the first n cached tokens
 
 
 class DecodeSession:
@@ -125,14 +151,14 @@ class DecodeSession:
         self.phase = "prefill"
         self.layers: dict[int, _LayerState] = {}
         self.index_seconds = 0.0
-        self.index_cpu_seconds = 0.0    # the same in this thread's CPU time
+        self.index_cpu_seconds = 0.0  # the same in this thread's CPU time
         self.rebuilds = 0
-        self.time_attention = False     # True: synchronise the GPU around each attention call
-        self.attention_seconds = 0.0    # decode-phase attention time, all layers
+        self.time_attention = False  # True: synchronise the GPU around each attention call
+        self.attention_seconds = 0.0  # decode-phase attention time, all layers
         self.attention_cpu_seconds = 0.0  # the same in this thread's CPU time (steady on a busy machine)
         self._seen: set[int] = set()
-        self._budgets: dict[int, object] = {}     # layer -> (rows,) budgets of the last forward
-        self._sampled: dict[int, object] = {}     # MagicPIG: layer -> (rows,) sampled / sampleable keys
+        self._budgets: dict[int, object] = {}  # layer -> (rows,) budgets of the last forward
+        self._sampled: dict[int, object] = {}  # MagicPIG: layer -> (rows,) sampled / sampleable keys
 
     # -- bookkeeping --------------------------------------------------------------------
     def sampled_layer(self, layer: int) -> bool:
@@ -151,14 +177,14 @@ class DecodeSession:
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
         self.last_layer_budgets = {k: v.clone() for k, v in self._budgets.items()}
-        self.last_sampled_budget = (torch.stack(list(self._sampled.values())).mean(0)
-                                    if self._sampled else None)
+        self.last_sampled_budget = torch.stack(list(self._sampled.values())).mean(0) if self._sampled else None
         self._sampled.clear()
         self.last_all_layer_budget = None
         if self._budgets:
             dense = self.config.num_hidden_layers - len(self._budgets)
-            self.last_all_layer_budget = (torch.stack(list(self._budgets.values())).sum(0) + dense) / \
-                self.config.num_hidden_layers
+            self.last_all_layer_budget = (
+                torch.stack(list(self._budgets.values())).sum(0) + dense
+            ) / self.config.num_hidden_layers
         if not self._budgets:
             return None
         per_layer = torch.stack(list(self._budgets.values()))
@@ -175,7 +201,7 @@ class DecodeSession:
             if self.sampled_layer(layer):
                 self._build(layer, cache.layers[layer].keys[0], cache.layers[layer].values[0])
                 last = cache.layers[layer].keys
-        if last is not None and last.is_cuda:      # queued GPU work belongs to the build's time
+        if last is not None and last.is_cuda:  # queued GPU work belongs to the build's time
             import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
             torch.cuda.synchronize(last.device)
@@ -185,27 +211,31 @@ class DecodeSession:
     def _build(self, layer: int, keys, values) -> None:
         from pigviz.lsh.index import build_index  # heavy: imports torch
 
-
         o = self.options
         n = keys.shape[1]
         if n <= o["sinks"] + o["recent"]:
-            self.layers.pop(layer, None)   # too short to sample from: everything stays in the buffer
+            self.layers.pop(layer, None)  # too short to sample from: everything stays in the buffer
             return
         # Hashed in float32 block by block; the cache itself is read in place at decode time.
-        index = build_index(keys, K=o["K"], L=o["L"], sinks=o["sinks"], recent=o["recent"],
-                            seed=o["seed"] * 1000 + layer)
+        index = build_index(
+            keys, K=o["K"], L=o["L"], sinks=o["sinks"], recent=o["recent"], seed=o["seed"] * 1000 + layer
+        )
         self.layers[layer] = _LayerState(index)
 
     # -- the attention function ----------------------------------------------------------
     def __call__(self, module, query, key, value, attention_mask, scaling=None, **kwargs):
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward  # heavy: transformers loads in seconds; only model code needs it
+        from transformers.integrations.sdpa_attention import (
+            sdpa_attention_forward,  # heavy: transformers loads in seconds; only model code needs it
+        )
 
         layer = module.layer_idx
         self._seen.add(layer)
         if query.shape[0] != 1:
             raise ValueError(f"batch size must be 1 for sampled decoding, got {query.shape[0]}")
         if kwargs.get("sliding_window") or kwargs.get("softcap"):
-            raise ValueError("this layer uses a sliding window or soft-capping, which sampled decoding does not support")
+            raise ValueError(
+                "this layer uses a sliding window or soft-capping, which sampled decoding does not support"
+            )
         if self.phase == "prefill":
             return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
         self._sync(query)
@@ -236,11 +266,10 @@ class DecodeSession:
         """Rows one by one, each against the keys up to its own position."""
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-
         H, T, d = q.shape
         n_total = k.shape[1]
         o = self.options
-        q = q * (scaling * math.sqrt(d))           # the baselines scale by 1/sqrt(d)
+        q = q * (scaling * math.sqrt(d))  # the baselines scale by 1/sqrt(d)
         outs, budgets = [], []
         for t in range(T):
             n = n_total - T + t + 1
@@ -271,18 +300,20 @@ class DecodeSession:
         n_idx = state.index.n if state is not None else 0
         if n_total - n_idx > self.options["buffer"]:
             if T - 1 > self.options["buffer"]:
-                raise ValueError(f"a chunk of {T} decode rows does not fit the exact buffer of "
-                                 f"{self.options['buffer']} tokens; raise buffer or feed fewer tokens")
+                raise ValueError(
+                    f"a chunk of {T} decode rows does not fit the exact buffer of "
+                    f"{self.options['buffer']} tokens; raise buffer or feed fewer tokens"
+                )
             # Re-index everything up to the first row's own token; later rows stay in the buffer.
-            self._build(layer, k[:, :n_total - T + 1], v[:, :n_total - T + 1])
+            self._build(layer, k[:, : n_total - T + 1], v[:, : n_total - T + 1])
             self.rebuilds += 1
             state = self.layers.get(layer)
             n_idx = state.index.n if state is not None else 0
-        qf = q.reshape(Hkv, G * T, d)                        # rows of KV group g, head-major
+        qf = q.reshape(Hkv, G * T, d)  # rows of KV group g, head-major
         # Row t of a chunk sees the cache up to its own position n_total - T + t.
-        ends = n_total - T + 1 + torch.arange(T).repeat(H)                       # (H*T,) on the CPU
+        ends = n_total - T + 1 + torch.arange(T).repeat(H)  # (H*T,) on the CPU
         visible_n = (n_total - T + 1 + torch.arange(T)).to(torch.float32)
-        if state is None:        # nothing indexed yet: every visible token is read exactly
+        if state is None:  # nothing indexed yet: every visible token is read exactly
             scores = (qf.to(torch.float32) @ k.to(torch.float32).transpose(1, 2)) * scaling
             visible = torch.arange(n_total, device=k.device)[None, :] < ends.view(Hkv, G * T, 1).to(k.device)
             weights = torch.softmax(scores.masked_fill(~visible, -math.inf), -1)
@@ -290,13 +321,20 @@ class DecodeSession:
             self._sampled[layer] = torch.zeros(T)
             return out, torch.ones(T)
         outs, read, picked = [], [], []
-        width = _ROWS_PER_ATTEND * G     # the reference path keeps a hit counter per row and token
+        width = _ROWS_PER_ATTEND * G  # the reference path keeps a hit counter per row and token
         ends = ends.view(Hkv, G * T)
         for c0 in range(0, G * T, width):
-            rows = qf[:, c0:c0 + width]                      # (Hkv, w, d): row r reads group r // w
+            rows = qf[:, c0 : c0 + width]  # (Hkv, w, d): row r reads group r // w
             w = rows.shape[1]
-            out, stats = attend(state.index, rows.reshape(Hkv * w, d), k, v, min_hits=self.options["min_hits"],
-                                scale=scaling, buffer_end=ends[:, c0:c0 + w].reshape(-1))
+            out, stats = attend(
+                state.index,
+                rows.reshape(Hkv * w, d),
+                k,
+                v,
+                min_hits=self.options["min_hits"],
+                scale=scaling,
+                buffer_end=ends[:, c0 : c0 + w].reshape(-1),
+            )
             outs.append(out.view(Hkv, w, dv))
             read.append((stats["keys_read"] + stats["buffer"]).view(Hkv, w))
             picked.append(stats["sampled"].view(Hkv, w))
@@ -316,14 +354,19 @@ def _dispatch(module, query, key, value, attention_mask, **kwargs):
     for session in reversed(_ACTIVE):
         if module.config is session.config:
             return session(module, query, key, value, attention_mask, **kwargs)
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward  # heavy: transformers loads in seconds; only model code needs it
+    from transformers.integrations.sdpa_attention import (
+        sdpa_attention_forward,  # heavy: transformers loads in seconds; only model code needs it
+    )
 
     return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
 
 def _register() -> None:
     from transformers import AttentionInterface  # heavy: transformers loads in seconds; only model code needs it
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask  # heavy: transformers loads in seconds; only model code needs it
+    from transformers.masking_utils import (  # heavy: transformers loads in seconds; only model code needs it
+        AttentionMaskInterface,
+        sdpa_mask,
+    )
 
     AttentionInterface.register(ATTENTION_NAME, _dispatch)
     AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
@@ -351,7 +394,7 @@ def new_cache(model):
 
     try:
         return DynamicCache(config=model.config)
-    except TypeError:   # older transformers
+    except TypeError:  # older transformers
         return DynamicCache()
 
 
@@ -370,7 +413,7 @@ def forward(model, ids, cache, *, logits_to_keep: int = 0):
 def _check_seen(session, model) -> None:
     missing = set(range(model.config.num_hidden_layers)) - session._seen
     if missing:
-        raise ValueError(f"{type(model).__name__} cannot have its attention swapped: layers {sorted(missing)[:5]} "
-                         "never called the registered attention function")
-
-
+        raise ValueError(
+            f"{type(model).__name__} cannot have its attention swapped: layers {sorted(missing)[:5]} "
+            "never called the registered attention function"
+        )

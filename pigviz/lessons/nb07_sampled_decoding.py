@@ -212,6 +212,7 @@ def claims():
                 f"{sum(by[(n, 'topk')]['correct'] for n in lengths)} of {sum(by[(n, 'topk')]['n'] for n in lengths)}",
             )
         )
+
     def share(method):
         return sum(by[(n, method)]["correct"] for n in lengths) / sum(by[(n, method)]["n"] for n in lengths)
 

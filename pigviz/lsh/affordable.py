@@ -31,16 +31,21 @@ All take one decode step like :mod:`pigviz.attention`'s baselines -- ``q`` (H, d
 h // (H / Hkv) -- and return ``(output (H, dv), stats)`` with ``stats["budget"]`` the mean
 fraction of the n keys whose values enter the output and ``stats["keys_read"]`` per head.
 """
+
 from __future__ import annotations
 
 import math
 
 from pigviz._util.validate import check_float, check_int
-from pigviz.attention.baselines import _finish
-from pigviz.attention.baselines import _grouped_mix, _grouped_scores, check_decode_shapes
+from pigviz.attention.baselines import (
+    _finish,
+    _grouped_mix,
+    _grouped_scores,
+    _num_keys,
+    _work_dtype,
+    check_decode_shapes,
+)
 from pigviz.lsh.magicpig import _log_inclusion, attend, exact_positions
-from pigviz.attention.baselines import _num_keys
-from pigviz.attention.baselines import _work_dtype
 
 __all__ = ["magicpig_exact_top", "vattention", "sparq", "METHODS"]
 
@@ -53,15 +58,14 @@ def magicpig_exact_top(index, q, k, v, *, top_fraction: float = 0.5, min_hits: i
     ``top_fraction=0`` is MagicPIG itself; 1 is a plain softmax over the keys it read."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     top_fraction = check_float("top_fraction", top_fraction, 0.0, 1.0)
     _, stats = attend(index, q, k, v, min_hits=min_hits, return_read_mask=True)
-    read = stats["read_mask"]                                        # (H, n)
+    read = stats["read_mask"]  # (H, n)
     exact = torch.zeros(n, dtype=torch.bool, device=k.device)
     exact[exact_positions(n, index.sinks, index.recent, k.device)] = True
     sampled = read & ~exact
-    scores = _grouped_scores(q, k)                                   # (H, n); only read ones are used
+    scores = _grouped_scores(q, k)  # (H, n); only read ones are used
     group = H // Hkv
     kv_of_head = torch.arange(H, device=k.device) // group
     qf = q.to(scores.dtype)
@@ -82,8 +86,9 @@ def magicpig_exact_top(index, q, k, v, *, top_fraction: float = 0.5, min_hits: i
     return _finish(out, q, read.sum(1), n, sampled=count.cpu(), trusted=trusted.sum(1).cpu())
 
 
-def vattention(q, k, v, budget, *, sinks: int = 4, recent: int = 64, sample_fraction: float = 0.25,
-               page: int = 16, seed: int = 0):
+def vattention(
+    q, k, v, budget, *, sinks: int = 4, recent: int = 64, sample_fraction: float = 0.25, page: int = 16, seed: int = 0
+):
     """Deterministic set + uniform sample of the rest, after vAttention (module docstring).
 
     Of the m = round(budget * n) keys, ``sample_fraction`` go to the uniform sample and the
@@ -93,7 +98,6 @@ def vattention(q, k, v, budget, *, sinks: int = 4, recent: int = 64, sample_frac
     (keys left) / (keys drawn) times.
     """
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
-
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     m = _num_keys(budget, n)
@@ -113,8 +117,8 @@ def vattention(q, k, v, budget, *, sinks: int = 4, recent: int = 64, sample_frac
         det |= _quest_pages(q, k, room, page, exclude=base)
     scores = _grouped_scores(q, k)
     rest = ~det
-    left = rest.sum(1)                                              # (H,)
-    draw = torch.minimum(left, (m - det.sum(1)).clamp(min=0))      # the rest of the budget
+    left = rest.sum(1)  # (H,)
+    draw = torch.minimum(left, (m - det.sum(1)).clamp(min=0))  # the rest of the budget
     # uniform draw without replacement: the `draw` keys of smallest random keys among the rest
     noise = torch.rand((H, n), generator=gen).to(dev).masked_fill(~rest, math.inf)
     order = noise.argsort(dim=1)
@@ -132,7 +136,6 @@ def _quest_pages(q, k, room: int, page: int, exclude):
     their tokens outside ``exclude`` fit in ``room`` (a page may straddle the exact set)."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-
     H, d = q.shape
     Hkv, n, _ = k.shape
     work = _work_dtype(q)
@@ -148,7 +151,7 @@ def _quest_pages(q, k, room: int, page: int, exclude):
     bound[:, -1] = math.inf
     new_tokens = torch.zeros(P * page, dtype=torch.long, device=k.device)
     new_tokens[:n] = (~exclude).long()
-    cost = new_tokens.view(P, page).sum(1)                         # tokens each page adds
+    cost = new_tokens.view(P, page).sum(1)  # tokens each page adds
     order = bound.argsort(dim=1, descending=True)
     keep_sorted = cost[order].cumsum(1) <= room
     keep_page = torch.zeros_like(keep_sorted).scatter_(1, order, keep_sorted)
@@ -162,7 +165,6 @@ def sparq(q, k, v, budget, *, r: int | None = None, mean_value=None):
     (computed here when not given)."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     m = _num_keys(budget, n)
     r = check_int("r", max(1, d // 8) if r is None else r, 1, d)
@@ -171,16 +173,16 @@ def sparq(q, k, v, budget, *, r: int | None = None, mean_value=None):
     group = H // Hkv
     kv_of_head = torch.arange(H, device=k.device) // group
     # 1. the r channels of largest |q| per head, and approximate scores from them alone
-    channels = qf.abs().topk(r, dim=-1).indices                                   # (H, r)
-    k_ch = torch.gather(k.to(work)[kv_of_head], 2, channels[:, None, :].expand(H, n, r))   # (H, n, r)
-    q_ch = torch.gather(qf, 1, channels)                                           # (H, r)
+    channels = qf.abs().topk(r, dim=-1).indices  # (H, r)
+    k_ch = torch.gather(k.to(work)[kv_of_head], 2, channels[:, None, :].expand(H, n, r))  # (H, n, r)
+    q_ch = torch.gather(qf, 1, channels)  # (H, r)
     # SparQ's temperature: sqrt(d * share of |q|'s L1 norm in the chosen channels)
-    temp = torch.sqrt(d * q_ch.abs().sum(-1) / qf.abs().sum(-1).clamp(min=1e-30))    # (H,)
-    approx = (k_ch @ q_ch[:, :, None])[..., 0] / temp[:, None].clamp(min=1e-30)     # (H, n)
+    temp = torch.sqrt(d * q_ch.abs().sum(-1) / qf.abs().sum(-1).clamp(min=1e-30))  # (H,)
+    approx = (k_ch @ q_ch[:, :, None])[..., 0] / temp[:, None].clamp(min=1e-30)  # (H, n)
     approx_w = torch.softmax(approx, dim=-1)
     top = approx.topk(m, dim=-1).indices
     keep = torch.zeros((H, n), dtype=torch.bool, device=k.device).scatter_(1, top, True)
-    alpha = (approx_w * keep).sum(-1, keepdim=True)                                 # (H, 1)
+    alpha = (approx_w * keep).sum(-1, keepdim=True)  # (H, 1)
     # 2. exact attention over the chosen keys, mixed with the mean value
     scores = _grouped_scores(q, k)
     weights = torch.nan_to_num(torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1), nan=0.0)
@@ -189,5 +191,3 @@ def sparq(q, k, v, budget, *, r: int | None = None, mean_value=None):
         mean_value = v.to(work).mean(1)
     out = alpha * exact_part + (1 - alpha) * mean_value.to(work)[kv_of_head]
     return _finish(out, q, torch.full((H,), m), n, alpha=alpha[:, 0].cpu(), r=r, channel_fraction=r / (2 * d))
-
-

@@ -233,8 +233,10 @@ def unsupported_attention(config) -> list[str]:
     problems = []
     cap = getattr(config, "attn_logit_softcapping", None)
     if cap:
-        problems.append(f"attention logits soft-capped (attn_logit_softcapping={cap}): "
-                        "softmax(cap * tanh(s / cap)) instead of softmax(s)")
+        problems.append(
+            f"attention logits soft-capped (attn_logit_softcapping={cap}): "
+            "softmax(cap * tanh(s / cap)) instead of softmax(s)"
+        )
     window = getattr(config, "sliding_window", None)
     if window is not None and getattr(config, "use_sliding_window", True) is not False:
         problems.append(f"sliding-window attention (sliding_window={window}): keys older than the window are not read")

@@ -20,9 +20,13 @@ METHOD_COLORS = {
     "oracle": "#009E73",
     "sampling": "#009E73",
     "hybrid": "#CC79A7",
-    "quest": "#E69F00", "quest_rank_all": "#E69F00", "rank_all": "#E69F00",   # one rule per dash, same method
+    "quest": "#E69F00",
+    "quest_rank_all": "#E69F00",
+    "rank_all": "#E69F00",  # one rule per dash, same method
     "streaming": "#56B4E9",
-    "mp_exact_top": "#8C510A", "vattention": "#999933", "sparq": "#666666",    # the affordable estimators
+    "mp_exact_top": "#8C510A",
+    "vattention": "#999933",
+    "sparq": "#666666",  # the affordable estimators
 }
 OTHER_COLOR = "#777777"
 

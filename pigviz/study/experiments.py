@@ -3,6 +3,7 @@ estimator's inputs, one layer re-run with the study's code, a (K, L) sweep, the 
 attention weight the read keys hold, and the share of keys SimHash samples against the head
 dimension. Each takes a second or two on a CPU.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -10,14 +11,21 @@ import contextlib
 import numpy as np
 
 from pigviz._util.validate import check_int
-from pigviz.model.shipped import load_shipped_capture
-from pigviz.study.run import StudySpec, run_layer
-from pigviz.lsh.simhash import inclusion_probability
 from pigviz.attention import dense_attention
-from pigviz.study.run import decode_index, exact_outputs
+from pigviz.lsh.simhash import inclusion_probability
+from pigviz.model.shipped import load_shipped_capture
+from pigviz.study.run import StudySpec, decode_index, exact_outputs, run_layer
 
-__all__ = ["one_thread", "shipped_layer", "live_run", "kl_sweep", "sampled_share", "decode_step_pieces", "mass_captured",
-           "shipped_comparison"]
+__all__ = [
+    "one_thread",
+    "shipped_layer",
+    "live_run",
+    "kl_sweep",
+    "sampled_share",
+    "decode_step_pieces",
+    "mass_captured",
+    "shipped_comparison",
+]
 
 
 @contextlib.contextmanager
@@ -39,8 +47,13 @@ def shipped_layer(row: int):
     """``(model layer, query heads, q (H, T, d), k, v (1, N, d))`` of one pair in the shipped capture."""
     cap = load_shipped_capture()
     row = check_int("row", row, 0, len(cap.layers) - 1)
-    return (cap.layers[row], cap.query_heads[row], cap.queries[row].float(), cap.keys[row].float(),
-            cap.values[row].float())
+    return (
+        cap.layers[row],
+        cap.query_heads[row],
+        cap.queries[row].float(),
+        cap.keys[row].float(),
+        cap.values[row].float(),
+    )
 
 
 def live_run(row: int = 2, settings=((10, 150),), seeds: int = 1, methods=("magicpig", "topk")) -> dict:
@@ -82,13 +95,19 @@ def sampled_share(row: int = 0, dims=(64, 128), K: int = 10, L: int = 150, min_h
         isotropic[d] = float(np.sum(u * density) / np.sum(density))
     layer, heads, q, k, _ = shipped_layer(row)
     sinks, recent = 4, 64
-    keys = k[0, sinks:k.shape[1] - recent].double().numpy()
+    keys = k[0, sinks : k.shape[1] - recent].double().numpy()
     centred = keys - keys.mean(axis=0)
     queries = q[:, -1].double().numpy()
     cos = (queries @ centred.T) / np.outer(np.linalg.norm(queries, axis=1), np.linalg.norm(centred, axis=1))
     real = float(inclusion_probability(1.0 - np.arccos(np.clip(cos, -1, 1)) / np.pi, K, L, min_hits).mean())
-    return {"layer": layer, "heads": list(heads), "isotropic": isotropic, "real": real,
-            "real_cos_std": float(cos.std()), "isotropic_cos_std": {d: float(1 / np.sqrt(d)) for d in isotropic}}
+    return {
+        "layer": layer,
+        "heads": list(heads),
+        "isotropic": isotropic,
+        "real": real,
+        "real_cos_std": float(cos.std()),
+        "isotropic_cos_std": {d: float(1 / np.sqrt(d)) for d in isotropic},
+    }
 
 
 def decode_step_pieces(row: int = 2, head: int = 0, K: int = 10, L: int = 150, seed: int = 0) -> dict:
@@ -97,6 +116,7 @@ def decode_step_pieces(row: int = 2, head: int = 0, K: int = 10, L: int = 150, s
     key mean, and the engine's own output and budget for the same step."""
     from pigviz.lsh.index import build_index  # heavy: imports torch
     from pigviz.lsh.magicpig import attend, exact_positions  # heavy: imports torch
+
     layer, heads, q, k, v = shipped_layer(row)
     head = check_int("head", head, 0, q.shape[0] - 1)
     with one_thread():
@@ -107,27 +127,39 @@ def decode_step_pieces(row: int = 2, head: int = 0, K: int = 10, L: int = 150, s
     sampled[exact_ids] = False
     f64 = lambda t: t.double().numpy()  # noqa: E731
     truth, _ = dense_attention(q[:, -1], k, v)
-    return {"layer": layer, "model_head": heads[head], "n": k.shape[1], "K": K, "L": L,
-            "q": f64(q[head, -1]), "K_S": f64(k[0, sampled]), "V_S": f64(v[0, sampled]),
-            "K_exact": f64(k[0, exact_ids]), "V_exact": f64(v[0, exact_ids]), "mu": f64(index.mean[0]),
-            "engine": f64(out[head]), "exact": f64(truth[head]), "keys_read": int(stats["keys_read"][head])}
+    return {
+        "layer": layer,
+        "model_head": heads[head],
+        "n": k.shape[1],
+        "K": K,
+        "L": L,
+        "q": f64(q[head, -1]),
+        "K_S": f64(k[0, sampled]),
+        "V_S": f64(v[0, sampled]),
+        "K_exact": f64(k[0, exact_ids]),
+        "V_exact": f64(v[0, exact_ids]),
+        "mu": f64(index.mean[0]),
+        "engine": f64(out[head]),
+        "exact": f64(truth[head]),
+        "keys_read": int(stats["keys_read"][head]),
+    }
 
 
 def mass_captured(row: int = 2, K: int = 10, L: int = 150, seed: int = 0) -> dict:
     """Share of the true attention weight that lands on the keys MagicPIG reads (exact set
     and sampled set apart) and on TopK's keys when TopK reads as many, per query head of one
     shipped layer, averaged over its last T positions."""
-    from pigviz.lsh.index import build_index  # heavy: imports torch
-    from pigviz.lsh.magicpig import attend, exact_positions  # heavy: imports torch
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
+    from pigviz.lsh.index import build_index  # heavy: imports torch
+    from pigviz.lsh.magicpig import attend, exact_positions  # heavy: imports torch
 
     layer, heads, q, k, v = shipped_layer(row)
     H, T, _ = q.shape
     first = k.shape[1] - T
     scores, _ = exact_outputs(q, k, v)
-    weights = torch.softmax(scores, dim=-1)                                 # (H, T, N), causal
-    prompt = build_index(k[:, :first + 1], K=K, L=L, seed=seed)
+    weights = torch.softmax(scores, dim=-1)  # (H, T, N), causal
+    prompt = build_index(k[:, : first + 1], K=K, L=L, seed=seed)
     share = {"exact": torch.zeros(H), "sampled": torch.zeros(H), "topk": torch.zeros(H), "budget": torch.zeros(H)}
     for t in range(T):
         n = first + t + 1
@@ -149,8 +181,13 @@ def shipped_comparison(settings=((12, 200), (10, 150)), seeds: int = 1) -> dict:
     positions) of MagicPIG, TopK, Quest and the three affordable estimators at MagicPIG's
     budgets, through :func:`pigviz.study.run.run_layer`: ``{layer: {series: (budget, error)}}``,
     plus ``"mean"`` over the four layers. A few minutes on one CPU core."""
-    spec = StudySpec(settings=tuple(settings), seeds=seeds, ablations=False, quest_rank_all=False,
-                     methods=("magicpig", "topk", "quest", "mp_exact_top", "vattention", "sparq"))
+    spec = StudySpec(
+        settings=tuple(settings),
+        seeds=seeds,
+        ablations=False,
+        quest_rank_all=False,
+        methods=("magicpig", "topk", "quest", "mp_exact_top", "vattention", "sparq"),
+    )
     out: dict = {}
     for row in range(4):
         layer, _, q, k, v = shipped_layer(row)
@@ -158,6 +195,8 @@ def shipped_comparison(settings=((12, 200), (10, 150)), seeds: int = 1) -> dict:
             res = run_layer(q, k, v, spec, layer=layer)
         out[layer] = {name: (float(np.mean(s["budget"])), float(np.mean(s["error"]))) for name, s in res.items()}
     names = out[next(iter(out))]
-    out["mean"] = {name: tuple(float(np.mean([out[layer][name][i] for layer in out if layer != "mean"]))
-                               for i in (0, 1)) for name in names}
+    out["mean"] = {
+        name: tuple(float(np.mean([out[layer][name][i] for layer in out if layer != "mean"])) for i in (0, 1))
+        for name in names
+    }
     return out

@@ -6,41 +6,65 @@ A results file (see :mod:`pigviz.study`) stores, per series, ``error`` and ``bud
 nested lists ``(layers, seeds, heads)``: the mean over the studied positions of each
 (layer, seed, head). Every mean here weights those cells equally, i.e. every attention row.
 """
+
 from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from pigviz._util.validate import check_int
-from pigviz.model.shipped import verified_path
-from pigviz.study.run import load_results
-import sys
-from pathlib import Path
-from pigviz._util.io import sha256_file
-from pigviz._util.io import write_json_atomic
-from pigviz.model.shipped import manifest_path, read_manifest
-import json
 import pigviz
-from pigviz.model.shipped import data_dir
+from pigviz._util.io import sha256_file, write_json_atomic
+from pigviz._util.validate import check_int
+from pigviz.model.shipped import data_dir, manifest_path, read_manifest, verified_path
 from pigviz.study.experiments import live_run, shipped_layer
+from pigviz.study.run import load_results
 
 __all__ = [
-    "RESULTS_FILE", "SPEED_FILE", "METHOD_LABELS", "series_summary", "summary_rows", "format_summary",
-    "per_layer", "head_grid", "wins", "curves", "setup_text", "load_shipped_results",
-    "manifest_entry", "speed_manifest_entry", "add_to_manifest", "speed_table", "live_agreement", "series_array", "series_tag", "PAPER",
+    "RESULTS_FILE",
+    "SPEED_FILE",
+    "METHOD_LABELS",
+    "series_summary",
+    "summary_rows",
+    "format_summary",
+    "per_layer",
+    "head_grid",
+    "wins",
+    "curves",
+    "setup_text",
+    "load_shipped_results",
+    "manifest_entry",
+    "speed_manifest_entry",
+    "add_to_manifest",
+    "speed_table",
+    "live_agreement",
+    "series_array",
+    "series_tag",
+    "PAPER",
 ]
 
 RESULTS_FILE = "study_smollm2.json"
-RESULTS_COMMAND = "pigviz study --model smollm2-135m --context 8192 --last 64 --seeds 3 --threads 1 " \
-                  "--out data/study_smollm2.json"
+RESULTS_COMMAND = (
+    "pigviz study --model smollm2-135m --context 8192 --last 64 --seeds 3 --threads 1 --out data/study_smollm2.json"
+)
 # Chart names of each method (and of the variants of MagicPIG at the paper's setting).
 METHOD_LABELS = {
-    "magicpig": "MagicPIG", "topk": "TopK", "oracle": "Oracle sampling", "hybrid": "Hybrid (TopK + sampling)",
-    "quest": "Quest (pages of 16, current page read, layers 0-1 dense)", "streaming": "StreamingLLM (sink + recent)",
+    "magicpig": "MagicPIG",
+    "topk": "TopK",
+    "oracle": "Oracle sampling",
+    "hybrid": "Hybrid (TopK + sampling)",
+    "quest": "Quest (pages of 16, current page read, layers 0-1 dense)",
+    "streaming": "StreamingLLM (sink + recent)",
     "rank_all": "Quest, every page ranked (no current page)",
-    "mp_exact_top": "MagicPIG + exact top half of its sample", "vattention": "vAttention-style (Quest pages + uniform sample)",
+    "mp_exact_top": "MagicPIG + exact top half of its sample",
+    "vattention": "vAttention-style (Quest pages + uniform sample)",
     "sparq": "SparQ (r = d/8 channels)",
-    "no_sink": "MagicPIG, no sink in exact set", "no_correction": "MagicPIG's keys, plain softmax (no 1/u)",
-    "first_position": "MagicPIG (1st position only)", "no_window": "MagicPIG, no recent window (1st position)",
+    "no_sink": "MagicPIG, no sink in exact set",
+    "no_correction": "MagicPIG's keys, plain softmax (no 1/u)",
+    "first_position": "MagicPIG (1st position only)",
+    "no_window": "MagicPIG, no recent window (1st position)",
     "no_exact": "MagicPIG, no exact set (1st position)",
 }
 
@@ -48,7 +72,7 @@ METHOD_LABELS = {
 def series_array(results: dict, name: str, key: str = "error") -> np.ndarray:
     if name not in results["series"]:
         raise ValueError(f"series must be one of {', '.join(results['series'])}; got {name!r}")
-    return np.asarray(results["series"][name][key], dtype=float)   # (layers, seeds, heads)
+    return np.asarray(results["series"][name][key], dtype=float)  # (layers, seeds, heads)
 
 
 def _select(results: dict, arr: np.ndarray, layer, head) -> np.ndarray:
@@ -57,10 +81,10 @@ def _select(results: dict, arr: np.ndarray, layer, head) -> np.ndarray:
         layers = results["layers"]
         if layer not in layers:
             raise ValueError(f"layer must be one of the studied layers {layers[0]}..{layers[-1]}, got {layer!r}")
-        arr = arr[layers.index(layer):layers.index(layer) + 1]
+        arr = arr[layers.index(layer) : layers.index(layer) + 1]
     if head is not None:
         head = check_int("head", head, 0, arr.shape[2] - 1)
-        arr = arr[:, :, head:head + 1]
+        arr = arr[:, :, head : head + 1]
     return arr
 
 
@@ -70,13 +94,21 @@ def series_summary(results: dict, name: str, layer=None, head=None) -> dict:
     bud = _select(results, series_array(results, name, "budget"), layer, head)
     per_seed = err.mean(axis=(0, 2))
     s = results["series"][name]
-    out = {"name": name, "method": s["method"], "setting": s["setting"], "variant": s["variant"],
-           "seeds": len(per_seed), "rows": err.shape[0] * err.shape[2] * s["positions"],
-           "error": float(per_seed.mean()),
-           "error_std": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else 0.0,
-           "budget": float(bud.mean())}
-    if "budget_sampled" in s:   # MagicPIG: sampled / sampleable keys, the share its authors quote
-        out["budget_sampled"] = float(_select(results, series_array(results, name, "budget_sampled"), layer, head).mean())
+    out = {
+        "name": name,
+        "method": s["method"],
+        "setting": s["setting"],
+        "variant": s["variant"],
+        "seeds": len(per_seed),
+        "rows": err.shape[0] * err.shape[2] * s["positions"],
+        "error": float(per_seed.mean()),
+        "error_std": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else 0.0,
+        "budget": float(bud.mean()),
+    }
+    if "budget_sampled" in s:  # MagicPIG: sampled / sampleable keys, the share its authors quote
+        out["budget_sampled"] = float(
+            _select(results, series_array(results, name, "budget_sampled"), layer, head).mean()
+        )
     return out
 
 
@@ -89,16 +121,19 @@ def format_summary(results: dict) -> str:
     lines = [head, "-" * len(head)]
     for r in summary_rows(results):
         sampled = f"{100 * r['budget_sampled']:>8.2f}%" if "budget_sampled" in r else f"{'':>9}"
-        lines.append(f"{r['name']:<34}{100 * r['budget']:>7.2f}%{sampled}{r['error']:>9.4f}{r['error_std']:>9.4f}"
-                     f"{r['rows']:>7}")
-    lines.append("budget: keys read (exact set included) / visible keys; sampled (MagicPIG): keys sampled / keys "
-                 "it could sample (visible - sinks - recent), the share MagicPIG's authors report")
+        lines.append(
+            f"{r['name']:<34}{100 * r['budget']:>7.2f}%{sampled}{r['error']:>9.4f}{r['error_std']:>9.4f}{r['rows']:>7}"
+        )
+    lines.append(
+        "budget: keys read (exact set included) / visible keys; sampled (MagicPIG): keys sampled / keys "
+        "it could sample (visible - sinks - recent), the share MagicPIG's authors report"
+    )
     return "\n".join(lines)
 
 
 def per_layer(results: dict, name: str) -> tuple[np.ndarray, np.ndarray]:
     """``(mean error per layer, its std across seeds)``, each (layers,)."""
-    per_seed = series_array(results, name).mean(axis=2)                     # (layers, seeds)
+    per_seed = series_array(results, name).mean(axis=2)  # (layers, seeds)
     std = per_seed.std(axis=1, ddof=1) if per_seed.shape[1] > 1 else np.zeros(per_seed.shape[0])
     return per_seed.mean(axis=1), std
 
@@ -132,8 +167,16 @@ def curves(results: dict, layer=None, head=None, methods=None) -> dict[str, list
             continue
         r = series_summary(results, name, layer, head)
         label = "" if s["setting"] is None else f"K={s['setting'][0]}, L={s['setting'][1]}"
-        out.setdefault(key, []).append({"budget": r["budget"], "error": r["error"], "error_std": r["error_std"],
-                                        "label": label, "setting": s["setting"], "seeds": r["seeds"]})
+        out.setdefault(key, []).append(
+            {
+                "budget": r["budget"],
+                "error": r["error"],
+                "error_std": r["error_std"],
+                "label": label,
+                "setting": s["setting"],
+                "seeds": r["seeds"],
+            }
+        )
     for points in out.values():
         points.sort(key=lambda p: p["budget"])
     return {k: out[k] for k in METHOD_LABELS if k in out}
@@ -154,9 +197,11 @@ def setup_text(results: dict) -> str:
     ]
     if "total_s" in timing:
         loads = timing.get("load_average_start", [0])[0], timing.get("load_average_end", [0])[0]
-        lines.append(f"ran in {timing['total_s'] / 60:.1f} min with {results['threads']} torch thread on a "
-                     f"{timing.get('cpu_count', '?')}-core CPU shared with other jobs "
-                     f"(1-min load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end)")
+        lines.append(
+            f"ran in {timing['total_s'] / 60:.1f} min with {results['threads']} torch thread on a "
+            f"{timing.get('cpu_count', '?')}-core CPU shared with other jobs "
+            f"(1-min load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end)"
+        )
     if "split" in timing:
         lines.append(f"split: {timing['split']}; 1-min load average up to {timing['max_load_average_1min']:.0f}")
     return "\n".join(lines)
@@ -172,23 +217,32 @@ def manifest_entry(path, results: dict) -> dict:
     """The manifest line of a results file: what it is, the command, its sha256 and versions."""
     import transformers  # heavy: transformers loads in seconds; only model code needs it
 
-
     path = Path(path)
     spec = results["spec"]
-    what = (f"Error vs budget of MagicPIG (K, L in {spec['settings']}, min_hits {spec['min_hits']}, exact set: "
-            f"{spec['sinks']} sinks + {spec['recent']} recent) and TopK, oracle sampling, hybrid, Quest (pages of "
-            f"{spec['quest_page']}, current page always read, layers {spec.get('quest_dense_layers', [])} dense as in "
-            f"its paper; variant rank_all: every page ranked, sparse everywhere) at MagicPIG's measured budgets, "
-            f"plus StreamingLLM, on every head of "
-            f"{len(results['layers'])} layers of {results['model']} at the last {results['last']} of "
-            f"{results['context']} positions of pigviz.model.texts.long_text; {spec['seeds']} seeds; per (layer, seed, "
-            f"head) mean error ||o_hat - o|| / ||o|| and budget (distinct keys read / visible keys); MagicPIG also "
-            f"budget_sampled (keys sampled / keys it could sample, the paper's convention).")
-    return {"sha256": sha256_file(path), "bytes": path.stat().st_size, "what": what,
-            "command": results["command"] or RESULTS_COMMAND, "pigviz_version": results["pigviz_version"],
-            "torch_version": results["torch_version"], "transformers_version": transformers.__version__,
-            "python_version": sys.version.split()[0], "model_revision": results["model_revision"],
-            "text_sha256": results["text_sha256"], "token_ids_sha256": results["token_ids_sha256"]}
+    what = (
+        f"Error vs budget of MagicPIG (K, L in {spec['settings']}, min_hits {spec['min_hits']}, exact set: "
+        f"{spec['sinks']} sinks + {spec['recent']} recent) and TopK, oracle sampling, hybrid, Quest (pages of "
+        f"{spec['quest_page']}, current page always read, layers {spec.get('quest_dense_layers', [])} dense as in "
+        f"its paper; variant rank_all: every page ranked, sparse everywhere) at MagicPIG's measured budgets, "
+        f"plus StreamingLLM, on every head of "
+        f"{len(results['layers'])} layers of {results['model']} at the last {results['last']} of "
+        f"{results['context']} positions of pigviz.model.texts.long_text; {spec['seeds']} seeds; per (layer, seed, "
+        f"head) mean error ||o_hat - o|| / ||o|| and budget (distinct keys read / visible keys); MagicPIG also "
+        f"budget_sampled (keys sampled / keys it could sample, the paper's convention)."
+    )
+    return {
+        "sha256": sha256_file(path),
+        "bytes": path.stat().st_size,
+        "what": what,
+        "command": results["command"] or RESULTS_COMMAND,
+        "pigviz_version": results["pigviz_version"],
+        "torch_version": results["torch_version"],
+        "transformers_version": transformers.__version__,
+        "python_version": sys.version.split()[0],
+        "model_revision": results["model_revision"],
+        "text_sha256": results["text_sha256"],
+        "token_ids_sha256": results["token_ids_sha256"],
+    }
 
 
 def add_to_manifest(name: str, entry: dict) -> dict:
@@ -203,16 +257,23 @@ def speed_manifest_entry(path) -> dict:
     """The manifest line of the timing table written by ``benchmarks/bench_attend.py --json``."""
     import transformers  # heavy: transformers loads in seconds; only model code needs it
 
-
     path = Path(path)
     data = json.loads(path.read_text(encoding="utf-8"))
-    return {"sha256": sha256_file(path), "bytes": path.stat().st_size,
-            "what": (f"CPU timing of one decode step of one layer ({data['threads']} torch thread, float32 K/V, "
-                     "synthetic keys shaped like SmolLM2-135M and Llama-3.1-8B at 8k-96k tokens): MagicPIG attend "
-                     "vs dense SDPA vs TopK, with budgets and errors; measured on a 2-core CPU shared with other "
-                     "jobs, so timings carry that noise."),
-            "command": SPEED_COMMAND, "pigviz_version": pigviz.__version__, "torch_version": data["torch"],
-            "transformers_version": transformers.__version__, "python_version": sys.version.split()[0]}
+    return {
+        "sha256": sha256_file(path),
+        "bytes": path.stat().st_size,
+        "what": (
+            f"CPU timing of one decode step of one layer ({data['threads']} torch thread, float32 K/V, "
+            "synthetic keys shaped like SmolLM2-135M and Llama-3.1-8B at 8k-96k tokens): MagicPIG attend "
+            "vs dense SDPA vs TopK, with budgets and errors; measured on a 2-core CPU shared with other "
+            "jobs, so timings carry that noise."
+        ),
+        "command": SPEED_COMMAND,
+        "pigviz_version": pigviz.__version__,
+        "torch_version": data["torch"],
+        "transformers_version": transformers.__version__,
+        "python_version": sys.version.split()[0],
+    }
 
 
 # -- the speed table measured by benchmarks/bench_attend.py ---------------------------------------
@@ -225,15 +286,22 @@ def speed_table(path=None) -> str:
 
     path = path or data_dir() / SPEED_FILE
     data = json.loads(open(path, encoding="utf-8").read())
-    head = f"{'shape':<18}{'n':>7}{'K, L':>9}{'build s':>9}{'attend ms':>11}{'dense ms':>10}{'speed-up':>10}" \
-           f"{'budget':>8}{'tables/KV':>10}{'err MP':>8}{'err TopK':>9}"
-    lines = [f"torch {data['torch']}, {data['threads']} thread(s); command: {SPEED_COMMAND}",
-             "synthetic keys; tables/KV = hash-table bytes / fp16 KV-cache bytes; errors vs dense attention",
-             head, "-" * len(head)]
+    head = (
+        f"{'shape':<18}{'n':>7}{'K, L':>9}{'build s':>9}{'attend ms':>11}{'dense ms':>10}{'speed-up':>10}"
+        f"{'budget':>8}{'tables/KV':>10}{'err MP':>8}{'err TopK':>9}"
+    )
+    lines = [
+        f"torch {data['torch']}, {data['threads']} thread(s); command: {SPEED_COMMAND}",
+        "synthetic keys; tables/KV = hash-table bytes / fp16 KV-cache bytes; errors vs dense attention",
+        head,
+        "-" * len(head),
+    ]
     for r in data["rows"]:
-        lines.append(f"{r['shape']:<18}{r['n']:>7}{r['K']:>5},{r['L']:>3}{r['build_s']:>9.1f}{r['attend_ms']:>11.1f}"
-                     f"{r['sdpa_ms']:>10.1f}{r['speedup']:>9.1f}x{100 * r['budget']:>7.2f}%{r['table_vs_kv_fp16']:>9.2f}x"
-                     f"{r['err_magicpig']:>8.3f}{r['err_topk']:>9.3f}")
+        lines.append(
+            f"{r['shape']:<18}{r['n']:>7}{r['K']:>5},{r['L']:>3}{r['build_s']:>9.1f}{r['attend_ms']:>11.1f}"
+            f"{r['sdpa_ms']:>10.1f}{r['speedup']:>9.1f}x{100 * r['budget']:>7.2f}%{r['table_vs_kv_fp16']:>9.2f}x"
+            f"{r['err_magicpig']:>8.3f}{r['err_topk']:>9.3f}"
+        )
     return "\n".join(lines)
 
 
@@ -254,5 +322,3 @@ def live_agreement(row: int = 2, results: dict | None = None) -> tuple[float, in
     name = "magicpig K10 L150"
     study_err = np.asarray(r["series"][name]["error"][r["layers"].index(layer)][0])[list(heads)]
     return float(np.max(np.abs(np.asarray(live[name]["error"][0]) - study_err) / study_err)), layer
-
-

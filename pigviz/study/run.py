@@ -29,29 +29,41 @@ budget 1: its mean budget over all layers is therefore above the matched one. Th
 ``rank_all`` (:func:`pigviz.attention.quest_rank_all_attention`, every page ranked by its bound,
 sparse in every layer) shows what the current page is worth.
 """
+
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pigviz._util.io import write_json_atomic
+import pigviz
+from pigviz import attention as A
+from pigviz._util.io import sha256_file, write_json_atomic
 from pigviz._util.validate import check_choice, check_int
-import hashlib
-from pigviz.model import loading as models, texts
-from pigviz._util.io import sha256_file
+from pigviz.model import loading as models
+from pigviz.model import texts
 from pigviz.model.capture import capture, load_capture, save_capture
 from pigviz.model.loading import load_model
-from pigviz import attention as A
-import pigviz
-import json
 
 __all__ = [
-    "FORMAT", "METHODS", "DEFAULT_SETTINGS", "PAPER_SETTING", "StudySpec", "series_id",
-    "capture_cache_path", "cached_capture", "decode_index", "exact_outputs", "run_layer",
-    "run_study", "save_results", "load_results",
+    "FORMAT",
+    "METHODS",
+    "DEFAULT_SETTINGS",
+    "PAPER_SETTING",
+    "StudySpec",
+    "series_id",
+    "capture_cache_path",
+    "cached_capture",
+    "decode_index",
+    "exact_outputs",
+    "run_layer",
+    "run_study",
+    "save_results",
+    "load_results",
 ]
 
 FORMAT = "pigviz-study-v1"
@@ -102,16 +114,20 @@ class StudySpec:
         self.methods = tuple(check_choice("methods entry", m, METHODS + AFFORDABLE_METHODS) for m in self.methods)
         if not self.methods or len(set(self.methods)) != len(self.methods):
             raise ValueError(f"methods must be distinct entries of {METHODS + AFFORDABLE_METHODS}, got {self.methods}")
-        if "magicpig" not in self.methods and any(m in self.methods for m in ("topk", "oracle", "hybrid", "quest")
-                                                  + AFFORDABLE_METHODS):
-            raise ValueError("methods: topk, oracle, hybrid and quest are run at MagicPIG's budgets, so "
-                             "'magicpig' must be among the methods")
+        if "magicpig" not in self.methods and any(
+            m in self.methods for m in ("topk", "oracle", "hybrid", "quest") + AFFORDABLE_METHODS
+        ):
+            raise ValueError(
+                "methods: topk, oracle, hybrid and quest are run at MagicPIG's budgets, so "
+                "'magicpig' must be among the methods"
+            )
         self.sinks = check_int("sinks", self.sinks, 0, 1024)
         self.recent = check_int("recent", self.recent, 0, 4096)
         self.min_hits = check_int("min_hits", self.min_hits, 1, min(L for _, L in self.settings))
         self.quest_page = check_int("quest_page", self.quest_page, 1, 1024)
-        self.quest_dense_layers = tuple(sorted({check_int("quest_dense_layers entry", x, 0, 10_000)
-                                                for x in self.quest_dense_layers}))
+        self.quest_dense_layers = tuple(
+            sorted({check_int("quest_dense_layers entry", x, 0, 10_000) for x in self.quest_dense_layers})
+        )
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -144,11 +160,20 @@ def capture_cache_path(model: str, context: int, last: int, dtype: str | None = 
     _, text_sha = texts.long_text()
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)[-40:]
     tag = f"-{dtype}" if dtype else ""
-    return models.cache_root() / "captures" / f"{safe}-{weights}-text{text_sha[:12]}-n{context}-t{last}{tag}.safetensors"
+    return (
+        models.cache_root() / "captures" / f"{safe}-{weights}-text{text_sha[:12]}-n{context}-t{last}{tag}.safetensors"
+    )
 
 
-def cached_capture(model: str = "smollm2-135m", context: int = 8192, last: int = 64, *,
-                   progress: bool = True, device: str = "cpu", dtype: str | None = None):
+def cached_capture(
+    model: str = "smollm2-135m",
+    context: int = 8192,
+    last: int = 64,
+    *,
+    progress: bool = True,
+    device: str = "cpu",
+    dtype: str | None = None,
+):
     """The full capture (all layers and heads, fp32), from the cache or made once and cached."""
     context = check_int("context", context, 2)
     last = check_int("last", last, 1, context - 1)
@@ -174,9 +199,9 @@ def decode_index(prompt_index, k, n: int):
     lists them and they are never sampled. That changes nothing while they sit in the exact
     recent window, i.e. while n - n0 <= recent: their table hits would be zeroed anyway.
     """
-    from pigviz.lsh.index import LSHIndex  # heavy: imports torch
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
+    from pigviz.lsh.index import LSHIndex  # heavy: imports torch
 
     base = prompt_index
     Hkv, L, n0 = base.entries.shape
@@ -185,10 +210,20 @@ def decode_index(prompt_index, k, n: int):
         return base
     new = torch.arange(n0, n, dtype=base.entries.dtype).expand(Hkv, L, n - n0)
     norms = (k[:, n0:n].float() - base.mean[:, None, :]).norm(dim=-1)
-    return LSHIndex(K=base.K, L=base.L, sinks=base.sinks, recent=base.recent, seed=base.seed,
-                    centred=base.centred, planes=base.planes, mean=base.mean,
-                    entries=torch.cat([base.entries, new], dim=2), offsets=base.offsets,
-                    centred_norms=torch.cat([base.centred_norms, norms], dim=1), cache=base.cache)
+    return LSHIndex(
+        K=base.K,
+        L=base.L,
+        sinks=base.sinks,
+        recent=base.recent,
+        seed=base.seed,
+        centred=base.centred,
+        planes=base.planes,
+        mean=base.mean,
+        entries=torch.cat([base.entries, new], dim=2),
+        offsets=base.offsets,
+        centred_norms=torch.cat([base.centred_norms, norms], dim=1),
+        cache=base.cache,
+    )
 
 
 # -- one layer -----------------------------------------------------------------------------------
@@ -215,8 +250,16 @@ def _magicpig_runs(spec: StudySpec):
     runs = [("main", s, spec.sinks, spec.recent, s == PAPER_SETTING, False) for s in spec.settings]
     if spec.ablations and PAPER_SETTING in spec.settings:
         for name, over in ABLATIONS.items():
-            runs.append((name, PAPER_SETTING, over.get("sinks", spec.sinks), over.get("recent", spec.recent),
-                         False, over.get("first_only", False)))
+            runs.append(
+                (
+                    name,
+                    PAPER_SETTING,
+                    over.get("sinks", spec.sinks),
+                    over.get("recent", spec.recent),
+                    False,
+                    over.get("first_only", False),
+                )
+            )
     return runs
 
 
@@ -225,30 +268,38 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
     ``q`` (H, T, d), ``k``/``v`` (Hkv, N, d); ``tick()`` is called after each unit of work.
     ``layer``: the model layer, so that Quest reads every key in ``spec.quest_dense_layers``
     (None: Quest is sparse)."""
-    from pigviz.lsh.index import build_index  # heavy: imports torch
-    from pigviz.lsh.magicpig import attend  # heavy: imports torch
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
+    from pigviz.lsh.index import build_index  # heavy: imports torch
+    from pigviz.lsh.magicpig import attend  # heavy: imports torch
 
     q, k, v = q.float(), k.float().contiguous(), v.float().contiguous()
     H, T, d = q.shape
     Hkv, N, _ = k.shape
     first = N - T
     if first + 1 <= spec.sinks + spec.recent:
-        raise ValueError(f"the first query sees {first + 1} keys, not more than sinks + recent = "
-                         f"{spec.sinks + spec.recent}: nothing would be left to sample")
+        raise ValueError(
+            f"the first query sees {first + 1} keys, not more than sinks + recent = "
+            f"{spec.sinks + spec.recent}: nothing would be left to sample"
+        )
     if "magicpig" in spec.methods and T - 1 > spec.recent:
-        raise ValueError(f"last={T} queries need recent >= {T - 1}: the keys written after the prompt "
-                         f"are read exactly, never hashed; got recent={spec.recent}")
+        raise ValueError(
+            f"last={T} queries need recent >= {T - 1}: the keys written after the prompt "
+            f"are read exactly, never hashed; got recent={spec.recent}"
+        )
     scores, exact = exact_outputs(q, k, v)
     out: dict = {}
     tick = tick or (lambda: None)
 
     def record(method, setting, variant, errors, budgets, sampled=None):  # errors/budgets: (seeds, H, T)
         out[series_id(method, setting, variant)] = {
-            "method": method, "setting": list(setting) if setting else None, "variant": variant,
+            "method": method,
+            "setting": list(setting) if setting else None,
+            "variant": variant,
             "positions": errors.shape[-1],
-            "error": errors.mean(-1).tolist(), "budget": budgets.mean(-1).tolist()}
+            "error": errors.mean(-1).tolist(),
+            "budget": budgets.mean(-1).tolist(),
+        }
         if sampled is not None:
             out[series_id(method, setting, variant)]["budget_sampled"] = sampled.mean(-1).tolist()
 
@@ -260,13 +311,13 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
             exact_top = "mp_exact_top" in spec.methods and variant == "main"
             err_top = torch.zeros_like(err)
             for s in range(spec.seeds):
-                prompt = build_index(k[:, :first + 1], K=setting[0], L=setting[1], sinks=sinks,
-                                     recent=recent, seed=s)
+                prompt = build_index(k[:, : first + 1], K=setting[0], L=setting[1], sinks=sinks, recent=recent, seed=s)
                 for t in positions:
                     n = first + t + 1
                     view = decode_index(prompt, k, n)
-                    o_hat, stats = attend(view, q[:, t], k[:, :n], v[:, :n], min_hits=spec.min_hits,
-                                          return_read_mask=diagnose)
+                    o_hat, stats = attend(
+                        view, q[:, t], k[:, :n], v[:, :n], min_hits=spec.min_hits, return_read_mask=diagnose
+                    )
                     err[s, :, t] = _rel_err(o_hat, exact[:, t])
                     bud[s, :, t] = stats["keys_read"].double() / n
                     smp[s, :, t] = stats["sampled"].double() / max(1, n - sinks - recent)
@@ -302,7 +353,7 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
                     args = (q[:, t], k[:, :n], v[:, :n], budget)
                     if method == "topk":
                         o_hat, stats = A.topk_attention(*args)
-                    elif method == "quest" and quest_dense:   # the paper's dense first layers
+                    elif method == "quest" and quest_dense:  # the paper's dense first layers
                         o_hat, stats = A.dense_attention(*args[:3])
                     elif method == "quest":
                         o_hat, stats = A.quest_attention(*args, page=min(spec.quest_page, n))
@@ -313,8 +364,9 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
                     elif method == "vattention":
                         from pigviz.lsh.affordable import vattention  # heavy: imports torch
 
-                        o_hat, stats = vattention(*args, sinks=spec.sinks, recent=min(spec.recent, n),
-                                                  page=min(spec.quest_page, n), seed=s)
+                        o_hat, stats = vattention(
+                            *args, sinks=spec.sinks, recent=min(spec.recent, n), page=min(spec.quest_page, n), seed=s
+                        )
                     elif method == "sparq":
                         from pigviz.lsh.affordable import sparq  # heavy: imports torch
 
@@ -363,20 +415,37 @@ def _round(x):
 def _header(cap, spec: StudySpec, layers, command: str) -> dict:
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-
     meta = cap.metadata
     return {
-        "format": FORMAT, "model": meta["model_name"], "model_revision": meta["model_revision"],
-        "text_sha256": meta["text_sha256"], "token_ids_sha256": meta["token_ids_sha256"],
-        "context": cap.n_tokens, "last": cap.last, "layers": list(layers),
-        "heads": int(cap.queries.shape[1]), "kv_heads": int(cap.keys.shape[1]), "head_dim": meta["head_dim"],
-        "spec": spec.as_dict(), "command": command, "pigviz_version": pigviz.__version__,
-        "torch_version": torch.__version__, "threads": torch.get_num_threads(),
+        "format": FORMAT,
+        "model": meta["model_name"],
+        "model_revision": meta["model_revision"],
+        "text_sha256": meta["text_sha256"],
+        "token_ids_sha256": meta["token_ids_sha256"],
+        "context": cap.n_tokens,
+        "last": cap.last,
+        "layers": list(layers),
+        "heads": int(cap.queries.shape[1]),
+        "kv_heads": int(cap.keys.shape[1]),
+        "head_dim": meta["head_dim"],
+        "spec": spec.as_dict(),
+        "command": command,
+        "pigviz_version": pigviz.__version__,
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
     }
 
 
-def run_study(cap, spec: StudySpec | None = None, out=None, *, layers=None, progress: bool = True,
-              command: str = "", resume: bool = True) -> dict:
+def run_study(
+    cap,
+    spec: StudySpec | None = None,
+    out=None,
+    *,
+    layers=None,
+    progress: bool = True,
+    command: str = "",
+    resume: bool = True,
+) -> dict:
     """Run :func:`run_layer` on every kept layer of ``cap``. With ``out``, the finished layers
     are saved to ``out + '.partial'`` after each layer (a re-run with the same header resumes
     there) and the results to ``out`` at the end, atomically."""
@@ -402,10 +471,12 @@ def run_study(cap, spec: StudySpec | None = None, out=None, *, layers=None, prog
             continue
         t0 = time.perf_counter()
         row = cap.layers.index(layer)
-        result = run_layer(cap.queries[row], cap.keys[row], cap.values[row], spec, tick=lambda: bar.update(1),
-                           layer=layer)
-        done[str(layer)] = {name: dict(s, **{key: _round(s[key]) for key in _PER_CELL if key in s})
-                            for name, s in result.items()}
+        result = run_layer(
+            cap.queries[row], cap.keys[row], cap.values[row], spec, tick=lambda: bar.update(1), layer=layer
+        )
+        done[str(layer)] = {
+            name: dict(s, **{key: _round(s[key]) for key in _PER_CELL if key in s}) for name, s in result.items()
+        }
         timing["layer_s"][str(layer)] = round(time.perf_counter() - t0, 2)
         if partial:
             write_json_atomic(partial, dict(header, results=done), indent=None)
@@ -451,5 +522,3 @@ def load_results(path) -> dict:
     if not isinstance(results, dict) or results.get("format") != FORMAT or "series" not in results:
         raise ValueError(f"{path} is not a {FORMAT} results file")
     return results
-
-

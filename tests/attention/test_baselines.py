@@ -1,5 +1,6 @@
 """Decode-step baselines in pigviz.attention: dense, TopK, oracle sampling, hybrid,
 StreamingLLM and Quest, on one layer with grouped-query attention."""
+
 import math
 
 import numpy as np
@@ -97,7 +98,7 @@ def test_race_counts_survive_extreme_weights():
     log_w = torch.log_softmax(torch.tensor([[0.0, -800.0, -900.0, -1000.0]], dtype=torch.float64), dim=-1)
     log_counts = attention._race_log_counts(log_w, 3, torch.Generator().manual_seed(0))
     assert torch.isfinite(log_counts[0, :3]).all() and log_counts[0, 3] == -math.inf
-    assert log_counts[0, 0] > 900            # astronomically many draws of the heavy key
+    assert log_counts[0, 0] > 900  # astronomically many draws of the heavy key
 
 
 def test_race_with_every_drawable_key_in_budget_returns_the_weights():
@@ -142,7 +143,7 @@ def test_samplers_are_unbiased_on_a_sink(fn, budget):
     assert float(dense) == pytest.approx(truth, abs=1e-12)
     out, stats = fn(q, k, v, budget / 32, seed=budget)
     assert stats["keys_read"].tolist() == [budget] * 20_000
-    assert out.std() > 0.01                          # the runs differ: a real sample
+    assert out.std() > 0.01  # the runs differ: a real sample
     assert abs(zscore(out, truth)) < 4
 
 
@@ -169,7 +170,7 @@ def test_hybrid_is_exact_on_the_top_half_and_samples_the_tail_mass():
     v = torch.eye(10)[None]
     true = torch.softmax(attention._grouped_scores(q, k), dim=-1)
     for seed in range(5):
-        out, stats = hybrid_attention(q, k, v, 0.4, seed=seed)       # m = 4: 2 exact + 2 sampled
+        out, stats = hybrid_attention(q, k, v, 0.4, seed=seed)  # m = 4: 2 exact + 2 sampled
         assert stats["keys_read"].tolist() == [4, 4]
         for h in range(2):
             top = true[h].topk(2).indices
@@ -190,7 +191,7 @@ def test_streaming_is_softmax_over_sinks_and_recent(step):
     assert stats["budget"] == pytest.approx(23 / 1000)
 
 
-@pytest.mark.parametrize("n", [1000, 1003])           # a partial last page too
+@pytest.mark.parametrize("n", [1000, 1003])  # a partial last page too
 def test_quest_bound_never_below_a_true_score_and_budget_respected(n):
     q, k, v = synthetic_decode_step(heads=4, kv_heads=2, n=n, d=16, seed=5)
     out, stats = quest_attention(q, k, v, 0.1, page=16)
@@ -199,7 +200,7 @@ def test_quest_bound_never_below_a_true_score_and_budget_respected(n):
     dense, _ = dense_attention(q, k, v)
     assert torch.allclose(quest_attention(q, k, v, 1.0, page=16)[0], dense, atol=1e-6)
     kept_pages = quest_attention(q, k, v, 16 / n, page=16)[1]["pages_kept"]
-    assert kept_pages.tolist() == [1] * 4        # at least one page, even below a page of budget
+    assert kept_pages.tolist() == [1] * 4  # at least one page, even below a page of budget
     # At a budget below one page the current page alone is read (the authors' rule) or the
     # page with the highest bound (rank-all).
     assert quest_attention(q, k, v, 1 / n, page=16)[1]["keys_read"].tolist() == [n - (n - 1) // 16 * 16] * 4
@@ -215,7 +216,7 @@ def test_quest_keeps_the_pages_with_the_highest_brute_force_bound(n, current_pag
     bound; quest_rank_all_attention ranks it with the others."""
     q, k, _ = synthetic_decode_step(heads=4, kv_heads=2, n=n, d=16, seed=5)
     q, k = q.double(), k.double()
-    v = torch.eye(n, dtype=torch.float64).expand(2, n, n)     # output = weight of each token
+    v = torch.eye(n, dtype=torch.float64).expand(2, n, n)  # output = weight of each token
     page, m = 16, round(0.1 * n)
     fn = quest_attention if current_page else quest_rank_all_attention
     out, stats = fn(q, k, v, 0.1, page=page)
@@ -223,10 +224,10 @@ def test_quest_keeps_the_pages_with_the_highest_brute_force_bound(n, current_pag
         keys = k[h // 2]
         bounds, spans = [], []
         for start in range(0, n, page):
-            block = keys[start:start + page]
+            block = keys[start : start + page]
             lo, hi = block.min(0).values, block.max(0).values
             bound = sum(max(float(q[h, i] * lo[i]), float(q[h, i] * hi[i])) for i in range(16))
-            assert float((block @ q[h]).max()) <= bound + 1e-9          # an upper bound
+            assert float((block @ q[h]).max()) <= bound + 1e-9  # an upper bound
             bounds.append(bound)
             spans.append(range(start, min(n, start + page)))
         expected = torch.zeros(n, dtype=torch.bool)
@@ -266,7 +267,7 @@ def test_quest_always_reads_the_current_page_and_counts_it(n):
     k = k.clone()
     k[:, last:] = -2.0 * k[:, :last].abs().amax(1, keepdim=True) * torch.sign(q)[:, None]
     _, authors = quest_attention(q, k, v, 0.1, page=16)
-    w = torch.eye(n, dtype=torch.float64).expand(2, n, n)     # float64: tiny weights stay > 0
+    w = torch.eye(n, dtype=torch.float64).expand(2, n, n)  # float64: tiny weights stay > 0
     read_authors = quest_attention(q, k, w, 0.1, page=16)[0] > 0
     read_all = quest_rank_all_attention(q, k, w, 0.1, page=16)[0] > 0
     assert read_authors[:, last:].all() and not read_all[:, last:].any()
@@ -279,8 +280,8 @@ def test_gqa_groups_read_their_own_kv_head(fn):
     q, k, v = synthetic_decode_step(heads=6, kv_heads=3, n=400, d=8, seed=7)
     together, _ = fn(q, k, v, 0.1)
     for g in range(3):
-        alone, _ = fn(q[2 * g:2 * g + 2], k[g:g + 1], v[g:g + 1], 0.1)
-        assert torch.allclose(together[2 * g:2 * g + 2], alone, atol=1e-6)
+        alone, _ = fn(q[2 * g : 2 * g + 2], k[g : g + 1], v[g : g + 1], 0.1)
+        assert torch.allclose(together[2 * g : 2 * g + 2], alone, atol=1e-6)
     swapped, _ = fn(q, k.flip(0), v.flip(0), 0.1)
     assert not torch.allclose(swapped, together)
 
@@ -298,9 +299,14 @@ def test_oracle_sampling_uses_the_group_kv_head():
 def test_half_precision_inputs_compute_in_float32(step, dtype):
     q, k, v = step
     dense, _ = dense_attention(q, k, v)
-    for fn, args in [(dense_attention, ()), (topk_attention, (0.1,)), (quest_attention, (0.1,)),
-                     (oracle_sampling_attention, (0.1,)), (hybrid_attention, (0.1,)),
-                     (streaming_attention, (4, 64))]:
+    for fn, args in [
+        (dense_attention, ()),
+        (topk_attention, (0.1,)),
+        (quest_attention, (0.1,)),
+        (oracle_sampling_attention, (0.1,)),
+        (hybrid_attention, (0.1,)),
+        (streaming_attention, (4, 64)),
+    ]:
         out, _ = fn(q.to(dtype), k.to(dtype), v.to(dtype), *args)
         assert out.dtype == dtype and torch.isfinite(out.float()).all()
     low, _ = dense_attention(q.to(dtype), k.to(dtype), v.to(dtype))
@@ -309,7 +315,7 @@ def test_half_precision_inputs_compute_in_float32(step, dtype):
 
 def test_degenerate_inputs_stay_finite():
     q = torch.zeros(2, 8)
-    k = torch.ones(1, 50, 8)                          # duplicate keys
+    k = torch.ones(1, 50, 8)  # duplicate keys
     v = torch.randn(1, 50, 8)
     for fn in (topk_attention, oracle_sampling_attention, hybrid_attention, quest_attention):
         out, _ = fn(q, k, v, 0.1)
@@ -362,8 +368,13 @@ def test_softmax_attention_torch_names_a_numpy_argument(step):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_matches_cpu(step):
     q, k, v = step
-    for fn, args in [(dense_attention, ()), (topk_attention, (0.1,)), (quest_attention, (0.1,)),
-                     (streaming_attention, (4, 64)), (oracle_sampling_attention, (0.1,))]:
+    for fn, args in [
+        (dense_attention, ()),
+        (topk_attention, (0.1,)),
+        (quest_attention, (0.1,)),
+        (streaming_attention, (4, 64)),
+        (oracle_sampling_attention, (0.1,)),
+    ]:
         cpu, _ = fn(q, k, v, *args)
         gpu, _ = fn(q.cuda(), k.cuda(), v.cuda(), *args)
         assert torch.allclose(cpu, gpu.cpu(), atol=1e-4), fn.__name__

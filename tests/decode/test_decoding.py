@@ -1,5 +1,6 @@
 """Sampled decoding inside SmolLM2-135M: the swap, its restoration, exactness limits, errors,
 the eval JSON and the shipped results. CPU; the CUDA test skips without a GPU."""
+
 import json
 import math
 from pathlib import Path
@@ -7,14 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from pigviz.decode import evaluate as decode_eval, generation, session as decoding
-from pigviz.model import loading as models, shipped
 from pigviz.cli import main
+from pigviz.decode import evaluate as decode_eval
+from pigviz.decode import generation
+from pigviz.decode import session as decoding
+from pigviz.model import loading as models
+from pigviz.model import shipped
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 PROMPT_TOKENS = 300
-
-
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +64,15 @@ def test_all_layers_dense_is_bit_for_bit_dense(smollm2, prompt):
         assert _gen(smollm2, ids, method, n=5, dense_layers=every, **opts).token_ids == dense.token_ids
 
 
-@pytest.mark.parametrize("method,opts", [("magicpig", {"K": 8, "L": 40, "buffer": 64}), ("topk", {"budget": 0.1}),
-                                         ("quest", {"budget": 0.2}), ("streaming", {"recent": 16})])
+@pytest.mark.parametrize(
+    "method,opts",
+    [
+        ("magicpig", {"K": 8, "L": 40, "buffer": 64}),
+        ("topk", {"budget": 0.1}),
+        ("quest", {"budget": 0.2}),
+        ("streaming", {"recent": 16}),
+    ],
+)
 def test_teacher_forced_chunk_equals_step_by_step(smollm2, prompt, method, opts):
     model = smollm2[0]
     P, T = PROMPT_TOKENS, 12
@@ -72,12 +81,12 @@ def test_teacher_forced_chunk_equals_step_by_step(smollm2, prompt, method, opts)
         decoding.forward(model, prompt[:P], cache, logits_to_keep=1)
         session.prepare(cache)
         session.phase = "decode"
-        chunk = decoding.forward(model, prompt[P:P + T], cache)
+        chunk = decoding.forward(model, prompt[P : P + T], cache)
         chunk_budget = session.take_budgets()
         cache.crop(-T)
         steps, step_budget = [], []
         for t in range(T):
-            steps.append(decoding.forward(model, prompt[P + t:P + t + 1], cache))
+            steps.append(decoding.forward(model, prompt[P + t : P + t + 1], cache))
             step_budget.append(session.take_budgets())
     assert torch.allclose(chunk, torch.cat(steps), atol=2e-3, rtol=0)
     assert torch.allclose(chunk_budget, torch.cat(step_budget), atol=1e-6)
@@ -99,7 +108,7 @@ def test_chunk_past_the_buffer_rebuilds_and_stays_finite(smollm2, prompt):
         decoding.forward(model, prompt[:P], cache, logits_to_keep=1)
         session.prepare(cache)
         session.phase = "decode"
-        logits = decoding.forward(model, prompt[P:P + T], cache)
+        logits = decoding.forward(model, prompt[P : P + T], cache)
         assert session.rebuilds == model.config.num_hidden_layers - 1
         assert torch.isfinite(logits).all()
         cache.crop(-T)
@@ -107,7 +116,7 @@ def test_chunk_past_the_buffer_rebuilds_and_stays_finite(smollm2, prompt):
         session.prepare(cache)
         session.phase = "decode"
         with pytest.raises(ValueError, match="does not fit the exact buffer"):
-            decoding.forward(model, prompt[P:P + T], cache)
+            decoding.forward(model, prompt[P : P + T], cache)
 
 
 def test_generate_result_fields(smollm2, prompt):
@@ -121,15 +130,18 @@ def test_generate_result_fields(smollm2, prompt):
 
 
 # -- bad input leaves the model as it was ----------------------------------------------------------
-@pytest.mark.parametrize("attention,options,exc,match", [
-    ("flash", {}, ValueError, "dense.*magicpig.*topk.*quest.*streaming"),
-    ("magicpig", {"budget": 0.1}, TypeError, "K, L, min_hits"),
-    ("dense", {"K": 10}, TypeError, "takes: none"),
-    ("topk", {"dense_layers": (30,)}, ValueError, r"dense_layers entry must be in \[0, 29\]"),
-    ("magicpig", {"min_hits": 0}, ValueError, "min_hits"),
-    ("magicpig", {"sinks": 0, "recent": 0}, ValueError, "sinks \\+ recent"),
-    ("topk", {"budget": 1.5}, ValueError, "budget"),
-])
+@pytest.mark.parametrize(
+    "attention,options,exc,match",
+    [
+        ("flash", {}, ValueError, "dense.*magicpig.*topk.*quest.*streaming"),
+        ("magicpig", {"budget": 0.1}, TypeError, "K, L, min_hits"),
+        ("dense", {"K": 10}, TypeError, "takes: none"),
+        ("topk", {"dense_layers": (30,)}, ValueError, r"dense_layers entry must be in \[0, 29\]"),
+        ("magicpig", {"min_hits": 0}, ValueError, "min_hits"),
+        ("magicpig", {"sinks": 0, "recent": 0}, ValueError, "sinks \\+ recent"),
+        ("topk", {"budget": 1.5}, ValueError, "budget"),
+    ],
+)
 def test_bad_options_raise_and_leave_sdpa(smollm2, prompt, attention, options, exc, match):
     with pytest.raises(exc, match=match):
         _gen(smollm2, prompt[:20], attention, **options)
@@ -183,8 +195,7 @@ def test_unswappable_models_are_named(smollm2):
 # -- eval JSON --------------------------------------------------------------------------------------
 def test_quality_eval_schema(smollm2):
     model, tok = smollm2
-    out = decode_eval.quality_eval(model, tok, prefix=200, stretch=6, configs=((6, 20),), seeds=(0,),
-                                   progress=False)
+    out = decode_eval.quality_eval(model, tok, prefix=200, stretch=6, configs=((6, 20),), seeds=(0,), progress=False)
     assert out["format"] == decode_eval.QUALITY_FORMAT
     methods = [r["method"] for r in out["rows"]]
     assert methods == ["dense", "magicpig", "topk", "quest", "streaming"]
@@ -193,11 +204,11 @@ def test_quality_eval_schema(smollm2):
     assert mp["kl_mean"] >= 0 and len(mp["kl_per_token"]) == 6 and 0 < mp["budget"] < 1
     assert set(mp["layer_budgets"]) == {str(i) for i in range(1, 30)}
     for row in out["rows"][2:]:
-        assert abs(row["budget"] - mp["budget"]) < 0.1           # matched budgets
+        assert abs(row["budget"] - mp["budget"]) < 0.1  # matched budgets
     # budgets both ways: sampled / sampleable keys (MagicPIG's authors) below keys read / visible
     assert 0 <= mp["budget_sampled"] < mp["budget"] < mp["budget_all_layers"] < 1
     quest = out["rows"][3]
-    assert quest["options"]["dense_layers"] == [0, 1]              # as in Quest's paper
+    assert quest["options"]["dense_layers"] == [0, 1]  # as in Quest's paper
     assert quest["budget_all_layers"] == pytest.approx((28 * quest["budget"] + 2) / 30, rel=1e-4)
     json.dumps(out, allow_nan=False)
     assert model.config._attn_implementation == "sdpa"
@@ -217,17 +228,37 @@ def test_passkey_eval_schema_and_wilson(smollm2):
 
 
 def test_cli_generate_and_its_errors(smollm2, capsys):
-    assert main(["generate", "--prompt", "The capital of France is", "--attention", "topk", "--budget", "0.5",
-                 "--max-new-tokens", "3", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "--prompt",
+                "The capital of France is",
+                "--attention",
+                "topk",
+                "--budget",
+                "0.5",
+                "--max-new-tokens",
+                "3",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert "[topk]" in capsys.readouterr().err
     assert main(["generate", "--prompt", "Hi", "--attention", "topk", "--K", "8", "--quiet"]) == 2
     assert "unknown option(s) K" in capsys.readouterr().err
 
 
 # -- shipped results -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("name,fmt", [("decode_quality_smollm2.json", decode_eval.QUALITY_FORMAT),
-                                      ("passkey_smollm2.json", decode_eval.PASSKEY_FORMAT),
-                                      ("decode_speed_cpu.json", "pigviz-decode-speed-v1")])
+@pytest.mark.parametrize(
+    "name,fmt",
+    [
+        ("decode_quality_smollm2.json", decode_eval.QUALITY_FORMAT),
+        ("passkey_smollm2.json", decode_eval.PASSKEY_FORMAT),
+        ("decode_speed_cpu.json", "pigviz-decode-speed-v1"),
+    ],
+)
 def test_shipped_results_match_manifest_and_schema(name, fmt):
     entry = shipped.read_manifest()["files"].get(name)
     assert entry is not None, f"{name} has no manifest entry"
@@ -257,9 +288,13 @@ def test_report_tables_figures_and_claims():
     assert report.passkey_table(passkey).count("\n") == len(passkey["rows"])
     assert "magicpig" in report.speed_table(speed["rows"])
     assert "first" in report.side_by_side(quality["generation"])
-    figures = [plots.quality_figure(quality["rows"]), plots.passkey_figure(passkey["rows"]),
-               plots.generation_figure(quality["generation"]), plots.speed_figure(speed["rows"]),
-               plots.layer_budget_figure(quality["rows"][1]["layer_budgets"])]
+    figures = [
+        plots.quality_figure(quality["rows"]),
+        plots.passkey_figure(passkey["rows"]),
+        plots.generation_figure(quality["generation"]),
+        plots.speed_figure(speed["rows"]),
+        plots.layer_budget_figure(quality["rows"][1]["layer_budgets"]),
+    ]
     for fig in figures:
         assert fig.layout.title.text
         for trace in fig.data:
@@ -288,7 +323,7 @@ def test_cuda_sampled_decode_matches_cpu(smollm2, prompt):
     on CPU (compiled path) and GPU (torch path): same tokens, same budgets up to the rare key
     whose projection is within rounding of a hyperplane."""
     ids = prompt[:PROMPT_TOKENS]
-    options = {"K": 8, "L": 40, "buffer": 4}        # a small buffer also exercises a rebuild
+    options = {"K": 8, "L": 40, "buffer": 4}  # a small buffer also exercises a rebuild
     cpu = _gen(smollm2, ids, "magicpig", **options)
     model, tok = models.load_model(device="cuda", dtype="float32", progress=False)
     gpu = generation.generate(model, tok, ids, "magicpig", 6, progress=False, stop_at_eos=False, **options)

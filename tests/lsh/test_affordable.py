@@ -1,13 +1,14 @@
 """Affordable estimators (pigviz.lsh.affordable): MagicPIG plus an exact top, vAttention-style
 deterministic set plus uniform sample, and SparQ."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from pigviz.lsh.affordable import magicpig_exact_top, sparq, vattention
 from pigviz.attention import dense_attention, topk_attention
+from pigviz.lsh.affordable import magicpig_exact_top, sparq, vattention
 from pigviz.lsh.index import build_index
 from pigviz.lsh.magicpig import attend, synthetic_decode_step
 
@@ -60,7 +61,7 @@ def test_vattention_sample_is_nearly_unbiased_and_consistent():
     dense, _ = dense_attention(q, k, v)
     run = lambda budget, s: vattention(q, k, v, budget, sinks=1, recent=0, page=300, seed=s)[0]  # noqa: E731
     outs = torch.stack([run(0.2, s) for s in range(200)])
-    assert rel(outs.mean(0), dense) < 0.05          # one draw: ~0.15
+    assert rel(outs.mean(0), dense) < 0.05  # one draw: ~0.15
     err = lambda budget: sum(rel(run(budget, s), dense) for s in range(20)) / 20  # noqa: E731
     assert err(0.5) < err(0.1)
 
@@ -84,8 +85,8 @@ def test_gqa_groups_read_their_own_kv_head(fn):
     q, k, v = synthetic_decode_step(heads=6, kv_heads=3, n=400, d=8, seed=7)
     together, _ = fn(q, k, v)
     for g in range(3):
-        alone, _ = fn(q[2 * g:2 * g + 2], k[g:g + 1], v[g:g + 1])
-        assert torch.allclose(together[2 * g:2 * g + 2], alone, atol=1e-5)
+        alone, _ = fn(q[2 * g : 2 * g + 2], k[g : g + 1], v[g : g + 1])
+        assert torch.allclose(together[2 * g : 2 * g + 2], alone, atol=1e-5)
 
 
 def test_the_study_runs_the_affordable_estimators_when_asked():
@@ -93,13 +94,25 @@ def test_the_study_runs_the_affordable_estimators_when_asked():
     from tests.study.test_study import tiny_capture
 
     cap = tiny_capture(n_layers=1)
-    spec = study.StudySpec(settings=((4, 12),), seeds=2, sinks=2, recent=8, quest_page=4, ablations=False,
-                           methods=("magicpig", "topk", "mp_exact_top", "vattention", "sparq"))
+    spec = study.StudySpec(
+        settings=((4, 12),),
+        seeds=2,
+        sinks=2,
+        recent=8,
+        quest_page=4,
+        ablations=False,
+        methods=("magicpig", "topk", "mp_exact_top", "vattention", "sparq"),
+    )
     res = study.run_layer(cap.queries[0].float(), cap.keys[0].float(), cap.values[0].float(), spec, layer=3)
-    assert set(res) == {"magicpig K4 L12", "topk @K4 L12", "mp_exact_top @K4 L12", "vattention @K4 L12",
-                        "sparq @K4 L12"}
+    assert set(res) == {
+        "magicpig K4 L12",
+        "topk @K4 L12",
+        "mp_exact_top @K4 L12",
+        "vattention @K4 L12",
+        "sparq @K4 L12",
+    }
     assert res["mp_exact_top @K4 L12"]["budget"] == res["magicpig K4 L12"]["budget"]
     for name in ("mp_exact_top @K4 L12", "vattention @K4 L12"):
         assert np.asarray(res[name]["error"]).shape == (2, 6)
     assert np.asarray(res["sparq @K4 L12"]["error"]).shape == (1, 6)
-    assert study.StudySpec().methods == study.METHODS        # not run by default
+    assert study.StudySpec().methods == study.METHODS  # not run by default

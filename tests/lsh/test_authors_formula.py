@@ -19,6 +19,7 @@ and give the same outputs within 1e-4 relative when it uses the authors' stabili
 transcription with the 1e-4 taken out it agrees within 1e-4 too; against the authors' exact
 formula it differs by at most ~2e-4 (layer 2, where the sampled keys carry the most weight).
 """
+
 import numpy as np
 import pytest
 import torch
@@ -47,15 +48,15 @@ def authors_accuracy_path(q, kc, mid, codes, v, planes, K, L, sinks, window, min
     n, d = kc.shape
     exact = np.r_[np.arange(sinks), np.arange(n - window, n)]
     q_codes = (q @ planes > 0).reshape(L, K)
-    hits = (codes == q_codes).all(axis=-1).sum(axis=-1)       # tables where the codes match
+    hits = (codes == q_codes).all(axis=-1).sum(axis=-1)  # tables where the codes match
     sampled = hits >= min_hits
     dots = kc[mid] @ q
     cos = dots / (np.linalg.norm(kc[mid], axis=1) * np.linalg.norm(q))
     p = 1.0 - np.arccos(np.clip(cos, -1.0, 1.0)) / np.pi
-    pk = p ** K
-    u = 1.0 - (1.0 - pk) ** L - L * pk * (1.0 - pk) ** (L - 1)   # P(at least 2 of L tables)
+    pk = p**K
+    u = 1.0 - (1.0 - pk) ** L - L * pk * (1.0 - pk) ** (L - 1)  # P(at least 2 of L tables)
     logits_mid = np.where(sampled, dots / np.sqrt(d) - np.log(u + u_offset), -np.inf)
-    logits = np.r_[kc[exact] @ q / np.sqrt(d), logits_mid]       # one softmax over both
+    logits = np.r_[kc[exact] @ q / np.sqrt(d), logits_mid]  # one softmax over both
     w = np.exp(logits - logits.max())
     w /= w.sum()
     out = w @ np.r_[v[exact], v[mid]]
@@ -73,7 +74,7 @@ def capture():
 @pytest.mark.parametrize("row", [0, 1, 2, 3])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_pigviz_reads_the_same_keys_and_agrees_with_the_authors_formulas(capture, row, seed):
-    q_all = capture.queries[row].float()                # (3 query heads, T, d), one KV head
+    q_all = capture.queries[row].float()  # (3 query heads, T, d), one KV head
     k, v = capture.keys[row].float(), capture.values[row].float()
     index = build_index(k, K=K, L=L, sinks=SINKS, recent=WINDOW, seed=seed)
     planes = index.planes.double().numpy()

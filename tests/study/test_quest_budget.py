@@ -1,10 +1,11 @@
 """The study's Quest as its authors run it (dense first layers, current page read, the
 rank-all variant beside it) and MagicPIG's budget counted both ways."""
+
 import numpy as np
 import torch
 
-from pigviz.study import run as study
 from pigviz.attention import quest_attention, quest_rank_all_attention
+from pigviz.study import run as study
 from tests.study.test_study import tiny_capture
 
 SPEC = dict(settings=((4, 12),), seeds=1, sinks=2, recent=8, quest_page=4, ablations=False)
@@ -45,8 +46,8 @@ def test_magicpig_budget_is_kept_both_ways():
     res = study.run_layer(q, k, v, study.StudySpec(methods=("magicpig",), **SPEC))
     s = res["magicpig K4 L12"]
     n = np.arange(k.shape[1] - q.shape[1], k.shape[1]) + 1
-    reads = np.asarray(s["budget"])[0]                 # (heads,): mean of keys read / visible
-    sampled = np.asarray(s["budget_sampled"])[0]       # mean of sampled / (visible - sinks - recent)
+    reads = np.asarray(s["budget"])[0]  # (heads,): mean of keys read / visible
+    sampled = np.asarray(s["budget_sampled"])[0]  # mean of sampled / (visible - sinks - recent)
     # keys read = sampled + exact set (2 sinks + 8 recent); with n nearly constant the two
     # conventions are tied by reads ~ (sampled * (n - 10) + 10) / n.
     approx = (sampled * (n.mean() - 10) + 10) / n.mean()

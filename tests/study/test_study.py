@@ -1,4 +1,5 @@
 """The error-vs-budget study: runner, decode-time tables, results file, summaries, widget, CLI."""
+
 import json
 import math
 
@@ -6,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from pigviz.study import findings
-from pigviz.study import run as study
 from pigviz.attention import dense_attention, streaming_attention
 from pigviz.lsh.index import build_index
 from pigviz.lsh.magicpig import attend, sampled_attention, synthetic_decode_step
+from pigviz.study import findings
+from pigviz.study import run as study
 from tests.factories import make_capture
 
 TINY = dict(settings=((4, 12), (3, 16)), seeds=2, sinks=2, recent=8, min_hits=2, quest_page=4)
@@ -28,8 +29,7 @@ def tiny_capture(n_layers=2, n=96, t=6, d=8, seed=0):
 @pytest.fixture(scope="module")
 def tiny_results(tmp_path_factory):
     out = tmp_path_factory.mktemp("study") / "r.json"
-    spec = study.StudySpec(settings=((4, 12), (3, 16), study.PAPER_SETTING), seeds=2, sinks=2, recent=8,
-                           quest_page=4)
+    spec = study.StudySpec(settings=((4, 12), (3, 16), study.PAPER_SETTING), seeds=2, sinks=2, recent=8, quest_page=4)
     results = study.run_study(tiny_capture(), spec, out, progress=False, command="test")
     return results, out
 
@@ -58,15 +58,16 @@ def test_exact_outputs_are_causal_dense_attention():
     q, k, v = cap.queries[0], cap.keys[0], cap.values[0]
     _, exact = study.exact_outputs(q, k, v)
     for t, p in enumerate(cap.query_positions.tolist()):
-        ref, _ = dense_attention(q[:, t], k[:, :p + 1], v[:, :p + 1])
+        ref, _ = dense_attention(q[:, t], k[:, : p + 1], v[:, : p + 1])
         assert torch.allclose(exact[:, t], ref, atol=1e-5)
 
 
 def test_one_position_equals_the_engine_called_directly():
     cap = tiny_capture(n_layers=1, t=1)
     q, k, v = cap.queries[0], cap.keys[0], cap.values[0]
-    spec = study.StudySpec(settings=((4, 12),), seeds=1, methods=("magicpig", "streaming"), sinks=2, recent=8,
-                           ablations=False)
+    spec = study.StudySpec(
+        settings=((4, 12),), seeds=1, methods=("magicpig", "streaming"), sinks=2, recent=8, ablations=False
+    )
     res = study.run_layer(q, k, v, spec)
     out, stats = sampled_attention(q[:, 0], k, v, K=4, L=12, sinks=2, recent=8, seed=0)
     exact, _ = dense_attention(q[:, 0], k, v)
@@ -91,12 +92,22 @@ def test_tiny_study_has_every_series_with_the_right_shapes(tiny_results):
     results, _ = tiny_results
     layers, heads = len(results["layers"]), results["heads"]
     assert layers == 2 and heads == 6 and results["last"] == 6
-    expected = {"magicpig K4 L12", "magicpig K3 L16", "magicpig K10 L150", "magicpig K10 L150 no_sink",
-                "magicpig K10 L150 no_exact", "magicpig K10 L150 no_correction", "magicpig K10 L150 first_position",
-                "magicpig K10 L150 no_window", "streaming"}
-    expected |= {f"{m} @K{K} L{L}{v}" for m, v in (("topk", ""), ("quest", ""), ("oracle", ""), ("hybrid", ""),
-                                                  ("quest", " rank_all"))
-                 for K, L in ((4, 12), (3, 16), (10, 150))}
+    expected = {
+        "magicpig K4 L12",
+        "magicpig K3 L16",
+        "magicpig K10 L150",
+        "magicpig K10 L150 no_sink",
+        "magicpig K10 L150 no_exact",
+        "magicpig K10 L150 no_correction",
+        "magicpig K10 L150 first_position",
+        "magicpig K10 L150 no_window",
+        "streaming",
+    }
+    expected |= {
+        f"{m} @K{K} L{L}{v}"
+        for m, v in (("topk", ""), ("quest", ""), ("oracle", ""), ("hybrid", ""), ("quest", " rank_all"))
+        for K, L in ((4, 12), (3, 16), (10, 150))
+    }
     assert set(results["series"]) == expected
     for name, s in results["series"].items():
         seeds = 2 if s["method"] in study.RANDOM_METHODS else 1
@@ -113,13 +124,13 @@ def test_budgets_count_distinct_keys_of_the_visible_prefix(tiny_results):
     results, _ = tiny_results
     n_visible = np.arange(96 - 6, 96) + 1
     stream = np.asarray(results["series"]["streaming"]["budget"])
-    assert np.allclose(stream, np.mean(10 / n_visible), rtol=1e-4)   # 2 sinks + 8 recent
+    assert np.allclose(stream, np.mean(10 / n_visible), rtol=1e-4)  # 2 sinks + 8 recent
     for K, L in ((4, 12), (3, 16)):
-        target = np.asarray(results["series"][f"magicpig K{K} L{L}"]["budget"]).mean(axis=(1, 2))   # per layer
+        target = np.asarray(results["series"][f"magicpig K{K} L{L}"]["budget"]).mean(axis=(1, 2))  # per layer
         mp = np.asarray(results["series"][f"magicpig K{K} L{L}"]["budget"])
-        assert np.all(mp >= np.mean(10 / n_visible) - 1e-9)                  # never below the exact set
+        assert np.all(mp >= np.mean(10 / n_visible) - 1e-9)  # never below the exact set
         topk = np.asarray(results["series"][f"topk @K{K} L{L}"]["budget"]).mean(axis=(1, 2))
-        assert np.allclose(topk, target, atol=1 / n_visible[0])              # matched per layer
+        assert np.allclose(topk, target, atol=1 / n_visible[0])  # matched per layer
 
 
 def test_results_file_round_trips_without_nan(tiny_results):
@@ -132,8 +143,9 @@ def test_results_file_round_trips_without_nan(tiny_results):
 
 def test_a_stopped_study_resumes_from_its_partial_file(tmp_path, monkeypatch):
     cap = tiny_capture()
-    spec = study.StudySpec(settings=((4, 12),), seeds=1, methods=("magicpig", "topk"), sinks=2, recent=8,
-                           ablations=False)
+    spec = study.StudySpec(
+        settings=((4, 12),), seeds=1, methods=("magicpig", "topk"), sinks=2, recent=8, ablations=False
+    )
     calls = []
     real = study.run_layer
 
@@ -150,22 +162,25 @@ def test_a_stopped_study_resumes_from_its_partial_file(tmp_path, monkeypatch):
     calls.clear()
     monkeypatch.setattr(study, "run_layer", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
     resumed = study.run_study(cap, spec, tmp_path / "r.json", progress=False)
-    assert len(calls) == 1                                                  # layer 0 was not redone
+    assert len(calls) == 1  # layer 0 was not redone
     fresh = study.run_study(cap, spec, None, progress=False)
     assert resumed["series"] == fresh["series"]
 
 
 # -- bad inputs ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(seeds=0), ValueError, "seeds"),
-    (dict(seeds=1.5), TypeError, "seeds"),
-    (dict(methods=("magicpig", "nope")), ValueError, "methods entry"),
-    (dict(methods=("topk",)), ValueError, "magicpig"),
-    (dict(settings=()), ValueError, "settings"),
-    (dict(settings=((10, 150), (10, 150))), ValueError, "settings"),
-    (dict(settings=((0, 150),)), ValueError, "K"),
-    (dict(min_hits=5, settings=((4, 4),)), ValueError, "min_hits"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(seeds=0), ValueError, "seeds"),
+        (dict(seeds=1.5), TypeError, "seeds"),
+        (dict(methods=("magicpig", "nope")), ValueError, "methods entry"),
+        (dict(methods=("topk",)), ValueError, "magicpig"),
+        (dict(settings=()), ValueError, "settings"),
+        (dict(settings=((10, 150), (10, 150))), ValueError, "settings"),
+        (dict(settings=((0, 150),)), ValueError, "K"),
+        (dict(min_hits=5, settings=((4, 4),)), ValueError, "min_hits"),
+    ],
+)
 def test_bad_specs_name_the_parameter(kwargs, error, match):
     with pytest.raises(error, match=match):
         study.StudySpec(**kwargs)
@@ -200,8 +215,11 @@ def test_summaries_average_every_row_once(tiny_results):
     results, _ = tiny_results
     name = "magicpig K4 L12"
     overall = findings.series_summary(results, name)
-    per = [findings.series_summary(results, name, layer=x, head=h)["error"]
-           for x in results["layers"] for h in range(results["heads"])]
+    per = [
+        findings.series_summary(results, name, layer=x, head=h)["error"]
+        for x in results["layers"]
+        for h in range(results["heads"])
+    ]
     assert math.isclose(overall["error"], np.mean(per), rel_tol=1e-12)
     assert overall["rows"] == 2 * 6 * 6 and overall["seeds"] == 2
     mean, std = findings.per_layer(results, name)
@@ -225,8 +243,11 @@ def test_figures_have_titles_axes_and_no_nan(tiny_results):
     ratio = findings.head_grid(results, "magicpig K4 L12") / findings.head_grid(results, "topk @K4 L12")
     figs.append(plots.head_ratio_figure(ratio, results["layers"], title="t"))
     figs.append(plots.sink_figure(np.full((2, 6), 0.3), ratio, results["layers"], title="t"))
-    figs.append(plots.kl_sweep_figure([{"K": 4, "L": 12, "budget": 0.1, "error": 0.2}],
-                                      [{"budget": 0.1, "error": 0.1}], title="t"))
+    figs.append(
+        plots.kl_sweep_figure(
+            [{"K": 4, "L": 12, "budget": 0.1, "error": 0.2}], [{"budget": 0.1, "error": 0.1}], title="t"
+        )
+    )
     for fig in figs:
         assert fig.layout.title.text == "t" and fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
         for trace in fig.data:
@@ -247,7 +268,7 @@ def test_widget_clamps_and_never_raises(tiny_results):
     assert w.selection == {"layer": 1, "head": 0, "methods": ["topk"]}
     w.set_selection(methods=[])
     assert "Tick at least one" in w.status.value and len(w.chart.data) == 0
-    w.results = {"series": None}                  # a broken results dict: message, not exception
+    w.results = {"series": None}  # a broken results dict: message, not exception
     w.update()
     assert "Could not update" in w.status.value
 
@@ -268,8 +289,9 @@ def test_manifest_entry_is_added_without_touching_the_others(tmp_path, monkeypat
     before = shipped.read_manifest()["files"]
     entry = findings.add_to_manifest(findings.RESULTS_FILE, findings.manifest_entry(out, results))
     after = shipped.read_manifest()["files"]
-    assert {k: v for k, v in after.items() if k != findings.RESULTS_FILE} == \
-        {k: v for k, v in before.items() if k != findings.RESULTS_FILE}
+    assert {k: v for k, v in after.items() if k != findings.RESULTS_FILE} == {
+        k: v for k, v in before.items() if k != findings.RESULTS_FILE
+    }
     assert after[findings.RESULTS_FILE] == entry and entry["command"] == "test"
 
 
