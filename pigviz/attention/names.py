@@ -12,6 +12,7 @@ METHOD_NAMES = {
     "hybrid": "hybrid (TopK + sampling)",
     "quest": "Quest",
     "streaming": "StreamingLLM",
+    "quest_rank_all": "Quest, rank all",
 }
 
 
