@@ -7,13 +7,9 @@ from pigviz.model import capture as capmod
 from pigviz.model.capture import Capture
 
 
-def make_capture(n_layers=3, n_heads=6, n_kv=2, n=40, t=8, d=4, seed=0, outputs=True) -> Capture:
-    """A random capture with consistent metadata, for storage and bookkeeping tests."""
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(n_layers, n_heads, t, d, generator=gen)
-    k = torch.randn(n_layers, n_kv, n, d, generator=gen)
-    v = torch.randn(n_layers, n_kv, n, d, generator=gen)
-    meta = {
+def synthetic_metadata(n, t, d, layers, n_heads, n_kv, *, n_model_layers, kv_heads=None) -> dict:
+    """Capture metadata for synthetic tensors: every field a real capture records."""
+    return {
         "format": capmod.FORMAT,
         "model_name": "synthetic",
         "model_kind": "test",
@@ -23,9 +19,9 @@ def make_capture(n_layers=3, n_heads=6, n_kv=2, n=40, t=8, d=4, seed=0, outputs=
         "token_ids_sha256": "1" * 64,
         "n_tokens": n,
         "last": t,
-        "layers": list(range(n_layers)),
-        "kv_heads": [list(range(n_kv))] * n_layers,
-        "n_model_layers": n_layers,
+        "layers": list(layers),
+        "kv_heads": kv_heads or [list(range(n_kv))] * len(layers),
+        "n_model_layers": n_model_layers,
         "n_model_heads": n_heads,
         "n_model_kv_heads": n_kv,
         "head_dim": d,
@@ -36,6 +32,15 @@ def make_capture(n_layers=3, n_heads=6, n_kv=2, n=40, t=8, d=4, seed=0, outputs=
         "transformers_version": "x",
         "python_version": "x",
     }
+
+
+def make_capture(n_layers=3, n_heads=6, n_kv=2, n=40, t=8, d=4, seed=0, outputs=True) -> Capture:
+    """A random capture with consistent metadata, for storage and bookkeeping tests."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(n_layers, n_heads, t, d, generator=gen)
+    k = torch.randn(n_layers, n_kv, n, d, generator=gen)
+    v = torch.randn(n_layers, n_kv, n, d, generator=gen)
+    meta = synthetic_metadata(n, t, d, list(range(n_layers)), n_heads, n_kv, n_model_layers=n_layers)
     cap = Capture(queries=q, keys=k, values=v, query_positions=torch.arange(n - t, n), metadata=meta)
     if outputs:
         cap.outputs = torch.stack([cap.reference_outputs(r) for r in range(n_layers)])

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-import pigviz
 from pigviz.keys import geometry as kg
 from pigviz.keys import hashing as kh
 from pigviz.keys import projection as kp
@@ -14,6 +13,7 @@ from pigviz.lessons import nb02_key_cone
 from pigviz.lsh import simhash as sh
 from pigviz.lsh import simhash_checks
 from pigviz.model import capture as capmod
+from tests.factories import synthetic_metadata
 
 
 def planted_capture(n=200, t=8, d=16, cone=4.0, seed=0, layers=(3, 5)) -> capmod.Capture:
@@ -25,29 +25,7 @@ def planted_capture(n=200, t=8, d=16, cone=4.0, seed=0, layers=(3, 5)) -> capmod
     k = cone * direction + torch.randn(n_layers, n_kv, n, d, generator=gen)
     q = torch.randn(n_layers, n_heads, t, d, generator=gen)
     v = torch.randn(n_layers, n_kv, n, d, generator=gen)
-    meta = {
-        "format": capmod.FORMAT,
-        "model_name": "synthetic",
-        "model_kind": "test",
-        "model_revision": "r0",
-        "text_source": "none",
-        "text_sha256": "0" * 64,
-        "token_ids_sha256": "1" * 64,
-        "n_tokens": n,
-        "last": t,
-        "layers": list(layers),
-        "kv_heads": [[0, 1]] * n_layers,
-        "n_model_layers": max(layers) + 1,
-        "n_model_heads": n_heads,
-        "n_model_kv_heads": n_kv,
-        "head_dim": d,
-        "scaling": d**-0.5,
-        "dtype": "float32",
-        "pigviz_version": pigviz.__version__,
-        "torch_version": torch.__version__,
-        "transformers_version": "x",
-        "python_version": "x",
-    }
+    meta = synthetic_metadata(n, t, d, layers, n_heads, n_kv, n_model_layers=max(layers) + 1)
     cap = capmod.Capture(queries=q, keys=k, values=v, query_positions=torch.arange(n - t, n), metadata=meta)
     cap.outputs = torch.stack([cap.reference_outputs(r) for r in range(n_layers)])
     return cap
