@@ -1,10 +1,11 @@
 """Exact softmax attention and the decode-time baselines MagicPIG is compared with (TopK,
-oracle sampling, the hybrid, Quest, StreamingLLM), all in ``baselines``.
+oracle sampling, the hybrid, Quest, StreamingLLM), all in ``baselines``; ``cost`` counts the
+bytes each of them (and MagicPIG and the affordable estimators) reads in one decode step.
 
     from pigviz.attention import quest_attention, topk_attention
 """
 
-from pigviz.attention import baselines
+from pigviz.attention import baselines, cost
 from pigviz.attention.baselines import (
     check_decode_shapes,
     dense_attention,
@@ -21,6 +22,7 @@ from pigviz.attention.baselines import (
 
 __all__ = [
     "baselines",
+    "cost",
     "stable_softmax",
     "softmax_attention",
     "softmax_attention_torch",

@@ -19,7 +19,7 @@ from pigviz.plots import study as plots_study
 from pigviz.study import findings
 from pigviz.study import run as study
 from pigviz.study.findings import format_summary
-from pigviz.study.run import DEFAULT_SETTINGS, METHODS
+from pigviz.study.run import AFFORDABLE_METHODS, DEFAULT_SETTINGS, METHODS
 
 DEFAULT_OUT_HINT = "results JSON to write (e.g. data/study_smollm2.json)"
 
@@ -33,7 +33,7 @@ def command_line(args) -> str:
         parts.append(f"--dtype {args.dtype}")
     if args.layers is not None:
         parts.append("--layers " + ",".join(map(str, args.layers)))
-    if args.methods is not None and tuple(args.methods) != METHODS:
+    if args.methods is not None and tuple(args.methods) != METHODS + AFFORDABLE_METHODS:
         parts.append("--methods " + ",".join(args.methods))
     if args.settings is not None and tuple(map(tuple, args.settings)) != DEFAULT_SETTINGS:
         parts.append("--settings '" + ";".join(f"{K},{L}" for K, L in args.settings) + "'")
@@ -62,7 +62,7 @@ def _run(args) -> dict:
     spec = study.StudySpec(
         settings=tuple(args.settings or study.DEFAULT_SETTINGS),
         seeds=args.seeds,
-        methods=tuple(args.methods or study.METHODS),
+        methods=tuple(args.methods or study.METHODS + study.AFFORDABLE_METHODS),
         ablations=not args.no_ablations,
     )
     if args.threads < 0:
@@ -110,8 +110,8 @@ def register(subparsers) -> None:
         "--methods",
         type=name_list,
         default=None,
-        help="comma-separated subset of magicpig,topk,oracle,hybrid,quest,streaming (default: all), "
-        "plus any of the affordable estimators mp_exact_top,vattention,sparq (off by default)",
+        help="comma-separated subset of magicpig,topk,oracle,hybrid,quest,streaming and the affordable "
+        "estimators mp_exact_top,vattention,sparq (default: all)",
     )
     p.add_argument(
         "--settings",

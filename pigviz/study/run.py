@@ -11,6 +11,9 @@ and keeps their means over the T positions per (layer, head, seed). MagicPIG's s
 keep ``budget_sampled``: the keys it sampled / the keys it could sample (p + 1 - sinks -
 recent), the share its authors report (4.3% at (10, 150) where ``budget`` says 5.1%). Both
 are legitimate: ``budget`` is what a step reads, ``budget_sampled`` what the paper quotes.
+Every series also keeps ``bytes_share``: everything the step reads to choose and use its keys
+(scores of every key for the oracles, page summaries, channels, hyperplanes, table ids and hit
+counters; :mod:`pigviz.attention.cost`) over what dense attention reads.
 
 MagicPIG's tables are built ONCE per layer, by ``build_index`` over the keys the first studied
 query sees, as they would be at the end of a prefill. Later queries read those tables
@@ -44,6 +47,7 @@ import pigviz
 from pigviz import attention as A
 from pigviz._util.io import sha256_file, write_json_atomic
 from pigviz._util.validate import check_choice, check_int
+from pigviz.attention import cost
 from pigviz.model import loading as models
 from pigviz.model import texts
 from pigviz.model.capture import capture, load_capture, save_capture
@@ -52,6 +56,7 @@ from pigviz.model.loading import load_model
 __all__ = [
     "FORMAT",
     "METHODS",
+    "AFFORDABLE_METHODS",
     "DEFAULT_SETTINGS",
     "PAPER_SETTING",
     "StudySpec",
@@ -68,8 +73,8 @@ __all__ = [
 
 FORMAT = "pigviz-study-v1"
 METHODS = ("magicpig", "topk", "oracle", "hybrid", "quest", "streaming")
-# Estimators a real system can afford (pigviz.lsh.affordable), run only when asked for: MagicPIG
-# plus an exact top (on MagicPIG's own reads), vAttention-style and SparQ at matched budgets.
+# Estimators a real system can afford (pigviz.lsh.affordable): MagicPIG plus an exact top (on
+# MagicPIG's own reads), vAttention-style and SparQ at matched budgets.
 AFFORDABLE_METHODS = ("mp_exact_top", "vattention", "sparq")
 RANDOM_METHODS = ("magicpig", "oracle", "hybrid", "mp_exact_top", "vattention")
 # (K, L) chosen to land near 2%, 4% and 8% of the keys on SmolLM2-135M at 8k (measured,
@@ -95,7 +100,7 @@ class StudySpec:
 
     settings: tuple = DEFAULT_SETTINGS
     seeds: int = 3
-    methods: tuple = METHODS
+    methods: tuple = METHODS + AFFORDABLE_METHODS
     sinks: int = 4
     recent: int = 64
     min_hits: int = 2
@@ -291,7 +296,21 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
     out: dict = {}
     tick = tick or (lambda: None)
 
-    def record(method, setting, variant, errors, budgets, sampled=None):  # errors/budgets: (seeds, H, T)
+    dv = v.shape[-1]
+
+    def share(method, stats, n, per_head=(), **fixed):
+        """(H,) bytes each head read in this step / dense attention's bytes (pigviz.attention.cost).
+        ``per_head``: names of ``stats`` entries that hold one number per head."""
+        dense = cost.dense_bytes(n, d, dv)
+        shares = []
+        for h in range(H):
+            kw = {key: float(stats[key][h]) for key in per_head}
+            shares.append(
+                cost.bytes_read(method, n=n, d=d, dv=dv, keys_read=float(stats["keys_read"][h]), **kw, **fixed)
+            )
+        return torch.tensor(shares, dtype=torch.float64) / dense
+
+    def record(method, setting, variant, errors, budgets, sampled=None, shares=None):  # each (seeds, H, T)
         out[series_id(method, setting, variant)] = {
             "method": method,
             "setting": list(setting) if setting else None,
@@ -302,12 +321,15 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
         }
         if sampled is not None:
             out[series_id(method, setting, variant)]["budget_sampled"] = sampled.mean(-1).tolist()
+        if shares is not None:
+            out[series_id(method, setting, variant)]["bytes_share"] = shares.mean(-1).tolist()
 
     if "magicpig" in spec.methods:
         for variant, setting, sinks, recent, diagnose, first_only in _magicpig_runs(spec):
             positions = [0] if first_only else range(T)
             err = torch.zeros(spec.seeds, H, len(positions), dtype=torch.float64)
             bud, err_nc, smp = torch.zeros_like(err), torch.zeros_like(err), torch.zeros_like(err)
+            byt = torch.zeros_like(err)
             exact_top = "mp_exact_top" in spec.methods and variant == "main"
             err_top = torch.zeros_like(err)
             for s in range(spec.seeds):
@@ -321,6 +343,9 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
                     err[s, :, t] = _rel_err(o_hat, exact[:, t])
                     bud[s, :, t] = stats["keys_read"].double() / n
                     smp[s, :, t] = stats["sampled"].double() / max(1, n - sinks - recent)
+                    byt[s, :, t] = share(
+                        "magicpig", stats, n, ("candidates", "sampled"), K=setting[0], L=setting[1], heads=H
+                    )
                     if exact_top:  # the same tables and reads, the top half of the sample trusted
                         from pigviz.lsh.affordable import magicpig_exact_top  # heavy: imports torch
 
@@ -331,11 +356,11 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
                         o_nc = (w.view(Hkv, H // Hkv, n) @ v[:, :n]).reshape(H, -1)
                         err_nc[s, :, t] = _rel_err(o_nc, exact[:, t])
                 tick()
-            record("magicpig", setting, variant, err, bud, smp)
-            if exact_top:
-                record("mp_exact_top", setting, "main", err_top, bud)
+            record("magicpig", setting, variant, err, bud, smp, byt)
+            if exact_top:  # the same reads as MagicPIG's
+                record("mp_exact_top", setting, "main", err_top, bud, shares=byt)
             if diagnose:
-                record("magicpig", setting, "no_correction", err_nc, bud, smp)
+                record("magicpig", setting, "no_correction", err_nc, bud, smp, byt)
 
     baselines = [m for m in ("topk", "quest", "oracle", "hybrid", "vattention", "sparq") if m in spec.methods]
     if "quest" in spec.methods and spec.quest_rank_all:
@@ -346,7 +371,7 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
         for method in baselines:
             seeds = spec.seeds if method in RANDOM_METHODS else 1
             err = torch.zeros(seeds, H, T, dtype=torch.float64)
-            bud = torch.zeros_like(err)
+            bud, byt = torch.zeros_like(err), torch.zeros_like(err)
             for s in range(seeds):
                 for t in range(T):
                     n = first + t + 1
@@ -375,21 +400,34 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
                         o_hat, stats = A.hybrid_attention(*args, seed=s)
                     err[s, :, t] = _rel_err(o_hat, exact[:, t])
                     bud[s, :, t] = stats["keys_read"].double() / n
+                    byt[s, :, t] = _baseline_share(share, method, quest_dense, stats, n, spec, r=stats.get("r"))
                 tick()
             name, _, variant = method.partition(" ")
-            record(name, setting, variant or "main", err, bud)
+            record(name, setting, variant or "main", err, bud, shares=byt)
 
     if "streaming" in spec.methods:
         err = torch.zeros(1, H, T, dtype=torch.float64)
-        bud = torch.zeros_like(err)
+        bud, byt = torch.zeros_like(err), torch.zeros_like(err)
         for t in range(T):
             n = first + t + 1
             o_hat, stats = A.streaming_attention(q[:, t], k[:, :n], v[:, :n], sinks=spec.sinks, recent=spec.recent)
             err[0, :, t] = _rel_err(o_hat, exact[:, t])
             bud[0, :, t] = stats["keys_read"].double() / n
+            byt[0, :, t] = share("streaming", stats, n)
         tick()
-        record("streaming", None, "main", err, bud)
+        record("streaming", None, "main", err, bud, shares=byt)
     return out
+
+
+def _baseline_share(share, method: str, quest_dense: bool, stats, n: int, spec: StudySpec, r=None):
+    """The byte share of one baseline call (``share`` from :func:`run_layer`)."""
+    if method == "quest" and quest_dense:
+        return share("dense", stats, n)
+    if method in ("quest", "quest rank_all", "vattention"):
+        return share("rank_all" if method == "quest rank_all" else method, stats, n, page=min(spec.quest_page, n))
+    if method == "sparq":
+        return share("sparq", stats, n, r=r)
+    return share(method, stats, n)
 
 
 def layer_units(spec: StudySpec) -> int:
@@ -491,7 +529,7 @@ def run_study(
 
 
 # Per (layer, seed, head) numbers a series may hold.
-_PER_CELL = ("error", "budget", "budget_sampled")
+_PER_CELL = ("error", "budget", "budget_sampled", "bytes_share")
 
 
 def _assemble(header: dict, done: dict, layers, timing: dict) -> dict:

@@ -105,13 +105,22 @@ def test_tiny_study_has_every_series_with_the_right_shapes(tiny_results):
     }
     expected |= {
         f"{m} @K{K} L{L}{v}"
-        for m, v in (("topk", ""), ("quest", ""), ("oracle", ""), ("hybrid", ""), ("quest", " rank_all"))
+        for m, v in (
+            ("topk", ""),
+            ("quest", ""),
+            ("oracle", ""),
+            ("hybrid", ""),
+            ("quest", " rank_all"),
+            ("mp_exact_top", ""),
+            ("vattention", ""),
+            ("sparq", ""),
+        )
         for K, L in ((4, 12), (3, 16), (10, 150))
     }
     assert set(results["series"]) == expected
     for name, s in results["series"].items():
         seeds = 2 if s["method"] in study.RANDOM_METHODS else 1
-        for key in ("error", "budget"):
+        for key in ("error", "budget", "bytes_share"):
             arr = np.asarray(s[key])
             assert arr.shape == (layers, seeds, heads), name
             assert np.all(np.isfinite(arr)) and np.all(arr >= 0)
