@@ -6,7 +6,7 @@ The package is layered; each layer imports only the ones above it in this list:
 * ``attention``: exact softmax attention and the baselines (TopK, oracle, hybrid, Quest, StreamingLLM)
 * ``lsh``: SimHash probabilities and hashing, the CSR index, MagicPIG's estimator
 * ``toy``: the stick-balance toy (notebook 01)
-* ``memory``: model shapes, KV budget, allocators (notebook 05)
+* ``memory``: model shapes, KV budget, allocators (notebooks 05a and 05b)
 * ``model``: loading a real model offline, texts, capture, the shipped capture
 * ``keys``, ``study``, ``decode``: experiments on a real model (notebooks 02-04, 06, 07)
 * ``plots``: plotly figure builders; ``widgets``: ipywidgets compositions

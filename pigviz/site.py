@@ -19,9 +19,12 @@ from pathlib import Path
 
 from pigviz._util.io import atomic_path
 
-__all__ = ["build_site", "install_tree", "NOTEBOOK_DIR", "DOCS_DIR", "GUIDES"]
+__all__ = ["build_site", "install_tree", "NOTEBOOK_DIR", "NOTEBOOK_GLOB", "DOCS_DIR", "GUIDES"]
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+# The executed notebooks, in teaching order when sorted: a two-digit lesson number, a part letter
+# for a lesson in several notebooks (05a, 05b), then "_name".
+NOTEBOOK_GLOB = "[0-9][0-9]*_*.ipynb"
 DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
 # Markdown guides published beside the notebooks: (file in docs/, title on the index page).
 GUIDES = (("workshop.md", "Instructor guide: agendas, room set-up, answers, common stumbles"),)
@@ -166,17 +169,17 @@ class HTMLExporterDefaults:
 def build_site(
     out_dir: str | Path = "site", notebook_dir: str | Path = NOTEBOOK_DIR, docs_dir: str | Path = DOCS_DIR
 ) -> Path:
-    """Export every ``NN_*.ipynb`` under ``notebook_dir`` and the ``GUIDES`` found in ``docs_dir``
-    to ``out_dir``; return the index path."""
+    """Export every notebook (``NN_*.ipynb``, ``NNa_*.ipynb``) under ``notebook_dir`` and the
+    ``GUIDES`` found in ``docs_dir`` to ``out_dir``; return the index path."""
     import nbformat  # heavy: only the site builder needs it
     import plotly  # heavy: plotly is needed only by notebooks
     from nbconvert import HTMLExporter  # heavy: only the site builder needs it
     from nbconvert.filters import markdown2html  # heavy: only the site builder needs it
 
     notebook_dir, out_dir = Path(notebook_dir), Path(out_dir)
-    notebooks = sorted(notebook_dir.glob("[0-9][0-9]_*.ipynb"))
+    notebooks = sorted(notebook_dir.glob(NOTEBOOK_GLOB))
     if not notebooks:
-        raise FileNotFoundError(f"no notebooks (NN_name.ipynb) found in {notebook_dir}")
+        raise FileNotFoundError(f"no notebooks (NN_name.ipynb, NNa_name.ipynb) found in {notebook_dir}")
     out_dir.mkdir(parents=True, exist_ok=True)
     plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     with atomic_path(out_dir / "plotly.min.js") as tmp:

@@ -83,7 +83,7 @@ def test_every_package_lists_its_public_names():
             )
 
 
-SOURCES = sorted((ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.py"))
+SOURCES = sorted((ROOT / "notebooks" / "src").glob("[0-9][0-9]*_*.py"))
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)

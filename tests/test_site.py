@@ -89,3 +89,19 @@ def test_guides_are_published_and_linked_from_the_index(tmp_path):
     assert "<h1" in page and "Running the workshop" in page and "<table" in page
     assert 'href="workshop.html"' in index.read_text()
     assert not list((tmp_path / "out").glob("*.tmp*"))
+
+
+def test_a_lesson_in_two_notebooks_is_listed_in_teaching_order(tmp_path):
+    """05a and 05b (one lesson, two notebooks) sit between 04 and 06 on the index page."""
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbconvert")
+    notebooks = tmp_path / "nb"
+    notebooks.mkdir()
+    for stem in ("06_after", "05b_serving", "04_before", "05a_bill"):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# {stem.split('_')[0]} · {stem}")])
+        nbformat.write(nb, str(notebooks / f"{stem}.ipynb"))
+    (notebooks / "notes_draft.ipynb").write_text("{}")  # not a lesson: no number in front
+    index = site.build_site(tmp_path / "out", notebooks, docs_dir=tmp_path / "no_docs").read_text()
+    pages = ["04_before.html", "05a_bill.html", "05b_serving.html", "06_after.html"]
+    assert [index.index(f'href="{p}"') for p in pages] == sorted(index.index(f'href="{p}"') for p in pages)
+    assert "notes_draft" not in index

@@ -533,5 +533,5 @@ folded("Answer 7", f"At ({K}, {L}): the closest key goes from u = {u2_best:.2f} 
 #   returns a set with no known probabilities (HNSW, IVF) cannot be corrected that way.
 # * Real, centred keys follow the formula key by key, but fill only the bottom of the S.
 #
-# **Next: notebook 05** does the accounting: what a cached token costs, how long reading the
-# cache takes, what MagicPIG's LSH tables add on top, and how sequences share a fixed KV budget.
+# **Next: notebooks 05a and 05b** do the accounting. 05a: what a cached token costs, how long reading
+# the cache takes, what MagicPIG's LSH tables add on top. 05b: how sequences share a fixed KV budget.

@@ -37,7 +37,7 @@
 # * explain why the same (K, L) reads a different share of the keys on a different model.
 #
 # **Prerequisites:** notebooks 01 (TopK, sampling, importance sampling), 04 (SimHash and
-# `u`), and 05 for the cost of the tables (section 6). **Workshop time:** about 45 minutes,
+# `u`), and 05a for the cost of the tables (section 6). **Workshop time:** about 45 minutes,
 # of which 10 for the two exercises.
 #
 # **Exercises.** Two cells ask you to write a short function (its body is `...`); the cell
@@ -277,7 +277,7 @@ for i, h in enumerate(heads):
 # %% [markdown]
 # ## 6. The bill
 #
-# The tables are not free. `pigviz.memory.budget` does the accounting (notebook 05). At the paper's
+# The tables are not free. `pigviz.memory.budget` does the accounting (notebook 05a). At the paper's
 # (10, 150) every key gets 150 four-byte ids, one per table, more bytes than the key and
 # value themselves in this model:
 
@@ -614,7 +614,7 @@ folded("Answer 4", f"Layer 2, seed 0: (14, 600) reads {a14['budget']:.2%} with e
        + f", at a {'larger' if a14['budget'] > a12['budget'] else 'smaller'} budget, and it stays above TopK. "
        f"The index costs {mib(14, 600):.2f} MiB per layer and KV head at 8,192 keys, against {mib(12, 200):.2f} MiB "
        f"for (12, 200), {mib(14, 600) / mib(12, 200):.1f}x as much: table entries grow with L, and the bucket "
-       "offsets with L x 2^K (notebook 05).")
+       "offsets with L x 2^K (notebook 05a).")
 
 # %% [markdown]
 # 5. `experiments.sampled_share(row=3, dims=(32, 64, 128, 256))`: how does the random-direction

@@ -32,7 +32,7 @@
 # * tell what a CPU (or GPU) timing of a small model does and does not measure.
 #
 # **Prerequisites:** notebook 06 (the estimator and its error per row), and notebooks 01 and
-# 05 for the recap at the end. **Workshop time:** about 40 minutes, of which 15 for the three
+# 05a for the recap at the end. **Workshop time:** about 40 minutes, of which 15 for the three
 # exercises.
 #
 # **Exercises.** Three cells ask you to write a short function (its body is `...`); the cell
@@ -446,7 +446,7 @@ plots.speed_figure(speed["rows"])
 # * **The weights dominate.** Even dense attention over the whole cache is the smaller part
 #   of a step for a 135M-parameter model at these contexts. Attention grows with context,
 #   while the weights cost the same at every step, so the balance shifts at longer contexts
-#   and in larger models (notebook 05 does that arithmetic).
+#   and in larger models (notebook 05a does that arithmetic).
 # * **On one CPU thread, MagicPIG's attention costs about what dense does here.** It reads
 #   about 5% of the keys in one compiled pass per layer (`pigviz.lsh.fused`), but inside a
 #   model the weights stream through the caches between layers, so each of its scattered
@@ -508,8 +508,9 @@ if RUN_LIVE:
 #   can tell keys apart.
 # * **04**: SimHash makes the chance of sampling a key a known function of its angle to the
 #   query. That function is `u`, the weight the estimator divides by.
-# * **05**: the KV cache is what grows with context, and the hash tables MagicPIG adds can
-#   be larger than the cache itself.
+# * **05a**: the KV cache is what grows with context, and the hash tables MagicPIG adds can
+#   be larger than the cache itself. **05b**: on a serving replica that cache, not the weights,
+#   limits how many sequences run at once.
 # * **06**: on every head of SmolLM2-135M, MagicPIG's output error per key read, next to
 #   TopK, oracle sampling, Quest and StreamingLLM.
 # * **07**: the same estimator inside real decoding. Its errors compound across layers and
@@ -640,7 +641,7 @@ folded("Answer 5", f"24 new tokens take {fed} decode steps, each adding one toke
 
 # %% [markdown]
 # 6. Section 5 says the weights dominate a CPU decode step for this model. Using
-#    notebook 05's arithmetic, at what context would reading SmolLM2-135M's KV cache (fp32)
+#    notebook 05a's arithmetic, at what context would reading SmolLM2-135M's KV cache (fp32)
 #    cost as many bytes as reading its weights?
 
 # %%

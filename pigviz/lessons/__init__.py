@@ -2,7 +2,7 @@
 ``pigviz.lessons.exercises``, the code the learner writes with its checks.
 
     from pigviz import lessons
-    lessons.print_claims("05")                     # the table a notebook prints; nbval compares it
+    lessons.print_claims("05b")                    # the table a notebook prints; nbval compares it
     lessons.check("05.paged_waste", paged_waste)   # a learner's function against its check
     lessons.solution("05.paged_waste")             # the reference, one call away
 """
@@ -29,7 +29,7 @@ __all__ = [
 
 
 def claims(notebook: str) -> list[Claim]:
-    """The claims of one notebook (``"01"`` ... ``"07"``)."""
+    """The claims of one notebook (``"01"`` ... ``"07"``; lesson 05 is ``"05a"`` and ``"05b"``)."""
     if notebook not in LESSON_MODULES:
         raise ValueError(f"notebook must be one of {', '.join(LESSON_MODULES)}, got {notebook!r}")
     return collect_claims([LESSON_MODULES[notebook]])

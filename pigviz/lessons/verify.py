@@ -20,7 +20,8 @@ LESSON_MODULES = {
     "02": "pigviz.lessons.nb02_key_cone",
     "03": "pigviz.lessons.nb03_centring",
     "04": "pigviz.lessons.nb04_simhash",
-    "05": "pigviz.lessons.nb05_kv_budget",
+    "05a": "pigviz.lessons.nb05a_kv_bill",
+    "05b": "pigviz.lessons.nb05b_kv_serving",
     "06": "pigviz.lessons.nb06_sampled_attention",
     "07": "pigviz.lessons.nb07_sampled_decoding",
 }

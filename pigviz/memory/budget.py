@@ -522,4 +522,4 @@ def tier_verdict_changes(
     return [a["tier"] for a, b in zip(before, after) if a["fetch_wins"] != b["fetch_wins"]]
 
 
-# --- headline numbers of notebook 05 -----------------------------------------------
+# --- headline numbers of notebooks 05a and 05b ------------------------------------

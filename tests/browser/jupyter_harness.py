@@ -20,6 +20,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from pigviz.site import NOTEBOOK_GLOB
+
 from .waits import describe_timeout, timeout
 
 CHROMIUM = os.environ.get("PIGVIZ_CHROMIUM", "/usr/bin/chromium")
@@ -295,7 +297,7 @@ def _alive(pid: int) -> bool:
 def copy_notebooks(src: Path, dst: Path) -> list[Path]:
     dst.mkdir(parents=True, exist_ok=True)
     out = []
-    for nb in sorted(src.glob("[0-9][0-9]_*.ipynb")):
+    for nb in sorted(src.glob(NOTEBOOK_GLOB)):
         shutil.copy2(nb, dst / nb.name)
         out.append(dst / nb.name)
     return out

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from pigviz.site import NOTEBOOK_GLOB
+
 from .interactions import INTERACTIONS
 from .lab_driver import (
     count_outputs,
@@ -22,7 +24,7 @@ from .lab_driver import (
     widget_problems,
 )
 
-NOTEBOOKS = sorted(p.name for p in (Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted(p.name for p in (Path(__file__).resolve().parents[2] / "notebooks").glob(NOTEBOOK_GLOB))
 
 
 @contextmanager

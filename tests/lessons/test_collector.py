@@ -2,9 +2,11 @@
 
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
+from pigviz.lessons import exercises
 from pigviz.lessons import verify as cl
 
 
@@ -46,7 +48,11 @@ def test_broken_module_becomes_a_fail_row_naming_it(fake_modules, name, why):
 
 
 def test_every_registered_module_imports_and_states_claims():
-    assert list(cl.LESSON_MODULES) == [f"{i:02d}" for i in range(1, len(cl.LESSON_MODULES) + 1)], "teaching order"
+    assert list(cl.LESSON_MODULES) == sorted(cl.LESSON_MODULES), "teaching order"
+    sources = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "notebooks" / "src").glob("*_*.py"))
+    # one claims module and one exercise listing per notebook, keyed as the file names start
+    assert list(cl.LESSON_MODULES) == list(exercises.NOTEBOOKS) == [s.split("_", 1)[0] for s in sources]
+    assert list(exercises.NOTEBOOKS.values()) == sources
     for name in cl.LESSON_MODULES.values():
         __import__(name)
         assert callable(sys.modules[name].claims), name

@@ -5,12 +5,14 @@ writing the same function (loops, vectorised numpy, torch)."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from pigviz.lessons import exercises as ex
 from pigviz.lessons.exercises import Case, Exercise, Wrong
+from pigviz.memory import budget
 
 torch = pytest.importorskip("torch")
 
@@ -39,7 +41,20 @@ def test_every_notebook_has_enough_exercises():
     assert all(n >= 2 for n in counts.values()), counts
     for nb in ("02", "03", "07"):
         assert counts[nb] >= 2
-    assert counts["01"] >= 2 and counts["04"] >= 2 and counts["05"] >= 3 and counts["06"] >= 2
+    assert counts["01"] >= 2 and counts["04"] >= 2 and counts["06"] >= 2
+    assert counts["05a"] >= 2 and counts["05b"] >= 2
+
+
+def test_lesson_05_spans_two_notebooks():
+    """Lesson 05's exercises keep their "05." names; each says which of 05a and 05b holds it."""
+    assert all(e.notebook in ex.NOTEBOOKS for e in ex.exercises()), [e.name for e in ex.exercises()]
+    assert [e.name for e in ex.exercises("05a")] == ["05.kv_bytes_per_token", "05.candidates_per_query"]
+    assert [e.name for e in ex.exercises("05b")] == ["05.paged_waste", "05.break_even_bandwidth"]
+    assert ex.exercises("05") == ex.exercises("05a") + ex.exercises("05b")
+    assert ex.get("05.paged_waste").lesson == "05" and ex.get("01.balance_point").notebook == "01"
+    listing = ex.format_listing()
+    bill, serving = listing.index("notebooks/05a_kv_bill.ipynb"), listing.index("notebooks/05b_kv_serving.ipynb")
+    assert bill < listing.index("05.candidates_per_query") < serving < listing.index("05.paged_waste")
 
 
 def test_reference_parameters_match_the_signature():
@@ -371,6 +386,23 @@ def kv_bytes_math(layers, kv_heads, head_dim, dtype_bytes):
     return math.prod([2, layers, kv_heads, head_dim, dtype_bytes])
 
 
+def candidates_loop(n, K, L):
+    buckets = 1 << K
+    return sum(n / buckets for _table in range(L))
+
+
+def candidates_numpy(n, K, L):
+    return np.float64(L) * n / np.power(2.0, K)
+
+
+def candidates_fraction(n, K, L):
+    return Fraction(L * n, 2**K)  # exact: a whole number when 2^K divides L n
+
+
+def candidates_torch(n, K, L):
+    return L * torch.tensor(n, dtype=torch.float64) / 2**K  # a 0-d tensor
+
+
 def paged_waste_loop(lengths, page):
     allocated = sum(math.ceil(int(n) / page) * page for n in lengths)
     return 1 - sum(int(n) for n in lengths) / allocated
@@ -463,6 +495,10 @@ ALTERNATIVES = [
     ("04.inclusion_probability", inclusion_torch),
     ("04.inclusion_probability", inclusion_head_or_tail),
     ("05.kv_bytes_per_token", kv_bytes_math),
+    ("05.candidates_per_query", candidates_loop),
+    ("05.candidates_per_query", candidates_numpy),
+    ("05.candidates_per_query", candidates_fraction),
+    ("05.candidates_per_query", candidates_torch),
     ("05.paged_waste", paged_waste_loop),
     ("05.paged_waste", paged_waste_torch),
     ("05.break_even_bandwidth", break_even_two_steps),
@@ -545,6 +581,12 @@ def test_reference_values_against_known_numbers():
     assert isinstance(ip(0.5, 10, 150), float) and ip(np.array([0.5, 0.6]), 10, 150).shape == (2,)
     assert ex.get("05.kv_bytes_per_token").reference(80, 8, 128, 2) == 327_680  # Llama-3.1-70B, fp16
     assert ex.get("05.paged_waste").reference(np.array([17]), 16) == 15 / 32
+    cands = ex.get("05.candidates_per_query").reference
+    assert cands(98_304, 10, 150) == 14_400  # notebook 05a's 96k context at (K, L) = (10, 150)
+    for case, _ in ex.get("05.candidates_per_query").cases():
+        n, K, L = case.args
+        if n > 0:  # the library's context starts at 1 token
+            assert cands(n, K, L) == budget.candidates_per_query(n, K, L), case.label
     assert ex.get("04.bit_agreement").reference(0.5) == pytest.approx(2 / 3)
     assert ex.get("01.topk_estimate").reference([0.5, 0.3, 0.2], [1, 2, 4], 2) == pytest.approx(1.375)
 

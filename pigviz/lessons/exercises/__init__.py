@@ -60,12 +60,15 @@ __all__ = [
 
 SOLUTIONS_ENV = "PIGVIZ_SOLUTIONS"
 
+# Notebook key -> file stem, in teaching order. Lesson 05 spans two notebooks, 05a and 05b: its
+# exercises keep the names "05.*" and say which notebook holds them (Exercise.notebook_key).
 NOTEBOOKS = {
     "01": "01_stick_balance",
     "02": "02_key_cone",
     "03": "03_centring",
     "04": "04_simhash_scurves",
-    "05": "05_kv_budget",
+    "05a": "05a_kv_bill",
+    "05b": "05b_kv_serving",
     "06": "06_sampled_attention",
     "07": "07_sampled_decoding",
 }
@@ -82,11 +85,12 @@ _solutions_override: bool | None = None
 
 
 def exercises(notebook: str | None = None) -> list[Exercise]:
-    """Every exercise, in notebook order; only one notebook's with ``notebook="04"``."""
+    """Every exercise, in notebook order; only one notebook's with ``notebook="04"`` or
+    ``notebook="05a"``; a whole lesson's with its number (``"05"``: 05a's and 05b's)."""
     found = list(_REGISTRY.values())
     if notebook is not None:
         notebook = str(notebook).zfill(2)
-        found = [e for e in found if e.notebook == notebook]
+        found = [e for e in found if notebook in (e.notebook, e.lesson)]
     return found
 
 

@@ -45,7 +45,7 @@ class Wrong:
 class Exercise:
     """One place in a notebook where the learner writes the central code."""
 
-    name: str  # "01.topk_estimate": notebook number, dot, function name
+    name: str  # "01.topk_estimate": lesson number, dot, function name
     signature: str  # "topk_estimate(weights, values, budget) -> float"
     task: str  # what to write, in a few sentences
     reference: Callable  # the reference solution (its source is the solution)
@@ -56,11 +56,20 @@ class Exercise:
     rtol: float = 1e-6
     atol: float = 1e-12
     helpers: tuple = ()  # functions the reference calls, shown with the solution
+    # The notebook that holds it, when a lesson spans several ("05a", "05b"); by default the
+    # lesson number that starts the name.
+    notebook_key: str = ""
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
-    def notebook(self) -> str:
+    def lesson(self) -> str:
+        """The lesson number that starts the name: "05" for "05.paged_waste"."""
         return self.name.split(".", 1)[0]
+
+    @property
+    def notebook(self) -> str:
+        """The notebook that holds the exercise: its ``notebook_key``, else the lesson number."""
+        return self.notebook_key or self.lesson
 
     @property
     def function_name(self) -> str:

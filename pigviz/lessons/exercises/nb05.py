@@ -1,4 +1,5 @@
-"""Notebook 05, the KV budget: bytes per token, paging waste, fetch-or-recompute."""
+"""Lesson 05, the KV budget, in two notebooks: the bill (05a: bytes per token, the entries a
+query scans) and serving (05b: paging waste, fetch-or-recompute)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ from pigviz.lessons.exercises._framework import FLOAT, INT, Case, Exercise, Wron
 def kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes):
     # One key and one value vector per layer and KV head.
     return 2 * layers * kv_heads * head_dim * dtype_bytes
+
+
+def candidates_per_query(n, K, L):
+    bucket = n / 2**K  # n tokens spread evenly over the 2^K buckets of one table
+    return L * bucket  # the query reads its own bucket in each of the L tables
 
 
 def paged_waste(lengths, page):
@@ -41,6 +47,26 @@ def _kv_cases():
         Case("fp8: one byte per element", (32, 8, 128, 1)),
         Case("one layer, one head, head_dim 1, 1 byte", (1, 1, 1, 1), "one key number and one value number"),
         Case("a large model", (126, 16, 128, 2)),
+    ]
+
+
+def _candidates_cases():
+    return [
+        Case(
+            "Llama-3.1-8B's 96k context (98,304 tokens) at (K, L) = (10, 150)",
+            (98_304, 10, 150),
+            "2^10 = 1,024 buckets of 96 tokens each; one bucket in each of 150 tables",
+        ),
+        Case("a 4k context at (K, L) = (10, 150)", (4_096, 10, 150)),
+        Case(
+            "1,000 tokens, which do not divide evenly into 1,024 buckets",
+            (1_000, 10, 150),
+            "an expected count need not be whole: 1,000 / 1,024 tokens per bucket on average",
+        ),
+        Case("fewer tokens than buckets: 100 tokens at K = 16, one table", (100, 16, 1)),
+        Case("K = 1: two buckets, each holding half the tokens", (10, 1, 3), "3 tables x 10 / 2 tokens"),
+        Case("an empty cache", (0, 10, 150), "no tokens, nothing to scan"),
+        Case("a million tokens at (K, L) = (12, 600)", (1_000_000, 12, 600)),
     ]
 
 
@@ -100,6 +126,22 @@ def _kv_no_layers(layers, kv_heads, head_dim, dtype_bytes):
     return 2 * kv_heads * head_dim * dtype_bytes
 
 
+def _candidates_one_table(n, K, L):
+    return n / 2**K
+
+
+def _candidates_k_buckets(n, K, L):
+    return L * n / K
+
+
+def _candidates_whole_tables(n, K, L):
+    return L * n
+
+
+def _candidates_floor(n, K, L):
+    return L * n // 2**K
+
+
 def _waste_over_used(lengths, page):
     lengths = np.asarray(lengths, np.int64)
     allocated = int((-(-lengths // page)).sum()) * page
@@ -140,6 +182,7 @@ EXERCISES = [
         make_cases=_kv_cases,
         output=INT,
         hint="2 (K and V) x layers x kv_heads x head_dim x dtype_bytes",
+        notebook_key="05a",
         wrong=(
             Wrong(
                 "forgets the factor 2 for K and V",
@@ -148,6 +191,39 @@ EXERCISES = [
             ),
             Wrong("counts bits", _kv_bits, "dtype_bytes is already in bytes: do not multiply by 8"),
             Wrong("forgets the layers", _kv_no_layers, "every layer keeps its own keys and values"),
+        ),
+    ),
+    Exercise(
+        name="05.candidates_per_query",
+        signature="candidates_per_query(n, K, L) -> float",
+        task="A query looks up its own bucket in each of L SimHash tables of K bits. If the n cached "
+        "tokens spread evenly over a table's buckets, how many table entries does it scan in all? "
+        "Return the expected count (it need not be a whole number).",
+        reference=candidates_per_query,
+        make_cases=_candidates_cases,
+        output=FLOAT,
+        rtol=1e-9,
+        atol=1e-9,
+        hint="K bits make 2^K buckets, so a bucket holds n / 2^K tokens; the query reads one bucket "
+        "per table: L n / 2^K",
+        notebook_key="05a",
+        wrong=(
+            Wrong(
+                "forgets the L tables",
+                _candidates_one_table,
+                "the query reads one bucket in each of the L tables: multiply by L",
+            ),
+            Wrong("K buckets instead of 2^K", _candidates_k_buckets, "K bits make 2^K buckets, not K"),
+            Wrong(
+                "scans whole tables",
+                _candidates_whole_tables,
+                "a query reads only the bucket its own hash picks, about n / 2^K entries per table",
+            ),
+            Wrong(
+                "integer division",
+                _candidates_floor,
+                "an expected count need not be a whole number: divide with /, not //",
+            ),
         ),
     ),
     Exercise(
@@ -163,6 +239,7 @@ EXERCISES = [
         atol=1e-6,
         hint="pages = ceil(length / page) per sequence (in integers: -(-length // page)); "
         "allocated = page x total pages; waste = (allocated - sum(lengths)) / allocated",
+        notebook_key="05b",
         wrong=(
             Wrong(
                 "divides by the used slots",
@@ -193,6 +270,7 @@ EXERCISES = [
         rtol=1e-6,
         atol=0.0,
         hint="recompute time per token = 2 n_params / (flops_per_gpu x tp); B = bytes_per_token / that time",
+        notebook_key="05b",
         wrong=(
             Wrong(
                 "forgets the 2 FLOPs per parameter",

@@ -1,28 +1,20 @@
 # %% [markdown]
-# # 05 · The KV budget
+# # 05b · The KV budget, part 2: serving
 #
-# Every generated token asks each attention head to look back over everything cached so far.
-# That cache is the one data structure whose size grows with the conversation, and at long
-# context it, not the weights, decides what fits on a GPU and how fast a token comes out.
+# Notebook 05a did the bill for one sequence: what a cached token costs, how long reading the cache
+# takes, and what MagicPIG's LSH tables add. A serving replica holds many sequences at once in one
+# fixed KV budget, and that budget, not the weights, decides how many run together. This notebook
+# follows one replica through the choices that fill it.
 #
 # **You will be able to**
 #
-# * work out what one cached token costs for any model, and what MagicPIG's LSH tables add on top;
 # * explain why paging beats contiguous reservations, and what sharing a prefix saves;
 # * decide, from bytes per token and FLOPs, whether fetching a cached prefix beats recomputing it, and how the
 #   answer moves with the prefix length, the number format and the number of GPUs;
 # * show, by simulation, why a KV pool run full costs far more than it gains.
 #
-# **Prerequisites:** notebooks 01–04 (what decoding reads, SimHash tables with $K$ bits and $L$ tables);
-# reading Python and numpy. **Workshop time:** about 75 minutes, 30 for Part 1 and 45 for Part 2, with the
-# three exercises taking about 5 minutes each.
-#
-# The notebook has two parts:
-#
-# * **Part 1, the bill** (sections 1–5): what a cached token costs, how long reading the cache takes,
-#   what MagicPIG's LSH tables and candidate lists add, for one sequence;
-# * **Part 2, serving** (sections 6–14): one replica with a fixed KV budget, contiguous vs paged
-#   allocation, prefix sharing, fetch vs recompute, preemption, and everything in one table.
+# **Prerequisites:** notebook 05a (bytes per token); reading Python and numpy. Having served a model
+# helps but is not needed. **Workshop time:** about 45 minutes, of which 10 for the two exercises.
 #
 # Every number printed below comes from `pigviz.memory` (`budget`, `allocators`); the same functions
 # back `pigviz verify`, which re-derives the claims printed at the end.
@@ -36,164 +28,15 @@ import numpy as np
 
 from pigviz import lessons
 from pigviz.lessons import exercises as ex
-from pigviz.lessons import nb05_kv_budget as nb05
+from pigviz.lessons import nb05b_kv_serving as nb05b
 from pigviz.memory import allocators, budget, model_shapes
 from pigviz.plots import budget as plots
-from pigviz.widgets.budget import AllocatorWidget, KVBudgetWidget
+from pigviz.widgets.budget import AllocatorWidget
 
 # %% [markdown]
-# # Part 1 · The bill
+# ## 1. From one sequence to a serving replica
 #
-# ## 1. What one cached token costs
-#
-# For each layer and each *key–value* head, the cache stores one key vector and one value
-# vector of `head_dim` numbers. Query heads do not add to the cache: with grouped-query
-# attention (GQA) several query heads read the same KV head. So the bill per token is
-#
-# $$\text{bytes per token} = 2\,(\text{K and V}) \times \text{layers} \times \text{KV heads} \times \text{head\_dim} \times \text{bytes per number}.$$
-#
-# ### Your turn: bytes per token
-#
-# Write the formula as a function. The check runs it on several model shapes, including the edge cases.
-
-# %%
-def kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes):
-    """Bytes one token adds to the KV cache: a key and a value vector of head_dim numbers
-    of dtype_bytes bytes, in every layer and every KV head."""
-    ...
-
-# %%
-kv_bytes_per_token = ex.reference_or("05.kv_bytes_per_token", kv_bytes_per_token)
-_ = ex.check("05.kv_bytes_per_token", kv_bytes_per_token)
-
-# %%
-nb05.Collapsed("Solution", ex.solution("05.kv_bytes_per_token"))
-
-# %% [markdown]
-# Take Llama-3.1-8B holding a 96k-token document (96 × 1,024 tokens), stored in 16-bit floats. Your
-# function and the library's agree:
-
-# %%
-llama8 = model_shapes.get_model_shape("Llama-3.1-8B")
-context = 96 * 1024
-per_token = budget.kv_bytes_per_token(llama8, dtype_bytes=2)
-print(f"yours: {kv_bytes_per_token(llama8.layers, llama8.kv_heads, llama8.head_dim, 2):,} B, library: {per_token:,} B")
-print(f"2 x {llama8.layers} layers x {llama8.kv_heads} KV heads x {llama8.head_dim} x 2 B "
-      f"= {per_token:,} B = {budget.format_bytes(per_token)} per token")
-print(f"{context:,} tokens -> {budget.format_bytes(budget.kv_bytes(llama8, context))} for one sequence")
-
-# %% [markdown]
-# The same arithmetic for every model in the shipped table. Parameter count is a poor guide
-# to the cache: it is set by layers, KV heads and head size, not by how wide the MLPs are.
-
-# %%
-print(budget.model_table(context))
-print()
-for pair in (("Mistral-7B-v0.1", "Qwen2.5-7B"), ("SmolLM2-135M", "Qwen2.5-0.5B")):
-    print(budget.cache_vs_size(*pair)["text"])
-
-# %% [markdown]
-# Mistral-7B and Qwen2.5-7B are nearly the same size, but Qwen2.5 keeps half as many KV heads
-# in fewer layers. SmolLM2-135M has 30 layers of 3 KV heads, so it caches more per token than
-# Qwen2.5-0.5B, whose 24 layers share only 2.
-
-# %% [markdown]
-# Bytes grow linearly with context, so on log–log axes every model is a straight line with the
-# same slope; only the offset (bytes per token) differs. The dashed line is the memory of one
-# 80 GB GPU, before a single weight is loaded.
-
-# %%
-contexts = np.unique(np.logspace(3, 6, 13).astype(int))
-curves = {name: (contexts, [budget.kv_bytes(name, int(n)) for n in contexts]) for name in model_shapes.known_models()}
-plots.kv_vs_context_figure(curves, reference_gib={"one 80 GB GPU": 80e9 / budget.GIB})
-
-# %% [markdown]
-# ## 2. Reading the cache, once per generated token
-#
-# Full attention reads every cached key (to score it) and every value (to average it) for
-# each new token. Divide bytes by a bandwidth to get a floor on the time. At a hypothetical
-# sustained 1 TB/s:
-
-# %%
-kv96 = budget.kv_bytes(llama8, context)
-print(f"{budget.format_bytes(kv96)} / 1 TB/s = {budget.read_time_s(kv96, 1e12) * 1e3:.1f} ms per generated token")
-
-# %% [markdown]
-# This is a bandwidth estimate for one sequence, not a measured decoding time: real kernels
-# overlap work. Batching lets many sequences share one read of the *weights*; it does not
-# share their *caches*, because each sequence's keys and values depend on its own tokens.
-# The one exception comes in section 10: sequences that begin with the same tokens have the
-# same KV for that prefix, so a paged cache can store it once. Each sequence still reads those
-# shared pages for itself at every step; sharing saves memory, not reading.
-
-# %% [markdown]
-# ## 3. The LSH bill at (K, L) = (10, 150)
-#
-# MagicPIG avoids reading every key by hashing them into $L$ SimHash tables of $K$ bits each.
-# A table entry is a token index; with 32-bit indices each table stores 4 bytes per token, in
-# every layer and KV head. Then each table needs a list of where its $2^K$ buckets start:
-# one offset per bucket, which does not depend on the context at all.
-
-# %%
-report = budget.budget_report("Llama-3.1-8B", context, K=10, L=150)
-print(budget.format_report(report))
-
-# %% [markdown]
-# The tables are *bigger than the cache they index*: 150 tables × 4 bytes is more than the
-# 2 × 128 × 2 bytes of one key–value pair. Across models at 96k tokens:
-
-# %%
-rows = [dict(label=name, **budget.index_bill(name, context)) for name in model_shapes.known_models()]
-plots.index_bill_figure(rows, highlight="Llama-3.1-8B", title="96k tokens, (K, L) = (10, 150): KV vs its LSH index")
-
-# %% [markdown]
-# The bucket offsets are a sliver at $K = 10$, but they double with every extra bit. For
-# Llama-3.1-8B at the same context:
-
-# %%
-settings = [(8, 75), (10, 150), (12, 150), (14, 150), (16, 150)]
-rows_kl = [dict(label=f"K={k}, L={l}", **budget.index_bill(llama8, context, K=k, L=l)) for k, l in settings]
-for row in rows_kl:
-    print(f"{row['label']:<12} tables {budget.format_bytes(row['table_bytes']):>9}   "
-          f"bucket offsets {budget.format_bytes(row['bucket_metadata_bytes']):>9}")
-plots.index_bill_figure(rows_kl, highlight="K=10, L=150", x_title="SimHash bits K and tables L",
-                        title="Llama-3.1-8B at 96k tokens: the index per (K, L)")
-
-# %% [markdown]
-# ## 4. Candidates are cheap in bytes
-#
-# A query looks up one bucket in each of its $L$ tables. If the $n$ cached tokens spread
-# evenly over the $2^K$ buckets, each bucket holds $n / 2^K$ of them, so the query scans about
-# $L n / 2^K$ index entries. Real buckets are uneven, so read this as a typical figure, not a
-# bound. It also leaves out hashing the query, counting repeated hits, and reading the chosen
-# keys and values.
-
-# %%
-print(f"L n / 2^K = {report['L']} x {report['context']:,} / {2 ** report['K']:,} "
-      f"= {report['candidates_per_query']:,.0f} entries = {report['candidate_index_bytes']:,.0f} B of indices")
-print(f"full attention reads {report['key_bytes_per_head']:,} B of keys per (layer, KV head): "
-      f"the scan is {report['candidate_share_of_key_bytes']:.2%} of that")
-
-# %% [markdown]
-# So MagicPIG trades memory for bandwidth: a large index that is cheap to consult. That is
-# why the paper keeps the tables (and most of the cache) in CPU memory and lets the GPU
-# handle the hashing and a small exact subset.
-#
-# ## 5. Try it
-#
-# Pick a model, type a context (clamped to 1 … 10,000,000), switch the KV number format,
-# and move $K$ and $L$. The table follows the selected model; the bars show every model.
-
-# %%
-KVBudgetWidget()
-
-
-# %% [markdown]
-# # Part 2 · Serving
-#
-# ## 6. From one sequence to a serving replica
-#
-# The rest of the notebook serves a Llama-70B shape (80 layers, 8 KV heads, head_dim 128,
+# This notebook serves a Llama-70B shape (80 layers, 8 KV heads, head_dim 128,
 # 16-bit KV) on four 80 GB GPUs. After the weights and activations, take 172.5 GiB as what is
 # left for the cache. Without GQA the model would have one KV head per query head.
 
@@ -214,7 +57,7 @@ print(budget.text_table(
 # The cache, not the weights, limits how many sequences run at once — and the batch size is
 # the throughput of a memory-bound decoder.
 #
-# ## 7. A request mix
+# ## 2. A request mix
 #
 # To compare allocators we need requests. These are drawn from log-normal distributions
 # (mostly short, with a heavy tail), from a fixed seed, so every run sees the same 4,000:
@@ -227,7 +70,7 @@ print(budget.text_table(("tokens", "median", "90th pct", "99th pct", "max"),
                          for label, col in (("prompt", mix[:, 0]), ("output", mix[:, 1]), ("total", total))]))
 
 # %% [markdown]
-# ## 8. Contiguous reservations
+# ## 3. Contiguous reservations
 #
 # The simplest allocator gives each sequence one contiguous slot of a fixed size. The prompt
 # length is known when a request arrives, but nobody knows how long the answer will be, so the
@@ -248,7 +91,7 @@ print(allocators.contiguous_text(mix))
 # a cut-off sequence at its full length, as if it had finished, would make the small slot look far
 # less wasteful than it is.
 #
-# ## 9. Pages
+# ## 4. Pages
 #
 # Paging hands out fixed-size pages as tokens arrive, so a sequence only ever holds its
 # current, partly filled last page beyond what it uses: under one page of waste, half a page
@@ -270,7 +113,7 @@ paged_waste = ex.reference_or("05.paged_waste", paged_waste)
 _ = ex.check("05.paged_waste", paged_waste)
 
 # %%
-nb05.Collapsed("Solution", ex.solution("05.paged_waste"))
+nb05b.Collapsed("Solution", ex.solution("05.paged_waste"))
 
 # %% [markdown]
 # The allocator below admits the requests in order until the pages run out. Your function, given the
@@ -285,11 +128,12 @@ print(allocators.paged_text(mix))
 
 # %% [markdown]
 # Pages much smaller than 16 tokens buy almost no extra batch, while bigger pages make the
-# page table and kernel simpler; that is why 16 is a common choice.
+# page table and kernel simpler; that is why 16 is a common choice (question 2 asks what much bigger
+# pages cost).
 #
-# ## 10. Sharing a prefix, with refcounts
+# ## 5. Sharing a prefix, with refcounts
 #
-# Section 2 said each sequence has its own cache. That holds for every token a sequence does
+# Notebook 05a (section 2) said each sequence has its own cache. That holds for every token a sequence does
 # not have in common with another. Once memory is paged, two sequences that start with the same
 # tokens can point at the same physical pages for that prefix. A page keeps a
 # reference count; a sequence that wants to *write* into a page someone else also holds gets
@@ -333,7 +177,7 @@ print(f"largest gap: {gap['gap_points']:.1f} percentage points, at a {gap['prefi
 # Saving the prefill *compute* too needs the cached prefix to outlive the requests, which
 # raises the next question.
 #
-# ## 11. Fetch a cached prefix, or recompute it?
+# ## 6. Fetch a cached prefix, or recompute it?
 #
 # A prefix computed earlier could be read back from somewhere, or simply prefilled again.
 # Start with the weights alone: per token, fetching moves the token's KV bytes, and recomputing
@@ -354,7 +198,7 @@ break_even_bandwidth = ex.reference_or("05.break_even_bandwidth", break_even_ban
 _ = ex.check("05.break_even_bandwidth", break_even_bandwidth)
 
 # %%
-nb05.Collapsed("Solution", ex.solution("05.break_even_bandwidth"))
+nb05b.Collapsed("Solution", ex.solution("05.break_even_bandwidth"))
 
 # %% [markdown]
 # With $N = 70 \times 10^9$ and an H100's dense BF16 rate (the datasheet's larger figure assumes 2:4
@@ -363,8 +207,8 @@ nb05.Collapsed("Solution", ex.solution("05.break_even_bandwidth"))
 # %%
 print(f"dense BF16: {budget.H100_DENSE_BF16_FLOPS / 1e12:.1f} TFLOP/s per GPU "
       f"(the 2:4-sparse headline is {budget.H100_SPARSE_BF16_FLOPS / 1e12:,.0f})")
-print(f"yours at TP4: {break_even_bandwidth(per70, nb05.N_PARAMS_70B, budget.H100_DENSE_BF16_FLOPS, 4) / 1e9:.2f} GB/s")
-print(budget.break_even_text(per70, nb05.N_PARAMS_70B, reference_tp=4))
+print(f"yours at TP4: {break_even_bandwidth(per70, nb05b.N_PARAMS_70B, budget.H100_DENSE_BF16_FLOPS, 4) / 1e9:.2f} GB/s")
+print(budget.break_even_text(per70, nb05b.N_PARAMS_70B, reference_tp=4))
 
 # %% [markdown]
 # In this form both sides grow with the prefix length, so the length cancels. But it leaves out
@@ -380,19 +224,19 @@ print(budget.break_even_text(per70, nb05.N_PARAMS_70B, reference_tp=4))
 
 # %%
 print(f"q_width = {big.attention_heads} x {big.head_dim} = {big.attention_heads * big.head_dim:,}\n")
-rows_ctx = budget.break_even_over_context(big, nb05.CONTEXTS, nb05.N_PARAMS_70B, tps=(4, 8))
+rows_ctx = budget.break_even_over_context(big, nb05b.CONTEXTS, nb05b.N_PARAMS_70B, tps=(4, 8))
 tiers = {k: v for k, v in budget.STORAGE_TIERS_GBPS.items() if k != "GPU HBM (H100)"}
 print(budget.break_even_context_text(rows_ctx, tiers))
-nvme = budget.crossover_prefix(big, 7e9, nb05.N_PARAMS_70B, tp=4)
-nvme8 = budget.crossover_prefix(big, 7e9, nb05.N_PARAMS_70B, tp=8)
-obj = budget.crossover_prefix(big, 1e9, nb05.N_PARAMS_70B, tp=4)
+nvme = budget.crossover_prefix(big, 7e9, nb05b.N_PARAMS_70B, tp=4)
+nvme8 = budget.crossover_prefix(big, 7e9, nb05b.N_PARAMS_70B, tp=8)
+obj = budget.crossover_prefix(big, 1e9, nb05b.N_PARAMS_70B, tp=4)
 print(f"\nlocal NVMe (7 GB/s) beats recomputing from a {nvme:,}-token prefix at TP4, "
       f"from {nvme8:,} at TP8; object storage (1 GB/s) from {obj:,} at TP4 "
       f"(the model's context ends at {big.max_context:,})")
 
 # %%
 grid = np.unique(np.logspace(np.log10(128), np.log10(131_072), 25).astype(int))
-plots.break_even_context_figure(budget.break_even_over_context(big, grid, nb05.N_PARAMS_70B, tps=(4, 8)), tiers)
+plots.break_even_context_figure(budget.break_even_over_context(big, grid, nb05b.N_PARAMS_70B, tps=(4, 8)), tiers)
 
 # %% [markdown]
 # The verdicts columns use the TP4 break-even. Fetching from host memory or over RDMA wins at every
@@ -406,13 +250,13 @@ plots.break_even_context_figure(budget.break_even_over_context(big, grid, nb05.N
 # The FLOP count is arithmetic, not a measurement; the claims at the end check it a second way, by
 # summing the attention cost query by query and comparing the sum with the closed form.
 #
-# ## 12. Preemption is a cliff
+# ## 7. Preemption is a cliff
 #
 # When the cache fills, the scheduler evicts a running sequence and later prefills its prompt,
 # and the tokens it had generated, again. That re-prefill needs KV memory, which can evict
 # someone else. How full can the pool run before this bites?
 #
-# `allocators.simulate_serving` runs the paged allocator of section 10 through time. All 4,000
+# `allocators.simulate_serving` runs the paged allocator of section 5 through time. All 4,000
 # requests of the mix wait in a queue. Each step the scheduler admits waiting requests, in order,
 # while the pages in use plus the newcomer's prompt stay under an **admission target** (a share of
 # the pool); then every running sequence decodes one token. A token that needs a fresh page when
@@ -437,7 +281,7 @@ plots.preemption_figure(sweep)
 # This measurement disagrees with the KV-cache lesson this notebook follows, which assumed a
 # preemption probability that starts at 85% occupancy. Here the edge sits between 95% and 97% of the pool, set
 # by how much the running sequences still grow. It is not a universal number: with answers four times
-# longer the edge moves down (question 5 below). What carries over is the advice: admit on KV
+# longer the edge moves down (question 1 below). What carries over is the advice: admit on KV
 # occupancy with a margin for growth, and do not run the pool full. GPU utilisation looks busy
 # along this whole table and warns of nothing.
 #
@@ -445,7 +289,7 @@ plots.preemption_figure(sweep)
 # prefill or a decode step takes, and any smarter eviction (swapping pages to host memory instead of
 # recomputing them).
 #
-# ## 13. One table
+# ## 8. One table
 #
 # The same 4,000 requests and the same 172.5 GiB under four allocators. "held" is physical
 # memory; "logical" is what the admitted sequences' tokens occupy, unshared. Held/logical above 1
@@ -466,15 +310,15 @@ plots.allocator_figure(assembly)
 AllocatorWidget()
 
 # %% [markdown]
-# ## 14. Two extensions, computed
+# ## 9. Two extensions, computed
 #
 # **FP8 KV.** Storing keys and values in one byte instead of two halves the bytes per token, and
 # nothing else in the fetch-or-recompute arithmetic changes, so every break-even halves:
 
 # %%
-rows_fp8 = budget.break_even_over_context(big, nb05.CONTEXTS, nb05.N_PARAMS_70B, dtype_bytes=1, tps=(4,))
+rows_fp8 = budget.break_even_over_context(big, nb05b.CONTEXTS, nb05b.N_PARAMS_70B, dtype_bytes=1, tps=(4,))
 print(budget.break_even_context_text(rows_fp8, {"local NVMe": 7.0}))
-nvme_fp8 = budget.crossover_prefix(big, 7e9, nb05.N_PARAMS_70B, dtype_bytes=1, tp=4)
+nvme_fp8 = budget.crossover_prefix(big, 7e9, nb05b.N_PARAMS_70B, dtype_bytes=1, tp=4)
 print(f"\nlocal NVMe at TP4 wins from {nvme:,} tokens with 16-bit KV, "
       f"from {nvme_fp8:,} token{'s' if nvme_fp8 > 1 else ' (every length)'} with FP8")
 
@@ -489,7 +333,7 @@ print(f"\nlocal NVMe at TP4 wins from {nvme:,} tokens with 16-bit KV, "
 # measurements:
 
 # %%
-print(nb05.disaggregation_text(nb05.disaggregation_rows()))
+print(nb05b.disaggregation_text(nb05b.disaggregation_rows()))
 
 # %% [markdown]
 # The transfer grows with the prompt exactly as the KV does, and at long prompts it takes a large
@@ -512,28 +356,31 @@ print(f"3. Pages waste {p16.waste_fraction:.1%} and run {p16.batch / c8.batch:.1
       f"they also make prefix sharing possible ({assembly[3].batch / c8.batch:.1f}x with a shared 2k prompt).")
 print(f"4. Fetching a cached prefix at TP4 beats recomputing it above {at[4_096]:.1f} GB/s at 4k tokens, "
       f"{at[131_072]:.1f} GB/s at 128k: NVMe loses below {nvme:,} tokens.")
-print("5. FP8 KV halves that bar, and NVMe wins at every length.")
+at8 = {r["context"]: r["TP4"] for r in rows_fp8}
+print(f"5. FP8 KV halves that bar ({at8[4_096]:.1f} GB/s at 4k, {at8[131_072]:.1f} GB/s at 128k), and NVMe wins "
+      + ("at every length." if nvme_fp8 == 1 else f"from {nvme_fp8:,} tokens."))
 print(f"6. Running the pool full is a cliff: no preemption up to a {quiet:.0%} target, "
       f"{sweep[-1]['preemptions']:,} at 100%.")
 
 # %% [markdown]
-# ## 15. Headline numbers, re-derived
+# ## 10. Headline numbers, re-derived
 #
 # Each sentence below is checked by `pigviz verify` with the same code that printed the
 # numbers above.
 
 # %%
-lessons.print_claims("05")
+lessons.print_claims("05b")
 
 # %% [markdown]
 # ## Recap
 #
-# * A cached token costs 2 × layers × KV heads × head_dim × bytes; GQA and the number format set it, not
-#   the parameter count. MagicPIG's $L$ tables of token indices can outweigh the cache they index.
-# * Contiguous slots waste most of the budget and still fail long requests; pages waste under a page
-#   per sequence and let a shared prefix be stored once.
+# * One long request can hold a large share of a replica's cache while it decodes: the cache, not the
+#   weights, limits the batch, and the batch is the throughput of a memory-bound decoder.
+# * Contiguous slots sized for the worst case waste most of the budget and still turn long prompts away or
+#   cut long answers off; pages waste under a page per sequence and let a shared prefix be stored once.
 # * Whether to fetch a cached prefix or recompute it depends on bytes per token, FLOPs, the number of
-#   GPUs and, once attention is counted, the prefix length: long prefixes favour fetching.
+#   GPUs and, once attention is counted, the prefix length: long prefixes favour fetching, and FP8 KV
+#   halves every break-even.
 # * A KV pool run full thrashes: evictions force re-prefills that need the very memory that ran out.
 #   Keep a margin for the growth of running sequences.
 #
@@ -546,40 +393,25 @@ lessons.print_claims("05")
 #
 # Each answer is one click away below its question, computed when the cell runs.
 #
-# 1. **FP8 KV.** Switch the widget of section 5 to 1-byte KV. Which section-3 conclusion changes: are
-#    the tables still bigger than the cache? What happens to the NVMe verdict of section 11?
-
-# %%
-nb05.answer(1)
-
-# %% [markdown]
-# 2. **MLA.** Multi-head latent attention caches one shared latent vector per layer (plus a
-#    small rotary part) instead of per-head keys and values. Build a `ModelShape` with one KV
-#    "head" whose `2 * head_dim` equals that latent width and compare bytes per token. What
-#    would LSH tables over a latent even index?
-
-# %%
-nb05.answer(2)
-
-# %% [markdown]
-# 3. **More bits.** At what $K$ do the bucket offsets outgrow the table entries for a 4k-token
-#    context? Why does the answer depend on the context but not on $L$?
-
-# %%
-nb05.answer(3)
-
-# %% [markdown]
-# 4. **Your own model.** Pass the path of any Hugging Face `config.json` to `budget.budget_report`
-#    (or to `pigviz budget --model`). How much of its advertised context fits on one GPU? The answer
-#    does it for the shipped models.
-
-# %%
-nb05.answer(4)
-
-# %% [markdown]
-# 5. **Admission.** Rerun `allocators.simulate_serving` across targets with other request mixes (for
+# 1. **Admission.** Rerun `allocators.simulate_serving` across targets with other request mixes (for
 #    example every output four times longer). Where would you set the admission target if a
 #    preemption costs a user a few seconds?
 
 # %%
-nb05.answer(5)
+nb05b.answer(1)
+
+# %% [markdown]
+# 2. **Page size.** Rerun `allocators.paged_allocation(mix, page)` with pages from 16 up to 4,096
+#    tokens. From what page size does paging lose more than 5% of the batch of 16-token pages, and does
+#    it ever admit fewer sequences than the 2,048-token contiguous slots of section 3?
+
+# %%
+nb05b.answer(2)
+
+# %% [markdown]
+# 3. **FP8 and TP8.** Section 9 shows that FP8 KV lets local NVMe beat recomputing at every prefix
+#    length on four GPUs; section 6 shows that eight GPUs push NVMe's break-even past the model's
+#    context. What happens with both?
+
+# %%
+nb05b.answer(3)

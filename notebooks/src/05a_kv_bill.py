@@ -1,0 +1,261 @@
+# %% [markdown]
+# # 05a · The KV budget, part 1: the bill
+#
+# Every generated token asks each attention head to look back over everything cached so far.
+# That cache is the one data structure whose size grows with the conversation, and at long
+# context it, not the weights, decides what fits on a GPU and how fast a token comes out. This
+# notebook does the bill for one sequence; notebook 05b takes it to a serving replica.
+#
+# **You will be able to**
+#
+# * work out what one cached token costs for any model, and how long reading the cache takes;
+# * compute what MagicPIG's LSH tables add on top, and say why they can outweigh the cache they index;
+# * count the table entries a query scans, and say why that scan is cheap in bytes.
+#
+# **Prerequisites:** notebooks 01–04 (what decoding reads, SimHash tables with $K$ bits and $L$ tables);
+# reading Python and numpy. **Workshop time:** about 35 minutes, of which 10 for the two exercises.
+#
+# Every number printed below comes from `pigviz.memory.budget`; the same functions back
+# `pigviz verify`, which re-derives the claims printed at the end.
+
+# %%
+import pigviz
+
+pigviz.setup_notebook()
+
+import numpy as np
+
+from pigviz import lessons
+from pigviz.lessons import exercises as ex
+from pigviz.lessons import nb05a_kv_bill as nb05a
+from pigviz.memory import budget, model_shapes
+from pigviz.plots import budget as plots
+from pigviz.widgets.budget import KVBudgetWidget
+
+# %% [markdown]
+# ## 1. What one cached token costs
+#
+# For each layer and each *key–value* head, the cache stores one key vector and one value
+# vector of `head_dim` numbers. Query heads do not add to the cache: with grouped-query
+# attention (GQA) several query heads read the same KV head. So the bill per token is
+#
+# $$\text{bytes per token} = 2\,(\text{K and V}) \times \text{layers} \times \text{KV heads} \times \text{head\_dim} \times \text{bytes per number}.$$
+#
+# ### Your turn: bytes per token
+#
+# Write the formula as a function. The check runs it on several model shapes, including the edge cases.
+
+# %%
+def kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes):
+    """Bytes one token adds to the KV cache: a key and a value vector of head_dim numbers
+    of dtype_bytes bytes, in every layer and every KV head."""
+    ...
+
+# %%
+kv_bytes_per_token = ex.reference_or("05.kv_bytes_per_token", kv_bytes_per_token)
+_ = ex.check("05.kv_bytes_per_token", kv_bytes_per_token)
+
+# %%
+nb05a.Collapsed("Solution", ex.solution("05.kv_bytes_per_token"))
+
+# %% [markdown]
+# Take Llama-3.1-8B holding a 96k-token document (96 × 1,024 tokens), stored in 16-bit floats. Your
+# function and the library's agree:
+
+# %%
+llama8 = model_shapes.get_model_shape("Llama-3.1-8B")
+context = nb05a.CONTEXT
+per_token = budget.kv_bytes_per_token(llama8, dtype_bytes=2)
+print(f"yours: {kv_bytes_per_token(llama8.layers, llama8.kv_heads, llama8.head_dim, 2):,} B, library: {per_token:,} B")
+print(f"2 x {llama8.layers} layers x {llama8.kv_heads} KV heads x {llama8.head_dim} x 2 B "
+      f"= {per_token:,} B = {budget.format_bytes(per_token)} per token")
+print(f"{context:,} tokens -> {budget.format_bytes(budget.kv_bytes(llama8, context))} for one sequence")
+
+# %% [markdown]
+# The same arithmetic for every model in the shipped table. Parameter count is a poor guide
+# to the cache: it is set by layers, KV heads and head size, not by how wide the MLPs are.
+
+# %%
+print(budget.model_table(context))
+print()
+for pair in (("Mistral-7B-v0.1", "Qwen2.5-7B"), ("SmolLM2-135M", "Qwen2.5-0.5B")):
+    print(budget.cache_vs_size(*pair)["text"])
+
+# %% [markdown]
+# Mistral-7B and Qwen2.5-7B are nearly the same size, but Qwen2.5 keeps half as many KV heads
+# in fewer layers. SmolLM2-135M has 30 layers of 3 KV heads, so it caches more per token than
+# Qwen2.5-0.5B, whose 24 layers share only 2.
+
+# %% [markdown]
+# Bytes grow linearly with context, so on log–log axes every model is a straight line with the
+# same slope; only the offset (bytes per token) differs. The dashed line is the memory of one
+# 80 GB GPU, before a single weight is loaded.
+
+# %%
+contexts = np.unique(np.logspace(3, 6, 13).astype(int))
+curves = {name: (contexts, [budget.kv_bytes(name, int(n)) for n in contexts]) for name in model_shapes.known_models()}
+plots.kv_vs_context_figure(curves, reference_gib={"one 80 GB GPU": 80e9 / budget.GIB})
+
+# %% [markdown]
+# ## 2. Reading the cache, once per generated token
+#
+# Full attention reads every cached key (to score it) and every value (to average it) for
+# each new token. Divide bytes by a bandwidth to get a floor on the time. At a hypothetical
+# sustained 1 TB/s:
+
+# %%
+kv96 = budget.kv_bytes(llama8, context)
+print(f"{budget.format_bytes(kv96)} / 1 TB/s = {budget.read_time_s(kv96, 1e12) * 1e3:.1f} ms per generated token")
+
+# %% [markdown]
+# This is a bandwidth estimate for one sequence, not a measured decoding time: real kernels
+# overlap work. Batching lets many sequences share one read of the *weights*; it does not
+# share their *caches*, because each sequence's keys and values depend on its own tokens.
+# The one exception comes in notebook 05b (section 5): sequences that begin with the same tokens
+# have the same KV for that prefix, so a paged cache can store it once. Each sequence still reads
+# those shared pages for itself at every step; sharing saves memory, not reading.
+
+# %% [markdown]
+# ## 3. The LSH bill at (K, L) = (10, 150)
+#
+# MagicPIG avoids reading every key by hashing them into $L$ SimHash tables of $K$ bits each.
+# A table entry is a token index; with 32-bit indices each table stores 4 bytes per token, in
+# every layer and KV head. Then each table needs a list of where its $2^K$ buckets start:
+# one offset per bucket, which does not depend on the context at all.
+
+# %%
+report = budget.budget_report("Llama-3.1-8B", context, K=10, L=150)
+print(budget.format_report(report))
+
+# %% [markdown]
+# The tables are *bigger than the cache they index*: 150 tables × 4 bytes is more than the
+# 2 × 128 × 2 bytes of one key–value pair. Across models at 96k tokens:
+
+# %%
+rows = [dict(label=name, **budget.index_bill(name, context)) for name in model_shapes.known_models()]
+plots.index_bill_figure(rows, highlight="Llama-3.1-8B", title="96k tokens, (K, L) = (10, 150): KV vs its LSH index")
+
+# %% [markdown]
+# The bucket offsets are a sliver at $K = 10$, but they double with every extra bit. For
+# Llama-3.1-8B at the same context:
+
+# %%
+settings = [(8, 75), (10, 150), (12, 150), (14, 150), (16, 150)]
+rows_kl = [dict(label=f"K={k}, L={l}", **budget.index_bill(llama8, context, K=k, L=l)) for k, l in settings]
+for row in rows_kl:
+    print(f"{row['label']:<12} tables {budget.format_bytes(row['table_bytes']):>9}   "
+          f"bucket offsets {budget.format_bytes(row['bucket_metadata_bytes']):>9}")
+plots.index_bill_figure(rows_kl, highlight="K=10, L=150", x_title="SimHash bits K and tables L",
+                        title="Llama-3.1-8B at 96k tokens: the index per (K, L)")
+
+# %% [markdown]
+# ## 4. Candidates are cheap in bytes
+#
+# A query hashes itself with each table's $K$ hyperplanes and reads the one bucket its own
+# code picks, in each of the $L$ tables. How many table entries is that? Suppose the $n$ cached
+# tokens spread evenly over a table's buckets. Real buckets are uneven, so read the answer as a
+# typical figure, not a bound.
+#
+# ### Your turn: the entries a query scans
+#
+# Count the entries in one bucket, then over all the tables. It is an expected count, so it need
+# not be a whole number.
+
+# %%
+def candidates_per_query(n, K, L):
+    """Table entries a query scans in all: its own bucket in each of L SimHash tables of K bits,
+    when the n cached tokens spread evenly over a table's buckets (need not be whole)."""
+    ...
+
+# %%
+candidates_per_query = ex.reference_or("05.candidates_per_query", candidates_per_query)
+_ = ex.check("05.candidates_per_query", candidates_per_query)
+
+# %%
+nb05a.Collapsed("Solution", ex.solution("05.candidates_per_query"))
+
+# %% [markdown]
+# $K$ bits make $2^K$ buckets of $n / 2^K$ tokens each, so the query scans about $L n / 2^K$
+# entries. Your function and the report of section 3 agree. The count leaves out hashing the
+# query, counting repeated hits, and reading the chosen keys and values.
+
+# %%
+print(f"yours: {candidates_per_query(report['context'], report['K'], report['L']):,.0f} entries, "
+      f"library: {report['candidates_per_query']:,.0f}")
+print(f"L n / 2^K = {report['L']} x {report['context']:,} / {2 ** report['K']:,} "
+      f"= {report['candidates_per_query']:,.0f} entries = {report['candidate_index_bytes']:,.0f} B of indices")
+print(f"full attention reads {report['key_bytes_per_head']:,} B of keys per (layer, KV head): "
+      f"the scan is {report['candidate_share_of_key_bytes']:.2%} of that")
+
+# %% [markdown]
+# So MagicPIG trades memory for bandwidth: a large index that is cheap to consult. That is
+# why the paper keeps the tables (and most of the cache) in CPU memory and lets the GPU
+# handle the hashing and a small exact subset.
+#
+# ## 5. Try it
+#
+# Pick a model, type a context (clamped to 1 … 10,000,000), switch the KV number format,
+# and move $K$ and $L$. The table follows the selected model; the bars show every model.
+
+# %%
+KVBudgetWidget()
+
+# %% [markdown]
+# ## 6. Headline numbers, re-derived
+#
+# Each sentence below is checked by `pigviz verify` with the same code that printed the
+# numbers above.
+
+# %%
+lessons.print_claims("05a")
+
+# %% [markdown]
+# ## Recap
+#
+# * A cached token costs 2 × layers × KV heads × head_dim × bytes; GQA and the number format set it, not
+#   the parameter count.
+# * Full attention reads the whole cache for every generated token, so the cache puts a floor under
+#   decoding time that grows with the context. Batching shares the read of the weights, not of the caches.
+# * MagicPIG's $L$ tables hold one token index per table for every token, in every layer and KV head: at
+#   (10, 150) they outweigh the cache they index, and the bucket offsets double with every extra bit.
+# * A query scans about $L n / 2^K$ of those entries: a large index that is cheap to consult.
+#
+# ## What comes next
+#
+# Notebook 05b puts the bill to work on a serving replica: a Llama-70B shape on four GPUs with a fixed KV
+# budget, where contiguous or paged allocation, prefix sharing, fetching or recomputing a cached prefix,
+# and preemption decide how many sequences run at once.
+#
+# ## Questions to try
+#
+# Each answer is one click away below its question, computed when the cell runs.
+#
+# 1. **FP8 KV.** Switch the widget of section 5 to 1-byte KV. Which section-3 conclusion changes: are
+#    the tables still bigger than the cache?
+
+# %%
+nb05a.answer(1)
+
+# %% [markdown]
+# 2. **MLA.** Multi-head latent attention caches one shared latent vector per layer (plus a
+#    small rotary part) instead of per-head keys and values. Build a `ModelShape` with one KV
+#    "head" whose `2 * head_dim` equals that latent width and compare bytes per token. What
+#    would LSH tables over a latent even index?
+
+# %%
+nb05a.answer(2)
+
+# %% [markdown]
+# 3. **More bits.** At what $K$ do the bucket offsets outgrow the table entries for a 4k-token
+#    context? Why does the answer depend on the context but not on $L$?
+
+# %%
+nb05a.answer(3)
+
+# %% [markdown]
+# 4. **Your own model.** Pass the path of any Hugging Face `config.json` to `budget.budget_report`
+#    (or to `pigviz budget --model`). How much of its advertised context fits on one GPU? The answer
+#    does it for the shipped models.
+
+# %%
+nb05a.answer(4)
