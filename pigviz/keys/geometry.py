@@ -181,8 +181,8 @@ def non_exact_mask(n: int, sinks: int = EXACT_SINKS, recent: int = EXACT_RECENT)
 
 def centring_mean(keys, sinks: int = EXACT_SINKS, recent: int = EXACT_RECENT) -> np.ndarray:
     """Mean of the keys MagicPIG hashes (all but the first ``sinks`` and last ``recent``), the
-    vector ``pigviz.lsh.index.build_index`` subtracts: the exact set, large-norm sink
-    included, would only drag the mean away from the cloud that is hashed."""
+    vector ``pigviz.lsh.index.build_index`` subtracts. The exact set is left out as MagicPIG
+    leaves it out: its keys are not hashed, and the sink key points its own way."""
     keys = np.asarray(keys)
     if keys.ndim != 2:
         raise ValueError(f"keys must be an (n, d) array, got shape {keys.shape}")
