@@ -404,7 +404,8 @@ def format_shift_invariance(shift: dict) -> str:
             f"largest |output with raw keys - output with centred keys|, float64: {fp64}",
             f"the same in float32, as a fraction of the largest output ({shift['scale']:.1f}): "
             f"{format_bound(shift['fp32'] / shift['scale'], SHIFT_TOL_FP32)}",
-            f"for scale: our float64 output vs the model's own (fp16 copies of q, k, v): {shift['model']:.3f}",
+            f"for scale: our float64 output vs the model's own (fp16 copies of q, k, v and output): "
+            f"{shift['model']:.3f}, {shift['model'] / shift['scale']:.1e} of the largest output",
         ]
     )
 
