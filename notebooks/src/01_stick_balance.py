@@ -15,8 +15,8 @@
 #
 # * compute an attention output as the balance point of weighted sticks, and write that
 #   function yourself;
-# * show with one line of algebra why TopK misses whenever the keys it drops hold weight, and
-#   why the sink scenario makes it miss badly;
+# * show with one line of algebra why TopK misses when the keys it drops hold weight and their
+#   values differ from the kept ones', and why the sink scenario makes it miss badly;
 # * say what sets the error of sampling, and why importance sampling must know, for every key
 #   it draws, the probability $u$ of drawing it.
 #
@@ -130,8 +130,9 @@ sticks_figure(peaked, {k: est[k] for k in ("exact", "topk", "sampling")}, BUDGET
 #
 # ## 3. The sink trap
 #
-# Real models often park about half of a head's weight on one token, usually the first,
-# whose value is small: an "attention sink" that acts like *none of the above*. In the
+# Real models often park a large share of a head's weight on one token, usually the first
+# (notebook 02 measures how much in one model). One interpretation is that its value changes
+# the output little: an "attention sink" that acts like *none of the above*. In the
 # **sink** scenario token 0 holds half the weight at a value near 0 and every other stick is
 # about equally short.
 
@@ -189,8 +190,9 @@ estimate_spread_figure(runs, sink.truth, BUDGET, "sink")
 #
 # TopK misses by the weight it drops times how far the dropped keys' values sit from the kept
 # ones'. It is exact only when the missed weight is 0 or the missed values average the same as
-# the kept ones. In the sink scenario the flat keys it drops hold a third of the weight and
-# their values sit far above the sink's, so both factors are large. Checked with the keys the
+# the kept ones. In the sink scenario the flat keys it drops hold a sizeable share of the
+# weight ($W_M$, printed below) and their values sit far above the sink's, so both factors
+# are large. Checked with the keys the
 # library's TopK kept:
 
 # %%
@@ -214,7 +216,10 @@ print(f"W_M (mean_T - mean_M) = {W_M:.3f} x ({mean_T:.4f} - {mean_M:.4f}) = {W_M
 # The mean of $m$ independent draws misses by about $\sigma_w/\sqrt m$. Our budget counts
 # distinct keys and the sampler makes at least $B$ draws, so its typical miss is at most
 # about $\sigma_w / \sqrt B$. Note what $\sigma_w$ measures: how much the **values disagree**,
-# weighted by attention. How the weight is spread enters only through it. On a large flat
+# weighted by attention. With $B$ independent draws, how the weight is spread enters only
+# through $\sigma_w$ (as the MagicPIG explainer says). Our budget counts distinct keys, though:
+# when a few keys hold most of the weight they keep coming up for free, and the error can
+# fall well below $\sigma_w/\sqrt B$ (the sink scenario in §9 shows it). On a large flat
 # scenario, where almost every draw is a new key, the measured error follows $\sigma_w/\sqrt B$:
 
 # %%
@@ -306,12 +311,16 @@ print(f"sink scenario, 1 key: mean of 4000 runs {one_key.mean():.3f}   "
 is_curves = sb.error_curves(sink, [1, 2, 4, 8, 16, 24, 31], n_seeds=2000, seed=3, methods=("importance",))
 for b, err in zip(is_curves.budgets, is_curves.errors["importance"]):
     print(f"B = {b:>2}: importance-sampling RMS error {err:.3f}")
+print(f"fitted log-log slope of RMS error vs budget: {sb.loglog_slope(is_curves.budgets, is_curves.errors['importance']):.2f} "
+      "(1/sqrt(B) would be -0.50)")
 
 # %% [markdown]
-# The error keeps falling as the budget grows. It falls slowly here because the guess draws
-# the sink far less often than its weight deserves (the first printed line), so each rare
-# sink draw carries a large correction $w_0/u_0$ and the ratio swings from run to run. A
-# proposal closer to $w$ means smaller corrections and a smaller error.
+# The error keeps falling as the budget grows, a little faster than $1/\sqrt B$ (the fitted
+# slope). But it stays far above oracle sampling's (§9 compares all methods at $B = 12$:
+# importance sampling is there nearly as far off as TopK), because the guess draws the sink
+# far less often than its weight deserves (the first printed line), so each rare sink draw
+# carries a large correction $w_0/u_0$ and the ratio swings from run to run. A proposal
+# closer to $w$ means smaller corrections and a smaller error.
 #
 # ## 7. Hybrid: read the top exactly, sample the rest
 #
@@ -334,8 +343,9 @@ for scenario in (peaked, sink):
 # ## 8. Try it
 #
 # Pick a scenario and move the budget. The triangles under the sticks are one run of each
-# estimator; **Resample** draws again (TopK never moves, the samplers jiggle around the
-# truth). The chart underneath shows each method's error over many runs against the budget,
+# estimator; **Resample** draws again (TopK never moves; oracle sampling and the hybrid
+# jiggle around the truth; importance sampling, at small budgets, around a point off it, §6).
+# The chart underneath shows each method's error over many runs against the budget,
 # with the grey line at the current budget.
 
 # %%
@@ -349,13 +359,19 @@ sink_curves = sb.error_curves(sink, n_seeds=400, seed=0)
 at = list(sink_curves.budgets).index(BUDGET)
 for name, err in sink_curves.errors.items():
     print(f"{name:<10} error at B = {BUDGET}: {err[at]:.3f}")
+print(f"sigma_w/sqrt(B) at B = {BUDGET}: {sink_curves.reference[at]:.3f} (sigma_w = {sink_curves.spread:.3f})")
+topk_signed = np.array([sb.topk(sink.values, sink.weights, b).value for b in range(1, sink.n)]) - sink.truth
+print(f"TopK below the truth at every budget short of all {sink.n} keys: {bool(np.all(topk_signed < 0))} "
+      f"(signed miss {topk_signed[0]:+.3f} at B = 1, {topk_signed[-1]:+.3f} at B = {sink.n - 1})")
 error_curves_figure(sink_curves, budget=BUDGET)
 
 # %% [markdown]
-# TopK stays on the wrong side of the truth until its budget nearly covers every key. Oracle
-# sampling tracks (or beats) $\sigma_w/\sqrt B$, helped by the free repeat draws of the
-# sink. The hybrid reads the sink exactly and samples only the flat part, whose values
-# disagree less. Importance sampling pays for its rough guess but still converges.
+# TopK stays below the truth at every budget short of all keys, and its miss drops below
+# sampling's (leaving out $B = 1$) only when it has read most of them (Answer 1). Oracle
+# sampling beats $\sigma_w/\sqrt B$, helped by the free repeat draws of the sink: the budget
+# counts distinct keys, not draws (§4). The hybrid reads the sink exactly and samples only
+# the flat part, whose values disagree less. Importance sampling pays for its rough guess,
+# nearly as far off as TopK at $B = 12$, but still converges.
 #
 # ## 10. Headline numbers
 #
@@ -370,8 +386,8 @@ lessons.print_claims("01")
 #
 # Each answer is one click away: the cell under the question computes it and folds it.
 #
-# **1.** In the widget, find the smallest budget at which TopK's miss in the sink scenario
-# drops below sampling's typical miss. What fraction of the keys is that?
+# **1.** In the widget, find the smallest budget above 1 at which TopK's miss in the sink
+# scenario drops below sampling's typical miss. What fraction of the keys is that?
 
 # %%
 q1 = sb.error_curves(sink, n_seeds=400, seed=0, methods=("topk", "sampling"))
@@ -402,16 +418,24 @@ folded("Answer 2", f"Yes: truth {high_sink.truth:.3f}, TopK {high_top:.3f}, a mi
 
 # %%
 sharpness = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-q3 = [sb.error_curves(sink, [BUDGET], n_seeds=2000, seed=3, methods=("importance",),
-                      proposal=sb.rough_proposal(sink.scores, k)).errors["importance"][0] for k in sharpness]
+q3_sq = [(sb.repeat_estimates(sink, BUDGET, runs=2000, seed=3, methods=("importance",),
+                              proposal=sb.rough_proposal(sink.scores, k))["importance"] - sink.truth) ** 2
+         for k in sharpness]
+q3 = np.sqrt([e.mean() for e in q3_sq])
+q3_se = np.array([e.std(ddof=1) / np.sqrt(e.size) for e in q3_sq]) / (2 * q3)  # SE of an RMS (delta method)
+sharp = np.array(sharpness) >= 2
+gap_se = (q3[sharp].max() - q3[sharp].min()) / np.sqrt(2 * q3_se[sharp].max() ** 2)
 oracle = sb.error_curves(sink, [BUDGET], n_seeds=2000, seed=3, methods=("sampling",)).errors["sampling"][0]
 folded("Answer 3", "RMS error at B = 12 (2000 runs) by sharpness: "
        + ", ".join(f"{k:g}: {e:.3f}" for k, e in zip(sharpness, q3))
-       + f"; oracle sampling {oracle:.3f}. Of these, sharpness **{sharpness[int(np.argmin(q3))]:g}** is best. "
+       + f"; oracle sampling {oracle:.3f}. Sharpness 2 to 8 tie within run-to-run noise "
+       f"({q3[sharp].min():.3f} to {q3[sharp].max():.3f}: the largest gap is {gap_se:.1f} standard errors of a "
+       f"difference, each RMS being uncertain by about {q3_se[sharp].max():.4f}), and all are below oracle sampling. "
        "At sharpness 1 the proposal is the true weights, every ratio w/u is the same, and importance sampling "
-       "*is* oracle sampling (equal errors up to run-to-run noise). Sharper still does better here because the "
+       "*is* oracle sampling (equal errors up to run-to-run noise). Sharper does better here because the "
        "budget counts distinct keys: a proposal that favours the sink spends its free repeat draws on it, "
-       "pins its weight down, and samples the flat rest almost like the hybrid does.")
+       "pins its weight down, and gets part of the way towards the hybrid, which reads the sink exactly "
+       f"({sink_curves.errors['hybrid'][at]:.3f} at B = {BUDGET} in §9).")
 
 # %% [markdown]
 # **4.** With `sb.make_scenario("peaked", seed=...)`, is the hybrid ever worse than TopK? What
@@ -423,14 +447,33 @@ for seed in range(20):
     errs = sb.error_curves(sb.make_scenario("peaked", seed=seed), [BUDGET], n_seeds=2000, seed=5,
                            methods=("topk", "hybrid")).errors
     q4.append(errs["hybrid"][0] > errs["topk"][0])
+
+
+def split_hybrid_rms(scenario, n_exact, budget=BUDGET, runs=2000, seed=5):
+    """RMS error of a hybrid that reads the n_exact tallest sticks exactly and samples the rest."""
+    order = np.argsort(-scenario.weights, kind="stable")
+    top, rest = order[:n_exact], order[n_exact:]
+    rest_only = sb.custom_scenario(scenario.values[rest], scenario.scores[rest])  # weights renormalised over rest
+    tail = sb.repeat_estimates(rest_only, budget - n_exact, runs=runs, seed=seed, methods=("sampling",))["sampling"]
+    estimates = scenario.weights[top] @ scenario.values[top] + scenario.weights[rest].sum() * tail
+    return np.sqrt(np.mean((estimates - scenario.truth) ** 2))
+
+
+q4_split = {sc.name: (split_hybrid_rms(sc, BUDGET // 2), split_hybrid_rms(sc, BUDGET // 4),
+                      sb.topk(sc.values, sc.weights, BUDGET).value - sc.truth) for sc in (peaked, sink)}
 folded("Answer 4", f"Yes, often: at B = {BUDGET}, the hybrid's RMS error is above TopK's miss for "
        f"**{sum(q4)} of 20** peaked scenarios (seeds 0-19). When a few sticks hold nearly all the weight, "
        "TopK's miss W_M (mean_T - mean_M) is tiny because W_M is tiny, while the hybrid spends half its budget on "
-       "sampling noise. Unlike TopK it is unbiased, which wins in the sink scenario, not here. A quarter-exact "
-       "hybrid reads fewer keys exactly and samples more. Expect it to move towards plain sampling in peaked "
-       "scenarios (more of the tall sticks left to chance), while in the sink scenario it still reads the sink "
-       "exactly and its extra samples shrink the noise of the flat part. The library's hybrid splits in half; "
-       "writing the quarter split is a good follow-up exercise.")
+       "sampling noise. Unlike TopK it is unbiased, which wins in the sink scenario, not here.\n\n"
+       f"A quarter-exact hybrid reads {BUDGET // 4} keys exactly and samples with the other {BUDGET - BUDGET // 4}. "
+       "Built from the library's pieces (the tallest sticks exactly, plus oracle sampling of the rest, scaled by "
+       "the weight the rest holds), its RMS error over 2000 runs: "
+       + "; ".join(f"{name}: half-exact {half:.4f}, quarter-exact {quarter:.4f}, TopK {abs(miss):.4f}"
+                   for name, (half, quarter, miss) in q4_split.items())
+       + ". In the peaked scenario the quarter split leaves more tall sticks to chance and does "
+       + ("worse" if q4_split["peaked"][1] > q4_split["peaked"][0] else "better")
+       + "; in the sink scenario it still reads the sink exactly, and its extra samples of the flat part do "
+       + ("better." if q4_split["sink"][1] < q4_split["sink"][0] else "worse."))
 
 # %% [markdown]
 # **5.** The sampler stops *before* the first draw that needs a new key. Write the rule that
@@ -464,8 +507,9 @@ folded("Answer 5", f"Stopping after the B-th new key: mean of 4000 runs {after.m
 # * TopK misses by $W_M(\bar v_T - \bar v_M)$: the weight it drops times how far the dropped
 #   values sit from the kept ones. With a sink and a flat rest, that is large, and the same on
 #   every run.
-# * Sampling from the weights is unbiased; its error shrinks like $\sigma_w/\sqrt B$, where
-#   $\sigma_w$ measures how much the values disagree.
+# * Sampling from the weights is unbiased; its error is at most about $\sigma_w/\sqrt B$,
+#   where $\sigma_w$ measures how much the values disagree (less when a few keys hold most of
+#   the weight, since a budget of distinct keys gets their repeat draws free).
 # * Drawing from the true weights needs every key. Importance sampling draws from a cheap
 #   proposal $u$ and divides by it, so it needs $u$ for every key it draws; it converges, with
 #   a bias at small budgets.

@@ -90,8 +90,9 @@ pk.sink_heatmap_figure(sink["sink_weight"], kg.head_pairs(cap), None, cap.group_
 # %% [markdown]
 # The early layers ignore token 0; from the first sink layer on, many heads hand it a large
 # share of everything they have. The softmax must give out a total weight of 1
-# even when nothing in the context is relevant, and the model has learnt to park the spare
-# weight on a token whose value changes the output little: a "none of the above".
+# even when nothing in the context is relevant. One interpretation (the MagicPIG
+# explainer's): the model parks the spare weight on a token whose value changes the output
+# little, a "none of the above". This capture holds no values, so we do not test it here.
 #
 # ## 2. Keys crowd into a cone
 #
@@ -105,7 +106,8 @@ pk.sink_heatmap_figure(sink["sink_weight"], kg.head_pairs(cap), None, cap.group_
 # to length 1, average those unit keys, scale the average to length 1 (that is the mean
 # direction), and return each unit key's cosine with it. `cone_width(keys)`: the mean of those
 # cosines, which equals the length of the average unit key: near 1 for a narrow cone, about
-# $1/\sqrt n$ for random directions.
+# $1/\sqrt n$ for random directions. Mind the direction of the name: **a larger "cone width"
+# means a narrower cone**, the keys bunched more tightly around their mean direction.
 
 # %%
 def cos_to_mean_direction(keys):
@@ -138,7 +140,7 @@ random_keys = np.random.default_rng(0).standard_normal((cap.n_tokens, d))
 series = [(f"layer {layer}", kg.cos_to_mean_direction(kg.head_view(cap, layer, heads[0]).keys),
            pk.LAYER_COLORS[i], "solid") for i, (layer, heads) in enumerate(zip(cap.layers, cap.query_heads))]
 series.append(("random directions", kg.cos_to_mean_direction(random_keys), "#555555", "dot"))
-print(f"cone width (mean cosine with the mean direction): "
+print(f"cone width (mean cosine with the mean direction; larger = narrower): "
       f"{', '.join(f'layer {r.layer}: {r.cone_raw:.2f}' for r in rows[::cap.group_size])}; "
       f"random: {kg.cone_width(random_keys):.2f}")
 pk.cosine_histogram_figure(series, "Keys crowd into a cone", "cos(key, mean key direction)",
@@ -152,11 +154,14 @@ pk.cosine_histogram_figure(series, "Keys crowd into a cone", "cos(key, mean key 
 # is printed below): the query points away from the cone. The table repeats the measurement
 # against the mean key for every captured head, averaged over the captured queries. The
 # "mean key" is the one MagicPIG's engine centres on in notebook 03: the mean of the keys it
-# hashes, leaving out the first and the last few tokens that it reads exactly.
+# hashes, leaving out the tokens at the start and the end that it reads exactly (how many is
+# printed below).
 
 # %%
 view = kg.head_view(cap, 19, 6)
 cos_q = kg.cos_with_query(view, -1)
+print(f"mean key: the mean of the hashed keys, all but the first {kg.EXACT_SINKS} and the last "
+      f"{kg.EXACT_RECENT} tokens, which MagicPIG reads exactly\n")
 print(kg.format_geometry_table(rows))
 sink_side = "among them" if cos_q[0] > 0 else "not among them"
 print(f"\nlayer 19, head 6, last query: {np.sum(cos_q > 0)} of its {len(cos_q):,} keys have a positive cosine "
@@ -228,12 +233,20 @@ cloud = kp.key_cloud(view, -1, "raw", n_planes=6)
 n_hashed = int(kg.non_exact_mask(cap.n_tokens).sum())
 print(f"keys in the query's wedge in the picture: {cloud.share_picture:.2%}; "
       f"sharing its bucket under real {d}-d hashing: {cloud.share_real:.2%} of {n_hashed:,}")
+# The same six hyperplanes in 64 dimensions: how many of the 2^6 buckets the hashed raw keys fill.
+planes6 = kp.hyperplanes(d, 6, seed=0)
+codes = (view.keys[kg.non_exact_mask(view.n)] @ planes6.T >= 0) @ (1 << np.arange(6))
+fill = np.bincount(codes, minlength=2**6)
+print(f"under real {d}-d hashing the same six hyperplanes spread the hashed keys over {np.sum(fill > 0)} of "
+      f"{fill.size} buckets; the fullest 4 hold {np.sort(fill)[-4:].sum() / fill.sum():.0%} of them")
 pk.key_cloud_figure(cloud, d, n_hashed)
 
 # %% [markdown]
 # The cloud sits far from the origin, on the side opposite the query, and the sink (star)
-# sits near the origin, off the cloud. Lines through the origin hardly cut the cloud, so
-# nearly every key lands in the same few buckets, and the query's bucket is almost empty.
+# sits near the origin, off the cloud. In the picture, lines through the origin hardly cut
+# the cloud. In 64 dimensions they do cut it (the second printed line), but unevenly, and how
+# unevenly changes from plane to plane and head to head (Answer 5). Either way the query,
+# pointing away from the cone, finds its own bucket almost empty (the first printed line).
 # That is the problem notebook 03 solves.
 #
 # ## 6. Explore
@@ -273,12 +286,12 @@ lessons.print_claims("02")
 # %%
 by_layer = {r.layer: r for r in rows[::cap.group_size]}
 sink_layers = [layer for layer in cap.layers if layer != 2]
-folded("Answer 1", "Cone width (mean cos with the mean direction) and cos(query, mean key), averaged over "
-       "the captured queries of the first head of each layer: "
+folded("Answer 1", "Cone width (mean cos with the mean direction; larger = narrower) and cos(query, mean key), "
+       "averaged over the captured queries of the first head of each layer: "
        + "; ".join(f"layer {layer}: cone {by_layer[layer].cone_raw:.2f}, query cos {by_layer[layer].query_cos:+.2f}"
                    for layer in cap.layers)
        + f". Layer 2's cone is **{'wider' if by_layer[2].cone_raw < min(by_layer[x].cone_raw for x in sink_layers) else 'not wider'}** "
-       f"than every sink layer's, and its query points "
+       f"than every sink layer's (wider means a smaller cone width), and its query points "
        f"**{'less' if by_layer[2].query_cos > max(by_layer[x].query_cos for x in sink_layers) else 'not less'} far away** "
        "than in every sink layer. Both make hashing raw keys easier there (notebook 03).")
 
@@ -361,8 +374,8 @@ folded("Answer 5", f"Over 20 random hyperplanes for the last query of each of th
 # * From the first sink layer on, many heads park a large share of their weight on token 0.
 # * The queries point away from the cone; the sink key is short but points towards them, so
 #   its small positive score beats the others' large negative ones.
-# * Hyperplanes through the origin hardly cut a cone that sits far from the origin, so nearly
-#   every key lands in the same few buckets, away from the query's.
+# * Hyperplanes through the origin split a cone that sits far from the origin unevenly, and a
+#   query pointing away from it finds its own bucket almost empty.
 #
 # **Next: notebook 03** subtracts the mean key before hashing, shows that attention does not
 # notice, and counts what that does to real 64-dimensional hashing.

@@ -2,8 +2,8 @@
 # # 03 · Centring: the one-line fix that decides whether hashing works
 #
 # Notebook 02 found the real keys of SmolLM2-135M bunched in a cone, with the queries
-# pointing away from it. Random hyperplanes through the origin barely cut such a cloud, so
-# a query's SimHash bucket is almost empty. MagicPIG's remedy is to subtract the mean of
+# pointing away from it. Random hyperplanes through the origin split such a cloud unevenly,
+# and a query pointing away from it finds its SimHash bucket almost empty. MagicPIG's remedy is to subtract the mean of
 # the keys it hashes from every key before hashing. This notebook shows why attention does not notice, what the
 # cloud looks like afterwards, and how much it changes what real 64-dimensional hashing
 # finds.
@@ -79,9 +79,10 @@ if RUN_LIVE:
 # MagicPIG never hashes the exact set it reads anyway (the first and last tokens counted in
 # the first cell), so it centres on the mean $\mu$ of the *hashed* keys only, as the engine
 # in `pigviz.lsh.index` does: the exact set is not in the tables, and its odd members (the
-# sink key points its own way, notebook 02) would pull the mean away from the cloud that is
-# hashed. Replacing each key $k_i$ by $k_i - \mu$ changes every
-# score by the same amount:
+# sink key points its own way, notebook 02) could pull the mean away from the cloud that is
+# hashed. In the head below they barely do (Answer 1), but the engine follows MagicPIG and
+# leaves them out. Replacing each key $k_i$ by $k_i - \mu$ changes every score by the same
+# amount:
 #
 # $$q \cdot (k_i - \mu) = q \cdot k_i - q \cdot \mu ,$$
 #
@@ -121,7 +122,7 @@ q_last = view.queries[-1]
 before = softmax(view.keys @ q_last / np.sqrt(d))
 after = softmax((view.keys - mu) @ q_last / np.sqrt(d))
 print(f"layer 19, head 6: |your mean - the engine's mean| = {np.linalg.norm(mu - view.mean_key):.1e}; "
-      f"every score moved by q.mu/sqrt(d) = {q_last @ mu / np.sqrt(d):+.2f}")
+      f"every score moved by -q.mu/sqrt(d) = {-(q_last @ mu) / np.sqrt(d):+.2f}")
 print(f"last query, your softmax: largest change of a weight after centring {np.max(np.abs(after - before)):.1e}")
 
 # %%
@@ -137,7 +138,9 @@ print(kg.format_shift_invariance(shift))
 
 # %% [markdown]
 # The float64 gap is rounding; in float32 it is rounding of scores that moved by $q\cdot\mu$.
-# Both are far below the difference fp16 storage makes. Attention really does not notice.
+# Both are far below the gap between our float64 attention and the model's own output, which
+# comes from storing q, k, v and the output in fp16 (the last line, also as a fraction of the
+# largest output, like the float32 line). Attention really does not notice.
 #
 # ## 2. What centring does to the cloud
 #
@@ -163,8 +166,8 @@ pk.key_cloud_figure(clouds["centred"], d, n_hashed, width=520)
 # roughly $-\mu$, and since the mean key pointed away from the query, $-\mu$ points towards
 # it. (MagicPIG reads the sink exactly anyway; it is not hashed.)
 #
-# Seen from the query, the change is stark. Before, every key was at a large angle; after,
-# the cosines spread around zero and a tail of keys leans towards the query.
+# Seen from the query, the change is stark. Before, almost every key was at a large angle;
+# after, the cosines spread around zero and a tail of keys leans towards the query.
 
 # ### Your turn: what the hash sees
 #
@@ -245,17 +248,21 @@ print("centring multiplies the >= 2 rate by: " + kh.format_layer_gains(grid, K, 
 #
 # Look at the brackets again. For centred keys the counted rates sit close to the formula.
 # For raw keys they do not: in the sink layers the counted >= 1 rates are off by a third or
-# more, some above the formula and some below it. The formula is not wrong; it answers a
-# different question. For one query and one key it gives the probability of a collision
+# more (printed below), some above the formula and some below it. The formula is not wrong;
+# it answers a different question. For one query and one key it gives the probability of a collision
 # **averaged over random hyperplanes**. The table counts **one draw** of hyperplanes per
 # layer, shared by all its queries and keys, so its count is one sample from the spread of
 # possible counts, and it is close to the average only if that spread is narrow.
 #
 # For centred keys it is: they surround the origin, every hyperplane cuts them about in half,
-# and the collisions of different keys are nearly independent, so one draw of 1,500
-# hyperplanes averages over them well. Raw keys sit in a narrow cone on the far side from the
-# query: whole swathes of the cone fall on the same side of a hyperplane together, so they
-# collide together or miss together, and the count for one draw swings widely.
+# and about a fifth of all (query, key) pairs collide, so one draw's count is a large number
+# whose relative spread is small. The collisions are not independent (pairs that share a
+# query or a key tend to collide together; the check below compares the spread with what
+# independent pairs would give), but one draw of $K \cdot L$ hyperplanes still lands close to
+# the average. Raw keys sit in a narrow cone on the far side from the query: in the sink
+# layers only about one pair in a hundred collides, whole swathes of the cone fall on the
+# same side of a hyperplane together, so they collide together or miss together, and the
+# count for one draw swings widely.
 #
 # The check: count again with 30 fresh, independent draws of hyperplanes per layer (the same
 # queries, every eighth hashed key to keep it quick; the formula's mean is recomputed for this
@@ -281,6 +288,13 @@ print(f">= 2 tables: single raw draws spread by {span_pct(draws.relative_spread(
       f"{gap2.max():.1f} SE of the formula")
 inside = (draws.per_layer("raw", 1).min(1) <= table_raw) & (table_raw <= draws.per_layer("raw", 1).max(1))
 print(f"the table's raw >= 1 rate lies inside the range of the fresh draws in {inside.sum()} of {inside.size} layers")
+for variant in kg.VARIANTS:  # independent pairs: binomial spread, at most sqrt(p(1-p)/N)/p for mean rate p
+    f = draws.formula_per_layer(variant, 1)
+    independent = np.sqrt(f * (1 - f) / (draws.n_queries * draws.n_keys)) / f
+    print(f"{variant:>7}: if pairs collided independently, one draw's >= 1 rate would spread by at most "
+          f"{independent.min():.1%} to {independent.max():.1%} of its mean; the measured variance is "
+          f"{np.min((draws.relative_spread(variant, 1) / independent) ** 2):.0f}x to "
+          f"{np.max((draws.relative_spread(variant, 1) / independent) ** 2):.0f}x that")
 gain = draws.formula_per_layer("centred", 2) / draws.formula_per_layer("raw", 2)
 print("centring multiplies the >= 2 rate, by the formula (the average over draws), by: "
       + ", ".join(f"layer {layer}: {g:.0f}x" for layer, g in zip(draws.layers, gain)))
@@ -289,7 +303,11 @@ print("centring multiplies the >= 2 rate, by the formula (the average over draws
 # The mean over 30 draws lands within a few standard errors of the formula in every layer,
 # raw and centred: the formula is right on average. What differs is how far a single draw
 # strays. Raw keys' single draws spread far more (the spread column) than centred keys', and
-# the raw rates in the table above lie inside the range the 30 fresh draws span. So a
+# the raw rates in the table above lie inside the range the 30 fresh draws span (those count
+# only every eighth key, which adds some spread of its own, so this comparison is a little
+# generous). Neither variant collides independently: one draw's variance is several to tens
+# of times that of independent pairs (the last lines). For centred keys it does not matter much, because the rate is large and
+# its spread stays a few percent of it; for raw keys, whose rate is small, it does. So a
 # counted rate from one draw can be compared with the formula for centred keys, but for raw
 # keys only an average over many draws can. For MagicPIG this is more than a footnote: it
 # hashes with one draw of hyperplanes, so with raw keys what it samples for a given query
@@ -298,8 +316,8 @@ print("centring multiplies the >= 2 rate, by the formula (the average over draws
 # ## 4. Does it matter? The weight hashing finds
 #
 # Collision rates alone do not say whether the right keys are found. The attention weight
-# does: of the weight that falls outside the exact set (the sinks and the last 64 tokens),
-# how much sits on keys that reach two collisions?
+# does: of the weight that falls outside the exact set (the sinks and the recent tokens
+# counted in the first cell), how much sits on keys that reach two collisions?
 
 # %%
 for v in kg.VARIANTS:
@@ -308,16 +326,20 @@ for v in kg.VARIANTS:
 pk.weight_share_figure(grid, K, L, sink_by_layer)
 
 # %% [markdown]
-# With raw keys the sampler would see almost none of the weight it is meant to estimate in
-# the sink layers; its importance weights would have to make up for it from a handful of
-# keys. With centred keys it finds a large part of the weight directly. That is why
-# centring is not a tweak: it decides whether the method works at all.
+# These shares are counted with the same single draw of hyperplanes as the table, and for
+# raw keys a single draw scatters widely (§3b); but even raw shares several times larger
+# would stay far below the centred ones in the sink layers. With raw keys the sampler would
+# see almost none of the weight it is meant to estimate in the sink layers; its importance
+# weights would have to make up for it from a handful of keys. With centred keys it finds a
+# large part of the weight directly. That is why centring is not a tweak: it decides whether
+# the method works at all.
 #
 # ## 5. Around the default: other K and L
 #
 # The same count over a grid of K (bits per table) and L (tables), averaged over the
-# captured heads. Fewer bits or more tables make every bucket catch more, but the gap
-# between raw and centred keys stays.
+# captured heads. Fewer bits widen each bucket and more tables give each key more chances,
+# so more keys are sampled. Centring raises the rate in every cell, by a factor that shrinks
+# where the buckets are widest (the first line below).
 
 # %%
 gain = grid.gain(min_hits=2)
@@ -422,7 +444,8 @@ folded("Answer 4", f"Raw keys at (6, 300): {target:.1%} sampled, {grid.mean('wei
        f"of the weight. Table entries scanned per query (L n / 2^K, n = {grid.n_keys:,}): "
        f"{sh.expected_candidates(grid.n_keys, 6, 300):,.0f} raw at (6, 300) against "
        f"{sh.expected_candidates(grid.n_keys, k4, l4):,.0f} centred. Centred at ({k4}, {l4}): about the same number "
-       "of keys sampled, but the right ones, at a fraction of the scanning, with fewer tables to store.")
+       f"of keys sampled, carrying more of the weight ({grid.mean('weight_share', 'centred', k4, l4):.0%} against "
+       f"{grid.mean('weight_share', 'raw', 6, 300):.0%}), at a fraction of the scanning, with fewer tables to store.")
 
 # %% [markdown]
 # **5.** The weight share for centred keys is well below 100%. Which keys carry the weight that
@@ -444,7 +467,7 @@ folded("Answer 5", f"Layer 19, head 6, last query, centred keys at ({K}, {L}): t
        + f". The missed weight sits mostly on the closest keys: they carry most of the weight, and yet only "
        f"{int((c5 > half).sum())} keys lie beyond the S-curve's 50% point (cos {half:.2f}), so even they are sampled "
        "only part of the time. The bulk near cos 0 carries almost no weight for this query. (Notebook 04 shows the "
-       "same query's keys filling only the bottom of the S.)")
+       "same query's keys filling mostly the bottom of the S.)")
 
 # %% [markdown]
 # ## Recap

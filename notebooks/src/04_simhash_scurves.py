@@ -16,7 +16,7 @@
 # * say what K and L do to the S-curve: both move its 50% point, and K mostly sets how steep
 #   it is;
 # * explain why $u$ is an inclusion probability (the $u$'s of a query's keys need not sum to
-#   1), and why a nearest-neighbour index cannot supply it.
+#   1), and why a deterministic graph or cluster index (HNSW, IVF) cannot supply it.
 #
 # **Prerequisites:** notebook 01 (importance sampling needs $u$ for every key it draws); 02 and
 # 03 for the last part, on real keys. **Time in a workshop:** about 50 minutes, of which 15
@@ -132,6 +132,7 @@ folded("Solution: bit_agreement", f"```python\n{ex.solution('04.bit_agreement')}
 plots.one_table_figure(angles, {K: p_curve**K for K in (1, 2, 5, 10, 20)}, highlight=10)
 
 # %%
+K_demo, L_demo = sh.DEFAULT_K, sh.DEFAULT_L
 for cos in (0.0, 0.9):
     p = sh.collision_probability(cos)
     print(f"cos = {cos:.1f} ({np.degrees(np.arccos(cos)):.0f} deg): p = {p:.3f}, "
@@ -149,10 +150,18 @@ for cos in (0.0, 0.9):
 #
 # $$u_1 = 1 - (1 - p^K)^L .$$
 #
-# For small `p^K` this is about `L p^K`, still tiny; once `L p^K` passes 1 it saturates
-# near 1. Plotted against the angle it is an S: a cliff between "almost always" and
-# "almost never". What `K` and `L` do to it is measured further down.
-#
+# While `L p^K` is well below 1, $u_1 \approx L p^K$. At `L p^K = 1` it is only about
+# $1 - 1/e$, and it saturates near 1 once `L p^K` reaches a few (printed below). Plotted
+# against the angle it is an S: a cliff between "almost always" and "almost never". What `K`
+# and `L` do to it is measured further down.
+
+# %%
+for lpk in (0.1, 1, 3, 5):
+    p_at = (lpk / L_demo) ** (1 / K_demo)  # the per-bit agreement that makes L p^K = lpk
+    print(f"L p^K = {lpk:<3g}: u_1 = {sh.inclusion_probability(p_at, K_demo, L_demo, 1):.3f}   "
+          f"(K, L) = ({K_demo}, {L_demo})")
+
+# %% [markdown]
 # ## At least 2 of L
 #
 # MagicPIG samples a key only if it collides in **at least two** tables. Subtract the
@@ -196,9 +205,10 @@ for m in (1, 2):
 #
 # Write `u` for a key whose per-bit agreement is `p`: the chance that it shares the query's
 # bucket in at least 2 of `L` tables of `K` bits. One table collides with probability
-# $P = p^K$ and the number of colliding tables is Binomial($L$, $P$). The check also asks for
-# accuracy (relative error below 1e-3) when `p` is near 0 or 1 and `L` is in the hundreds,
-# where the formula as written above loses it; the section after this one explains why.
+# $P = p^K$ and the number of colliding tables is Binomial($L$, $P$). The check also asks,
+# with `L` in the hundreds, for accuracy (relative error below 1e-3) when `u` is tiny (`p`
+# near 0, where the formula as written above loses it: the subsection "Computing u without
+# losing it" below explains why), and for finite, exact results at `p = 0` and `p = 1`.
 
 # %%
 def inclusion_probability(p, K, L):
@@ -242,18 +252,23 @@ print(f"K 5 -> 20 (L = 150): the 50% point moves {k_shift:.0f} deg closer, the c
 # moves to wider angles; more bits make each table pickier, so it moves towards the query.
 # But they do not sharpen it alike. Twelve times more tables narrow the climb only a little,
 # while four times more bits roughly halve it (the two lines above). So `K` mostly sets the
-# steepness, and `L` is the cheaper way to place the cliff, at the cost of more tables.
+# steepness, and `L` moves the cliff while barely changing its steepness, at the cost of
+# more tables.
 #
 # ### u is an inclusion probability, not a distribution
 #
-# The formula only asks for `p`, which is a function of the angle. So MagicPIG knows each
-# sampled key's `u` exactly from its cosine with the query and can divide by it.
+# The formula only asks for `p`, which is a function of the angle. So MagicPIG computes each
+# sampled key's `u` from its cosine with the query alone, and can divide by it. Mind what
+# that `u` is: the probability, over the random choice of hyperplanes, that the key is
+# sampled. MagicPIG hashes with one fixed draw, so the correction is right on average over
+# draws, not draw by draw (notebook 03, §3b, shows how far one draw can stray).
 #
 # Notice what kind of probability `u` is. Notebook 01's sampler drew keys one at a time from a
 # distribution over keys, whose probabilities add up to 1. The hash does something else: it
 # produces a **set** $S$ of sampled keys, and each key is in $S$ or not, with its own
 # probability $u_i$. Nothing makes the $u_i$ add up to 1: a query with many close keys has
-# many $u_i$ near 1 (the real query at the end of this notebook adds them up). Nor are the
+# many $u_i$ near 1. Even the real query at the end of this notebook, which has no $u_i$
+# near 1, sums to far more than 1 over thousands of small ones. Nor are the
 # inclusions independent: keys close to each other fall on the same side of most hyperplanes,
 # so they tend to land in $S$ together. What the correction needs is only each key's own
 # $u_i$: the estimate weighs every key in $S$ by $w_i / u_i$, and a key that is in $S$ with
@@ -295,17 +310,19 @@ print(f"L n / 2^K = {L} x {n:,} / {2**K:,} = {sh.expected_candidates(n, K, L):,.
 
 # %% [markdown]
 # That count includes duplicates (a close key turns up in many tables) and assumes evenly
-# filled buckets, which real keys do not give you -- the last section of this notebook shows what real keys do.
+# filled buckets, which real keys do not give you -- the last section of this notebook
+# counts what one real query scans.
 #
-# ### Why a nearest-neighbour index cannot supply u
+# ### Why a deterministic graph or cluster index (HNSW, IVF) cannot supply u
 #
 # Graph indexes such as HNSW and cluster indexes such as IVF also find keys close to a
 # query, and fast. But what they return is a set, fixed once the index is built: the same
 # query gets the same keys every time, and no key comes with a probability of having been
 # returned. A key is in or out depending on the graph's edges or the cluster boundaries, not
 # through a known function of its angle. There is no `u_i` to divide by, so their result can
-# only be used as TopK is (notebook 01), with TopK's bias. SimHash is slower to search but
-# random in a way that can be written down, and that is what makes the correction possible.
+# be used only as TopK is (notebook 01), with TopK's bias, or as the exact part of a hybrid
+# (notebook 01, §7). A randomised index could supply `u` in principle; SimHash's `u` is a
+# simple formula of the angle, and that is what makes the correction easy.
 #
 # ## Explore
 #
@@ -435,16 +452,20 @@ print(f"closest key: cos {curve.cos[best]:.2f}, formula u = {curve.formula[best]
       f"sampled in {curve.counted[best]:.0%} of {curve.n_hashings} hashings")
 print(f"{curve.coverage():.1%} of the {len(curve.keys)} counted keys have a 99% interval that contains u")
 print(f"the formula expects {curve.expected_sampled:,.0f} of the {len(curve.cos_all):,} keys to be sampled per hashing")
+half_cos = sh.crossing_cos(curve.K, curve.L, curve.min_hits)
+print(f"keys past the S-curve's 50% point (cos {half_cos:.2f}): {np.sum(curve.cos_all > half_cos)} of "
+      f"{len(curve.cos_all):,}")
 pk.real_scurve_figure(curve)
 
 # %% [markdown]
 # Key by key, the counts follow the formula: its probability depends on the angle alone,
 # and real 64-dimensional keys obey it as well as the synthetic pairs did. Two more things
-# show up. The real keys fill only the bottom of the S: even the closest one is sampled
-# only part of the time (its u and count are printed above), and the bulk of the keys sits
-# near cos 0, where u is small but, multiplied by thousands of keys, not negligible. That is why MagicPIG needs the correction
-# by u, and why it keeps the sink and the recent tokens out of the hashing and reads them
-# exactly.
+# show up. The real keys fill mostly the bottom of the S: only a handful pass its 50% point,
+# even the closest one is sampled only part of the time (its u and count are printed
+# above), and the bulk of the keys sits near cos 0, where u is small but, multiplied by
+# thousands of keys, not negligible. That is why MagicPIG needs the correction by u, and
+# why it keeps the sink and the recent tokens, which this query likes best (notebook 02,
+# Answer 3), out of the hashing and reads them exactly.
 
 # %% [markdown]
 # Back to $S$ as a set of inclusions. Add up this query's $u$ over all its hashed keys, and
@@ -463,7 +484,28 @@ print(f"variance over {curve.n_hashings} hashings of the share of the {len(curve
 # in a hashing whose hyperplanes happen to favour the query's neighbourhood, many of its
 # keys get in at once. Dividing each key's weight by its own $u_i$ corrects for how often it
 # gets in: a sum of $w_i v_i / u_i$ over $S$ is right on average whatever the correlation, which
-# only makes it noisier.
+# only makes it noisier. MagicPIG divides that sum by the matching sum of $w_i / u_i$ (the
+# softmax of $s_i - \log u_i$), so, as in notebook 01, §6, its ratio is consistent rather
+# than unbiased.
+#
+# Last, the entries this query scans (the section "What a query scans" above): its bucket
+# in each of the L tables, their sizes added up, with one draw of hyperplanes. The formula's
+# average over draws is $L \sum_i p_i^K$, one term per key; evenly filled buckets would give
+# $L n / 2^K$.
+
+# %%
+scan = kh.scanned_entries(kg.head_view(kg.shipped_capture(), curve.layer, curve.head), curve.query_index,
+                          curve.K, curve.L)
+for variant in kg.VARIANTS:
+    print(f"{variant:>7} keys: {scan.counted[variant]:,} entries scanned (one draw), "
+          f"formula L sum p^K = {scan.formula[variant]:,.0f}")
+print(f"evenly filled buckets: L n / 2^K = {scan.L} x {scan.n_keys:,} / {2**scan.K:,} = {scan.even:,.0f}")
+
+# %% [markdown]
+# Neither is even. Raw, the query points away from the cone and its buckets are nearly
+# empty. Centred, it scans more than even buckets would give: $p^K$ is convex, so keys spread
+# around cos 0 gain more on the near side than they lose on the far side. Either way the
+# formula, summed key by key, predicts what one draw counts far better than $L n / 2^K$ does.
 #
 # Move K and L below. The query and its keys were hashed once with the largest K and L the
 # sliders allow; each change recounts from those hashings (a table of K bits is the first K
@@ -529,9 +571,10 @@ folded("Answer 7", f"At ({K}, {L}): the closest key goes from u = {u2_best:.2f} 
 #   steepness mostly K sets.
 # * $u$ is an inclusion probability: the sampled set $S$ has expected size $\sum_i u_i$, far
 #   above 1 for a real query, and keys close to each other get in together.
-# * Because $u$ is known for every sampled key, the estimate can divide by it; an index that
-#   returns a set with no known probabilities (HNSW, IVF) cannot be corrected that way.
-# * Real, centred keys follow the formula key by key, but fill only the bottom of the S.
+# * Because $u$ is known for every sampled key, the estimate can divide by it; a
+#   deterministic index that returns a set with no known probabilities (HNSW, IVF) cannot be
+#   corrected that way.
+# * Real, centred keys follow the formula key by key, but fill mostly the bottom of the S.
 #
 # **Next: notebooks 05a and 05b** do the accounting. 05a: what a cached token costs, how long reading
 # the cache takes, what MagicPIG's LSH tables add on top. 05b: how sequences share a fixed KV budget.

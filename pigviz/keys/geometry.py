@@ -181,8 +181,8 @@ def non_exact_mask(n: int, sinks: int = EXACT_SINKS, recent: int = EXACT_RECENT)
 
 def centring_mean(keys, sinks: int = EXACT_SINKS, recent: int = EXACT_RECENT) -> np.ndarray:
     """Mean of the keys MagicPIG hashes (all but the first ``sinks`` and last ``recent``), the
-    vector ``pigviz.lsh.index.build_index`` subtracts: the exact set, large-norm sink
-    included, would only drag the mean away from the cloud that is hashed."""
+    vector ``pigviz.lsh.index.build_index`` subtracts. The exact set is left out as MagicPIG
+    leaves it out: its keys are not hashed, and the sink key points its own way."""
     keys = np.asarray(keys)
     if keys.ndim != 2:
         raise ValueError(f"keys must be an (n, d) array, got shape {keys.shape}")
@@ -404,7 +404,8 @@ def format_shift_invariance(shift: dict) -> str:
             f"largest |output with raw keys - output with centred keys|, float64: {fp64}",
             f"the same in float32, as a fraction of the largest output ({shift['scale']:.1f}): "
             f"{format_bound(shift['fp32'] / shift['scale'], SHIFT_TOL_FP32)}",
-            f"for scale: our float64 output vs the model's own (fp16 copies of q, k, v): {shift['model']:.3f}",
+            f"for scale: our float64 output vs the model's own (fp16 copies of q, k, v and output): "
+            f"{shift['model']:.3f}, {shift['model'] / shift['scale']:.1e} of the largest output",
         ]
     )
 

@@ -53,6 +53,8 @@ __all__ = [
     "DrawScatter",
     "collision_rate_draws",
     "shipped_collision_rate_draws",
+    "ScannedEntries",
+    "scanned_entries",
 ]
 
 # Most bits per table the counting supports: agreement lengths come from a 2**bits lookup table.
@@ -548,3 +550,44 @@ def shipped_real_scurve() -> RealSCurve:
     cap = shipped_capture()
     spec = SCURVE_HEAD
     return real_scurve(head_view(cap, spec["layer"], spec["head"]), spec["query_index"])
+
+
+# --------------------------------------------------------------------------- entries scanned
+
+
+@dataclass
+class ScannedEntries:
+    """Table entries one query scans: the sizes of its L buckets, added up (a key found in
+    several tables counts once per table), against what evenly filled buckets would give.
+
+    ``counted``: per variant (raw, centred), with one draw of hyperplanes (``SimHash(seed)``).
+    ``formula``: per variant, the average over draws, ``L * sum_i p_i**K``: key i shares the
+    query's bucket in one table with probability p_i**K. ``even``: ``L n / 2**K``."""
+
+    K: int
+    L: int
+    n_keys: int
+    seed: int
+    counted: dict
+    formula: dict
+    even: float
+
+
+def scanned_entries(
+    view: HeadView, query_index: int = -1, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, seed: int = 0
+) -> ScannedEntries:
+    """The entries one query of ``view`` scans in L tables of K bits over the hashed keys, raw
+    and centred (on the hashed keys' mean, as the engine centres them; the query is not)."""
+    T = len(view.queries)
+    query_index = check_int("query_index", query_index, -T, T - 1) % T
+    table = sh.SimHash(view.keys.shape[-1], K, L, seed)
+    q = view.queries[query_index]
+    hashed = non_exact_mask(view.n)
+    counted, formula = {}, {}
+    for variant in VARIANTS:
+        keys = view.keys_as(variant)[hashed]
+        counted[variant] = int(table.hits(q, keys).sum())
+        p = sh.collision_probability(unit_rows(keys) @ unit_rows(q[None])[0])
+        formula[variant] = float(L * np.sum(p**K))
+    n = int(hashed.sum())
+    return ScannedEntries(table.K, table.L, n, table.seed, counted, formula, sh.expected_candidates(n, K, L))

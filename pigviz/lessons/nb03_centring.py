@@ -43,6 +43,12 @@ def claims() -> list:
     draws_raw = draws.per_layer("raw", 1)
     inside = (draws_raw.min(1) <= table_raw) & (table_raw <= draws_raw.max(1))
     fp32 = format_bound(shift["fp32"] / shift["scale"], SHIFT_TOL_FP32)
+    # One draw's variance over that of independent pairs (binomial: at most p(1 - p) / N).
+    excess = {}
+    for v in ("raw", "centred"):
+        f = draws.formula_per_layer(v, 1)
+        independent = np.sqrt(f * (1 - f) / (draws.n_queries * draws.n_keys)) / f
+        excess[v] = (draws.relative_spread(v, 1) / independent) ** 2
     return [
         Claim(
             "03",
@@ -92,6 +98,12 @@ def claims() -> list:
             f"One draw's >= 1 rate scatters (SD/mean, {draws.n_draws} draws): raw vs centred",
             spread_raw.min() > 2 * spread_cen.max(),
             f"{span(spread_raw, '{:.0%}')} vs {span(spread_cen, '{:.0%}')}",
+        ),
+        Claim(
+            "03",
+            "Pairs do not collide independently: one draw's variance / independent",
+            min(x.min() for x in excess.values()) > 2,
+            f"raw {span(excess['raw'], '{:.0f}x')}, centred {span(excess['centred'], '{:.0f}x')}",
         ),
         Claim(
             "03",

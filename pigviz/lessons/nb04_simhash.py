@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from pigviz.keys.hashing import shipped_real_scurve
+from pigviz.keys.geometry import head_view, shipped_capture
+from pigviz.keys.hashing import scanned_entries, shipped_real_scurve
 from pigviz.lessons.verify import Claim
 from pigviz.lsh.simhash import (
     CHECK_ANGLES_DEG,
@@ -173,6 +174,10 @@ def real_query_claims() -> list:
     best = int(np.argmax(curve.formula))
     independent_var = np.sum(curve.formula * (1 - curve.formula)) / len(curve.keys) ** 2
     ratio = float(curve.per_hashing.var(ddof=1) / independent_var)
+    past_half = int(np.sum(curve.cos_all > crossing_cos(curve.K, curve.L, curve.min_hits)))
+    view = head_view(shipped_capture(), curve.layer, curve.head)
+    scan = scanned_entries(view, curve.query_index, curve.K, curve.L)
+    cen, raw = scan.counted["centred"], scan.counted["raw"]
     return [
         Claim(
             "04",
@@ -200,8 +205,14 @@ def real_query_claims() -> list:
         ),
         Claim(
             "04",
-            "Real keys fill only the bottom of the S: the closest key is sampled only part of the time",
-            curve.formula[best] < 0.9 and 0 < curve.counted[best] < 1,
-            f"u = {curve.formula[best]:.2f}, counted {curve.counted[best]:.0%}",
+            "Real keys fill mostly the bottom of the S: few pass 50%, the closest is sampled part of the time",
+            curve.formula[best] < 0.9 and 0 < curve.counted[best] < 1 and past_half < 0.01 * len(curve.cos_all),
+            f"{past_half} past 50%; u = {curve.formula[best]:.2f}, counted {curve.counted[best]:.0%}",
+        ),
+        Claim(
+            "04",
+            "Its buckets are not evenly filled: entries scanned (one draw) vs L n / 2^K",
+            raw < 0.2 * scan.even and cen > 1.2 * scan.even and abs(cen / scan.formula["centred"] - 1) < 0.2,
+            f"centred {cen:,} (formula {scan.formula['centred']:,.0f}), raw {raw:,}; even {scan.even:,.0f}",
         ),
     ]

@@ -409,3 +409,27 @@ def test_collision_rate_draws_average_to_the_formula_and_raw_draws_scatter_more(
     assert np.all(draws.relative_spread("raw", 1) > draws.relative_spread("centred", 1))
     with pytest.raises(ValueError, match="variant"):
         draws.per_layer("tilted")
+
+
+def test_scanned_entries_adds_up_the_querys_bucket_sizes(planted):
+    view = kg.head_view(planted, 3, 0)
+    got = kh.scanned_entries(view, -1, K=3, L=10, seed=4)
+    table = sh.SimHash(view.keys.shape[-1], 3, 10, seed=4)
+    hashed = kg.non_exact_mask(view.n)
+    q_ids = table.bucket_ids(view.queries[-1])
+    for variant in kg.VARIANTS:
+        k_ids = table.bucket_ids(view.keys_as(variant)[hashed])  # (keys, tables)
+        assert got.counted[variant] == sum(int(np.sum(k_ids[:, t] == q_ids[t])) for t in range(10))
+    assert got.n_keys == int(hashed.sum())
+    assert got.even == pytest.approx(10 * got.n_keys / 2**3)
+
+
+def test_scanned_entries_average_over_draws_to_the_formula(planted):
+    view = kg.head_view(planted, 5, 2)
+    runs = [kh.scanned_entries(view, 0, K=3, L=5, seed=s) for s in range(400)]
+    for variant in kg.VARIANTS:
+        counts = np.array([r.counted[variant] for r in runs], dtype=float)
+        se = counts.std(ddof=1) / np.sqrt(counts.size)
+        assert abs(counts.mean() - runs[0].formula[variant]) < 4 * se, variant
+    with pytest.raises(ValueError, match="query_index"):
+        kh.scanned_entries(view, 99)
