@@ -64,23 +64,46 @@ def _log_axes(fig, x_title=_BUDGET_AXIS, y_title=_ERROR_AXIS):
     fig.update_yaxes(title_text=y_title, type="log", tickvals=_ERROR_TICKS, ticktext=[f"{t:g}" for t in _ERROR_TICKS])
 
 
+_X_AXES = {
+    "budget": _BUDGET_AXIS,
+    "bytes_share": "bytes read per step / dense attention's bytes (%, log scale)",
+}
+
+
 def error_budget_figure(
-    points: dict[str, list[dict]], labels: dict[str, str], *, title: str, height: int = 480, width: int = 820
+    points: dict[str, list[dict]],
+    labels: dict[str, str],
+    *,
+    title: str,
+    x: str = "budget",
+    height: int = 480,
+    width: int = 820,
 ) -> go.Figure:
     """One line (or marker) per method: error against budget, error bars = std across seeds.
 
     ``points``: :func:`pigviz.study.findings.curves` output; ``labels``: method -> legend name.
+    ``x="bytes_share"`` draws error against everything a step reads (index, page summaries,
+    every score for the oracles) as a share of dense attention's bytes, instead of keys read.
     """
+    if x not in _X_AXES:
+        raise ValueError(f"x must be one of {', '.join(_X_AXES)}; got {x!r}")
+    if x != "budget":
+        missing = [m for m, pts in points.items() if any(x not in p for p in pts)]
+        if missing:
+            raise ValueError(f"these methods' points carry no {x!r} (results from before it was recorded): {missing}")
+    x_key = x
     fig = go.Figure()
     for method, pts in points.items():
         if not pts:
             continue
-        x = [100 * p["budget"] for p in pts]
+        x = [100 * p[x_key] for p in pts]
         y = [p["error"] for p in pts]
         err = [p["error_std"] for p in pts]
         hover = [
             f"{labels.get(method, method)}<br>{p['label'] + '<br>' if p['label'] else ''}"
-            f"budget {100 * p['budget']:.2f}%<br>error {p['error']:.4f}"
+            f"budget {100 * p['budget']:.2f}%<br>"
+            + (f"bytes read {100 * p['bytes_share']:.1f}% of dense<br>" if "bytes_share" in p else "")
+            + f"error {p['error']:.4f}"
             + (f" ± {p['error_std']:.4f} ({p['seeds']} seeds)" if p["seeds"] > 1 else "")
             for p in pts
         ]
@@ -118,9 +141,10 @@ def error_budget_figure(
                     textfont=dict(size=11, color=COLORS["magicpig"]),
                 )
             )
-    _log_axes(fig)
+    _log_axes(fig, x_title=_X_AXES[x_key])
     fig.add_annotation(
-        text="orange labels: MagicPIG's (K, L); baselines read as many keys",
+        text="orange labels: MagicPIG's (K, L); baselines read as many keys"
+        + (" (not as many bytes)" if x_key != "budget" else ""),
         xref="paper",
         yref="paper",
         x=0,

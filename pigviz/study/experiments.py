@@ -113,7 +113,8 @@ def sampled_share(row: int = 0, dims=(64, 128), K: int = 10, L: int = 150, min_h
 def decode_step_pieces(row: int = 2, head: int = 0, K: int = 10, L: int = 150, seed: int = 0) -> dict:
     """The last decode step of one shipped head, cut into what the five-line estimator needs:
     the query, the sampled keys/values (as numpy float64), the exact set's keys/values, the
-    key mean, and the engine's own output and budget for the same step."""
+    key mean, every key of the head (``K_all``, for sums over the cache), and the engine's own
+    output and budget for the same step."""
     from pigviz.lsh.index import build_index  # heavy: imports torch
     from pigviz.lsh.magicpig import attend, exact_positions  # heavy: imports torch
 
@@ -138,6 +139,9 @@ def decode_step_pieces(row: int = 2, head: int = 0, K: int = 10, L: int = 150, s
         "V_S": f64(v[0, sampled]),
         "K_exact": f64(k[0, exact_ids]),
         "V_exact": f64(v[0, exact_ids]),
+        "K_all": f64(k[0]),
+        "sinks": index.sinks,
+        "recent": index.recent,
         "mu": f64(index.mean[0]),
         "engine": f64(out[head]),
         "exact": f64(truth[head]),

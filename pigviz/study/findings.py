@@ -39,10 +39,15 @@ __all__ = [
     "speed_manifest_entry",
     "add_to_manifest",
     "speed_table",
+    "speed_rows",
     "live_agreement",
     "series_array",
     "series_tag",
     "PAPER",
+    "AFFORDABLE",
+    "matched_table",
+    "format_matched_table",
+    "at_same_bytes",
 ]
 
 RESULTS_FILE = "study_smollm2.json"
@@ -105,6 +110,8 @@ def series_summary(results: dict, name: str, layer=None, head=None) -> dict:
         "error_std": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else 0.0,
         "budget": float(bud.mean()),
     }
+    if "bytes_share" in s:  # everything the step reads / what dense attention reads
+        out["bytes_share"] = float(_select(results, series_array(results, name, "bytes_share"), layer, head).mean())
     if "budget_sampled" in s:  # MagicPIG: sampled / sampleable keys, the share its authors quote
         out["budget_sampled"] = float(
             _select(results, series_array(results, name, "budget_sampled"), layer, head).mean()
@@ -153,8 +160,9 @@ def curves(results: dict, layer=None, head=None, methods=None) -> dict[str, list
     """Error-vs-budget points per method for one selection (``None``: all layers / heads).
 
     Keys are method names (``magicpig``, ``topk``, ...) and variant names (``no_sink``, ...);
-    each value is a list of ``{"budget", "error", "error_std", "label", "setting", "seeds"}`` sorted by
-    budget. Baselines carry the (K, L) whose MagicPIG budget they were matched to.
+    each value is a list of ``{"budget", "error", "error_std", "label", "setting", "seeds"}`` (and
+    ``bytes_share`` where the results have it) sorted by budget. Baselines carry the (K, L) whose
+    MagicPIG budget they were matched to.
     """
     wanted = set(METHOD_LABELS) if methods is None else set(methods)
     unknown = wanted - set(METHOD_LABELS)
@@ -167,19 +175,120 @@ def curves(results: dict, layer=None, head=None, methods=None) -> dict[str, list
             continue
         r = series_summary(results, name, layer, head)
         label = "" if s["setting"] is None else f"K={s['setting'][0]}, L={s['setting'][1]}"
-        out.setdefault(key, []).append(
-            {
-                "budget": r["budget"],
-                "error": r["error"],
-                "error_std": r["error_std"],
-                "label": label,
-                "setting": s["setting"],
-                "seeds": r["seeds"],
-            }
-        )
+        point = {
+            "budget": r["budget"],
+            "error": r["error"],
+            "error_std": r["error_std"],
+            "label": label,
+            "setting": s["setting"],
+            "seeds": r["seeds"],
+        }
+        if "bytes_share" in r:
+            point["bytes_share"] = r["bytes_share"]
+        out.setdefault(key, []).append(point)
     for points in out.values():
         points.sort(key=lambda p: p["budget"])
     return {k: out[k] for k in METHOD_LABELS if k in out}
+
+
+# Estimators a real system can afford (pigviz.lsh.affordable), in the order the notebook shows them.
+AFFORDABLE = ("mp_exact_top", "vattention", "sparq")
+
+
+def _matched_name(method: str, setting) -> str:
+    K, L = setting
+    return f"magicpig K{K} L{L}" if method == "magicpig" else f"{method} @K{K} L{L}"
+
+
+def matched_table(results: dict, methods=("magicpig", *AFFORDABLE, "hybrid"), reference: str = "topk") -> list[dict]:
+    """Per MagicPIG (K, L): each method against ``reference`` at the same matched budget.
+
+    Each row: ``setting``, ``budget`` (MagicPIG's, which the others were matched to),
+    ``reference`` ({error, bytes_share}) and per method ``error``, ``ratio`` (its mean error /
+    the reference's), ``bytes_share`` (None if the results predate it) and ``wins`` (cells of
+    (layer, head) where its mean error is below the reference's, out of ``cells``).
+    """
+    missing = [m for m in (reference, *methods) if not any(s["method"] == m for s in results["series"].values())]
+    if missing:
+        raise ValueError(f"methods must be in the results; these are not: {', '.join(missing)}")
+    rows = []
+    for setting in results["spec"]["settings"]:
+        ref = series_summary(results, _matched_name(reference, setting))
+        row = {
+            "setting": tuple(setting),
+            "budget": series_summary(results, _matched_name("magicpig", setting))["budget"],
+            "reference": {"method": reference, "error": ref["error"], "bytes_share": ref.get("bytes_share")},
+            "methods": {},
+        }
+        for method in methods:
+            name = _matched_name(method, setting)
+            r = series_summary(results, name)
+            won, cells = wins(results, name, _matched_name(reference, setting))
+            row["methods"][method] = {
+                "error": r["error"],
+                "ratio": r["error"] / ref["error"],
+                "bytes_share": r.get("bytes_share"),
+                "wins": won,
+                "cells": cells,
+            }
+        rows.append(row)
+    return rows
+
+
+def format_matched_table(rows: list[dict]) -> str:
+    """The matched-budget table as text: error, error / reference and bytes read per method."""
+    ref = rows[0]["reference"]["method"]
+    lines = [
+        f"{'(K, L)':<10}{'budget':>8}  {'method':<14}{'error':>8}{'/ ' + ref:>9}{'bytes read':>12}{'cells won':>11}"
+    ]
+    for row in rows:
+        K, L = row["setting"]
+        r = row["reference"]
+        share = "" if r["bytes_share"] is None else f"{r['bytes_share']:.1%}"
+        lines.append(f"{f'({K}, {L})':<10}{row['budget']:>8.2%}  {ref:<14}{r['error']:>8.4f}{'1':>9}{share:>12}")
+        for method, m in row["methods"].items():
+            share = "" if m["bytes_share"] is None else f"{m['bytes_share']:.1%}"
+            won = f"{m['wins']}/{m['cells']}"
+            lines.append(f"{'':<18}  {method:<14}{m['error']:>8.4f}{m['ratio']:>8.2f}x{share:>12}{won:>11}")
+    lines.append("bytes read: everything one step reads (pigviz.attention.cost), as a share of dense attention's bytes")
+    return "\n".join(lines)
+
+
+def at_same_bytes(results: dict, method: str, reference: str = "magicpig") -> list[dict]:
+    """Each point of ``method``'s curve against ``reference``'s at the bytes ``method`` reads.
+
+    Per point (one per matched budget): ``bytes_share``, ``error`` and ``reference_error``:
+    ``reference``'s error at those bytes, interpolated on its curve in log-log, or, beyond its
+    last point, the error of that last point (which reads fewer bytes). ``None`` when every
+    point of ``reference`` reads more. ``reference_better`` says whether it is below.
+    """
+    pts = curves(results, methods=[method, reference])
+    if method not in pts or reference not in pts:
+        raise ValueError(f"method and reference must both be in the results; got {method!r}, {reference!r}")
+    if any("bytes_share" not in p for p in pts[method] + pts[reference]):
+        raise ValueError("these results carry no bytes_share; re-run the study with this version of pigviz")
+    ref = sorted(pts[reference], key=lambda p: p["bytes_share"])
+    xs = np.log([p["bytes_share"] for p in ref])
+    ys = np.log([p["error"] for p in ref])
+    out = []
+    for p in pts[method]:
+        x = np.log(p["bytes_share"])
+        if x < xs[0]:
+            ref_err = None
+        elif x > xs[-1]:
+            ref_err = float(np.exp(ys[-1]))
+        else:
+            ref_err = float(np.exp(np.interp(x, xs, ys)))
+        out.append(
+            {
+                "setting": p["setting"],
+                "bytes_share": p["bytes_share"],
+                "error": p["error"],
+                "reference_error": ref_err,
+                "reference_better": ref_err is not None and ref_err < p["error"],
+            }
+        )
+    return out
 
 
 def setup_text(results: dict) -> str:
@@ -224,11 +333,13 @@ def manifest_entry(path, results: dict) -> dict:
         f"{spec['sinks']} sinks + {spec['recent']} recent) and TopK, oracle sampling, hybrid, Quest (pages of "
         f"{spec['quest_page']}, current page always read, layers {spec.get('quest_dense_layers', [])} dense as in "
         f"its paper; variant rank_all: every page ranked, sparse everywhere) at MagicPIG's measured budgets, "
-        f"plus StreamingLLM, on every head of "
+        f"plus StreamingLLM and the affordable estimators of pigviz.lsh.affordable (MagicPIG + exact top, "
+        f"vAttention-style, SparQ), on every head of "
         f"{len(results['layers'])} layers of {results['model']} at the last {results['last']} of "
         f"{results['context']} positions of pigviz.model.texts.long_text; {spec['seeds']} seeds; per (layer, seed, "
         f"head) mean error ||o_hat - o|| / ||o|| and budget (distinct keys read / visible keys); MagicPIG also "
-        f"budget_sampled (keys sampled / keys it could sample, the paper's convention)."
+        f"budget_sampled (keys sampled / keys it could sample, the paper's convention); every series also "
+        f"bytes_share (everything a step reads, pigviz.attention.cost, over dense attention's bytes)."
     )
     return {
         "sha256": sha256_file(path),
@@ -279,6 +390,12 @@ def speed_manifest_entry(path) -> dict:
 # -- the speed table measured by benchmarks/bench_attend.py ---------------------------------------
 SPEED_FILE = "bench_attend_cpu.json"
 SPEED_COMMAND = "python benchmarks/bench_attend.py --json data/bench_attend_cpu.json"
+
+
+def speed_rows(path=None) -> list[dict]:
+    """The rows of the shipped CPU timing table (``benchmarks/bench_attend.py --json``)."""
+    path = path or data_dir() / SPEED_FILE
+    return json.loads(Path(path).read_text(encoding="utf-8"))["rows"]
 
 
 def speed_table(path=None) -> str:

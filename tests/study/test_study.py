@@ -247,6 +247,13 @@ def test_figures_have_titles_axes_and_no_nan(tiny_results):
 
     results, _ = tiny_results
     figs = [plots.error_budget_figure(findings.curves(results), findings.METHOD_LABELS, title="t")]
+    by_bytes = plots.error_budget_figure(findings.curves(results), findings.METHOD_LABELS, title="t", x="bytes_share")
+    topk = next(t for t in by_bytes.data if t.name == findings.METHOD_LABELS["topk"])
+    assert min(topk.x) > 50  # percent of dense's bytes: TopK scores every key
+    assert "bytes" in by_bytes.layout.xaxis.title.text
+    figs.append(by_bytes)
+    with pytest.raises(ValueError, match="x must be one of"):
+        plots.error_budget_figure(findings.curves(results), findings.METHOD_LABELS, title="t", x="speed")
     mean, std = findings.per_layer(results, "magicpig K4 L12")
     figs.append(plots.per_layer_figure(results["layers"], {"MagicPIG": ("magicpig", mean, std)}, title="t"))
     ratio = findings.head_grid(results, "magicpig K4 L12") / findings.head_grid(results, "topk @K4 L12")
@@ -359,3 +366,77 @@ def test_mass_captured_never_beats_topk_and_budgets_fall_with_K():
     assert iso[0] > iso[1] > iso[2] > 0 and 0 < share["real"] < 1
     with pytest.raises(ValueError, match="row"):
         mass_captured(row=9)
+
+
+# -- the affordable estimators against TopK, in keys and in bytes ----------------------------------
+def test_matched_table_compares_each_method_with_topk_at_its_budget(tiny_results):
+    results, _ = tiny_results
+    rows = findings.matched_table(results)
+    assert [row["setting"] for row in rows] == [tuple(s) for s in results["spec"]["settings"]]
+    for row in rows:
+        K, L = row["setting"]
+        topk = findings.series_summary(results, f"topk @K{K} L{L}")
+        assert row["reference"]["error"] == topk["error"]
+        assert row["reference"]["bytes_share"] == topk["bytes_share"]
+        for method, m in row["methods"].items():
+            name = f"magicpig K{K} L{L}" if method == "magicpig" else f"{method} @K{K} L{L}"
+            mine = findings.series_summary(results, name)
+            assert m["error"] == mine["error"] and m["ratio"] == pytest.approx(mine["error"] / topk["error"])
+            assert 0 <= m["wins"] <= m["cells"] == len(results["layers"]) * results["heads"]
+    text = findings.format_matched_table(rows)
+    assert "sparq" in text and "bytes read" in text
+    with pytest.raises(ValueError, match="must be in the results"):
+        findings.matched_table(results, methods=("nonesuch",))
+
+
+def test_oracles_read_over_half_of_dense_bytes_and_the_sampled_methods_far_less(tiny_results):
+    results, _ = tiny_results
+    for name, s in results["series"].items():
+        share = np.asarray(s["bytes_share"])
+        if s["method"] in ("topk", "oracle", "hybrid"):
+            assert np.all(share > 0.5), name  # they score every key
+        if s["method"] == "streaming":  # exactly the keys and values it reads
+            assert np.allclose(share, np.asarray(s["budget"]))
+
+
+def _curve_results(points: dict) -> dict:
+    """A results dict with one (layer, seed, head) cell per point: {method: [(setting, bytes, error)]}."""
+    series = {}
+    for method, pts in points.items():
+        for (K, L), share, err in pts:
+            name = f"magicpig K{K} L{L}" if method == "magicpig" else f"{method} @K{K} L{L}"
+            series[name] = {
+                "method": method,
+                "setting": [K, L],
+                "variant": "main",
+                "positions": 1,
+                "seeds": 1,
+                "error": [[[err]]],
+                "budget": [[[share / 2]]],
+                "bytes_share": [[[share]]],
+            }
+    return {"layers": [0], "heads": 1, "spec": {"settings": [[10, 150], [9, 130]]}, "series": series}
+
+
+def test_at_same_bytes_interpolates_the_reference_curve_in_log_log():
+    results = _curve_results(
+        {
+            "magicpig": [((10, 150), 0.02, 0.04), ((9, 130), 0.08, 0.01)],
+            "sparq": [((10, 150), 0.04, 0.03), ((9, 130), 0.16, 0.005)],
+        }
+    )
+    a, b = findings.at_same_bytes(results, "sparq")
+    # halfway in log bytes between (0.02, 0.04) and (0.08, 0.01): the geometric mean, 0.02
+    assert a["reference_error"] == pytest.approx(0.02) and a["reference_better"]
+    # beyond MagicPIG's last point: that point's error, which reads fewer bytes
+    assert b["reference_error"] == pytest.approx(0.01) and not b["reference_better"]
+    below = _curve_results({"magicpig": [((10, 150), 0.05, 0.04)], "sparq": [((10, 150), 0.01, 0.5)]})
+    (c,) = findings.at_same_bytes(below, "sparq")
+    assert c["reference_error"] is None and not c["reference_better"]
+
+
+def test_at_same_bytes_refuses_results_without_bytes():
+    results = _curve_results({"magicpig": [((10, 150), 0.02, 0.04)], "sparq": [((10, 150), 0.04, 0.03)]})
+    del results["series"]["sparq @K10 L150"]["bytes_share"]
+    with pytest.raises(ValueError, match="bytes_share"):
+        findings.at_same_bytes(results, "sparq")
