@@ -15,8 +15,9 @@
 # **Prerequisites:** notebooks 01–04 (what decoding reads, SimHash tables with $K$ bits and $L$ tables);
 # reading Python and numpy. **Workshop time:** about 35 minutes, of which 10 for the two exercises.
 #
-# Every number printed below comes from `pigviz.memory.budget`; the same functions back
-# `pigviz verify`, which re-derives the claims printed at the end.
+# Every number printed below comes from `pigviz.memory` (`budget`, `model_shapes`) or from this notebook's
+# lesson module `pigviz.lessons.nb05a_kv_bill` (the answers and the claims, which call `budget`); the same
+# functions back `pigviz verify`, which re-derives the claims printed at the end.
 
 # %%
 import pigviz
@@ -89,12 +90,13 @@ for pair in (("Mistral-7B-v0.1", "Qwen2.5-7B"), ("SmolLM2-135M", "Qwen2.5-0.5B")
 # %% [markdown]
 # Bytes grow linearly with context, so on log–log axes every model is a straight line with the
 # same slope; only the offset (bytes per token) differs. The dashed line is the memory of one
-# 80 GB GPU, before a single weight is loaded.
+# H100 GPU, before a single weight is loaded.
 
 # %%
 contexts = np.unique(np.logspace(3, 6, 13).astype(int))
 curves = {name: (contexts, [budget.kv_bytes(name, int(n)) for n in contexts]) for name in model_shapes.known_models()}
-plots.kv_vs_context_figure(curves, reference_gib={"one 80 GB GPU": 80e9 / budget.GIB})
+plots.kv_vs_context_figure(curves, reference_gib={f"one H100 ({budget.format_bytes(budget.H100_MEMORY_BYTES)})":
+                                                  budget.H100_MEMORY_BYTES / budget.GIB})
 
 # %% [markdown]
 # ## 2. Reading the cache, once per generated token
@@ -188,9 +190,11 @@ print(f"full attention reads {report['key_bytes_per_head']:,} B of keys per (lay
       f"the scan is {report['candidate_share_of_key_bytes']:.2%} of that")
 
 # %% [markdown]
-# So MagicPIG trades memory for bandwidth: a large index that is cheap to consult. That is
-# why the paper keeps the tables (and most of the cache) in CPU memory and lets the GPU
-# handle the hashing and a small exact subset.
+# A large index that is cheap to consult. MagicPIG's aim is to save GPU memory: most of the cached
+# keys and values, the tables and the sampled attention itself move to the CPU, while the GPU runs
+# the model, computes the hashes and handles a small exact subset. The price is more memory in total
+# and a dependence on CPU bandwidth; a scan this small per query is what keeps that dependence
+# affordable.
 #
 # ## 5. Try it
 #

@@ -11,13 +11,16 @@
 # * explain why paging beats contiguous reservations, and what sharing a prefix saves;
 # * decide, from bytes per token and FLOPs, whether fetching a cached prefix beats recomputing it, and how the
 #   answer moves with the prefix length, the number format and the number of GPUs;
-# * show, by simulation, why a KV pool run full costs far more than it gains.
+# * show, by simulation, what running a KV pool full buys (a few per cent more batch) and what it costs
+#   (evictions and re-prefills), and where the edge lies.
 #
 # **Prerequisites:** notebook 05a (bytes per token); reading Python and numpy. Having served a model
 # helps but is not needed. **Workshop time:** about 45 minutes, of which 10 for the two exercises.
 #
-# Every number printed below comes from `pigviz.memory` (`budget`, `allocators`); the same functions
-# back `pigviz verify`, which re-derives the claims printed at the end.
+# Every number printed below comes from `pigviz.memory` (`budget`, `allocators`) or from this notebook's
+# lesson module `pigviz.lessons.nb05b_kv_serving` (the disaggregation table, the answers and the claims,
+# which call `budget` and `allocators`); the same functions back `pigviz verify`, which re-derives the
+# claims printed at the end.
 
 # %%
 import pigviz
@@ -25,6 +28,7 @@ import pigviz
 pigviz.setup_notebook()
 
 import numpy as np
+from IPython.display import Markdown
 
 from pigviz import lessons
 from pigviz.lessons import exercises as ex
@@ -37,25 +41,31 @@ from pigviz.widgets.budget import AllocatorWidget
 # ## 1. From one sequence to a serving replica
 #
 # This notebook serves a Llama-70B shape (80 layers, 8 KV heads, head_dim 128,
-# 16-bit KV) on four 80 GB GPUs. After the weights and activations, take 172.5 GiB as what is
-# left for the cache. Without GQA the model would have one KV head per query head.
+# 16-bit KV) on four H100 GPUs. The weights take their share of the memory; of the rest, the
+# KV-cache lesson this notebook follows sets a fixed budget aside for the cache and leaves the
+# remainder to activations and the runtime. The first table does that arithmetic in one unit. Without
+# GQA the model would have one KV head per query head.
 
 # %%
+replica = budget.replica_memory()
+print(budget.replica_memory_text(replica))
+print()
 big = model_shapes.get_model_shape("Llama-3.1-70B")
 per70 = allocators.replica_bytes_per_token()
 no_gqa = big.with_kv_heads(big.attention_heads).kv_bytes_per_token(2)
 print(f"with GQA: {per70:,} B = {budget.format_bytes(per70)} per token")
 print(f"without : {no_gqa:,} B = {budget.format_bytes(no_gqa)} per token ({no_gqa // per70}x more)")
 print()
+kv_budget = replica["kv_budget_bytes"]
 print(budget.text_table(
-    ("context", "KV per sequence", "share of 172.5 GiB"),
-    [(f"{n:,}", budget.format_bytes(n * per70), f"{n * per70 / allocators.KV_BUDGET_BYTES:.1%}")
+    ("context", "KV per sequence", f"share of {kv_budget / budget.GIB:g} GiB"),
+    [(f"{n:,}", budget.format_bytes(n * per70), f"{n * per70 / kv_budget:.1%}")
      for n in (1_024, 4_096, 32_768, 131_072)]))
 
 # %% [markdown]
-# One long request holds almost a quarter of the replica's cache for as long as it decodes.
-# The cache, not the weights, limits how many sequences run at once — and the batch size is
-# the throughput of a memory-bound decoder.
+# One long request (the last row) holds a large share of the replica's cache for as long as it
+# decodes. The cache, not the weights, limits how many sequences run at once — and the batch size
+# is the throughput of a memory-bound decoder.
 #
 # ## 2. A request mix
 #
@@ -87,10 +97,37 @@ print(allocators.contiguous_text(mix))
 
 # %% [markdown]
 # Reserve little and some requests are turned away or cut off; reserve enough for the tail and
-# most of the memory sits empty, held by sequences that will never fill it. Note the 2k row: counting
-# a cut-off sequence at its full length, as if it had finished, would make the small slot look far
-# less wasteful than it is.
+# most of the memory sits empty, held by sequences that will never fill it.
 #
+# **What "wasted" counts.** It is the share of the reserved slots that no stored token fills. Two
+# choices move it: who gets a slot, and how far a sequence counts. This notebook gives a slot only to a
+# prompt that fits it, and counts a cut-off sequence up to the end of its slot, because that is all it
+# can store. The KV-cache lesson this notebook follows makes both choices the other way: it gives the
+# first requests in line a slot each, whatever their length, and counts each at its full length, even
+# past the end of its slot. The same mix under each combination:
+
+# %%
+print(allocators.contiguous_rules_text(mix))
+ours2, full2, capped2, lesson2 = allocators.contiguous_rules(mix, 2048)
+ours8, _, capped8, lesson8 = allocators.contiguous_rules(mix, 8192)
+long8 = [int(p) for p in mix[:lesson8.batch, 0] if p > 8192]
+Markdown(
+    f"So this notebook disagrees with the KV-cache lesson. On this mix the lesson's rule reports "
+    f"**{lesson2.waste_fraction:.1%}** wasted at 2k and **{lesson8.held_over_logical:.2f}x** held/logical at 8k; "
+    f"this notebook measures **{ours2.waste_fraction:.1%}** and **{ours8.held_over_logical:.2f}x**. Most of the 2k "
+    f"gap is the cap: a sequence counted past the end of its slot fills, on paper, room that other slots leave "
+    f"empty, and capping alone takes the waste to {capped2.waste_fraction:.1%}. Rejecting the prompts that "
+    f"cannot be prefilled in a 2k slot ({ours2.rejected} by the time the slots are full) takes it to "
+    f"{ours2.waste_fraction:.1%}: such a prompt would have filled its slot to the end, and the slot goes to a "
+    f"typical, shorter request instead. Counting the "
+    f"{ours2.overflow} cut-off sequences at their full length, as if they had finished, barely moves it "
+    f"({full2.waste_fraction:.1%}). At 8k the whole difference is "
+    + ("one request, whose " if len(long8) == 1 else f"{len(long8)} requests, whose ")
+    + f"{' and '.join(f'{p:,}' for p in long8)}-token prompt{'s' if len(long8) > 1 else ''} the lesson counts "
+    f"in an 8,192-token slot ({capped8.held_over_logical:.2f}x once capped)."
+)
+
+# %% [markdown]
 # ## 4. Pages
 #
 # Paging hands out fixed-size pages as tokens arrive, so a sequence only ever holds its
@@ -165,17 +202,18 @@ plots.prefix_sharing_figure(sharing)
 # %% [markdown]
 # The "formula" column stores the prefix once and counts private tokens exactly; the
 # allocator also pays for rounding to pages and, when the prefix ends mid-page (1,000 tokens
-# is not a multiple of 16), for a copy of that page per writer. How far apart do they land?
+# is not a multiple of 16), for a copy of that page for every writer but the last, which by then
+# holds the page alone. How far apart do they land?
 
 # %%
 gap = allocators.largest_sharing_gap(sharing)
 print(f"largest gap: {gap['gap_points']:.1f} percentage points, at a {gap['prefix_tokens']:,}-token prefix "
       f"({gap['saved_fraction']:.1%} vs {gap['formula_saved_fraction']:.1%}, {gap['cow_copies']} copies on write)")
+Markdown(f"Even the mid-page case stays within {gap['gap_points']:.1f} percentage points of the formula.")
 
 # %% [markdown]
-# Even the mid-page case stays within about a point of the formula. This saves *memory*.
-# Saving the prefill *compute* too needs the cached prefix to outlive the requests, which
-# raises the next question.
+# This saves *memory*. Saving the prefill *compute* too needs the cached prefix to outlive the
+# requests, which raises the next question.
 #
 # ## 6. Fetch a cached prefix, or recompute it?
 #
@@ -201,19 +239,20 @@ _ = ex.check("05.break_even_bandwidth", break_even_bandwidth)
 nb05b.Collapsed("Solution", ex.solution("05.break_even_bandwidth"))
 
 # %% [markdown]
-# With $N = 70 \times 10^9$ and an H100's dense BF16 rate (the datasheet's larger figure assumes 2:4
-# sparsity, which dense weights do not have):
+# With a round $N$ (the first line below prints it beside the shape's own count) and an H100's
+# dense BF16 rate (the datasheet's larger figure assumes 2:4 sparsity, which dense weights do not have):
 
 # %%
+print(f"N = {nb05b.N_PARAMS_70B / 1e9:.0f} x 10^9, rounded from the shape's {big.params / 1e9:.2f} x 10^9 parameters")
 print(f"dense BF16: {budget.H100_DENSE_BF16_FLOPS / 1e12:.1f} TFLOP/s per GPU "
       f"(the 2:4-sparse headline is {budget.H100_SPARSE_BF16_FLOPS / 1e12:,.0f})")
 print(f"yours at TP4: {break_even_bandwidth(per70, nb05b.N_PARAMS_70B, budget.H100_DENSE_BF16_FLOPS, 4) / 1e9:.2f} GB/s")
 print(budget.break_even_text(per70, nb05b.N_PARAMS_70B, reference_tp=4))
 
 # %% [markdown]
-# In this form both sides grow with the prefix length, so the length cancels. But it leaves out
-# attention. In a prefill, query $i$ scores $i$ keys and averages $i$ values, in every layer and
-# query head, so a prefix of $n$ tokens costs
+# In this form, the one the KV-cache lesson uses, both sides grow with the prefix length, so the
+# length cancels. But it leaves out attention. In a prefill, query $i$ scores $i$ keys and averages
+# $i$ values, in every layer and query head, so a prefix of $n$ tokens costs
 #
 # $$\text{FLOPs} = 2Nn + 4 \cdot \text{layers} \cdot q_\text{width} \cdot (1 + 2 + \dots + n) = 2Nn + 2 \cdot \text{layers} \cdot q_\text{width} \cdot n(n+1),$$
 #
@@ -235,7 +274,7 @@ print(f"\nlocal NVMe (7 GB/s) beats recomputing from a {nvme:,}-token prefix at 
       f"(the model's context ends at {big.max_context:,})")
 
 # %%
-grid = np.unique(np.logspace(np.log10(128), np.log10(131_072), 25).astype(int))
+grid = np.unique(np.rint(np.logspace(np.log10(128), np.log10(131_072), 25)).astype(int))
 plots.break_even_context_figure(budget.break_even_over_context(big, grid, nb05b.N_PARAMS_70B, tps=(4, 8)), tiers)
 
 # %% [markdown]
@@ -246,7 +285,20 @@ plots.break_even_context_figure(budget.break_even_over_context(big, grid, nb05b.
 # attention makes long prefixes expensive enough to recompute that NVMe wins past the length
 # printed above. More GPUs per replica (TP8) recompute faster and push every break-even up; at TP8
 # NVMe would need a prefix longer than the model accepts.
-#
+
+# %%
+at = {r["context"]: r["TP4"] for r in rows_ctx}
+shortest, longest = nb05b.CONTEXTS[0], nb05b.CONTEXTS[-1]
+be4 = budget.break_even_bandwidth(per70, nb05b.N_PARAMS_70B, tp=4) / 1e9
+Markdown(
+    f"This disagrees with the KV-cache lesson this notebook follows. It counts only the $2N$ weight FLOPs, so for "
+    f"it the prefix length cancels, the tiering can be decided once, statically, and a local-NVMe tier is slower "
+    f"than not having one. With attention counted, the TP4 break-even falls from {at[shortest]:.2f} GB/s at a "
+    f"{shortest:,}-token prefix (close to the lesson's {be4:.2f} GB/s) to {at[longest]:.2f} GB/s at {longest:,} "
+    f"tokens, and local NVMe wins from {nvme:,} tokens on. The lesson's verdict holds for shorter prefixes."
+)
+
+# %% [markdown]
 # The FLOP count is arithmetic, not a measurement; the claims at the end check it a second way, by
 # summing the attention cost query by query and comparing the sum with the closed form.
 #
@@ -268,22 +320,38 @@ plots.break_even_context_figure(budget.break_even_over_context(big, grid, nb05b.
 # %%
 sweep = allocators.preemption_sweep()
 print(allocators.preemption_text(sweep))
-plots.preemption_figure(sweep)
+plots.preemption_figure(sweep).update_xaxes(
+    title_text="admission target (pages in use + newcomer's prompt ≤ this share of the pool)")
+
+# %%
+by_target = {s["target_occupancy"]: s for s in sweep}
+quiet = max(t for t, s in by_target.items() if s["preemptions"] == 0)
+first_hit = min(t for t, s in by_target.items() if s["preemptions"] > 0)
+below_full = [t for t in by_target if first_hit <= t < 1.0]
+full = by_target[1.0]
+gain = full["mean_batch"] / by_target[quiet]["mean_batch"] - 1
+Markdown(
+    f"Up to a {quiet:.0%} target nothing is preempted: sequences admitted earlier keep growing, and at {quiet:.0%} "
+    f"the pool peaks at {by_target[quiet]['peak_occupancy']:.1%}, but completions free pages fast enough. From "
+    f"{first_hit:.0%} to {below_full[-1]:.1%} a handful of sequences are evicted "
+    f"({', '.join(str(by_target[t]['preemptions']) for t in below_full)}). At 100% the scheduler re-admits an "
+    f"evicted sequence as soon as any page frees, it grows, and it evicts again: **{full['preemptions']:,}** "
+    f"preemptions, {full['preemptions'] / by_target[below_full[-1]]['preemptions']:.0f} times as many as at "
+    f"{below_full[-1]:.1%}. They re-prefill {full['reprefill_tokens']:,} tokens, as many as "
+    f"{full['reprefill_share']:.1%} of all the prompt tokens, which is {full['reprefill_gpu_s']:.1f} GPU-s at TP4 "
+    f"next to {nb05b.first_prefill_gpu_s(mix):.0f} GPU-s for the first prefills. In exchange the mean batch is "
+    f"{full['mean_batch']:.0f} instead of {by_target[quiet]['mean_batch']:.0f}: **{gain:.1%}** more. Nothing happens, "
+    f"then a lot does, for a small gain.\n\n"
+    f"This measurement disagrees with the KV-cache lesson this notebook follows, which assumed a preemption "
+    f"probability that starts at {nb05b.LESSON_PREEMPTION_ONSET:.0%} occupancy. Here the edge sits between "
+    f"{quiet:.0%} and {first_hit:.0%} of the pool, set by how much the running sequences still grow."
+)
 
 # %% [markdown]
-# Up to a 95% target nothing is preempted: sequences admitted earlier keep growing, and the pool
-# peaks a few points above the target, but completions free pages fast enough. From 97% a handful of
-# sequences are evicted. At 100% the scheduler re-admits an evicted sequence as soon as any page
-# frees, it grows, and it evicts again: preemptions jump by well over an order of magnitude, and the
-# re-prefill work runs to several percent of all the prompt tokens, for a batch only about 5% larger
-# than at 95% (the claims at the end give the numbers). Nothing happens, then a lot does.
-#
-# This measurement disagrees with the KV-cache lesson this notebook follows, which assumed a
-# preemption probability that starts at 85% occupancy. Here the edge sits between 95% and 97% of the pool, set
-# by how much the running sequences still grow. It is not a universal number: with answers four times
-# longer the edge moves down (question 1 below). What carries over is the advice: admit on KV
-# occupancy with a margin for growth, and do not run the pool full. GPU utilisation looks busy
-# along this whole table and warns of nothing.
+# The edge is not a universal number: with answers four times longer it moves down (question 1
+# below). What carries over is the advice: admit on KV occupancy with a margin for growth, and do not
+# run the pool full. GPU utilisation, which this simulation does not model, would not warn either: a
+# full pool keeps the GPU busy whether or not it thrashes.
 #
 # The simulation leaves out arrivals over time (the queue is full from the start), the time a
 # prefill or a decode step takes, and any smarter eviction (swapping pages to host memory instead of
@@ -291,7 +359,7 @@ plots.preemption_figure(sweep)
 #
 # ## 8. One table
 #
-# The same 4,000 requests and the same 172.5 GiB under four allocators. "held" is physical
+# The same requests and the same KV budget under four allocators. "held" is physical
 # memory; "logical" is what the admitted sequences' tokens occupy, unshared. Held/logical above 1
 # is waste; below 1 means one physical byte serves several sequences.
 
@@ -301,7 +369,18 @@ print(allocators.format_assembly(assembly))
 real = allocators.paged_admission_with_allocator(mix, 16, shared_prefix=2048)
 print(f"\nthe refcounting allocator with copy-on-write admits {real.batch:,} "
       f"(the formula row: {assembly[3].batch:,}); short prompts copy their partly shared page")
-plots.allocator_figure(assembly)
+plots.allocator_figure(assembly, title=f"Same requests, same {kv_budget / budget.GIB:g} GiB: four allocators")
+
+# %%
+cover = allocators.prefix_coverage(mix, 2048, assembly[3].batch)
+Markdown(
+    f"The contiguous rows count as section 3 does; the KV-cache lesson's rule would give "
+    f"{lesson8.held_over_logical:.2f}x for the first row, not {assembly[0].held_over_logical:.2f}x. The last row "
+    f"assumes that every request starts with the same {cover['shared_prefix']:,}-token system prompt, and counts a "
+    f"shorter prompt as lying wholly inside it: {cover['share_within_prefix']:.1%} of the {cover['batch']:,} "
+    f"admitted prompts hold no private prompt token, and only {cover['private_prompt_token_share']:.1%} of their "
+    f"prompt tokens are private. Its {assembly[3].batch / assembly[0].batch:.1f}x depends on that assumption."
+)
 
 # %% [markdown]
 # Move the page size, the contiguous reservation and the shared prefix:
@@ -346,10 +425,8 @@ print(nb05b.disaggregation_text(nb05b.disaggregation_rows()))
 
 # %%
 c8, c2, p16 = allocators.contiguous_allocation(mix, 8192), allocators.contiguous_allocation(mix, 2048), assembly[2]
-at = {r["context"]: r["TP4"] for r in rows_ctx}
-quiet = max(s["target_occupancy"] for s in sweep if s["preemptions"] == 0)
 print(f"1. A Llama-70B token costs {budget.format_bytes(per70)} of KV; one 131,072-token request is "
-      f"{131_072 * per70 / allocators.KV_BUDGET_BYTES:.0%} of the replica. The cache limits the batch.")
+      f"{131_072 * per70 / kv_budget:.0%} of the replica's KV budget. The cache limits the batch.")
 print(f"2. Contiguous slots must be sized for the worst case: an 8k slot wastes {c8.waste_fraction:.0%}, "
       f"a 2k slot {c2.waste_fraction:.0%} and still turns away or cuts off {c2.rejected + c2.overflow} requests.")
 print(f"3. Pages waste {p16.waste_fraction:.1%} and run {p16.batch / c8.batch:.1f}x the batch of 8k slots; "
@@ -360,7 +437,7 @@ at8 = {r["context"]: r["TP4"] for r in rows_fp8}
 print(f"5. FP8 KV halves that bar ({at8[4_096]:.1f} GB/s at 4k, {at8[131_072]:.1f} GB/s at 128k), and NVMe wins "
       + ("at every length." if nvme_fp8 == 1 else f"from {nvme_fp8:,} tokens."))
 print(f"6. Running the pool full is a cliff: no preemption up to a {quiet:.0%} target, "
-      f"{sweep[-1]['preemptions']:,} at 100%.")
+      f"{full['preemptions']:,} at 100%, for {gain:.0%} more batch.")
 
 # %% [markdown]
 # ## 10. Headline numbers, re-derived
@@ -381,8 +458,8 @@ lessons.print_claims("05b")
 # * Whether to fetch a cached prefix or recompute it depends on bytes per token, FLOPs, the number of
 #   GPUs and, once attention is counted, the prefix length: long prefixes favour fetching, and FP8 KV
 #   halves every break-even.
-# * A KV pool run full thrashes: evictions force re-prefills that need the very memory that ran out.
-#   Keep a margin for the growth of running sequences.
+# * A KV pool run full buys a few per cent more batch and thrashes: evictions force re-prefills that
+#   need the very memory that ran out. Keep a margin for the growth of running sequences.
 #
 # ## What comes next
 #

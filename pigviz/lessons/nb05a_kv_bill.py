@@ -7,6 +7,7 @@ from pigviz.lessons._collapsed import Collapsed
 from pigviz.lessons.verify import Claim, near
 from pigviz.memory.budget import (
     GIB,
+    H100_MEMORY_BYTES,
     KIB,
     bucket_metadata_bytes,
     budget_report,
@@ -155,7 +156,7 @@ def _answer_bits() -> str:
 
 
 def _answer_own_model() -> str:
-    gpu = 80e9
+    gpu = H100_MEMORY_BYTES  # the unit notebook 05b's replica uses: an H100's 80 GiB
     rows = []
     for name in known_models():
         shape = get_model_shape(name)
@@ -172,7 +173,7 @@ def _answer_own_model() -> str:
             )
         )
     return (
-        f"One 80 GB GPU ({format_bytes(gpu)}), bf16 weights (2 B per parameter) and bf16 KV, "
+        f"One H100 ({format_bytes(gpu)}), bf16 weights (2 B per parameter) and bf16 KV, "
         "nothing else counted (activations and "
         "the runtime take more in practice):\n"
         + text_table(("model", "weights", "tokens of KV that fit", "advertised context", "fits / context"), rows)

@@ -10,10 +10,12 @@ from pigviz.lessons.verify import Claim, near
 from pigviz.memory.allocators import (
     assembly_table,
     contiguous_allocation,
+    contiguous_rules,
     largest_sharing_gap,
     paged_admission_with_allocator,
     paged_allocation,
     preemption_sweep,
+    prefix_coverage,
     prefix_sharing,
     replica_bytes_per_token,
     request_mix,
@@ -33,6 +35,7 @@ from pigviz.memory.budget import (
     fetch_or_recompute,
     format_bytes,
     recompute_seconds,
+    replica_memory,
     text_table,
     tier_verdict_changes,
 )
@@ -47,6 +50,8 @@ __all__ = [
     "LINKS_GBPS",
     "FIRST_TOKEN_BUDGET_S",
     "PAGE_SIZES",
+    "LESSON_PREEMPTION_ONSET",
+    "first_prefill_gpu_s",
     "disaggregation_rows",
     "disaggregation_text",
 ]
@@ -58,6 +63,16 @@ CONTEXTS = (128, 4_096, 32_768, 131_072)  # prefix lengths the break-even table 
 LINKS_GBPS = {"200 GbE": 25.0, "400 Gb/s": 50.0}
 FIRST_TOKEN_BUDGET_S = 2.0
 PAGE_SIZES = (16, 32, 64, 128, 256, 512, 1_024, 2_048, 4_096)  # question 2's page sizes
+# The KV-cache lesson (seed 002) assumes a preemption probability that starts at this occupancy;
+# section 7 measures the edge instead.
+LESSON_PREEMPTION_ONSET = 0.85
+
+
+def first_prefill_gpu_s(requests=None, tp: int = 4) -> float:
+    """GPU-seconds of prefilling every prompt of the mix once, at ``tp`` (attention included):
+    what the re-prefills of section 7 compare with."""
+    reqs = request_mix() if requests is None else requests
+    return sum(recompute_seconds("Llama-3.1-70B", int(p), N_PARAMS_70B, tp=tp) for p in reqs[:, 0])
 
 
 def disaggregation_rows(
@@ -103,7 +118,20 @@ def claims() -> list[Claim]:
     claim("a Llama-70B shape (80 x 8 x 128, fp16) caches 320 KiB per token", per70 == 327_680, f"{per70:,} B")
     no_gqa = big.with_kv_heads(big.attention_heads).kv_bytes_per_token(2)
     claim("without GQA (64 KV heads) it would cache 8x more", no_gqa == 8 * per70, f"{no_gqa / KIB:,.0f} KiB/token")
-    share = 131_072 * per70 / GIB / REPLICA_KV_BUDGET_GIB
+    mem = replica_memory()
+    claim(
+        "four 80 GiB GPUs keep ~188.6 GiB after the 70B bf16 weights (~131.4 GiB)",
+        mem["total_bytes"] == 320 * GIB
+        and round(mem["weight_bytes"] / GIB, 1) == 131.4
+        and round(mem["after_weights_bytes"] / GIB, 1) == 188.6,
+        f"{mem['after_weights_bytes'] / GIB:.1f} GiB",
+    )
+    claim(
+        "the KV-cache lesson's 172.5 GiB KV budget leaves ~16.1 GiB for activations and the runtime",
+        mem["kv_budget_bytes"] == int(REPLICA_KV_BUDGET_GIB * GIB) and round(mem["rest_bytes"] / GIB, 1) == 16.1,
+        f"{mem['rest_bytes'] / GIB:.1f} GiB",
+    )
+    share = 131_072 * per70 / mem["kv_budget_bytes"]
     claim("one 128k-token request fills about 23% of a 172.5 GiB KV budget", near(share, 0.23, 0.02), f"{share:.1%}")
 
     # 2-5. the request mix, contiguous slots, pages, sharing
@@ -126,9 +154,33 @@ def claims() -> list[Claim]:
         f"{c2.rejected} rejected, {c2.overflow} of {c2.batch} cut off",
     )
     claim(
-        "counting those sequences at their slot, not their full length, the 2k reservation wastes ~51%",
+        "rejecting those prompts and counting a cut-off sequence up to its slot, the 2k reservation wastes ~51%",
         near(c2.waste_fraction, 0.507, 0.005),
         f"{c2.waste_fraction:.1%}",
+    )
+    r2, r8 = contiguous_rules(reqs, 2048), contiguous_rules(reqs, 8192)
+    claim(
+        "counting the cut-off sequences at their full length instead barely moves it (~49.7%)",
+        near(r2[1].waste_fraction, 0.497, 0.005) and c2.waste_fraction - r2[1].waste_fraction < 0.02,
+        f"{r2[1].waste_fraction:.1%}",
+    )
+    claim(
+        "the KV-cache lesson's rule (first requests in line, each at its full length) reports ~34.4% at 2k "
+        "and ~5.65x held/logical at 8k on this mix",
+        round(r2[3].waste_fraction, 3) == 0.344 and round(r8[3].held_over_logical, 2) == 5.65,
+        f"{r2[3].waste_fraction:.1%}, {r8[3].held_over_logical:.2f}x",
+    )
+    claim(
+        "capping each sequence at its slot alone takes the lesson's 2k figure to ~45.1%: most of the gap",
+        near(r2[2].waste_fraction, 0.451, 0.005)
+        and r2[2].waste_fraction - r2[3].waste_fraction > c2.waste_fraction - r2[2].waste_fraction,
+        f"{r2[2].waste_fraction:.1%}",
+    )
+    long8 = [int(p) for p in reqs[: r8[3].batch, 0] if p > 8192]
+    claim(
+        "at 8k the difference is one request, whose 16,782-token prompt the lesson counts in its slot",
+        long8 == [16_782] and r8[0].rejected == 1 and r8[0].overflow == 0,
+        f"prompts over 8,192 among the first {r8[3].batch}: {long8}",
     )
     p16, p1 = paged_allocation(reqs, 16), paged_allocation(reqs, 1)
     claim("16-token pages keep internal waste under 1%", 0 <= p16.waste_fraction < 0.01, f"{p16.waste_fraction:.2%}")
@@ -248,9 +300,9 @@ def claims() -> list[Claim]:
         full["preemptions"] > 40 * sweep[0.995]["preemptions"],
         f"{full['preemptions']:,} vs {sweep[0.995]['preemptions']}",
     )
-    first_prefill = sum(recompute_seconds("Llama-3.1-70B", int(p), N_PARAMS_70B, tp=4) for p in reqs[:, 0])
+    first_prefill = first_prefill_gpu_s(reqs)
     claim(
-        "at 100% the re-prefills redo ~6.7% of all prompt tokens, ~9.4 GPU-s at TP4",
+        "at 100% the re-prefills redo as many tokens as ~6.7% of all prompt tokens, ~9.4 GPU-s at TP4",
         near(full["reprefill_share"], 0.067, 0.01) and near(full["reprefill_gpu_s"], 9.4, 0.01),
         f"{full['reprefill_tokens']:,} tokens, {full['reprefill_gpu_s']:.2f} of {first_prefill:.0f} GPU-s "
         f"of first prefills",
@@ -279,6 +331,13 @@ def claims() -> list[Claim]:
         "same hardware, same requests: the batch grows ~15.7x from the baseline",
         round(rows[3].batch / rows[0].batch, 1) == 15.7,
         f"{rows[0].batch} -> {rows[3].batch}",
+    )
+    cover = prefix_coverage(reqs, 2048, rows[3].batch)
+    claim(
+        "...assuming every prompt starts with the shared 2k prefix: ~88% of the admitted prompts lie wholly inside it",
+        near(cover["share_within_prefix"], 0.883, 0.005) and near(cover["private_prompt_token_share"], 0.156, 0.01),
+        f"{cover['prompts_within_prefix']:,} of {cover['batch']:,}; "
+        f"{cover['private_prompt_token_share']:.1%} of prompt tokens private",
     )
 
     # 9. two extensions: FP8 KV and disaggregated prefill
@@ -336,7 +395,7 @@ def _answer_admission() -> str:
         for s in runs
     ]
     lines.append(
-        "If a preemption costs a user seconds, set the ceiling below the highest target that measured zero "
+        "If a preemption costs a user seconds, set the ceiling at or below the highest target that measured zero "
         "for your own traffic, and re-measure when the traffic changes."
     )
     return "\n".join(lines)

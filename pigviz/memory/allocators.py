@@ -1,9 +1,10 @@
 """Who holds the KV budget: contiguous reservations, pages, shared prefixes, preemption.
 
-One replica (a Llama-70B shape on 4x H100 with 172.5 GiB left for KV) serves one seeded
-request mix. Admission is first-come-first-served: the paged allocators stop at the first
-request that does not fit, as a simple scheduler would; the contiguous one turns away a
-request whose prompt alone exceeds a slot and cuts off one whose answer outgrows it.
+One replica (a Llama-70B shape on 4x H100 with the KV budget of :func:`budget.replica_memory`)
+serves one seeded request mix. Admission is first-come-first-served: the paged allocators stop at
+the first request that does not fit, as a simple scheduler would; the contiguous one turns away a
+request whose prompt alone exceeds a slot and cuts off one whose answer outgrows it (the KV-cache
+lesson's looser accounting is one switch away: :data:`CONTIGUOUS_RULES`).
 ``held`` is physical KV bytes; ``logical`` is what the admitted sequences' tokens occupy,
 unshared and unrounded. :func:`simulate_serving` runs the paged allocator through time,
 with evictions, to measure what running the pool full costs.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pigviz._util.validate import check_array, check_float, check_int
-from pigviz.memory.budget import GIB, REPLICA_KV_BUDGET_GIB, recompute_seconds, text_table
+from pigviz.memory.budget import GIB, REPLICA_KV_BUDGET_BYTES, recompute_seconds, text_table
 from pigviz.memory.model_shapes import get_model_shape
 
 __all__ = [
@@ -28,7 +29,11 @@ __all__ = [
     "request_mix",
     "Allocation",
     "contiguous_allocation",
+    "CONTIGUOUS_RULES",
+    "contiguous_rules",
+    "contiguous_rules_text",
     "paged_allocation",
+    "prefix_coverage",
     "OutOfPages",
     "PagedKVAllocator",
     "paged_admission_with_allocator",
@@ -46,7 +51,7 @@ __all__ = [
     "preemption_text",
 ]
 
-KV_BUDGET_BYTES = int(REPLICA_KV_BUDGET_GIB * GIB)
+KV_BUDGET_BYTES = REPLICA_KV_BUDGET_BYTES
 MAX_TOKENS = 10**7
 
 
@@ -113,33 +118,87 @@ def _budget(budget_bytes, bytes_per_token):
 
 
 def contiguous_allocation(
-    requests, reserve_tokens: int, budget_bytes: int = KV_BUDGET_BYTES, bytes_per_token: int | None = None
+    requests,
+    reserve_tokens: int,
+    budget_bytes: int = KV_BUDGET_BYTES,
+    bytes_per_token: int | None = None,
+    *,
+    reject_long_prompts: bool = True,
+    cap_at_slot: bool = True,
 ) -> Allocation:
     """Every sequence reserves ``reserve_tokens`` up front, because its output length is unknown.
 
     The prompt length is known on arrival, so a request whose prompt alone exceeds the slot is
     rejected and the slot goes to the next request. One whose answer outgrows the slot fills it
-    and is cut off there: it holds (and uses) exactly ``reserve_tokens`` and cannot finish."""
+    and is cut off there: it holds (and uses) exactly ``reserve_tokens`` and cannot finish.
+
+    The KV-cache lesson counts otherwise: ``reject_long_prompts=False`` gives the first
+    ``budget // slot`` requests a slot each, whatever their length, and ``cap_at_slot=False``
+    counts every admitted sequence at its full length (prompt + output), even past its slot."""
     reqs = _requests(requests)
     reserve = check_int("reserve_tokens", reserve_tokens, 1, MAX_TOKENS)
     budget, bpt = _budget(budget_bytes, bytes_per_token or replica_bytes_per_token())
     slots = budget // (reserve * bpt)
-    fits = reqs[:, 0] <= reserve
+    fits = reqs[:, 0] <= reserve if reject_long_prompts else np.ones(len(reqs), dtype=bool)
     admitted_idx = np.flatnonzero(fits)[:slots]
     batch = len(admitted_idx)
     # requests seen before the last admitted one (or all, when the slots were never filled)
     seen = int(admitted_idx[-1]) + 1 if batch == slots and batch else len(reqs)
     rejected = int(np.count_nonzero(~fits[:seen]))
     totals = reqs[admitted_idx].sum(axis=1)
-    used = np.minimum(totals, reserve)
+    used = np.minimum(totals, reserve) if cap_at_slot else totals
+    name = f"contiguous, reserve {reserve:,}"
+    if not (reject_long_prompts and cap_at_slot):
+        name += (
+            " ("
+            + ", ".join(
+                label
+                for label, loose in (("long prompts admitted", not reject_long_prompts), ("uncapped", not cap_at_slot))
+                if loose
+            )
+            + ")"
+        )
     return Allocation(
-        f"contiguous, reserve {reserve:,}",
+        name,
         int(batch),
         int(batch * reserve * bpt),
         int(used.sum()) * bpt,
         int(np.count_nonzero(totals > reserve)),
         rejected,
     )
+
+
+# (name, who gets a slot, what a sequence counts, reject_long_prompts, cap_at_slot): from this
+# package's accounting to the KV-cache lesson's
+CONTIGUOUS_RULES = (
+    ("this notebook", "prompts that fit", "up to its slot", True, True),
+    ("", "prompts that fit", "full length", True, False),
+    ("", "first in line", "up to its slot", False, True),
+    ("KV-cache lesson", "first in line", "full length", False, False),
+)
+
+
+def contiguous_rules(requests, reserve_tokens: int, **kwargs) -> list[Allocation]:
+    """:func:`contiguous_allocation` under each of :data:`CONTIGUOUS_RULES`, in that order."""
+    return [
+        contiguous_allocation(requests, reserve_tokens, reject_long_prompts=reject, cap_at_slot=cap, **kwargs)
+        for *_, reject, cap in CONTIGUOUS_RULES
+    ]
+
+
+def contiguous_rules_text(requests, reserves=(2048, 8192)) -> str:
+    """Waste and held/logical of each reservation under each accounting rule."""
+    by_reserve = [contiguous_rules(requests, r) for r in reserves]
+    headers = ["rule", "a slot goes to", "a sequence counts"]
+    for r in reserves:
+        headers += [f"{r:,}: wasted", "held/logical"]
+    rows = []
+    for i, (name, admits, counts, _, _) in enumerate(CONTIGUOUS_RULES):
+        row = [name, admits, counts]
+        for rules in by_reserve:
+            row += [f"{rules[i].waste_fraction:.1%}", f"{rules[i].held_over_logical:.2f}x"]
+        rows.append(row)
+    return text_table(headers, rows)
 
 
 def paged_allocation(
@@ -167,6 +226,26 @@ def paged_allocation(
     pages = int(held_pages[batch - 1]) if batch else prefix_pages
     name = f"paged, {pt}-token pages" + (f" + shared {prefix:,} prefix" if prefix else "")
     return Allocation(name, batch, pages * pt * bpt, int(totals[:batch].sum()) * bpt)
+
+
+def prefix_coverage(requests, shared_prefix: int, batch: int | None = None) -> dict:
+    """How much of the admitted prompts a shared prefix covers, under :func:`paged_allocation`'s
+    assumption that every prompt begins with the same ``shared_prefix`` tokens (a shorter prompt
+    counting as the first ``prompt`` tokens of it).
+
+    ``batch`` (default: all requests) takes the first ``batch`` requests, the ones admitted."""
+    reqs = _requests(requests)
+    prefix = check_int("shared_prefix", shared_prefix, 0, MAX_TOKENS)
+    batch = len(reqs) if batch is None else check_int("batch", batch, 1, len(reqs))
+    prompts = reqs[:batch, 0]
+    private = np.maximum(prompts - prefix, 0)
+    return {
+        "shared_prefix": prefix,
+        "batch": batch,
+        "prompts_within_prefix": int(np.count_nonzero(prompts <= prefix)),
+        "share_within_prefix": float(np.mean(prompts <= prefix)),
+        "private_prompt_token_share": float(private.sum() / prompts.sum()) if prompts.sum() else 0.0,
+    }
 
 
 class OutOfPages(RuntimeError):
@@ -452,6 +531,7 @@ def simulate_serving(
         "steps": steps,
         "preemptions": preemptions,
         "reprefill_tokens": reprefill_tokens,
+        # re-prefilled tokens (prompts and generated tokens alike) over the prompt tokens of all requests
         "reprefill_share": reprefill_tokens / total_prompt,
         "reprefill_gpu_s": reprefill_s,
         "mean_occupancy": occupancy_sum / saturated_steps if saturated_steps else 0.0,
@@ -587,7 +667,7 @@ def preemption_text(sweep: list[dict]) -> str:
             "mean batch",
             "preemptions",
             "tokens re-prefilled",
-            "share of prompt tokens",
+            "re-prefilled / all prompt tokens",
             "re-prefill GPU-s (TP4)",
         ),
         [

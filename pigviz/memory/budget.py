@@ -19,7 +19,12 @@ __all__ = [
     "MAX_CONTEXT",
     "H100_DENSE_BF16_FLOPS",
     "H100_SPARSE_BF16_FLOPS",
+    "H100_MEMORY_BYTES",
+    "REPLICA_GPUS",
     "REPLICA_KV_BUDGET_GIB",
+    "REPLICA_KV_BUDGET_BYTES",
+    "replica_memory",
+    "replica_memory_text",
     "STORAGE_TIERS_GBPS",
     "kv_bytes_per_token",
     "kv_bytes",
@@ -58,7 +63,13 @@ MAX_CONTEXT = 10**9
 MAX_K, MAX_L = 30, 100_000
 H100_DENSE_BF16_FLOPS = 989.5e12  # per GPU, dense: what LLM weights actually get
 H100_SPARSE_BF16_FLOPS = 1979e12  # the datasheet headline, which assumes 2:4 sparsity
-REPLICA_KV_BUDGET_GIB = 172.5  # 4x H100 80 GB after 70B weights and activations
+H100_MEMORY_BYTES = 80 * GIB  # an H100's 80 GiB of HBM: the "80 GB" of its name, in binary units
+REPLICA_GPUS = 4  # the serving replica of notebook 05b: four H100s, tensor-parallel
+# The KV-cache lesson's figure for what the cache gets of the replica, after the weights, the
+# activations and the runtime. It is an assumption, not derived: replica_memory() checks that
+# it fits and says how much it leaves for the rest.
+REPLICA_KV_BUDGET_GIB = 172.5
+REPLICA_KV_BUDGET_BYTES = int(REPLICA_KV_BUDGET_GIB * GIB)
 # Sustained read bandwidth of places a cached prefix could come from, in GB/s (1e9 B/s).
 STORAGE_TIERS_GBPS = {
     "GPU HBM (H100)": 3350.0,
@@ -522,4 +533,67 @@ def tier_verdict_changes(
     return [a["tier"] for a, b in zip(before, after) if a["fetch_wins"] != b["fetch_wins"]]
 
 
-# --- headline numbers of notebooks 05a and 05b ------------------------------------
+# --- the serving replica's memory -------------------------------------------------
+
+
+def replica_memory(
+    model="Llama-3.1-70B",
+    gpus: int = REPLICA_GPUS,
+    gpu_bytes: int = H100_MEMORY_BYTES,
+    kv_budget_bytes: int = REPLICA_KV_BUDGET_BYTES,
+    weight_bytes_per_param: int = 2,
+) -> dict:
+    """Where a replica's GPU memory goes: the weights, the KV budget, and what is left between.
+
+    ``rest_bytes`` is what the KV budget leaves of the memory after the weights, for the
+    activations and the runtime. Raises ``ValueError`` when the weights and the KV budget
+    together do not fit."""
+    shape = _shape(model)
+    gpus = check_int("gpus", gpus, 1, 1024)
+    gpu_bytes = check_int("gpu_bytes", gpu_bytes, 1)
+    kv_budget_bytes = check_int("kv_budget_bytes", kv_budget_bytes, 0)
+    weight_bytes_per_param = int(check_choice("weight_bytes_per_param", weight_bytes_per_param, DTYPE_BYTES_CHOICES))
+    if not shape.params:
+        raise ValueError(f"{shape.name} has no parameter count")
+    total = gpus * gpu_bytes
+    weights = int(shape.params) * weight_bytes_per_param
+    after = total - weights
+    if kv_budget_bytes > after:
+        raise ValueError(
+            f"a KV budget of {format_bytes(kv_budget_bytes)} does not fit: {gpus} GPUs of {format_bytes(gpu_bytes)} "
+            f"leave {format_bytes(after)} after {shape.name}'s weights"
+        )
+    return {
+        "model": shape.name,
+        "params": int(shape.params),
+        "weight_bytes_per_param": weight_bytes_per_param,
+        "gpus": gpus,
+        "gpu_bytes": gpu_bytes,
+        "total_bytes": total,
+        "weight_bytes": weights,
+        "after_weights_bytes": after,
+        "kv_budget_bytes": kv_budget_bytes,
+        "rest_bytes": after - kv_budget_bytes,
+    }
+
+
+def replica_memory_text(memory: dict) -> str:
+    """A :func:`replica_memory` dict as a small table, in GiB."""
+
+    def gib(nbytes):
+        return f"{nbytes / GIB:.1f} GiB"
+
+    return text_table(
+        ("", "memory"),
+        [
+            (f"{memory['gpus']} GPUs x {gib(memory['gpu_bytes'])}", gib(memory["total_bytes"])),
+            (
+                f"{memory['model']} weights ({memory['params'] / 1e9:.2f} B params x "
+                f"{memory['weight_bytes_per_param']} B)",
+                gib(memory["weight_bytes"]),
+            ),
+            ("left after the weights", gib(memory["after_weights_bytes"])),
+            ("KV budget (the KV-cache lesson's figure)", gib(memory["kv_budget_bytes"])),
+            ("left for activations and the runtime", gib(memory["rest_bytes"])),
+        ],
+    )

@@ -6,6 +6,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pigviz.memory import allocators as al
+from pigviz.memory import budget
 from pigviz.memory.budget import GIB
 
 BPT = 327_680
@@ -27,6 +28,7 @@ def test_request_mix_follows_the_stated_recipe():
 
 def test_replica_shape_is_320_kib_per_token():
     assert al.replica_bytes_per_token() == BPT and al.KV_BUDGET_BYTES == int(172.5 * GIB)
+    assert al.KV_BUDGET_BYTES == budget.replica_memory()["kv_budget_bytes"]
 
 
 def test_contiguous_by_hand():
@@ -49,6 +51,43 @@ def test_contiguous_never_counts_more_than_its_slots():
     a = al.contiguous_allocation(mix, 2048)
     assert (a.batch, a.rejected, a.overflow) == (276, 32, 16)
     assert a.waste_fraction == pytest.approx(0.507, abs=5e-4)
+
+
+def test_contiguous_rules_by_hand():
+    reqs = [(100, 20), (3000, 500), (50, 2000)]
+    kw = dict(budget_bytes=2000 * 10, bytes_per_token=10)  # two 1,000-token slots
+    strict, full, first, lesson = al.contiguous_rules(reqs, 1000, **kw)
+    assert (strict.batch, strict.rejected, strict.overflow, strict.logical_bytes) == (2, 1, 1, (120 + 1000) * 10)
+    assert (full.rejected, full.logical_bytes) == (1, (120 + 2050) * 10)
+    # first in line: the 3,000-token prompt gets a slot; counted up to it, or at its full 3,500
+    assert (first.batch, first.rejected, first.overflow, first.logical_bytes) == (2, 0, 1, (120 + 1000) * 10)
+    assert lesson.logical_bytes == (120 + 3500) * 10 and lesson.waste_fraction < 0
+    assert strict.name == "contiguous, reserve 1,000"
+    assert lesson.name.endswith("(long prompts admitted, uncapped)")
+
+
+def test_the_kv_cache_lessons_rule_reproduces_its_numbers():
+    """Seed 002 takes reqs[:slots] and counts each at p + o: 5.65x at 8k, 34.4% wasted at 2k."""
+    mix = al.request_mix()
+    rules = {r: al.contiguous_rules(mix, r) for r in (2048, 8192)}
+    assert round(rules[8192][3].held_over_logical, 2) == 5.65
+    assert round(rules[2048][3].waste_fraction, 3) == 0.344
+    assert round(rules[2048][2].waste_fraction, 3) == 0.451
+    assert round(rules[2048][1].waste_fraction, 3) == 0.497
+    assert rules[2048][0] == al.contiguous_allocation(mix, 2048)
+    text = al.contiguous_rules_text(mix)
+    assert "KV-cache lesson" in text and "5.65x" in text and "34.4%" in text and "50.7%" in text
+
+
+def test_prefix_coverage():
+    reqs = [(100, 5), (3000, 5), (2048, 5), (10, 5)]
+    c = al.prefix_coverage(reqs, 2048, batch=3)
+    assert (c["batch"], c["prompts_within_prefix"]) == (3, 2)
+    assert c["share_within_prefix"] == pytest.approx(2 / 3)
+    assert c["private_prompt_token_share"] == pytest.approx((3000 - 2048) / (100 + 3000 + 2048))
+    assert al.prefix_coverage(reqs, 0)["private_prompt_token_share"] == 1.0
+    with pytest.raises(ValueError, match="batch"):
+        al.prefix_coverage(reqs, 16, batch=5)
 
 
 def test_paged_by_hand_with_and_without_prefix():
@@ -178,6 +217,8 @@ def test_preemptions_rise_with_the_target_on_the_seed_mix():
     assert al.preemption_sweep((0.9,)) == sweep[:1]  # deterministic (and cached)
     text = al.preemption_text(sweep)
     assert "preemptions" in text and f"{counts[-1]:,}" in text
+    # the re-prefilled tokens include generated ones: the column says what it divides by
+    assert "re-prefilled / all prompt tokens" in text
 
 
 def test_preemption_figure():

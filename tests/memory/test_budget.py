@@ -120,6 +120,24 @@ def test_break_even_by_hand():
     assert budget.H100_SPARSE_BF16_FLOPS == pytest.approx(2 * budget.H100_DENSE_BF16_FLOPS)
 
 
+def test_replica_memory_adds_up_in_one_unit():
+    m = budget.replica_memory()
+    # four H100s of 80 GiB; Llama-3.1-70B's bf16 weights; the KV-cache lesson's 172.5 GiB for KV
+    assert m["total_bytes"] == 4 * 80 * GIB == 4 * budget.H100_MEMORY_BYTES
+    assert m["weight_bytes"] == 2 * get_model_shape("Llama-3.1-70B").params
+    assert m["kv_budget_bytes"] == budget.REPLICA_KV_BUDGET_BYTES == int(172.5 * GIB)
+    assert m["after_weights_bytes"] == m["total_bytes"] - m["weight_bytes"]
+    assert m["rest_bytes"] == m["after_weights_bytes"] - m["kv_budget_bytes"] > 0
+    assert round(m["after_weights_bytes"] / GIB, 1) == 188.6 and round(m["rest_bytes"] / GIB, 1) == 16.1
+    text = budget.replica_memory_text(m)
+    assert "320.0 GiB" in text and "131.4 GiB" in text and "172.5 GiB" in text and "16.1 GiB" in text
+    # four 80e9-byte GPUs (298 GiB) leave less than 172.5 GiB after the weights: refused, not hidden
+    with pytest.raises(ValueError, match="does not fit"):
+        budget.replica_memory(gpu_bytes=80 * 10**9)
+    with pytest.raises(ValueError, match="gpus"):
+        budget.replica_memory(gpus=0)
+
+
 def test_attention_flops_by_hand_and_by_loop():
     # one layer, one head of width 2: query i costs 2 x 2 x i (scores) + 2 x 2 x i (values)
     tiny = ModelShape(
