@@ -320,8 +320,7 @@ Markdown(
 # %%
 sweep = allocators.preemption_sweep()
 print(allocators.preemption_text(sweep))
-plots.preemption_figure(sweep).update_xaxes(
-    title_text="admission target (pages in use + newcomer's prompt ≤ this share of the pool)")
+plots.preemption_figure(sweep)
 
 # %%
 by_target = {s["target_occupancy"]: s for s in sweep}

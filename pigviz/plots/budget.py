@@ -129,7 +129,7 @@ def kv_vs_context_figure(
     return fig
 
 
-def allocator_figure(rows, *, title: str = "Same requests, same 172.5 GiB: four allocators") -> go.Figure:
+def allocator_figure(rows, *, title: str = "Same requests, same KV budget: four allocators") -> go.Figure:
     """Left: admitted batch. Right: physical (held) vs logical KV in GiB. ``rows`` are
     :class:`~pigviz.memory.allocators.Allocation` objects."""
     names = [r.name.replace(", ", "<br>").replace(" + ", "<br>+ ") for r in rows]
@@ -372,7 +372,9 @@ def preemption_figure(
         secondary_y=True,
     )
     top = max([s["preemptions"] for s in sweep] + [1])
-    fig.update_xaxes(title_text="admission target (share of KV pages the scheduler fills)", type="category")
+    fig.update_xaxes(
+        title_text="admission target (pages in use + newcomer's prompt ≤ this share of the pool)", type="category"
+    )
     decades = [10**k for k in range(int(np.log10(top * 4)) + 1)]
     fig.update_yaxes(
         title_text="preemptions (log scale; 0 drawn at 0.5)",
