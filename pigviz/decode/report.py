@@ -8,6 +8,8 @@ import math
 import textwrap
 
 from pigviz.attention.names import method_label
+from pigviz.memory import budget as kv_budget
+from pigviz.memory.model_shapes import get_model_shape
 from pigviz.model import shipped
 
 __all__ = [
@@ -24,6 +26,14 @@ __all__ = [
     "side_by_side",
     "headline",
     "rederives_its_means",
+    "SAME_WITHIN",
+    "compare",
+    "speed_summary",
+    "ASSUMED_HBM_BYTES_PER_S",
+    "ASSUMED_KERNELS_PER_LAYER",
+    "ASSUMED_LAUNCH_SECONDS",
+    "ASSUMED_GPU_DTYPE_BYTES",
+    "gpu_step_envelope",
 ]
 
 QUALITY_FILE = "decode_quality_smollm2.json"
@@ -176,3 +186,96 @@ def rederives_its_means(row: dict) -> bool:
         and math.isclose(_mean(agree), row["top1_agreement"], abs_tol=1e-9)
         and math.isclose(math.exp(_mean(nll)), row["perplexity"], rel_tol=1e-4)
     )
+
+
+# -- speed: words chosen by comparisons, so the prose stays true when the file is re-measured ---------------
+# A time ratio (method / reference) within this share of 1, either way, is "about the same": the
+# shipped timings come from a machine shared with other jobs, where the same work varies by about this much.
+SAME_WITHIN = 0.10
+
+
+def compare(
+    ratio: float,
+    *,
+    within: float = SAME_WITHIN,
+    words: tuple[str, str, str] = ("faster than", "about as fast as", "slower than"),
+) -> str:
+    """A word for a time ratio (method / reference): ``words[0]`` below ``1 / (1 + within)``,
+    ``words[2]`` above ``1 + within``, else ``words[1]``."""
+    if not (ratio > 0 and within >= 0):
+        raise ValueError(f"need a positive ratio and a non-negative band, got {ratio!r} and {within!r}")
+    if ratio > 1 + within:
+        return words[2]
+    if ratio < 1 / (1 + within):
+        return words[0]
+    return words[1]
+
+
+def speed_summary(rows: list[dict], method: str = "magicpig") -> list[dict]:
+    """Per context where both dense and ``method`` ran: the shares and ratios notebook 07 states.
+    ``*_cpu`` come from the decoding thread's CPU time, ``*_wall`` from the wall clock. ``rest_gap``
+    is how far the identical work outside attention differs between the two runs (max / min - 1):
+    a gauge of the timing noise."""
+    dense = {r["context"]: r for r in rows if r["method"] == "dense"}
+    out = []
+    for r in rows:
+        d = dense.get(r["context"])
+        if r["method"] != method or d is None:
+            continue
+        rest_cpu = (d["step_cpu_ms"] - d["attention_cpu_ms"], r["step_cpu_ms"] - r["attention_cpu_ms"])
+        rest_wall = (d["rest_ms"], r["rest_ms"])
+        out.append(
+            {
+                "context": r["context"],
+                "budget": r["budget"],
+                "index_seconds": r["index_seconds"],
+                "dense_attention_share_cpu": d["attention_cpu_ms"] / d["step_cpu_ms"],
+                "dense_attention_share_wall": d["attention_ms"] / d["step_ms"],
+                "attention_ratio_cpu": r["attention_cpu_ms"] / d["attention_cpu_ms"],
+                "attention_ratio_wall": r["attention_ms"] / d["attention_ms"],
+                "step_ratio_cpu": r["step_cpu_ms"] / d["step_cpu_ms"],
+                "step_ratio_wall": r["step_ms"] / d["step_ms"],
+                "rest_gap_cpu": max(rest_cpu) / min(rest_cpu) - 1,
+                "rest_gap_wall": max(rest_wall) / min(rest_wall) - 1,
+            }
+        )
+    return sorted(out, key=lambda s: s["context"])
+
+
+# -- a GPU decode step on paper (no GPU run is recorded) ------------------------------------------------------
+# Assumptions, not measurements. Bandwidth: an H100's HBM (notebook 05's figure); an H200 reads
+# faster, which only shrinks the read times. Kernels: a low count for one decoder layer run op by op
+# (two norms, seven matrix products, RoPE, attention and two residual adds are already more than
+# ten). Launch: the host-side cost of launching one small kernel from eager PyTorch, typically a
+# few microseconds; CUDA graphs or fused kernels cut it.
+ASSUMED_HBM_BYTES_PER_S = kv_budget.STORAGE_TIERS_GBPS["GPU HBM (H100)"] * 1e9
+ASSUMED_KERNELS_PER_LAYER = 10
+ASSUMED_LAUNCH_SECONDS = 5e-6
+ASSUMED_GPU_DTYPE_BYTES = 2  # bf16 weights and KV cache
+
+
+def gpu_step_envelope(
+    model: str,
+    context: int,
+    *,
+    bandwidth: float = ASSUMED_HBM_BYTES_PER_S,
+    kernels_per_layer: int = ASSUMED_KERNELS_PER_LAYER,
+    launch_seconds: float = ASSUMED_LAUNCH_SECONDS,
+    dtype_bytes: int = ASSUMED_GPU_DTYPE_BYTES,
+) -> dict:
+    """Back-of-envelope times for one dense decode step of one sequence on a GPU: reading the KV
+    cache and the weights once at ``bandwidth``, against launching ``kernels_per_layer`` kernels
+    per layer at ``launch_seconds`` each. Arithmetic on assumed constants, not a measurement."""
+    shape = get_model_shape(model)
+    kv_bytes = context * kv_budget.kv_bytes_per_token(shape, dtype_bytes=dtype_bytes)
+    weight_bytes = shape.params * dtype_bytes
+    return {
+        "model": shape.name,
+        "context": context,
+        "kernels": shape.layers * kernels_per_layer,
+        "kv_bytes": kv_bytes,
+        "weight_bytes": weight_bytes,
+        "kv_read_s": kv_bytes / bandwidth,
+        "weight_read_s": weight_bytes / bandwidth,
+        "launch_s": shape.layers * kernels_per_layer * launch_seconds,
+    }

@@ -1,0 +1,87 @@
+"""The computed words and numbers notebook 07's speed prose is built from."""
+
+import pytest
+
+from pigviz.decode import report
+from pigviz.memory import budget as kv_budget
+from pigviz.memory.model_shapes import get_model_shape
+
+
+@pytest.mark.parametrize(
+    "ratio,word",
+    [
+        (0.5, "faster than"),
+        (0.95, "about as fast as"),
+        (1.0, "about as fast as"),
+        (1.09, "about as fast as"),
+        (1.2, "slower than"),
+        (3.0, "slower than"),
+    ],
+)
+def test_compare_picks_the_word_by_the_stated_band(ratio, word):
+    assert report.compare(ratio) == word
+
+
+def test_compare_band_is_symmetric_in_ratio_and_takes_other_words():
+    edge = 1 + report.SAME_WITHIN
+    assert report.compare(edge * 1.001) == "slower than" and report.compare(1 / (edge * 1.001)) == "faster than"
+    assert report.compare(edge * 0.999) == report.compare(1 / (edge * 0.999)) == "about as fast as"
+    assert report.compare(2.0, within=1.5, words=("a", "b", "c")) == "b"
+    with pytest.raises(ValueError, match="positive ratio"):
+        report.compare(0.0)
+
+
+def _row(context, method, step, attn, step_cpu, attn_cpu, budget=1.0):
+    return {
+        "context": context,
+        "method": method,
+        "step_ms": step,
+        "attention_ms": attn,
+        "rest_ms": step - attn,
+        "step_cpu_ms": step_cpu,
+        "attention_cpu_ms": attn_cpu,
+        "index_seconds": 0.0,
+        "budget": budget,
+    }
+
+
+def test_speed_summary_ratios_shares_and_noise_gauge():
+    rows = [
+        _row(8, "magicpig", 90.0, 30.0, 45.0, 15.0, 0.05),
+        _row(8, "dense", 100.0, 40.0, 50.0, 20.0),
+        _row(4, "dense", 10.0, 5.0, 10.0, 5.0),
+        _row(4, "magicpig", 10.0, 5.0, 10.0, 5.0),
+        _row(2, "magicpig", 1.0, 1.0, 1.0, 1.0),
+    ]  # no dense at 2: left out
+    s = report.speed_summary(rows)
+    assert [x["context"] for x in s] == [4, 8]
+    big = s[1]
+    assert big["dense_attention_share_wall"] == pytest.approx(0.4)
+    assert big["dense_attention_share_cpu"] == pytest.approx(0.4)
+    assert big["attention_ratio_wall"] == pytest.approx(0.75) and big["attention_ratio_cpu"] == pytest.approx(0.75)
+    assert big["step_ratio_wall"] == pytest.approx(0.9) and big["step_ratio_cpu"] == pytest.approx(0.9)
+    assert big["rest_gap_wall"] == pytest.approx(0.0) and big["rest_gap_cpu"] == pytest.approx(0.0)
+    assert big["budget"] == 0.05
+    assert s[0]["attention_ratio_cpu"] == 1.0
+
+
+def test_speed_summary_of_the_shipped_file_matches_its_table():
+    speed = report.load_result(report.SPEED_FILE)
+    summary = report.speed_summary(speed["rows"])
+    assert summary and all(0 < s["budget"] < 1 for s in summary)
+    table = report.speed_table(speed["rows"])
+    for s in summary:
+        assert f"{s['attention_ratio_cpu']:.2f}x" in table and f"{s['attention_ratio_wall']:.2f}x" in table
+
+
+def test_gpu_step_envelope_is_arithmetic_on_named_assumptions():
+    e = report.gpu_step_envelope("SmolLM2-135M", 8192)
+    smol = get_model_shape("SmolLM2-135M")
+    per_tok = kv_budget.kv_bytes_per_token(smol, dtype_bytes=report.ASSUMED_GPU_DTYPE_BYTES)
+    assert e["kv_bytes"] == 8192 * per_tok and e["weight_bytes"] == smol.params * report.ASSUMED_GPU_DTYPE_BYTES
+    assert e["kv_read_s"] == pytest.approx(e["kv_bytes"] / report.ASSUMED_HBM_BYTES_PER_S)
+    assert e["kernels"] == smol.layers * report.ASSUMED_KERNELS_PER_LAYER
+    assert e["launch_s"] == pytest.approx(e["kernels"] * report.ASSUMED_LAUNCH_SECONDS)
+    # Halving the bandwidth doubles the read times and leaves the launches alone.
+    slow = report.gpu_step_envelope("SmolLM2-135M", 8192, bandwidth=report.ASSUMED_HBM_BYTES_PER_S / 2)
+    assert slow["kv_read_s"] == pytest.approx(2 * e["kv_read_s"]) and slow["launch_s"] == e["launch_s"]
