@@ -514,15 +514,16 @@ decode_q = report.load_result(report.QUALITY_FILE)
 seed_kl = [np.std(kls, ddof=1) / np.mean(kls) for kls in
            ([r["kl_mean"] for r in decode_q["rows"] if r["method"] == "magicpig" and [r["K"], r["L"]] == kl]
             for kl in decode_q["settings"]["configs"])]
-print(f"this study, {findings.series_summary(results, 'magicpig K10 L150')['rows']:,} rows per seed: "
+print(f"this study, {findings.series_summary(results, 'magicpig K10 L150')['rows']:,} rows per seed from "
+      f"{len(results['layers']) * results['kv_heads']} separately hashed (layer, KV head) caches: "
       f"the mean error's std across seeds is at most {seed_err:.1%} of the error")
 print(f"notebook 07, {decode_q['settings']['stretch']} decoded tokens per seed: the mean KL's std across seeds is "
       f"{min(seed_kl):.0%} to {max(seed_kl):.0%} of the KL, depending on (K, L)")
 
 # %% [markdown]
-# They do not contradict each other. Here the error is averaged over 17,280 rows per seed,
-# from 90 separately hashed (layer, KV head) caches, so one seed's luck mostly averages out.
-# In notebook 07 (which draws its hyperplanes per layer from seeds 0-2) a row's error passes
+# They do not contradict each other. Here the error is averaged over the rows printed above,
+# from that many separately hashed caches, so one seed's luck mostly averages out. In
+# notebook 07 (which draws its hyperplanes per layer from its own seeds) a row's error passes
 # through 30 layers and changes the next token's distribution, and a handful of positions
 # carry a large share of the KL (notebook 07 prints how much); a seed that happens to miss an
 # important key at one of those positions moves the mean by itself. A single head here

@@ -89,7 +89,7 @@ def test_gqa_groups_read_their_own_kv_head(fn):
         assert torch.allclose(together[2 * g : 2 * g + 2], alone, atol=1e-5)
 
 
-def test_the_study_runs_the_affordable_estimators_when_asked():
+def test_the_study_runs_the_affordable_estimators():
     from pigviz.study import run as study
     from tests.study.test_study import tiny_capture
 
@@ -115,4 +115,4 @@ def test_the_study_runs_the_affordable_estimators_when_asked():
     for name in ("mp_exact_top @K4 L12", "vattention @K4 L12"):
         assert np.asarray(res[name]["error"]).shape == (2, 6)
     assert np.asarray(res["sparq @K4 L12"]["error"]).shape == (1, 6)
-    assert study.StudySpec().methods == study.METHODS  # not run by default
+    assert study.StudySpec().methods == study.METHODS + study.AFFORDABLE_METHODS  # run by default
