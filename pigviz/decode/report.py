@@ -29,6 +29,7 @@ __all__ = [
     "SAME_WITHIN",
     "compare",
     "speed_summary",
+    "same_band",
     "ASSUMED_HBM_BYTES_PER_S",
     "ASSUMED_KERNELS_PER_LAYER",
     "ASSUMED_LAUNCH_SECONDS",
@@ -189,8 +190,9 @@ def rederives_its_means(row: dict) -> bool:
 
 
 # -- speed: words chosen by comparisons, so the prose stays true when the file is re-measured ---------------
-# A time ratio (method / reference) within this share of 1, either way, is "about the same": the
-# shipped timings come from a machine shared with other jobs, where the same work varies by about this much.
+# A time ratio (method / reference) within this share of 1, either way, is at least "about the same": the
+# shipped timings come from a machine shared with other jobs. Where a file measures more noise than this
+# (see ``same_band``), the band widens to that noise.
 SAME_WITHIN = 0.10
 
 
@@ -240,6 +242,15 @@ def speed_summary(rows: list[dict], method: str = "magicpig") -> list[dict]:
             }
         )
     return sorted(out, key=lambda s: s["context"])
+
+
+def same_band(summary: list[dict], clock: str = "cpu") -> float:
+    """The band within which a ratio on ``clock`` ("cpu" or "wall") counts as "about the same": the
+    larger of ``SAME_WITHIN`` and the largest ``rest_gap_<clock>`` of a ``speed_summary``, the measured
+    run-to-run noise of identical work. A ratio inside the noise cannot be called faster or slower."""
+    if clock not in ("cpu", "wall"):
+        raise ValueError(f"clock must be 'cpu' or 'wall', got {clock!r}")
+    return max([SAME_WITHIN] + [s[f"rest_gap_{clock}"] for s in summary])
 
 
 # -- a GPU decode step on paper (no GPU run is recorded) ------------------------------------------------------

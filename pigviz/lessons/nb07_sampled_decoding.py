@@ -14,6 +14,7 @@ from pigviz.decode.report import (
     load_result,
     magicpig_summary,
     rederives_its_means,
+    same_band,
     speed_summary,
 )
 from pigviz.lessons.verify import Claim
@@ -267,11 +268,11 @@ def claims():
     return out
 
 
-def _word(ratio: float) -> str:
+def _word(ratio: float, band: float) -> str:
     """compare()'s word, recomputed here from the stated band alone."""
-    if ratio > 1 + SAME_WITHIN:
+    if ratio > 1 + band:
         return "slower than"
-    if ratio * (1 + SAME_WITHIN) < 1:
+    if ratio * (1 + band) < 1:
         return "faster than"
     return "about as fast as"
 
@@ -293,18 +294,26 @@ def _speed_claims(speed: dict) -> list[Claim]:
     mp = {r["context"]: r for r in rows if r["method"] == "magicpig" and r["context"] in dense}
     summary = {s["context"]: s for s in speed_summary(rows)}
     raw = {c: mp[c]["attention_cpu_ms"] / dense[c]["attention_cpu_ms"] for c in mp}
+    # The noise of identical work: the rest of the step (step - attention), CPU time, dense run against MagicPIG's.
+    rests = {
+        c: (dense[c]["step_cpu_ms"] - dense[c]["attention_cpu_ms"], mp[c]["step_cpu_ms"] - mp[c]["attention_cpu_ms"])
+        for c in mp
+    }
+    band = max([SAME_WITHIN] + [max(r) / min(r) - 1 for r in rests.values()])
     out.append(
         Claim(
             "07",
-            f"section 5 calls MagicPIG's attention faster, slower or about as fast as dense's (CPU time) as its "
-            f"ratio says (within {SAME_WITHIN:.0%} of 1: about the same)",
+            "section 5 calls MagicPIG's attention faster, slower or about as fast as dense's (CPU time) as its "
+            f"ratio says (within max({SAME_WITHIN:.0%}, measured noise) = {band:.0%} of 1: about the same)",
             set(raw) == set(summary)
+            and abs(same_band(list(summary.values())) - band) < 1e-12
             and all(
                 abs(summary[c]["attention_ratio_cpu"] - raw[c]) < 1e-12
-                and compare(summary[c]["attention_ratio_cpu"]) == _word(raw[c])
+                and compare(summary[c]["attention_ratio_cpu"], within=same_band(list(summary.values())))
+                == _word(raw[c], band)
                 for c in raw
             ),
-            ", ".join(f"{c}: {raw[c]:.2f}x {_word(raw[c]).split()[0]}" for c in sorted(raw)),
+            ", ".join(f"{c}: {raw[c]:.2f}x {_word(raw[c], band).split()[0]}" for c in sorted(raw)),
         )
     )
     shares = {c: dense[c]["attention_cpu_ms"] / dense[c]["step_cpu_ms"] for c in mp}

@@ -85,3 +85,27 @@ def test_gpu_step_envelope_is_arithmetic_on_named_assumptions():
     # Halving the bandwidth doubles the read times and leaves the launches alone.
     slow = report.gpu_step_envelope("SmolLM2-135M", 8192, bandwidth=report.ASSUMED_HBM_BYTES_PER_S / 2)
     assert slow["kv_read_s"] == pytest.approx(2 * e["kv_read_s"]) and slow["launch_s"] == e["launch_s"]
+
+
+def test_same_band_widens_to_the_measured_noise_and_moves_the_verdict():
+    quiet = [_row(8, "dense", 100.0, 40.0, 50.0, 20.0), _row(8, "magicpig", 100.0, 40.0, 51.0, 20.0)]
+    noisy = [_row(8, "dense", 100.0, 40.0, 50.0, 20.0), _row(8, "magicpig", 118.0, 40.0, 56.0, 20.0)]
+    # Quiet: the rest differs by 1/30 (CPU) and 0 (wall), under the floor, so the band is SAME_WITHIN.
+    assert report.same_band(report.speed_summary(quiet)) == report.SAME_WITHIN
+    assert report.same_band(report.speed_summary(quiet), "wall") == report.SAME_WITHIN
+    # Noisy: the identical rest differs by 20% in CPU time and 30% on the wall clock.
+    s = report.speed_summary(noisy)
+    assert report.same_band(s) == pytest.approx(0.2) and report.same_band(s, "wall") == pytest.approx(0.3)
+    # 1.17x is "slower" inside the floor band, "about as fast as" inside a 20% noise band.
+    assert report.compare(1.17) == "slower than"
+    assert report.compare(1.17, within=report.same_band(s)) == "about as fast as"
+    assert report.same_band([]) == report.SAME_WITHIN
+    with pytest.raises(ValueError, match="clock"):
+        report.same_band(s, "gpu")
+
+
+def test_same_band_of_the_shipped_file_is_at_least_the_floor_and_its_noise():
+    summary = report.speed_summary(report.load_result(report.SPEED_FILE)["rows"])
+    for clock in ("cpu", "wall"):
+        band = report.same_band(summary, clock)
+        assert band >= report.SAME_WITHIN and all(band >= s[f"rest_gap_{clock}"] for s in summary)
