@@ -14,7 +14,10 @@ switches it back to whatever it used before, also after an error. Inside:
 * **decode** (``phase = "decode"``): each query row is one decode step. In a sampled layer it
   reads, straight from the cache, (a) the indexed tokens (exact sinks + recent window + the
   LSH sample) and (b) every token cached after the index was built, exactly: one call of
-  :func:`pigviz.lsh.fused.attend` per layer does both.
+  :func:`pigviz.lsh.fused.decode_step` per layer does both (straight on the tensors
+  transformers passes in, writing the output in place: per-layer Python and torch work is
+  a few small calls, as it adds up over 29 layers a token), or, for a chunk of rows,
+  :func:`pigviz.lsh.fused.attend`.
 
 Tokens generated after the prefill form that exact **buffer**. When it would grow past
 ``buffer`` tokens the index is REBUILT over the whole cache (a rebuild costs one index
@@ -176,19 +179,17 @@ class DecodeSession:
         the share MagicPIG's authors report. Both ``(rows,)`` or None."""
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-        self.last_layer_budgets = {k: v.clone() for k, v in self._budgets.items()}
-        self.last_sampled_budget = torch.stack(list(self._sampled.values())).mean(0) if self._sampled else None
-        self._sampled.clear()
-        self.last_all_layer_budget = None
-        if self._budgets:
-            dense = self.config.num_hidden_layers - len(self._budgets)
-            self.last_all_layer_budget = (
-                torch.stack(list(self._budgets.values())).sum(0) + dense
-            ) / self.config.num_hidden_layers
-        if not self._budgets:
-            return None
-        per_layer = torch.stack(list(self._budgets.values()))
+        budgets, sampled = _rows(self._budgets), _rows(self._sampled)
         self._budgets.clear()
+        self._sampled.clear()
+        self.last_layer_budgets = dict(budgets)
+        self.last_sampled_budget = torch.stack(list(sampled.values())).mean(0) if sampled else None
+        self.last_all_layer_budget = None
+        if not budgets:
+            return None
+        per_layer = torch.stack(list(budgets.values()))
+        dense = self.config.num_hidden_layers - len(budgets)
+        self.last_all_layer_budget = (per_layer.sum(0) + dense) / self.config.num_hidden_layers
         return per_layer.mean(0)
 
     # -- index ----------------------------------------------------------------------------
@@ -244,12 +245,15 @@ class DecodeSession:
             result = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
         else:
             scaling = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
-            if self.method == "magicpig":
-                out, budgets = self._magicpig(layer, query[0], key[0], value[0], scaling)
-            else:
-                out, budgets = self._baseline(query[0], key[0], value[0], scaling)
-            self._budgets[layer] = budgets
-            result = (out.to(query.dtype).unsqueeze(0).contiguous(), None)
+            out = self._magicpig_step(layer, query, key, value, scaling) if self.method == "magicpig" else None
+            if out is None:
+                if self.method == "magicpig":
+                    out, budgets = self._magicpig(layer, query[0], key[0], value[0], scaling)
+                else:
+                    out, budgets = self._baseline(query[0], key[0], value[0], scaling)
+                self._budgets[layer] = budgets
+                out = out.unsqueeze(0)
+            result = (out.to(query.dtype).contiguous(), None)
         self._sync(query)
         self.attention_seconds += time.perf_counter() - t0
         self.attention_cpu_seconds += time.thread_time() - c0
@@ -287,6 +291,32 @@ class DecodeSession:
             outs.append(out)
             budgets.append(st["budget"])
         return torch.stack(outs, 1).transpose(0, 1), torch.tensor(budgets)
+
+    def _magicpig_step(self, layer, query, key, value, scaling):
+        """One decode row per head through the compiled step, with no per-layer tensor work:
+        the output (1, 1, H, dv) float32, or None where the general path must run (a chunk of
+        rows, no index yet, a rebuild due, no compiled path, a non-finite number read)."""
+        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+        from pigviz.lsh.fused import decode_step  # heavy: imports torch
+
+        state = self.layers.get(layer)
+        if state is None or query.shape[2] != 1:
+            return None
+        index = state.index
+        H, n_total, dv = query.shape[1], key.shape[2], value.shape[3]
+        if n_total - index.n > self.options["buffer"]:
+            return None
+        out = torch.empty((1, 1, H, dv), dtype=torch.float32)
+        sampled = decode_step(index, query, key, value, min_hits=self.options["min_hits"], scale=scaling, out=out)
+        if sampled is None:
+            return None
+        sampled /= H
+        # As _magicpig: keys read (exact set, sample, buffer) / keys visible, mean over heads;
+        # kept as floats, made tensors once per step by take_budgets.
+        self._budgets[layer] = (sampled + index.sinks + index.recent + n_total - index.n) / n_total
+        self._sampled[layer] = sampled / max(1, index.n - index.sinks - index.recent)
+        return out
 
     def _magicpig(self, layer, q, k, v, scaling):
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
@@ -344,6 +374,19 @@ class DecodeSession:
         sampleable = max(1, state.index.n - state.index.sinks - state.index.recent)
         self._sampled[layer] = (torch.cat(picked, 1).view(H, T).to(torch.float32) / sampleable).mean(0)
         return out, (keys_read / visible_n).mean(0)
+
+
+def _rows(per_layer: dict) -> dict:
+    """Per-layer records as (rows,) float32 tensors: the compiled decode step keeps a plain
+    float per layer (one row), the other paths a tensor."""
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+    if not per_layer:
+        return {}
+    values = [[v] if isinstance(v, float) else v.tolist() for v in per_layer.values()]
+    if len({len(v) for v in values}) == 1:  # one conversion for the whole step
+        return dict(zip(per_layer, torch.tensor(values, dtype=torch.float32).unbind(0)))
+    return {k: torch.tensor(v, dtype=torch.float32) for k, v in zip(per_layer, values)}
 
 
 # -- registration and switching -------------------------------------------------------------

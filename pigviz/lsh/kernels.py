@@ -122,23 +122,37 @@ if numba is not None:
     @njit(cache=True, fastmath=_FASTMATH, nogil=True)
     def _add_row(acc, w, v, g, t, dv):
         for j in range(dv):
-            acc[j] += np.float64(w * as_f32(v[g, t, j]))
+            acc[j] += np.float64(w * as_f32(v[g, t, j]))  # thousands of rows summed: float64
 
     @njit(cache=True, nogil=True)
-    def _dots(q, r, k, g, ids, nread, scores):
-        d = q.shape[1]
-        for i in range(nread):
-            if i + ahead < nread:
-                _prefetch_row(k, g, ids[i + ahead], d)
-            scores[i] = _row_dot(q, r, k, g, ids[i], d)
+    def _hash_row(proj, r, K, L, g, offsets, slot):
+        """Stage 1 of a row: its bucket in each table (into slot[:, 0]); starts loading the
+        buckets' offsets."""
+        for l in range(L):
+            b = 0
+            for j in range(K):
+                if proj[r, l * K + j] > 0:
+                    b |= 1 << j
+            slot[l, 0] = b
+            prefetch(offsets, g, l, b)
 
     @njit(cache=True, nogil=True)
-    def _mix(v, g, ids, weights, nread, acc):
-        dv = acc.shape[0]
-        for i in range(nread):
-            if i + ahead < nread:
-                _prefetch_row(v, g, ids[i + ahead], dv)
-            _add_row(acc, weights[i], v, g, ids[i], dv)
+    def _bucket_bounds(offsets, entries, L, g, slot):
+        """Stage 2 of a row: each bucket's [start, end) in ``entries`` (into slot); starts
+        loading the buckets' token ids (up to 8 cache lines each). Returns the candidates."""
+        cand = 0
+        for l in range(L):
+            b = slot[l, 0]
+            s = offsets[g, l, b]
+            e = offsets[g, l, b + 1]
+            slot[l, 0] = s
+            slot[l, 1] = e
+            cand += e - s
+            for i in range(s, min(e, s + 128), 16):  # 16 int32 ids per 64-byte line
+                prefetch(entries, g, l, i)
+            if e - 1 > s + 15:
+                prefetch(entries, g, l, e - 1)  # the last line, if the run does not start it
+        return cand
 
     @njit(cache=True, nogil=True)
     def attend_kernel(
@@ -165,55 +179,55 @@ if numba is not None:
         lse,
         sampled_out,
         candidates_out,
-        bad,
         mask,
         want_mask,
+        hits,
+        touched,
+        ids,
+        acc,
+        bounds,
     ):
+        """One decode step of R query rows; returns the keys sampled over all rows, or -1 if
+        a row read a non-finite number.
+
+        Scratch comes from the caller and is reused between calls (see
+        :class:`pigviz.lsh.fused._Workspace`): ``hits`` (n_idx,) uint8 all zero (and left all
+        zero), ``touched`` (n_idx + 1,) int32, ``ids`` (>= max(buffer_end) + 1,) int64,
+        ``acc`` (dv,) float64, ``bounds`` (3, L, 2) int64.
+
+        The rows run as a pipeline, so that the random reads of the tables overlap with work
+        instead of waiting in turn: while row r is walked and mixed, row r + 1's bucket
+        bounds are read (its token ids start loading) and row r + 2's buckets are hashed
+        (its offsets start loading)."""
         R, d = q.shape
         dv = out.shape[1]
-        n_all = max(n_idx, buffer_end.max()) if R else n_idx
-        hits = np.zeros(n_idx, dtype=np.uint8)
-        touched = np.empty(n_idx + 1, dtype=np.int32)  # +1: the branch-free append writes one past
-        ids = np.empty(n_all + 1, dtype=np.int64)  # +1: the branch-free append
-        scores = np.empty(n_all, dtype=np.float32)
-        acc = np.empty(dv, dtype=np.float64)  # the value mix sums thousands of rows: float64
-        bounds = np.empty((L, 2), dtype=np.int64)
+        nbad = 0
+        total_sampled = 0
         pi = np.float32(math.pi)
+        if R > 0:
+            _hash_row(proj, 0, K, L, 0, offsets, bounds[0])
+        if R > 1:
+            _hash_row(proj, 1, K, L, 1 // rows_per_kv, offsets, bounds[1])
+        if R > 0:
+            candidates_out[0] = _bucket_bounds(offsets, entries, L, 0, bounds[0])
         for r in range(R):
             g = r // rows_per_kv
-            # 1-2. buckets, hit counting over the candidates
-            # Three sweeps over the tables so that their random reads overlap instead of
-            # waiting in turn: bucket ids (prefetching the offsets), bucket bounds (prefetching
-            # the first token ids), then the walk.
-            for l in range(L):
-                b = 0
-                for j in range(K):
-                    if proj[r, l * K + j] > 0:
-                        b |= 1 << j
-                bounds[l, 0] = b
-                prefetch(offsets, g, l, b)
-            cand = 0
-            for l in range(L):
-                b = bounds[l, 0]
-                s = offsets[g, l, b]
-                e = offsets[g, l, b + 1]
-                bounds[l, 0] = s
-                bounds[l, 1] = e
-                cand += e - s
-                if e > s:
-                    prefetch(entries, g, l, s)
+            if r + 2 < R:
+                _hash_row(proj, r + 2, K, L, (r + 2) // rows_per_kv, offsets, bounds[(r + 2) % 3])
+            if r + 1 < R:
+                candidates_out[r + 1] = _bucket_bounds(offsets, entries, L, (r + 1) // rows_per_kv, bounds[(r + 1) % 3])
+            slot = bounds[r % 3]
+            # 1-2. hit counting over the candidates. A token's first hit puts it on the
+            # touched list (branch-free), so only touched counters are cleared afterwards.
             ntouched = 0
             for l in range(L):
-                for i in range(bounds[l, 0], bounds[l, 1]):
+                for i in range(slot[l, 0], slot[l, 1]):
                     t = entries[g, l, i]
                     c = hits[t]
                     touched[ntouched] = t  # kept only on a first hit (branch-free)
                     ntouched += c == 0
                     hits[t] = c + (c < 255)
-            candidates_out[r] = cand
-            # 3-4. the read list: exact set, sampled set, buffer. Ids first, then one tight
-            # loop per pass over the rows, so the CPU overlaps many independent key loads
-            # (a branchy loop that mixes them with the hit test mispredicts and stalls).
+            # 3-4. the read list: exact set, sampled set, buffer.
             nread = 0
             for t in range(sinks):
                 ids[nread] = t
@@ -232,70 +246,75 @@ if numba is not None:
                 nread += (c >= min_hits) & (t >= lo_t) & (t < hi_t)
             end_sampled = nread
             sampled_out[r] = end_sampled - first_sampled
+            total_sampled += end_sampled - first_sampled
             for t in range(n_idx, buffer_end[r]):
                 ids[nread] = t
                 nread += 1
             if want_mask:
                 for i in range(first_sampled, end_sampled):
                     mask[r, ids[i]] = True
-            _dots(q, r, k, g, ids, nread, scores)
-            finite = True
-            for i in range(nread):
-                if not np.isfinite(scores[i]):
-                    finite = False
-            # log u of each sampled key from cos(q, k - mean) = (q.k - q.mean) / (|q| |k - mean|)
+            # 5. one pass over the read list: q·k, the log u correction of sampled keys,
+            # and the value mix with a running maximum (online softmax). Each key's K row,
+            # V row and |k - mean| are requested `ahead` keys before they are used.
             qm = np.float32(0.0)  # q . mean and |q|, for cos(q, k - mean)
             qq = np.float32(0.0)
             for j in range(d):
                 qm += q[r, j] * mean[g, j]
                 qq += q[r, j] * q[r, j]
             qn = np.float32(math.sqrt(qq))
-            for i in range(first_sampled, end_sampled):
-                if i + ahead < end_sampled:  # |k - mean| sits at random rows too
-                    prefetch2(cnorm, g, ids[i + ahead])
-                dot = scores[i]
-                norm = qn * cnorm[g, ids[i]]
-                cos = np.float32(0.0)
-                if norm > 0:
-                    cos = (dot - qm) / max(norm, np.float32(1.1754944e-38))
-                if cos > 1:
-                    cos = np.float32(1.0)
-                elif cos < -1:
-                    cos = np.float32(-1.0)
-                p = np.float32(1.0) - np.float32(math.acos(cos)) / pi
-                pos = min(max(np.float64(p), 0.0), 1.0) * grid
-                lo = math.floor(pos)
-                if lo > grid - 1:
-                    lo = grid - 1
-                if not (pos == pos):  # NaN key: flagged as non-finite above
-                    lo = 0
-                frac = pos - lo
-                li = int(lo)
-                lu = np.float32(log_u[li] * (1.0 - frac) + log_u[li + 1] * frac)
-                scores[i] = dot * scale - lu
-            for i in range(first_sampled):
-                scores[i] = scores[i] * scale
-            for i in range(end_sampled, nread):
-                scores[i] = scores[i] * scale
-            # 5. softmax and value mix
             for j in range(dv):
                 acc[j] = 0.0
+            m = np.float32(-np.inf)
+            total = 0.0
+            finite = True
+            for i in range(nread):
+                a = i + ahead
+                if a < nread:
+                    ta = ids[a]
+                    _prefetch_row(k, g, ta, d)
+                    _prefetch_row(v, g, ta, dv)
+                    if a >= first_sampled and a < end_sampled:
+                        prefetch2(cnorm, g, ta)
+                t = ids[i]
+                dot = _row_dot(q, r, k, g, t, d)
+                if not np.isfinite(dot):
+                    finite = False
+                s = dot * scale
+                if i >= first_sampled and i < end_sampled:
+                    # log u from cos(q, k - mean) = (q.k - q.mean) / (|q| |k - mean|)
+                    norm = qn * cnorm[g, t]
+                    cos = np.float32(0.0)
+                    if norm > 0:
+                        cos = (dot - qm) / max(norm, np.float32(1.1754944e-38))
+                    if cos > 1:
+                        cos = np.float32(1.0)
+                    elif cos < -1:
+                        cos = np.float32(-1.0)
+                    p = np.float32(1.0) - np.float32(math.acos(cos)) / pi
+                    pos = min(max(np.float64(p), 0.0), 1.0) * grid
+                    lo = math.floor(pos)
+                    if lo > grid - 1:
+                        lo = grid - 1
+                    if not (pos == pos):  # NaN key: flagged as non-finite above
+                        lo = 0
+                    frac = pos - lo
+                    li = int(lo)
+                    s = s - np.float32(log_u[li] * (1.0 - frac) + log_u[li + 1] * frac)
+                if s > m:  # a new maximum: rescale what is summed so far
+                    c = math.exp(np.float64(m) - np.float64(s))
+                    total *= c
+                    for j in range(dv):
+                        acc[j] *= c
+                    m = s
+                w = np.float32(math.exp(s - m))
+                total += w
+                _add_row(acc, w, v, g, t, dv)
             if nread == 0:
                 for j in range(dv):
                     out[r, j] = 0.0
                 lse[r] = -np.inf
-                bad[r] = 0 if finite else 1
+                nbad += 0 if finite else 1
                 continue
-            m = scores[0]
-            for i in range(1, nread):
-                if scores[i] > m:
-                    m = scores[i]
-            total = 0.0
-            for i in range(nread):
-                w = np.float32(math.exp(scores[i] - m))
-                scores[i] = w
-                total += w
-            _mix(v, g, ids, scores, nread, acc)
             inv = 1.0 / total
             for j in range(dv):
                 o = np.float32(acc[j] * inv)
@@ -303,7 +322,8 @@ if numba is not None:
                 if not np.isfinite(o):
                     finite = False
             lse[r] = m + np.float32(math.log(total))
-            bad[r] = 0 if finite else 1
+            nbad += 0 if finite else 1
+        return -1 if nbad else total_sampled
 
     @njit(cache=True, nogil=True)
     def pack_kernel(proj_t, row0, K, buckets):
