@@ -170,6 +170,8 @@ class _Workspace:
         self.hits = np.zeros(n, dtype=np.uint8)  # the kernel leaves it all zero again
         self.touched = np.empty(n + 1, dtype=np.int32)  # +1: the branch-free append writes one past
         self.ids = np.empty(capacity + 1, dtype=np.int64)  # +1: the branch-free append
+        self.scores = np.empty(capacity, dtype=np.float32)
+        self.tmp = np.empty(capacity, dtype=np.float32)
         self.acc = np.empty(dv, dtype=np.float64)  # the value mix sums thousands of rows: float64
         self.bounds = np.empty((3, index.L, 2), dtype=np.int64)  # three rows in flight
         self.proj = np.empty((0, self.planes.shape[1]), dtype=np.float32)  # (R, L*K) q @ planes
@@ -240,6 +242,8 @@ def _call(kernel, ws, index, qf, k, v, min_hits, scale, ends, out, lse, sampled,
         ws.hits,
         ws.touched,
         ws.ids,
+        ws.scores,
+        ws.tmp,
         ws.acc,
         ws.bounds,
     )

@@ -71,6 +71,30 @@ if numba is not None:
     def prefetch2(typingctx, arr, i0, i1):
         return types.void(arr, i0, i1), _prefetch_codegen
 
+    def _prefetch_l2_codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = [context.cast(builder, a, t, types.intp) for a, t in zip(args[1:], signature.args[1:])]
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx)
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), _PREFETCH
+        )
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(2), i32(1)])  # read, into L2, data
+        return context.get_dummy_value()
+
+    @intrinsic
+    def prefetch_l2(typingctx, arr, i0, i1, i2):
+        """Like ``prefetch``, into the L2 cache: for rows needed later than the next few."""
+        return types.void(arr, i0, i1, i2), _prefetch_l2_codegen
+
+    @intrinsic
+    def _f64_from_bits(typingctx, x):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.DoubleType())
+
+        return types.float64(x), codegen
+
     # ``as_f32(x)``: a stored element as float32. Half-precision caches reach the kernel as
     # 16-bit integer views (numba has no bfloat16): uint16 holds bfloat16 bits (widened by a
     # shift), int16 holds float16 bits (converted by the CPU's half-to-float instruction).
@@ -112,6 +136,12 @@ if numba is not None:
         for j in range(0, d, step):
             prefetch(a, g, t, j)
 
+    @njit(cache=True, nogil=True)
+    def _prefetch_row_l2(a, g, t, d):
+        step = 64 // a.itemsize
+        for j in range(0, d, step):
+            prefetch_l2(a, g, t, j)
+
     @njit(cache=True, fastmath=_FASTMATH, nogil=True)
     def _row_dot(q, r, k, g, t, d):
         acc = np.float32(0.0)
@@ -119,10 +149,99 @@ if numba is not None:
             acc += q[r, j] * as_f32(k[g, t, j])
         return acc
 
-    @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-    def _add_row(acc, w, v, g, t, dv):
-        for j in range(dv):
-            acc[j] += np.float64(w * as_f32(v[g, t, j]))  # thousands of rows summed: float64
+    # arccos and exp in float64 without a call into libm, so that the loops over the read
+    # list vectorise (a libm call per key would also cost more than the rest of its work).
+    # Both are accurate to double precision's last few bits: rounded to float32 they give
+    # libm's float32 result (correctly rounded) but for the rare near-tie.
+
+    @njit(cache=True, nogil=True, inline="always")
+    def _acos(x):
+        """arccos(x), x float32 in [-1, 1], as float32 (fdlibm's rational asin)."""
+        xd = np.float64(x)
+        a = abs(xd)
+        big = a >= 0.5
+        z = 0.5 * (1.0 - a) if big else xd * xd
+        t = math.sqrt(z) if big else xd
+        num = 3.47933107596021167570e-05
+        num = num * z + 7.91534994289814532176e-04
+        num = num * z - 4.00555345006794114027e-02
+        num = num * z + 2.01212532134862925881e-01
+        num = num * z - 3.25565818622400915405e-01
+        num = (num * z + 1.66666666666666657415e-01) * z
+        den = 7.70381505559019352791e-02
+        den = den * z - 6.88283971605453293030e-01
+        den = den * z + 2.02094576023350569471e00
+        den = den * z - 2.40339491173441421878e00
+        den = den * z + 1.0
+        asin_t = t + t * (num / den)  # asin(t)
+        if big:
+            r = 2.0 * asin_t  # acos(|x|)
+            r = math.pi - r if xd < 0 else r
+        else:
+            r = 0.5 * math.pi - asin_t
+        return np.float32(r)
+
+    @njit(cache=True, nogil=True, inline="always")
+    def _exp(x):
+        """exp(x), x float32 <= 0 (a score minus the maximum), as float32."""
+        xd = max(np.float64(x), -200.0)  # exp(-200) is 0 in float32; a NaN stays NaN
+        n = math.floor(xd * 1.4426950408889634 + 0.5)
+        r = (xd - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10  # |r| <= ln2 / 2
+        p = 1.0 / 362880  # Taylor to r^9: relative error below 1e-10 for |r| <= ln2 / 2
+        for c in (1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0):
+            p = p * r + c
+        scale = _f64_from_bits((np.int64(n if n == n else 0) + 1023) << 52)  # 2^n
+        return np.float32(p * scale)
+
+    @njit(cache=True, nogil=True)
+    def _all_finite(scores, nread):
+        bad = 0
+        for i in range(nread):
+            bad |= not np.isfinite(scores[i])
+        return bad == 0
+
+    @njit(cache=True, nogil=True)
+    def _correct(scores, ids, cnorm, g, qn, qm, scale, log_u, grid, tmp):
+        """``scores`` (the sampled keys' q·k; ``ids`` their tokens) become q·k · scale - log u.
+
+        Three loops, so that the costly middle one (a division and an arccos per key)
+        vectorises: gather |k - mean|, then p = 1 - arccos(cos(q, k - mean)) / pi, then the
+        table lookup. Called on slices, so the loops start at 0 (a loop from an arbitrary
+        start makes numba guard each index against negative values, which stops LLVM from
+        vectorising it)."""
+        n = scores.shape[0]
+        for i in range(n):
+            tmp[i] = cnorm[g, ids[i]]
+        _inclusion_p(scores, tmp, qn, qm)
+        for i in range(n):
+            pos = min(max(np.float64(tmp[i]), 0.0), 1.0) * grid
+            pos = pos if pos == pos else 0.0  # a NaN key (flagged as non-finite) reads row 0
+            lo = min(math.floor(pos), grid - 1.0)
+            frac = pos - lo
+            li = int(lo)
+            scores[i] = scores[i] * scale - np.float32(log_u[li] * (1.0 - frac) + log_u[li + 1] * frac)
+
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def _inclusion_p(dots, cn, qn, qm):
+        """cn (|k - mean|) becomes p = 1 - arccos(cos(q, k - mean)) / pi, with
+        cos(q, k - mean) = (q·k - q·mean) / (|q| |k - mean|) (0 if that norm is 0)."""
+        pi = np.float32(math.pi)
+        tiny = np.float32(1.1754944e-38)
+        for i in range(dots.shape[0]):
+            norm = qn * cn[i]
+            cos = (dots[i] - qm) / max(norm, tiny) if norm > 0 else np.float32(0.0)
+            cos = min(max(cos, np.float32(-1.0)), np.float32(1.0))
+            cn[i] = np.float32(1.0) - _acos(cos) / pi
+
+    @njit(cache=True, nogil=True, fastmath=_FASTMATH)
+    def _weights(scores, nread, m):
+        """scores[:nread] become exp(score - m); returns their sum (float64)."""
+        total = 0.0
+        for i in range(nread):
+            w = _exp(scores[i] - m)
+            scores[i] = w
+            total += w
+        return total
 
     @njit(cache=True, nogil=True)
     def _hash_row(proj, r, K, L, g, offsets, slot):
@@ -184,6 +303,8 @@ if numba is not None:
         hits,
         touched,
         ids,
+        scores,
+        tmp,
         acc,
         bounds,
     ):
@@ -193,7 +314,7 @@ if numba is not None:
         Scratch comes from the caller and is reused between calls (see
         :class:`pigviz.lsh.fused._Workspace`): ``hits`` (n_idx,) uint8 all zero (and left all
         zero), ``touched`` (n_idx + 1,) int32, ``ids`` (>= max(buffer_end) + 1,) int64,
-        ``acc`` (dv,) float64, ``bounds`` (3, L, 2) int64.
+        ``scores`` and ``tmp`` (same,) float32, ``acc`` (dv,) float64, ``bounds`` (3, L, 2) int64.
 
         The rows run as a pipeline, so that the random reads of the tables overlap with work
         instead of waiting in turn: while row r is walked and mixed, row r + 1's bucket
@@ -203,7 +324,6 @@ if numba is not None:
         dv = out.shape[1]
         nbad = 0
         total_sampled = 0
-        pi = np.float32(math.pi)
         if R > 0:
             _hash_row(proj, 0, K, L, 0, offsets, bounds[0])
         if R > 1:
@@ -253,62 +373,46 @@ if numba is not None:
             if want_mask:
                 for i in range(first_sampled, end_sampled):
                     mask[r, ids[i]] = True
-            # 5. one pass over the read list: q·k, the log u correction of sampled keys,
-            # and the value mix with a running maximum (online softmax). Each key's K row,
-            # V row and |k - mean| are requested `ahead` keys before they are used.
-            qm = np.float32(0.0)  # q . mean and |q|, for cos(q, k - mean)
-            qq = np.float32(0.0)
-            for j in range(d):
-                qm += q[r, j] * mean[g, j]
-                qq += q[r, j] * q[r, j]
-            qn = np.float32(math.sqrt(qq))
-            for j in range(dv):
-                acc[j] = 0.0
-            m = np.float32(-np.inf)
-            total = 0.0
-            finite = True
+            # 5. q·k for every key read, each K row requested `ahead` keys before it is used;
+            # its V row is requested too (into L2, for the mix below) and, if sampled, its
+            # |k - mean|.
             for i in range(nread):
                 a = i + ahead
                 if a < nread:
                     ta = ids[a]
                     _prefetch_row(k, g, ta, d)
-                    _prefetch_row(v, g, ta, dv)
+                    _prefetch_row_l2(v, g, ta, dv)
                     if a >= first_sampled and a < end_sampled:
                         prefetch2(cnorm, g, ta)
+                scores[i] = _row_dot(q, r, k, g, ids[i], d)
+            finite = _all_finite(scores, nread)
+            # 6. log u of each sampled key, from cos(q, k - mean) = (q.k - q.mean) / (|q| |k - mean|)
+            qm = np.float32(0.0)
+            qq = np.float32(0.0)
+            for j in range(d):
+                qm += q[r, j] * mean[g, j]
+                qq += q[r, j] * q[r, j]
+            qn = np.float32(math.sqrt(qq))
+            lo, hi = first_sampled, end_sampled
+            _correct(scores[lo:hi], ids[lo:hi], cnorm, g, qn, qm, scale, log_u, grid, tmp[: hi - lo])
+            for i in range(first_sampled):
+                scores[i] = scores[i] * scale
+            for i in range(end_sampled, nread):
+                scores[i] = scores[i] * scale
+            # 7. softmax weights, then the value mix: each V row read once, weighted, added
+            m = np.float32(-np.inf)
+            for i in range(nread):
+                m = max(m, scores[i])
+            total = _weights(scores, nread, m)
+            for j in range(dv):
+                acc[j] = 0.0
+            for i in range(nread):
+                if i + ahead < nread:
+                    _prefetch_row(v, g, ids[i + ahead], dv)
+                w = scores[i]
                 t = ids[i]
-                dot = _row_dot(q, r, k, g, t, d)
-                if not np.isfinite(dot):
-                    finite = False
-                s = dot * scale
-                if i >= first_sampled and i < end_sampled:
-                    # log u from cos(q, k - mean) = (q.k - q.mean) / (|q| |k - mean|)
-                    norm = qn * cnorm[g, t]
-                    cos = np.float32(0.0)
-                    if norm > 0:
-                        cos = (dot - qm) / max(norm, np.float32(1.1754944e-38))
-                    if cos > 1:
-                        cos = np.float32(1.0)
-                    elif cos < -1:
-                        cos = np.float32(-1.0)
-                    p = np.float32(1.0) - np.float32(math.acos(cos)) / pi
-                    pos = min(max(np.float64(p), 0.0), 1.0) * grid
-                    lo = math.floor(pos)
-                    if lo > grid - 1:
-                        lo = grid - 1
-                    if not (pos == pos):  # NaN key: flagged as non-finite above
-                        lo = 0
-                    frac = pos - lo
-                    li = int(lo)
-                    s = s - np.float32(log_u[li] * (1.0 - frac) + log_u[li + 1] * frac)
-                if s > m:  # a new maximum: rescale what is summed so far
-                    c = math.exp(np.float64(m) - np.float64(s))
-                    total *= c
-                    for j in range(dv):
-                        acc[j] *= c
-                    m = s
-                w = np.float32(math.exp(s - m))
-                total += w
-                _add_row(acc, w, v, g, t, dv)
+                for j in range(dv):  # inline: a call would pass the arrays through the stack
+                    acc[j] += np.float64(w * as_f32(v[g, t, j]))  # thousands of rows summed: float64
             if nread == 0:
                 for j in range(dv):
                     out[r, j] = 0.0
