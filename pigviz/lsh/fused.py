@@ -171,7 +171,7 @@ class _Workspace:
         self.touched = np.empty(n + 1, dtype=np.int32)  # +1: the branch-free append writes one past
         self.ids = np.empty(capacity + 1, dtype=np.int64)  # +1: the branch-free append
         self.scores = np.empty(capacity, dtype=np.float32)
-        self.tmp = np.empty(capacity, dtype=np.float32)
+        self.tmp = np.empty(max(capacity, dv), dtype=np.float32)  # also the mix's block sums
         self.acc = np.empty(dv, dtype=np.float64)  # the value mix sums thousands of rows: float64
         self.bounds = np.empty((3, index.L, 2), dtype=np.int64)  # three rows in flight
         self.proj = np.empty((0, self.planes.shape[1]), dtype=np.float32)  # (R, L*K) q @ planes

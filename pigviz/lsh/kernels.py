@@ -71,23 +71,6 @@ if numba is not None:
     def prefetch2(typingctx, arr, i0, i1):
         return types.void(arr, i0, i1), _prefetch_codegen
 
-    def _prefetch_l2_codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        idx = [context.cast(builder, a, t, types.intp) for a, t in zip(args[1:], signature.args[1:])]
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx)
-        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), _PREFETCH
-        )
-        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(2), i32(1)])  # read, into L2, data
-        return context.get_dummy_value()
-
-    @intrinsic
-    def prefetch_l2(typingctx, arr, i0, i1, i2):
-        """Like ``prefetch``, into the L2 cache: for rows needed later than the next few."""
-        return types.void(arr, i0, i1, i2), _prefetch_l2_codegen
-
     @intrinsic
     def _f64_from_bits(typingctx, x):
         def codegen(context, builder, signature, args):
@@ -135,12 +118,6 @@ if numba is not None:
         step = 64 // a.itemsize  # one hint per 64-byte cache line
         for j in range(0, d, step):
             prefetch(a, g, t, j)
-
-    @njit(cache=True, nogil=True)
-    def _prefetch_row_l2(a, g, t, d):
-        step = 64 // a.itemsize
-        for j in range(0, d, step):
-            prefetch_l2(a, g, t, j)
 
     @njit(cache=True, fastmath=_FASTMATH, nogil=True)
     def _row_dot(q, r, k, g, t, d):
@@ -244,14 +221,29 @@ if numba is not None:
         return total
 
     @njit(cache=True, nogil=True)
-    def _hash_row(proj, r, K, L, g, offsets, slot):
+    def _hash_row(proj, r, K, L, g, offsets, slot, signs):
         """Stage 1 of a row: its bucket in each table (into slot[:, 0]); starts loading the
-        buckets' offsets."""
+        buckets' offsets. The signs of the row's L*K projections are packed into 64-bit
+        words first (a loop that vectorises), then each table's K bits are cut out of them.
+        ``signs`` holds (L*K + 63) // 64 + 1 words."""
+        row = proj[r]
+        nbits = row.shape[0]
+        nw = (nbits + 63) // 64
+        for w in range(nw):
+            word = np.uint64(0)
+            base = w * 64
+            for j in range(min(64, nbits - base)):
+                word |= np.uint64(row[base + j] > 0) << np.uint64(j)
+            signs[w] = word
+        signs[nw] = 0
+        mask = (np.uint64(1) << np.uint64(K)) - np.uint64(1)
         for l in range(L):
-            b = 0
-            for j in range(K):
-                if proj[r, l * K + j] > 0:
-                    b |= 1 << j
+            bit = l * K
+            sh = np.uint64(bit & 63)
+            word = signs[bit >> 6] >> sh
+            if sh + np.uint64(K) > np.uint64(64):  # the table's bits straddle two words
+                word |= signs[(bit >> 6) + 1] << (np.uint64(64) - sh)
+            b = np.int64(word & mask)
             slot[l, 0] = b
             prefetch(offsets, g, l, b)
 
@@ -324,27 +316,30 @@ if numba is not None:
         dv = out.shape[1]
         nbad = 0
         total_sampled = 0
+        signs = np.empty((L * K + 63) // 64 + 1, dtype=np.uint64)
         if R > 0:
-            _hash_row(proj, 0, K, L, 0, offsets, bounds[0])
+            _hash_row(proj, 0, K, L, 0, offsets, bounds[0], signs)
         if R > 1:
-            _hash_row(proj, 1, K, L, 1 // rows_per_kv, offsets, bounds[1])
+            _hash_row(proj, 1, K, L, 1 // rows_per_kv, offsets, bounds[1], signs)
         if R > 0:
             candidates_out[0] = _bucket_bounds(offsets, entries, L, 0, bounds[0])
         for r in range(R):
             g = r // rows_per_kv
             if r + 2 < R:
-                _hash_row(proj, r + 2, K, L, (r + 2) // rows_per_kv, offsets, bounds[(r + 2) % 3])
+                _hash_row(proj, r + 2, K, L, (r + 2) // rows_per_kv, offsets, bounds[(r + 2) % 3], signs)
             if r + 1 < R:
                 candidates_out[r + 1] = _bucket_bounds(offsets, entries, L, (r + 1) // rows_per_kv, bounds[(r + 1) % 3])
             slot = bounds[r % 3]
             # 1-2. hit counting over the candidates. A token's first hit puts it on the
             # touched list (branch-free), so only touched counters are cleared afterwards.
             ntouched = 0
+            # Unsigned indices: numba then skips its negative-index guard on every access.
             for l in range(L):
-                for i in range(slot[l, 0], slot[l, 1]):
-                    t = entries[g, l, i]
+                run = entries[g, l, slot[l, 0] : slot[l, 1]]
+                for i in range(run.shape[0]):
+                    t = np.uint32(run[i])
                     c = hits[t]
-                    touched[ntouched] = t  # kept only on a first hit (branch-free)
+                    touched[np.uint64(ntouched)] = t  # kept only on a first hit (branch-free)
                     ntouched += c == 0
                     hits[t] = c + (c < 255)
             # 3-4. the read list: exact set, sampled set, buffer.
@@ -359,10 +354,10 @@ if numba is not None:
             lo_t = sinks
             hi_t = n_idx - recent
             for i in range(ntouched):
-                t = touched[i]
+                t = np.uint32(touched[i])
                 c = hits[t]
                 hits[t] = 0
-                ids[nread] = t  # kept only if sampled (branch-free)
+                ids[np.uint64(nread)] = t  # kept only if sampled (branch-free)
                 nread += (c >= min_hits) & (t >= lo_t) & (t < hi_t)
             end_sampled = nread
             sampled_out[r] = end_sampled - first_sampled
@@ -373,15 +368,13 @@ if numba is not None:
             if want_mask:
                 for i in range(first_sampled, end_sampled):
                     mask[r, ids[i]] = True
-            # 5. q·k for every key read, each K row requested `ahead` keys before it is used;
-            # its V row is requested too (into L2, for the mix below) and, if sampled, its
-            # |k - mean|.
+            # 5. q·k for every key read, each K row (and a sampled key's |k - mean|) requested
+            # `ahead` keys before it is used.
             for i in range(nread):
                 a = i + ahead
                 if a < nread:
                     ta = ids[a]
                     _prefetch_row(k, g, ta, d)
-                    _prefetch_row_l2(v, g, ta, dv)
                     if a >= first_sampled and a < end_sampled:
                         prefetch2(cnorm, g, ta)
                 scores[i] = _row_dot(q, r, k, g, ids[i], d)
@@ -406,13 +399,21 @@ if numba is not None:
             total = _weights(scores, nread, m)
             for j in range(dv):
                 acc[j] = 0.0
-            for i in range(nread):
-                if i + ahead < nread:
-                    _prefetch_row(v, g, ids[i + ahead], dv)
-                w = scores[i]
-                t = ids[i]
-                for j in range(dv):  # inline: a call would pass the arrays through the stack
-                    acc[j] += np.float64(w * as_f32(v[g, t, j]))  # thousands of rows summed: float64
+            # float32 partial sums over blocks of 32 rows, added up in float64: half the
+            # vector work of a float64 sum per row, and as accurate for thousands of rows.
+            blk = tmp[:dv]
+            for i0 in range(0, nread, 32):
+                for j in range(dv):
+                    blk[j] = 0.0
+                for i in range(i0, min(i0 + 32, nread)):
+                    if i + ahead < nread:
+                        _prefetch_row(v, g, ids[i + ahead], dv)
+                    w = scores[i]
+                    t = ids[i]
+                    for j in range(dv):
+                        blk[j] += w * as_f32(v[g, t, j])
+                for j in range(dv):
+                    acc[j] += np.float64(blk[j])
             if nread == 0:
                 for j in range(dv):
                     out[r, j] = 0.0
