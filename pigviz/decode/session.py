@@ -162,6 +162,7 @@ class DecodeSession:
         self._seen: set[int] = set()
         self._budgets: dict[int, object] = {}  # layer -> (rows,) budgets of the last forward
         self._sampled: dict[int, object] = {}  # MagicPIG: layer -> (rows,) sampled / sampleable keys
+        self._decode_step = None  # pigviz.lsh.fused.decode_step, imported on first use
 
     # -- bookkeeping --------------------------------------------------------------------
     def sampled_layer(self, layer: int) -> bool:
@@ -225,10 +226,6 @@ class DecodeSession:
 
     # -- the attention function ----------------------------------------------------------
     def __call__(self, module, query, key, value, attention_mask, scaling=None, **kwargs):
-        from transformers.integrations.sdpa_attention import (
-            sdpa_attention_forward,  # heavy: transformers loads in seconds; only model code needs it
-        )
-
         layer = module.layer_idx
         self._seen.add(layer)
         if query.shape[0] != 1:
@@ -238,11 +235,11 @@ class DecodeSession:
                 "this layer uses a sliding window or soft-capping, which sampled decoding does not support"
             )
         if self.phase == "prefill":
-            return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+            return _sdpa()(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
         self._sync(query)
         t0, c0 = time.perf_counter(), time.thread_time()
         if not self.sampled_layer(layer):
-            result = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+            result = _sdpa()(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
         else:
             scaling = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
             out = self._magicpig_step(layer, query, key, value, scaling) if self.method == "magicpig" else None
@@ -253,7 +250,7 @@ class DecodeSession:
                     out, budgets = self._baseline(query[0], key[0], value[0], scaling)
                 self._budgets[layer] = budgets
                 out = out.unsqueeze(0)
-            result = (out.to(query.dtype).contiguous(), None)
+            result = (out if out.dtype == query.dtype else out.to(query.dtype)).contiguous(), None
         self._sync(query)
         self.attention_seconds += time.perf_counter() - t0
         self.attention_cpu_seconds += time.thread_time() - c0
@@ -296,22 +293,22 @@ class DecodeSession:
         """One decode row per head through the compiled step, with no per-layer tensor work:
         the output (1, 1, H, dv) float32, or None where the general path must run (a chunk of
         rows, no index yet, a rebuild due, no compiled path, a non-finite number read)."""
-        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
-
-        from pigviz.lsh.fused import decode_step  # heavy: imports torch
-
         state = self.layers.get(layer)
         if state is None or query.shape[2] != 1:
             return None
         index = state.index
-        H, n_total, dv = query.shape[1], key.shape[2], value.shape[3]
+        n_total = key.shape[2]
         if n_total - index.n > self.options["buffer"]:
             return None
-        out = torch.empty((1, 1, H, dv), dtype=torch.float32)
-        sampled = decode_step(index, query, key, value, min_hits=self.options["min_hits"], scale=scaling, out=out)
-        if sampled is None:
+        if self._decode_step is None:
+            from pigviz.lsh.fused import decode_step  # heavy: imports torch
+
+            self._decode_step = decode_step
+        done = self._decode_step(index, query, key, value, min_hits=self.options["min_hits"], scale=scaling)
+        if done is None:
             return None
-        sampled /= H
+        out, sampled = done
+        sampled /= query.shape[1]
         # As _magicpig: keys read (exact set, sample, buffer) / keys visible, mean over heads;
         # kept as floats, made tensors once per step by take_budgets.
         self._budgets[layer] = (sampled + index.sinks + index.recent + n_total - index.n) / n_total
@@ -393,15 +390,26 @@ def _rows(per_layer: dict) -> dict:
 _ACTIVE: list[DecodeSession] = []
 
 
+def _sdpa():
+    """transformers' sdpa attention function (imported once: the decode loop calls per layer)."""
+    global _SDPA
+    if _SDPA is None:
+        from transformers.integrations.sdpa_attention import (
+            sdpa_attention_forward,  # heavy: transformers loads in seconds; only model code needs it
+        )
+
+        _SDPA = sdpa_attention_forward
+    return _SDPA
+
+
+_SDPA = None
+
+
 def _dispatch(module, query, key, value, attention_mask, **kwargs):
     for session in reversed(_ACTIVE):
         if module.config is session.config:
             return session(module, query, key, value, attention_mask, **kwargs)
-    from transformers.integrations.sdpa_attention import (
-        sdpa_attention_forward,  # heavy: transformers loads in seconds; only model code needs it
-    )
-
-    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    return _sdpa()(module, query, key, value, attention_mask, **kwargs)
 
 
 def _register() -> None:

@@ -160,6 +160,8 @@ class _Workspace:
     def __init__(self, index: LSHIndex, dv: int, capacity: int):
         self.dv = dv
         self.capacity = capacity  # tokens the read list holds: index + buffer
+        self.K, self.L, self.sinks, self.recent, self.n = index.K, index.L, index.sinks, index.recent, index.n
+        self.kv_heads = index.num_kv_heads
         self.offsets = index.offsets.numpy()
         self.entries = index.entries.numpy()
         self.cnorm = index.centred_norms.numpy()
@@ -259,37 +261,88 @@ def _run(kernel, index, qf, k, v, min_hits, scale, ends, out, lse, sampled, cand
     return result
 
 
-def decode_step(index, query, key, value, *, min_hits: int, scale: float, out: torch.Tensor):
+def decode_step(index, query, key, value, *, min_hits: int, scale: float):
     """The decoding loop's fast path: :func:`attend` for one decode position, every query head
     seeing every cached token (the index's and the buffer's), in the layout transformers
     hands an attention function, with none of :func:`attend`'s checks and no per-row stats.
     For :mod:`pigviz.decode.session`, which has validated the rest: ``query`` (1, H, 1, d),
-    ``key``, ``value`` (1, Hkv, N, d[v]) with N >= index.n, ``1 <= min_hits <= index.L``;
-    ``out`` (1, 1, H, dv) float32, contiguous, receives the output.
+    ``key``, ``value`` (1, Hkv, N, d[v]) with N >= index.n, ``1 <= min_hits <= index.L``.
 
-    Returns the number of keys sampled over all heads (each head also reads the exact set
-    and the buffer in full), or None when the compiled path cannot run or a head read a
-    non-finite number: then call :func:`attend`, which falls back to the reference and
-    names the problem.
+    Returns ``(output (1, 1, H, dv) float32, keys sampled over all heads)`` (each head also
+    reads the exact set and the buffer in full), or None when the compiled path cannot run
+    or a head read a non-finite number: then call :func:`attend`, which falls back to the
+    reference and names the problem. Every layer of every token comes through here, so it
+    makes a handful of Python and torch calls and no tensor but the output's.
     """
     compiled = kernels.kernels()
-    if compiled is None or not _usable(index, query, key, value, min_hits):
+    if (
+        compiled is None
+        or min_hits > 255
+        or not (query.is_cpu and key.is_cpu and value.is_cpu)
+        or key.dtype not in _KV_DTYPES
+        or value.dtype not in _KV_DTYPES
+        or query.requires_grad
+        or key.requires_grad
+        or value.requires_grad
+    ):
         return None
     H, N, dv = query.shape[1], key.shape[2], value.shape[3]
-    ws = _take_workspace(index, dv, N)
-    lse, sampled, candidates = ws.row_arrays(H)
-    ends = ws.ends
-    ends.fill(N)
-    qf = query.detach().reshape(H, -1)
-    if qf.dtype != torch.float32 or not qf.is_contiguous():
-        qf = qf.to(torch.float32).contiguous()
-    k, v = _as_kernel_array(key.detach())[0], _as_kernel_array(value.detach())[0]
-    o = out.numpy()[0, 0]
-    total = _call(compiled[0], ws, index, qf, k, v, min_hits, scale, ends, o, lse, sampled, candidates, _NO_MASK)
+    ws = index.cache.pop("fused_workspace", None)
+    if ws is None or ws.dv != dv or ws.capacity < N:
+        ws = _Workspace(index, dv, max(N, index.n + 512))
+    if ws.ends.shape[0] != H:
+        ws.row_arrays(H)
+    ws.ends.fill(N)
+    lse, sampled, candidates = ws.rows
+    qf = query.reshape(H, -1) if query.dtype == torch.float32 else query.reshape(H, -1).to(torch.float32)
+    if ws.proj.shape[0] != H:
+        ws.proj = np.empty((H, ws.planes.shape[1]), dtype=np.float32)
+    torch.mm(qf, ws.planes, out=torch.from_numpy(ws.proj))
+    k = key.numpy()[0] if key.dtype == torch.float32 else _as_kernel_array(key)[0]
+    v = value.numpy()[0] if value.dtype == torch.float32 else _as_kernel_array(value)[0]
+    out = np.empty((1, 1, H, dv), dtype=np.float32)
+    table = ws.log_u.get(min_hits)
+    if table is None:
+        table = ws.table(index, min_hits)
+    total = compiled[0](
+        ws.proj,
+        qf.numpy(),
+        ws.mean,
+        H // ws.kv_heads,
+        ws.K,
+        ws.L,
+        min_hits,
+        ws.sinks,
+        ws.recent,
+        ws.n,
+        ws.offsets,
+        ws.entries,
+        ws.cnorm,
+        table,
+        magicpig._GRID,
+        k,
+        v,
+        ws.ends,
+        np.float32(scale),
+        out[0, 0],
+        lse,
+        sampled,
+        candidates,
+        _NO_MASK,
+        False,
+        ws.hits,
+        ws.touched,
+        ws.ids,
+        ws.scores,
+        ws.tmp,
+        ws.acc,
+        ws.bounds,
+    )
     index.cache["fused_workspace"] = ws
-    return None if total < 0 else total
+    return None if total < 0 else (torch.from_numpy(out), total)
 
 
+_KV_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _NO_MASK = np.zeros((0, 0), dtype=np.bool_)
 
 
