@@ -27,6 +27,8 @@ index also holds about 20 · L · n bytes of int64 bucket ids and sort order
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
 from dataclasses import dataclass, field
 
@@ -232,8 +234,8 @@ def build_index(
         centred=centre,
         planes=planes,
         mean=mean,
-        entries=torch.empty((num_kv, L, n), dtype=torch.int32, device=k.device),
-        offsets=torch.empty((num_kv, L, 2**K + 1), dtype=torch.int64, device=k.device),
+        entries=_table_empty((num_kv, L, n), torch.int32, k.device),
+        offsets=_table_empty((num_kv, L, 2**K + 1), torch.int64, k.device),
         centred_norms=torch.empty((num_kv, n), dtype=torch.float32, device=k.device),
     )
 
@@ -268,6 +270,30 @@ def build_index(
         index.offsets[g, :, 0] = 0
         index.offsets[g, :, 1:] = per_bucket.cumsum(1)
     return index
+
+
+_HUGE_PAGE = 2 << 20
+
+
+def _table_empty(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``torch.empty`` for a table, on the CPU in transparent huge pages where the OS offers
+    them (Linux, THP in "madvise" or "always" mode). A decode step reads the tables at random,
+    one bucket per table and query head: with 4 KiB pages nearly every bucket also costs a
+    TLB miss, with 2 MiB pages a layer's tables span a few dozen pages. Elsewhere, or for a
+    small table, plain ``torch.empty``. The tensor keeps its mapping alive."""
+    count = 1
+    for size in shape:
+        count *= size
+    nbytes = count * torch.empty((), dtype=dtype).element_size()
+    if device.type != "cpu" or nbytes < _HUGE_PAGE or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return torch.empty(shape, dtype=dtype, device=device)
+    try:
+        region = mmap.mmap(-1, nbytes + _HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        region.madvise(mmap.MADV_HUGEPAGE)
+        start = (-ctypes.addressof(ctypes.c_char.from_buffer(region))) % _HUGE_PAGE  # 2 MiB aligned
+        return torch.frombuffer(region, dtype=dtype, count=count, offset=start).view(shape)
+    except (OSError, ValueError, AttributeError):  # no such mapping here: ordinary pages
+        return torch.empty(shape, dtype=dtype, device=device)
 
 
 _PLANES: dict = {}
