@@ -6,12 +6,13 @@ same estimator in ONE call per layer, with no intermediate tensors. Per query ro
 
 1. its bucket in each of the L tables, from the signs of ``q @ planes`` (one matmul for all
    rows, done by torch before the loop);
-2. a walk over those buckets' token ids, counting hits in a byte per token (``uint8``,
-   saturating at 255); a token's first hit puts it on a "touched" list, and only touched
-   counters are cleared afterwards, so a row costs O(candidates), not O(n);
-3. every touched token with at least ``min_hits`` hits outside the exact set is sampled;
-   the read list is the exact set (sinks + recent), the sample and, for decoding, the exact
-   buffer of tokens cached after the index was built;
+2. a walk over those buckets' token ids, counting hits: for ``min_hits`` <= 2 (the
+   paper's 2) in two bit sets, "hit once" and "hit twice" (n/4 bytes, in L1 cache up to
+   ~100k tokens), otherwise in a byte per token (``uint8``, saturating at 255) whose first
+   hit puts the token on a "touched" list, so that only touched counters are cleared;
+3. every token with at least ``min_hits`` hits outside the exact set is sampled (read off
+   the bit set's words: in token order); the read list is the exact set (sinks + recent),
+   the sample and, for decoding, the exact buffer of tokens cached after the index was built;
 4. one pass over that list: each key row is read once and q·k formed; a sampled key's
    cos(q, k - mean) comes from that dot and the stored |k - mean|, and log u is
    interpolated in the same float64 table the reference uses; the value row is weighted
@@ -176,6 +177,7 @@ class _Workspace:
         self.tmp = np.empty(max(capacity, dv), dtype=np.float32)  # also the mix's block sums
         self.acc = np.empty(dv, dtype=np.float64)  # the value mix sums thousands of rows: float64
         self.bounds = np.empty((3, index.L, 2), dtype=np.int64)  # three rows in flight
+        self.bits = np.zeros((2, n // 64 + 1), dtype=np.uint64)  # hit once / twice; left all zero
         self.proj = np.empty((0, self.planes.shape[1]), dtype=np.float32)  # (R, L*K) q @ planes
         self.ends = np.empty(0, dtype=np.int64)
         self.rows = (np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
@@ -248,6 +250,7 @@ def _call(kernel, ws, index, qf, k, v, min_hits, scale, ends, out, lse, sampled,
         ws.tmp,
         ws.acc,
         ws.bounds,
+        ws.bits,
     )
 
 
@@ -337,6 +340,7 @@ def decode_step(index, query, key, value, *, min_hits: int, scale: float):
         ws.tmp,
         ws.acc,
         ws.bounds,
+        ws.bits,
     )
     index.cache["fused_workspace"] = ws
     return None if total < 0 else (torch.from_numpy(out), total)

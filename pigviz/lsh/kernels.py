@@ -72,6 +72,19 @@ if numba is not None:
         return types.void(arr, i0, i1), _prefetch_codegen
 
     @intrinsic
+    def _cttz(typingctx, x):
+        """Trailing zero bits of a uint64 (x != 0)."""
+
+        def codegen(context, builder, signature, args):
+            i64 = ir.IntType(64)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]), "llvm.cttz.i64"
+            )
+            return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 1)])
+
+        return types.uint64(x), codegen
+
+    @intrinsic
     def _f64_from_bits(typingctx, x):
         def codegen(context, builder, signature, args):
             return builder.bitcast(args[0], ir.DoubleType())
@@ -299,14 +312,16 @@ if numba is not None:
         tmp,
         acc,
         bounds,
+        bits,
     ):
         """One decode step of R query rows; returns the keys sampled over all rows, or -1 if
         a row read a non-finite number.
 
         Scratch comes from the caller and is reused between calls (see
-        :class:`pigviz.lsh.fused._Workspace`): ``hits`` (n_idx,) uint8 all zero (and left all
-        zero), ``touched`` (n_idx + 1,) int32, ``ids`` (>= max(buffer_end) + 1,) int64,
-        ``scores`` and ``tmp`` (same,) float32, ``acc`` (dv,) float64, ``bounds`` (3, L, 2) int64.
+        :class:`pigviz.lsh.fused._Workspace`): ``hits`` (n_idx,) uint8 and ``bits``
+        (2, n_idx // 64 + 1) uint64, both all zero (and left all zero), ``touched``
+        (n_idx + 1,) int32, ``ids`` (>= max(buffer_end) + 1,) int64, ``scores`` and ``tmp``
+        (same,) float32, ``acc`` (dv,) float64, ``bounds`` (3, L, 2) int64.
 
         The rows run as a pipeline, so that the random reads of the tables overlap with work
         instead of waiting in turn: while row r is walked and mixed, row r + 1's bucket
@@ -330,19 +345,9 @@ if numba is not None:
             if r + 1 < R:
                 candidates_out[r + 1] = _bucket_bounds(offsets, entries, L, (r + 1) // rows_per_kv, bounds[(r + 1) % 3])
             slot = bounds[r % 3]
-            # 1-2. hit counting over the candidates. A token's first hit puts it on the
-            # touched list (branch-free), so only touched counters are cleared afterwards.
-            ntouched = 0
-            # Unsigned indices: numba then skips its negative-index guard on every access.
-            for l in range(L):
-                run = entries[g, l, slot[l, 0] : slot[l, 1]]
-                for i in range(run.shape[0]):
-                    t = np.uint32(run[i])
-                    c = hits[t]
-                    touched[np.uint64(ntouched)] = t  # kept only on a first hit (branch-free)
-                    ntouched += c == 0
-                    hits[t] = c + (c < 255)
-            # 3-4. the read list: exact set, sampled set, buffer.
+            # 1-2. hit counting over the candidates, then 3-4. the read list: exact set,
+            # sampled set (in token order), buffer. Unsigned indices: numba then skips its
+            # negative-index guard on every access.
             nread = 0
             for t in range(sinks):
                 ids[nread] = t
@@ -353,12 +358,50 @@ if numba is not None:
             first_sampled = nread
             lo_t = sinks
             hi_t = n_idx - recent
-            for i in range(ntouched):
-                t = np.uint32(touched[i])
-                c = hits[t]
-                hits[t] = 0
-                ids[np.uint64(nread)] = t  # kept only if sampled (branch-free)
-                nread += (c >= min_hits) & (t >= lo_t) & (t < hi_t)
+            if min_hits <= 2:
+                # Two bit sets, "hit once" and "hit twice", 1/4 of a byte counter's memory
+                # (they stay in L1 up to ~100k tokens); the sample is read off the words of
+                # the set that min_hits names, which also clears both.
+                once = bits[0]
+                twice = bits[1]
+                for l in range(L):
+                    run = entries[g, l, slot[l, 0] : slot[l, 1]]
+                    for i in range(run.shape[0]):
+                        t = np.uint32(run[i])
+                        w = t >> np.uint32(6)
+                        b = np.uint64(1) << np.uint64(t & np.uint32(63))
+                        o = once[w]
+                        twice[w] |= o & b
+                        once[w] = o | b
+                hit = once if min_hits == 1 else twice
+                for w in range(lo_t >> 6, (hi_t + 63) >> 6):
+                    x = hit[np.uint64(w)]
+                    while x:
+                        t = (w << 6) | np.int64(_cttz(x))
+                        ids[np.uint64(nread)] = t  # kept only inside the sampleable range (branch-free)
+                        nread += (t >= lo_t) & (t < hi_t)
+                        x &= x - np.uint64(1)
+                for w in range(once.shape[0]):  # words outside the range may hold hits too
+                    once[w] = 0
+                    twice[w] = 0
+            else:
+                # A byte counter per token; a token's first hit puts it on the touched list
+                # (branch-free), so only touched counters are cleared afterwards.
+                ntouched = 0
+                for l in range(L):
+                    run = entries[g, l, slot[l, 0] : slot[l, 1]]
+                    for i in range(run.shape[0]):
+                        t = np.uint32(run[i])
+                        c = hits[t]
+                        touched[np.uint64(ntouched)] = t  # kept only on a first hit (branch-free)
+                        ntouched += c == 0
+                        hits[t] = c + (c < 255)
+                for i in range(ntouched):
+                    t = np.uint32(touched[i])
+                    c = hits[t]
+                    hits[t] = 0
+                    ids[np.uint64(nread)] = t  # kept only if sampled (branch-free)
+                    nread += (c >= min_hits) & (t >= lo_t) & (t < hi_t)
             end_sampled = nread
             sampled_out[r] = end_sampled - first_sampled
             total_sampled += end_sampled - first_sampled
