@@ -66,10 +66,18 @@ CLOCK = {"wall": time.perf_counter, "cpu": time.thread_time}
 clock = time.perf_counter
 
 
+WARMUP_CALLS = 3
+
+
 def median_ms(fn, queries) -> float:
     """Median over the queries, on ``clock``: wall time, or with one thread this thread's CPU
-    time, which other jobs preempting us on a shared machine do not inflate."""
-    fn(queries[0])  # warm-up: caches, lazy tables
+    time, which other jobs preempting us on a shared machine do not inflate.
+
+    A few untimed calls first (every method alike): lazy tables, caches, and the row's freshly
+    allocated K/V, which on this virtual machine read at random ran up to 2x slower for the
+    first few calls (a decode loop runs on long-lived memory)."""
+    for _ in range(WARMUP_CALLS):
+        fn(queries[0])
     times = []
     for q in queries:
         t0 = clock()
