@@ -141,6 +141,14 @@ def _check_options(method: str, options: dict, num_layers: int) -> dict:
 @dataclass
 class _LayerState:
     index: object  # pigviz.lsh.index.LSHIndex over the first n cached tokens
+    n: int = 0  # index.n, and the counts the per-step budget needs, as plain ints
+    exact: int = 0  # sinks + recent
+    sampleable: int = 1  # indexed tokens outside the exact set (at least 1)
+
+    def __post_init__(self):
+        self.n = self.index.n
+        self.exact = self.index.sinks + self.index.recent
+        self.sampleable = max(1, self.n - self.exact)
 
 
 class DecodeSession:
@@ -296,23 +304,22 @@ class DecodeSession:
         state = self.layers.get(layer)
         if state is None or query.shape[2] != 1:
             return None
-        index = state.index
         n_total = key.shape[2]
-        if n_total - index.n > self.options["buffer"]:
+        if n_total - state.n > self.options["buffer"]:
             return None
         if self._decode_step is None:
             from pigviz.lsh.fused import decode_step  # heavy: imports torch
 
             self._decode_step = decode_step
-        done = self._decode_step(index, query, key, value, min_hits=self.options["min_hits"], scale=scaling)
+        done = self._decode_step(state.index, query, key, value, min_hits=self.options["min_hits"], scale=scaling)
         if done is None:
             return None
         out, sampled = done
         sampled /= query.shape[1]
         # As _magicpig: keys read (exact set, sample, buffer) / keys visible, mean over heads;
         # kept as floats, made tensors once per step by take_budgets.
-        self._budgets[layer] = (sampled + index.sinks + index.recent + n_total - index.n) / n_total
-        self._sampled[layer] = sampled / max(1, index.n - index.sinks - index.recent)
+        self._budgets[layer] = (sampled + state.exact + n_total - state.n) / n_total
+        self._sampled[layer] = sampled / state.sampleable
         return out
 
     def _magicpig(self, layer, q, k, v, scaling):
