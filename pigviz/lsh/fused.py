@@ -13,10 +13,10 @@ same estimator in ONE call per layer, with no intermediate tensors. Per query ro
 3. every token with at least ``min_hits`` hits outside the exact set is sampled (read off
    the bit set's words: in token order); the read list is the exact set (sinks + recent),
    the sample and, for decoding, the exact buffer of tokens cached after the index was built;
-4. one pass over that list: each key row is read once and q·k formed; a sampled key's
-   cos(q, k - mean) comes from that dot and the stored |k - mean|, and log u is
-   interpolated in the same float64 table the reference uses; the value row is weighted
-   and added with a running maximum (online softmax, as in flash attention).
+4. q·k for every key in that list, each key row read once; for a sampled key also
+   |k - mean| from the same row, so cos(q, k - mean) = (q·k - q·mean) / (|q| |k - mean|)
+   and log u, interpolated in the same float64 table the reference uses;
+5. softmax weights, then the value mix: each value row read once, weighted and added.
 
 The rows run as a pipeline: while one row is walked and mixed, the next row's bucket
 offsets and token ids are already being fetched, so the random reads of the tables (cold
@@ -165,7 +165,6 @@ class _Workspace:
         self.kv_heads = index.num_kv_heads
         self.offsets = index.offsets.numpy()
         self.entries = index.entries.numpy()
-        self.cnorm = index.centred_norms.numpy()
         self.mean = index.mean.contiguous().numpy()
         self.planes = index.planes.contiguous()
         self.log_u: dict[int, np.ndarray] = {}
@@ -230,7 +229,6 @@ def _call(kernel, ws, index, qf, k, v, min_hits, scale, ends, out, lse, sampled,
         index.n,
         ws.offsets,
         ws.entries,
-        ws.cnorm,
         ws.table(index, min_hits),
         magicpig._GRID,
         k,
@@ -320,7 +318,6 @@ def decode_step(index, query, key, value, *, min_hits: int, scale: float):
         ws.n,
         ws.offsets,
         ws.entries,
-        ws.cnorm,
         table,
         magicpig._GRID,
         k,

@@ -68,10 +68,6 @@ if numba is not None:
         return types.void(arr, i0, i1, i2), _prefetch_codegen
 
     @intrinsic
-    def prefetch2(typingctx, arr, i0, i1):
-        return types.void(arr, i0, i1), _prefetch_codegen
-
-    @intrinsic
     def _cttz(typingctx, x):
         """Trailing zero bits of a uint64 (x != 0)."""
 
@@ -183,6 +179,15 @@ if numba is not None:
         scale = _f64_from_bits((np.int64(n if n == n else 0) + 1023) << 52)  # 2^n
         return np.float32(p * scale)
 
+    @njit(cache=True, fastmath=_FASTMATH, nogil=True)
+    def _centred_norm(mean, k, g, t, d):
+        """|k - mean| of key t of KV head g (the index stores the same in centred_norms)."""
+        acc = np.float32(0.0)
+        for j in range(d):
+            x = as_f32(k[g, t, j]) - mean[g, j]
+            acc += x * x
+        return np.float32(math.sqrt(acc))
+
     @njit(cache=True, nogil=True)
     def _all_finite(scores, nread):
         bad = 0
@@ -191,17 +196,15 @@ if numba is not None:
         return bad == 0
 
     @njit(cache=True, nogil=True)
-    def _correct(scores, ids, cnorm, g, qn, qm, scale, log_u, grid, tmp):
-        """``scores`` (the sampled keys' q·k; ``ids`` their tokens) become q·k · scale - log u.
+    def _correct(scores, qn, qm, scale, log_u, grid, tmp):
+        """``scores`` (the sampled keys' q·k) become q·k · scale - log u.
 
-        Three loops, so that the costly middle one (a division and an arccos per key)
-        vectorises: gather |k - mean|, then p = 1 - arccos(cos(q, k - mean)) / pi, then the
-        table lookup. Called on slices, so the loops start at 0 (a loop from an arbitrary
+        ``tmp`` holds their |k - mean|. Two loops, so that the costly first one (a division and
+        an arccos per key) vectorises: p = 1 - arccos(cos(q, k - mean)) / pi, then the table
+        lookup. Called on slices, so the loops start at 0 (a loop from an arbitrary
         start makes numba guard each index against negative values, which stops LLVM from
         vectorising it)."""
         n = scores.shape[0]
-        for i in range(n):
-            tmp[i] = cnorm[g, ids[i]]
         _inclusion_p(scores, tmp, qn, qm)
         for i in range(n):
             pos = min(max(np.float64(tmp[i]), 0.0), 1.0) * grid
@@ -292,7 +295,6 @@ if numba is not None:
         n_idx,
         offsets,
         entries,
-        cnorm,
         log_u,
         grid,
         k,
@@ -411,16 +413,17 @@ if numba is not None:
             if want_mask:
                 for i in range(first_sampled, end_sampled):
                     mask[r, ids[i]] = True
-            # 5. q·k for every key read, each K row (and a sampled key's |k - mean|) requested
-            # `ahead` keys before it is used.
+            # 5. q·k for every key read, each K row requested `ahead` keys before it is used;
+            # for a sampled key also |k - mean|, from the row just read (the index's stored
+            # norms would be one more scattered read per key, costly at long contexts).
             for i in range(nread):
                 a = i + ahead
                 if a < nread:
-                    ta = ids[a]
-                    _prefetch_row(k, g, ta, d)
-                    if a >= first_sampled and a < end_sampled:
-                        prefetch2(cnorm, g, ta)
-                scores[i] = _row_dot(q, r, k, g, ids[i], d)
+                    _prefetch_row(k, g, ids[a], d)
+                t = ids[i]
+                scores[i] = _row_dot(q, r, k, g, t, d)
+                if i >= first_sampled and i < end_sampled:
+                    tmp[i - first_sampled] = _centred_norm(mean, k, g, t, d)
             finite = _all_finite(scores, nread)
             # 6. log u of each sampled key, from cos(q, k - mean) = (q.k - q.mean) / (|q| |k - mean|)
             qm = np.float32(0.0)
@@ -430,7 +433,7 @@ if numba is not None:
                 qq += q[r, j] * q[r, j]
             qn = np.float32(math.sqrt(qq))
             lo, hi = first_sampled, end_sampled
-            _correct(scores[lo:hi], ids[lo:hi], cnorm, g, qn, qm, scale, log_u, grid, tmp[: hi - lo])
+            _correct(scores[lo:hi], qn, qm, scale, log_u, grid, tmp[: hi - lo])
             for i in range(first_sampled):
                 scores[i] = scores[i] * scale
             for i in range(end_sampled, nread):
