@@ -275,41 +275,30 @@ def decode_step(index, query, key, value, *, min_hits: int, scale: float):
     reference and names the problem. Every layer of every token comes through here, so it
     makes a handful of Python and torch calls and no tensor but the output's.
     """
-    compiled = kernels.kernels()
-    if (
-        compiled is None
-        or min_hits > 255
-        or not (query.is_cpu and key.is_cpu and value.is_cpu)
-        or key.dtype not in _KV_DTYPES
-        or value.dtype not in _KV_DTYPES
-        or query.requires_grad
-        or key.requires_grad
-        or value.requires_grad
-    ):
-        return None
-    H, N, dv = query.shape[1], key.shape[2], value.shape[3]
-    ws = index.cache.pop("fused_workspace", None)
-    if ws is None or ws.dv != dv or ws.capacity < N:
-        ws = _Workspace(index, dv, max(N, index.n + 512))
-    if ws.ends.shape[0] != H:
-        ws.row_arrays(H)
+    plan = index.cache.pop("fused_decode", None)
+    if plan is None or not plan.fits(query, key, value, min_hits, scale):
+        plan = _DecodePlan.make(index, query, key, value, min_hits, scale)
+        if plan is None:
+            return None
+    N = key.shape[2]
+    if N > plan.ws.capacity:
+        plan.ws = _Workspace(index, plan.ws.dv, N + 512)
+    ws = plan.ws
     ws.ends.fill(N)
-    lse, sampled, candidates = ws.rows
-    qf = query.reshape(H, -1) if query.dtype == torch.float32 else query.reshape(H, -1).to(torch.float32)
-    if ws.proj.shape[0] != H:
-        ws.proj = np.empty((H, ws.planes.shape[1]), dtype=np.float32)
-    torch.mm(qf, ws.planes, out=torch.from_numpy(ws.proj))
-    k = key.numpy()[0] if key.dtype == torch.float32 else _as_kernel_array(key)[0]
-    v = value.numpy()[0] if value.dtype == torch.float32 else _as_kernel_array(value)[0]
-    out = np.empty((1, 1, H, dv), dtype=np.float32)
-    table = ws.log_u.get(min_hits)
-    if table is None:
-        table = ws.table(index, min_hits)
-    total = compiled[0](
+    qf = query.reshape(plan.H, -1)
+    if plan.cast_q:
+        qf = qf.to(torch.float32).contiguous()
+    torch.mm(qf, ws.planes, out=plan.proj)
+    if plan.kv32:
+        k, v = key.numpy()[0], value.numpy()[0]
+    else:
+        k, v = _as_kernel_array(key)[0], _as_kernel_array(value)[0]
+    out = np.empty(plan.out_shape, dtype=np.float32)
+    total = plan.kernel(
         ws.proj,
         qf.numpy(),
         ws.mean,
-        H // ws.kv_heads,
+        plan.rows_per_kv,
         ws.K,
         ws.L,
         min_hits,
@@ -318,16 +307,16 @@ def decode_step(index, query, key, value, *, min_hits: int, scale: float):
         ws.n,
         ws.offsets,
         ws.entries,
-        table,
+        plan.table,
         magicpig._GRID,
         k,
         v,
         ws.ends,
-        np.float32(scale),
+        plan.scale32,
         out[0, 0],
-        lse,
-        sampled,
-        candidates,
+        plan.lse,
+        plan.sampled,
+        plan.candidates,
         _NO_MASK,
         False,
         ws.hits,
@@ -339,8 +328,57 @@ def decode_step(index, query, key, value, *, min_hits: int, scale: float):
         ws.bounds,
         ws.bits,
     )
-    index.cache["fused_workspace"] = ws
+    index.cache["fused_decode"] = plan
     return None if total < 0 else (torch.from_numpy(out), total)
+
+
+class _DecodePlan:
+    """What :func:`decode_step` checked and made once for an index and the tensors' kind
+    (dtypes, head counts, min_hits, scale): each later call only confirms that they are
+    the same (identity tests) instead of redoing the checks."""
+
+    @classmethod
+    def make(cls, index, query, key, value, min_hits, scale):
+        compiled = kernels.kernels()
+        if (
+            compiled is None
+            or min_hits > 255
+            or not (query.is_cpu and key.is_cpu and value.is_cpu)
+            or key.dtype not in _KV_DTYPES
+            or value.dtype not in _KV_DTYPES
+            or query.requires_grad
+            or key.requires_grad
+            or value.requires_grad
+        ):
+            return None
+        return cls(compiled[0], index, query, key, value, min_hits, scale)
+
+    def __init__(self, kernel, index, query, key, value, min_hits, scale):
+        self.kernel = kernel
+        self.cast_q = query.dtype != torch.float32 or not query.reshape(query.shape[1], -1).is_contiguous()
+        self.kv32 = key.dtype == value.dtype == torch.float32
+        self.key = (query.dtype, key.dtype, value.dtype, query.shape[1], value.shape[3], min_hits, scale)
+        self.H, dv = query.shape[1], value.shape[3]
+        self.ws = ws = _Workspace(index, dv, max(key.shape[2], index.n + 512))
+        ws.row_arrays(self.H)
+        self.lse, self.sampled, self.candidates = ws.rows
+        ws.proj = np.empty((self.H, ws.planes.shape[1]), dtype=np.float32)
+        with torch.inference_mode(False):  # a plain tensor can be written in and out of inference mode
+            self.proj = torch.from_numpy(ws.proj)
+        self.table = ws.table(index, min_hits)
+        self.scale32 = np.float32(scale)
+        self.rows_per_kv = self.H // ws.kv_heads
+        self.out_shape = (1, 1, self.H, dv)
+
+    def fits(self, query, key, value, min_hits, scale) -> bool:
+        return (
+            (query.dtype, key.dtype, value.dtype, query.shape[1], value.shape[3], min_hits, scale) == self.key
+            and kernels.kernels() is not None
+            and not (query.requires_grad or key.requires_grad or value.requires_grad)
+            and query.is_cpu
+            and key.is_cpu
+            and value.is_cpu
+        )
 
 
 _KV_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
