@@ -14,7 +14,10 @@ switches it back to whatever it used before, also after an error. Inside:
 * **decode** (``phase = "decode"``): each query row is one decode step. In a sampled layer it
   reads, straight from the cache, (a) the indexed tokens (exact sinks + recent window + the
   LSH sample) and (b) every token cached after the index was built, exactly: one call of
-  :func:`pigviz.lsh.fused.attend` per layer does both.
+  :func:`pigviz.lsh.fused.decode_step` per layer does both (straight on the tensors
+  transformers passes in, writing the output in place: per-layer Python and torch work is
+  a few small calls, as it adds up over 29 layers a token), or, for a chunk of rows,
+  :func:`pigviz.lsh.fused.attend`.
 
 Tokens generated after the prefill form that exact **buffer**. When it would grow past
 ``buffer`` tokens the index is REBUILT over the whole cache (a rebuild costs one index
@@ -138,6 +141,14 @@ def _check_options(method: str, options: dict, num_layers: int) -> dict:
 @dataclass
 class _LayerState:
     index: object  # pigviz.lsh.index.LSHIndex over the first n cached tokens
+    n: int = 0  # index.n, and the counts the per-step budget needs, as plain ints
+    exact: int = 0  # sinks + recent
+    sampleable: int = 1  # indexed tokens outside the exact set (at least 1)
+
+    def __post_init__(self):
+        self.n = self.index.n
+        self.exact = self.index.sinks + self.index.recent
+        self.sampleable = max(1, self.n - self.exact)
 
 
 class DecodeSession:
@@ -159,6 +170,7 @@ class DecodeSession:
         self._seen: set[int] = set()
         self._budgets: dict[int, object] = {}  # layer -> (rows,) budgets of the last forward
         self._sampled: dict[int, object] = {}  # MagicPIG: layer -> (rows,) sampled / sampleable keys
+        self._decode_step = None  # pigviz.lsh.fused.decode_step, imported on first use
 
     # -- bookkeeping --------------------------------------------------------------------
     def sampled_layer(self, layer: int) -> bool:
@@ -176,19 +188,17 @@ class DecodeSession:
         the share MagicPIG's authors report. Both ``(rows,)`` or None."""
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-        self.last_layer_budgets = {k: v.clone() for k, v in self._budgets.items()}
-        self.last_sampled_budget = torch.stack(list(self._sampled.values())).mean(0) if self._sampled else None
-        self._sampled.clear()
-        self.last_all_layer_budget = None
-        if self._budgets:
-            dense = self.config.num_hidden_layers - len(self._budgets)
-            self.last_all_layer_budget = (
-                torch.stack(list(self._budgets.values())).sum(0) + dense
-            ) / self.config.num_hidden_layers
-        if not self._budgets:
-            return None
-        per_layer = torch.stack(list(self._budgets.values()))
+        budgets, sampled = _rows(self._budgets), _rows(self._sampled)
         self._budgets.clear()
+        self._sampled.clear()
+        self.last_layer_budgets = dict(budgets)
+        self.last_sampled_budget = torch.stack(list(sampled.values())).mean(0) if sampled else None
+        self.last_all_layer_budget = None
+        if not budgets:
+            return None
+        per_layer = torch.stack(list(budgets.values()))
+        dense = self.config.num_hidden_layers - len(budgets)
+        self.last_all_layer_budget = (per_layer.sum(0) + dense) / self.config.num_hidden_layers
         return per_layer.mean(0)
 
     # -- index ----------------------------------------------------------------------------
@@ -224,10 +234,6 @@ class DecodeSession:
 
     # -- the attention function ----------------------------------------------------------
     def __call__(self, module, query, key, value, attention_mask, scaling=None, **kwargs):
-        from transformers.integrations.sdpa_attention import (
-            sdpa_attention_forward,  # heavy: transformers loads in seconds; only model code needs it
-        )
-
         layer = module.layer_idx
         self._seen.add(layer)
         if query.shape[0] != 1:
@@ -237,19 +243,22 @@ class DecodeSession:
                 "this layer uses a sliding window or soft-capping, which sampled decoding does not support"
             )
         if self.phase == "prefill":
-            return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+            return _sdpa()(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
         self._sync(query)
         t0, c0 = time.perf_counter(), time.thread_time()
         if not self.sampled_layer(layer):
-            result = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+            result = _sdpa()(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
         else:
             scaling = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
-            if self.method == "magicpig":
-                out, budgets = self._magicpig(layer, query[0], key[0], value[0], scaling)
-            else:
-                out, budgets = self._baseline(query[0], key[0], value[0], scaling)
-            self._budgets[layer] = budgets
-            result = (out.to(query.dtype).unsqueeze(0).contiguous(), None)
+            out = self._magicpig_step(layer, query, key, value, scaling) if self.method == "magicpig" else None
+            if out is None:
+                if self.method == "magicpig":
+                    out, budgets = self._magicpig(layer, query[0], key[0], value[0], scaling)
+                else:
+                    out, budgets = self._baseline(query[0], key[0], value[0], scaling)
+                self._budgets[layer] = budgets
+                out = out.unsqueeze(0)
+            result = (out if out.dtype == query.dtype else out.to(query.dtype)).contiguous(), None
         self._sync(query)
         self.attention_seconds += time.perf_counter() - t0
         self.attention_cpu_seconds += time.thread_time() - c0
@@ -287,6 +296,31 @@ class DecodeSession:
             outs.append(out)
             budgets.append(st["budget"])
         return torch.stack(outs, 1).transpose(0, 1), torch.tensor(budgets)
+
+    def _magicpig_step(self, layer, query, key, value, scaling):
+        """One decode row per head through the compiled step, with no per-layer tensor work:
+        the output (1, 1, H, dv) float32, or None where the general path must run (a chunk of
+        rows, no index yet, a rebuild due, no compiled path, a non-finite number read)."""
+        state = self.layers.get(layer)
+        if state is None or query.shape[2] != 1:
+            return None
+        n_total = key.shape[2]
+        if n_total - state.n > self.options["buffer"]:
+            return None
+        if self._decode_step is None:
+            from pigviz.lsh.fused import decode_step  # heavy: imports torch
+
+            self._decode_step = decode_step
+        done = self._decode_step(state.index, query, key, value, min_hits=self.options["min_hits"], scale=scaling)
+        if done is None:
+            return None
+        out, sampled = done
+        sampled /= query.shape[1]
+        # As _magicpig: keys read (exact set, sample, buffer) / keys visible, mean over heads;
+        # kept as floats, made tensors once per step by take_budgets.
+        self._budgets[layer] = (sampled + state.exact + n_total - state.n) / n_total
+        self._sampled[layer] = sampled / state.sampleable
+        return out
 
     def _magicpig(self, layer, q, k, v, scaling):
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
@@ -346,19 +380,43 @@ class DecodeSession:
         return out, (keys_read / visible_n).mean(0)
 
 
+def _rows(per_layer: dict) -> dict:
+    """Per-layer records as (rows,) float32 tensors: the compiled decode step keeps a plain
+    float per layer (one row), the other paths a tensor."""
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+    if not per_layer:
+        return {}
+    values = [[v] if isinstance(v, float) else v.tolist() for v in per_layer.values()]
+    if len({len(v) for v in values}) == 1:  # one conversion for the whole step
+        return dict(zip(per_layer, torch.tensor(values, dtype=torch.float32).unbind(0)))
+    return {k: torch.tensor(v, dtype=torch.float32) for k, v in zip(per_layer, values)}
+
+
 # -- registration and switching -------------------------------------------------------------
 _ACTIVE: list[DecodeSession] = []
+
+
+def _sdpa():
+    """transformers' sdpa attention function (imported once: the decode loop calls per layer)."""
+    global _SDPA
+    if _SDPA is None:
+        from transformers.integrations.sdpa_attention import (
+            sdpa_attention_forward,  # heavy: transformers loads in seconds; only model code needs it
+        )
+
+        _SDPA = sdpa_attention_forward
+    return _SDPA
+
+
+_SDPA = None
 
 
 def _dispatch(module, query, key, value, attention_mask, **kwargs):
     for session in reversed(_ACTIVE):
         if module.config is session.config:
             return session(module, query, key, value, attention_mask, **kwargs)
-    from transformers.integrations.sdpa_attention import (
-        sdpa_attention_forward,  # heavy: transformers loads in seconds; only model code needs it
-    )
-
-    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    return _sdpa()(module, query, key, value, attention_mask, **kwargs)
 
 
 def _register() -> None:

@@ -6,21 +6,33 @@ same estimator in ONE call per layer, with no intermediate tensors. Per query ro
 
 1. its bucket in each of the L tables, from the signs of ``q @ planes`` (one matmul for all
    rows, done by torch before the loop);
-2. a walk over those buckets' token ids, counting hits in a byte per token (``uint8``,
-   saturating at 255); a token's first hit puts it on a "touched" list, and only touched
-   counters are cleared afterwards, so a row costs O(candidates), not O(n);
-3. every touched token with at least ``min_hits`` hits outside the exact set is sampled: its
-   key is read once, q·k is formed, cos(q, k - mean) comes from that dot and the stored
-   |k - mean|, and log u is interpolated in the same float64 table the reference uses;
-4. the exact set (sinks + recent) and, for decoding, the exact buffer of tokens cached after
-   the index was built are scored in the same list, uncorrected;
-5. softmax and the value mix over that list: each value row is read once, weighted and added.
+2. a walk over those buckets' token ids, counting hits: for ``min_hits`` <= 2 (the
+   paper's 2) in two bit sets, "hit once" and "hit twice" (n/4 bytes, in L1 cache up to
+   ~100k tokens), otherwise in a byte per token (``uint8``, saturating at 255) whose first
+   hit puts the token on a "touched" list, so that only touched counters are cleared;
+3. every token with at least ``min_hits`` hits outside the exact set is sampled (read off
+   the bit set's words: in token order); the read list is the exact set (sinks + recent),
+   the sample and, for decoding, the exact buffer of tokens cached after the index was built;
+4. q·k for every key in that list, each key row read once; for a sampled key also
+   |k - mean| from the same row, so cos(q, k - mean) = (q·k - q·mean) / (|q| |k - mean|)
+   and log u, interpolated in the same float64 table the reference uses;
+5. softmax weights, then the value mix: each value row read once, weighted and added.
+
+The rows run as a pipeline: while one row is walked and mixed, the next row's bucket
+offsets and token ids are already being fetched, so the random reads of the tables (cold
+in a real model, where each layer's tables were last touched a whole step ago) overlap with
+work instead of waiting in turn.
 
 It returns the output AND its log-normaliser ``lse`` = log sum exp(score) per row, so a
 caller can merge it with other blocks of keys by log-sum-exp (flash-attention style) instead
 of smuggling a marker column through a copy of the values. Keys and values are read in
-their stored dtype (float32, or float16/bfloat16 through a 65536-entry float32 lookup table):
-no converted copy of the cache is ever made.
+their stored dtype (float32, or float16/bfloat16 widened by the CPU as they are read): no
+converted copy of the cache is ever made.
+
+Per index, the numpy views of its arrays and the kernel's scratch are kept between calls
+(``index.cache``). :func:`decode_step` is the decoding loop's entry: one decode position in
+the layout transformers hands an attention function, with no per-call checks or tensors
+beyond the output.
 
 Without numba, or for tensors on a GPU, :func:`attend` falls back to the torch reference
 (same results; the read set is identical and outputs agree to ~1e-6 relative).
@@ -42,7 +54,7 @@ from pigviz.attention import check_decode_shapes
 from pigviz.lsh import kernels, magicpig
 from pigviz.lsh.index import LSHIndex
 
-__all__ = ["available", "attend"]
+__all__ = ["available", "attend", "decode_step"]
 
 available = kernels.available
 
@@ -110,59 +122,16 @@ def attend(
     qf = q.detach().to(torch.float32).contiguous()
     if not bool(torch.isfinite(qf).all()):
         raise ValueError("q must contain only finite numbers")
-    # The index's arrays as numpy views, made once per index (each conversion costs a few µs,
-    # and a decode step calls this once per layer).
-    views = index.cache.get("fused_views")
-    if views is None:
-        views = index.cache["fused_views"] = (
-            index.offsets.numpy(),
-            index.entries.numpy(),
-            index.centred_norms.numpy(),
-            index.mean.contiguous().numpy(),
-            {},
-        )
-    offsets, entries, cnorm, mean, log_u = views
-    if min_hits not in log_u:
-        log_u[min_hits] = magicpig.log_inclusion_table(index, min_hits).numpy()
     dv = v.shape[2]
-    out = np.empty((R, dv), dtype=np.float32)
+    out = torch.empty((R, dv), dtype=torch.float32)
     lse = np.empty(R, dtype=np.float32)
     sampled = np.empty(R, dtype=np.int64)
     candidates = np.empty(R, dtype=np.int64)
-    bad = np.zeros(R, dtype=np.uint8)
     mask = np.zeros((R, n) if return_read_mask else (0, 0), dtype=np.bool_)
-    compiled[0](
-        (qf @ index.planes).numpy(),
-        qf.numpy(),
-        mean,
-        R // Hkv,
-        index.K,
-        index.L,
-        min_hits,
-        index.sinks,
-        index.recent,
-        n,
-        offsets,
-        entries,
-        cnorm,
-        log_u[min_hits],
-        magicpig._GRID,
-        _as_kernel_array(k.detach()),
-        _as_kernel_array(v.detach()),
-        ends.numpy(),
-        np.float32(scale),
-        out,
-        lse,
-        sampled,
-        candidates,
-        bad,
-        mask,
-        return_read_mask,
-    )
-    out, lse, sampled, candidates, mask = (torch.from_numpy(a) for a in (out, lse, sampled, candidates, mask))
-    if bad.any():
+    if _run(compiled[0], index, qf, k, v, min_hits, scale, ends.numpy(), out, lse, sampled, candidates, mask) < 0:
         # A non-finite key or value was read: the reference names the culprit (ValueError).
         return _reference(index, q, k, v, min_hits, scale, ends, return_read_mask)
+    lse, sampled, candidates, mask = (torch.from_numpy(a) for a in (lse, sampled, candidates, mask))
     num_exact = index.sinks + index.recent
     keys_read = sampled + num_exact
     stats = {
@@ -180,6 +149,240 @@ def attend(
         mask[:, n - index.recent :] = True
         stats["read_mask"] = mask
     return out.to(q.dtype), stats
+
+
+class _Workspace:
+    """What the compiled step keeps per index between calls: numpy views of the index's
+    arrays (each conversion costs a few µs, and a decode step calls once per layer), the
+    log u tables, and the kernel's scratch (hit counters, read list). Held by one call at a
+    time: a call takes it out of ``index.cache`` and puts it back when done, so two threads
+    never share scratch (the second one makes its own)."""
+
+    def __init__(self, index: LSHIndex, dv: int, capacity: int):
+        self.dv = dv
+        self.capacity = capacity  # tokens the read list holds: index + buffer
+        self.K, self.L, self.sinks, self.recent, self.n = index.K, index.L, index.sinks, index.recent, index.n
+        self.kv_heads = index.num_kv_heads
+        self.offsets = index.offsets.numpy()
+        self.entries = index.entries.numpy()
+        self.mean = index.mean.contiguous().numpy()
+        self.planes = index.planes.contiguous()
+        self.log_u: dict[int, np.ndarray] = {}
+        n = index.n
+        self.hits = np.zeros(n, dtype=np.uint8)  # the kernel leaves it all zero again
+        self.touched = np.empty(n + 1, dtype=np.int32)  # +1: the branch-free append writes one past
+        self.ids = np.empty(capacity + 1, dtype=np.int64)  # +1: the branch-free append
+        self.scores = np.empty(capacity, dtype=np.float32)
+        self.tmp = np.empty(max(capacity, dv), dtype=np.float32)  # also the mix's block sums
+        self.acc = np.empty(dv, dtype=np.float64)  # the value mix sums thousands of rows: float64
+        self.bounds = np.empty((3, index.L, 2), dtype=np.int64)  # three rows in flight
+        self.bits = np.zeros((2, n // 64 + 1), dtype=np.uint64)  # hit once / twice; left all zero
+        self.proj = np.empty((0, self.planes.shape[1]), dtype=np.float32)  # (R, L*K) q @ planes
+        self.ends = np.empty(0, dtype=np.int64)
+        self.rows = (np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+
+    def table(self, index: LSHIndex, min_hits: int) -> np.ndarray:
+        table = self.log_u.get(min_hits)
+        if table is None:
+            table = self.log_u[min_hits] = magicpig.log_inclusion_table(index, min_hits).numpy()
+        return table
+
+    def project(self, qf: torch.Tensor) -> np.ndarray:
+        """The signs of ``qf @ planes`` give the query's buckets: the same torch product as the
+        reference's, written into a reused buffer."""
+        rows = qf.shape[0]
+        if self.proj.shape[0] != rows:
+            self.proj = np.empty((rows, self.planes.shape[1]), dtype=np.float32)
+        torch.mm(qf, self.planes, out=torch.from_numpy(self.proj))  # a plain tensor, also in inference mode
+        return self.proj
+
+    def row_arrays(self, rows: int):
+        """(lse, sampled, candidates) scratch for ``rows`` rows, and ``ends``."""
+        if self.ends.shape[0] != rows:
+            self.ends = np.empty(rows, dtype=np.int64)
+            self.rows = (np.empty(rows, np.float32), np.empty(rows, np.int64), np.empty(rows, np.int64))
+        return self.rows
+
+
+def _take_workspace(index: LSHIndex, dv: int, tokens: int) -> _Workspace:
+    ws = index.cache.pop("fused_workspace", None)
+    if ws is None or ws.dv != dv or ws.capacity < tokens:
+        # Room for a decode buffer beyond the indexed tokens, so that it is not regrown each step.
+        ws = _Workspace(index, dv, max(tokens, index.n + 512))
+    return ws
+
+
+def _call(kernel, ws, index, qf, k, v, min_hits, scale, ends, out, lse, sampled, candidates, mask) -> int:
+    """The compiled step over rows ``qf`` (torch float32 (R, d), contiguous; ``k``, ``v``, ``out``
+    numpy as the kernel reads them), results written in place; returns the keys sampled over
+    all rows, or -1 if a row read a non-finite number."""
+    return kernel(
+        ws.project(qf),
+        qf.numpy(),
+        ws.mean,
+        qf.shape[0] // index.num_kv_heads,
+        index.K,
+        index.L,
+        min_hits,
+        index.sinks,
+        index.recent,
+        index.n,
+        ws.offsets,
+        ws.entries,
+        ws.table(index, min_hits),
+        magicpig._GRID,
+        k,
+        v,
+        ends,
+        np.float32(scale),
+        out,
+        lse,
+        sampled,
+        candidates,
+        mask,
+        mask.shape[0] > 0,
+        ws.hits,
+        ws.touched,
+        ws.ids,
+        ws.scores,
+        ws.tmp,
+        ws.acc,
+        ws.bounds,
+        ws.bits,
+    )
+
+
+def _run(kernel, index, qf, k, v, min_hits, scale, ends, out, lse, sampled, candidates, mask) -> int:
+    """:func:`_call` with the index's workspace, for torch ``k``, ``v``, ``out``."""
+    tokens = max(index.n, int(ends.max())) if qf.shape[0] else index.n
+    ws = _take_workspace(index, v.shape[2], tokens)
+    k, v = _as_kernel_array(k.detach()), _as_kernel_array(v.detach())
+    result = _call(kernel, ws, index, qf, k, v, min_hits, scale, ends, out.numpy(), lse, sampled, candidates, mask)
+    index.cache["fused_workspace"] = ws
+    return result
+
+
+def decode_step(index, query, key, value, *, min_hits: int, scale: float):
+    """The decoding loop's fast path: :func:`attend` for one decode position, every query head
+    seeing every cached token (the index's and the buffer's), in the layout transformers
+    hands an attention function, with none of :func:`attend`'s checks and no per-row stats.
+    For :mod:`pigviz.decode.session`, which has validated the rest: ``query`` (1, H, 1, d),
+    ``key``, ``value`` (1, Hkv, N, d[v]) with N >= index.n, ``1 <= min_hits <= index.L``.
+
+    Returns ``(output (1, 1, H, dv) float32, keys sampled over all heads)`` (each head also
+    reads the exact set and the buffer in full), or None when the compiled path cannot run
+    or a head read a non-finite number: then call :func:`attend`, which falls back to the
+    reference and names the problem. Every layer of every token comes through here, so it
+    makes a handful of Python and torch calls and no tensor but the output's.
+    """
+    plan = index.cache.pop("fused_decode", None)
+    if plan is None or not plan.fits(query, key, value, min_hits, scale):
+        plan = _DecodePlan.make(index, query, key, value, min_hits, scale)
+        if plan is None:
+            return None
+    N = key.shape[2]
+    if N > plan.ws.capacity:
+        plan.ws = _Workspace(index, plan.ws.dv, N + 512)
+    ws = plan.ws
+    ws.ends.fill(N)
+    qf = query.reshape(plan.H, -1)
+    if plan.cast_q:
+        qf = qf.to(torch.float32).contiguous()
+    torch.mm(qf, ws.planes, out=plan.proj)
+    if plan.kv32:
+        k, v = key.numpy()[0], value.numpy()[0]
+    else:
+        k, v = _as_kernel_array(key)[0], _as_kernel_array(value)[0]
+    out = np.empty(plan.out_shape, dtype=np.float32)
+    total = plan.kernel(
+        ws.proj,
+        qf.numpy(),
+        ws.mean,
+        plan.rows_per_kv,
+        ws.K,
+        ws.L,
+        min_hits,
+        ws.sinks,
+        ws.recent,
+        ws.n,
+        ws.offsets,
+        ws.entries,
+        plan.table,
+        magicpig._GRID,
+        k,
+        v,
+        ws.ends,
+        plan.scale32,
+        out[0, 0],
+        plan.lse,
+        plan.sampled,
+        plan.candidates,
+        _NO_MASK,
+        False,
+        ws.hits,
+        ws.touched,
+        ws.ids,
+        ws.scores,
+        ws.tmp,
+        ws.acc,
+        ws.bounds,
+        ws.bits,
+    )
+    index.cache["fused_decode"] = plan
+    return None if total < 0 else (torch.from_numpy(out), total)
+
+
+class _DecodePlan:
+    """What :func:`decode_step` checked and made once for an index and the tensors' kind
+    (dtypes, head counts, min_hits, scale): each later call only confirms that they are
+    the same (identity tests) instead of redoing the checks."""
+
+    @classmethod
+    def make(cls, index, query, key, value, min_hits, scale):
+        compiled = kernels.kernels()
+        if (
+            compiled is None
+            or min_hits > 255
+            or not (query.is_cpu and key.is_cpu and value.is_cpu)
+            or key.dtype not in _KV_DTYPES
+            or value.dtype not in _KV_DTYPES
+            or query.requires_grad
+            or key.requires_grad
+            or value.requires_grad
+        ):
+            return None
+        return cls(compiled[0], index, query, key, value, min_hits, scale)
+
+    def __init__(self, kernel, index, query, key, value, min_hits, scale):
+        self.kernel = kernel
+        self.cast_q = query.dtype != torch.float32 or not query.reshape(query.shape[1], -1).is_contiguous()
+        self.kv32 = key.dtype == value.dtype == torch.float32
+        self.key = (query.dtype, key.dtype, value.dtype, query.shape[1], value.shape[3], min_hits, scale)
+        self.H, dv = query.shape[1], value.shape[3]
+        self.ws = ws = _Workspace(index, dv, max(key.shape[2], index.n + 512))
+        ws.row_arrays(self.H)
+        self.lse, self.sampled, self.candidates = ws.rows
+        ws.proj = np.empty((self.H, ws.planes.shape[1]), dtype=np.float32)
+        with torch.inference_mode(False):  # a plain tensor can be written in and out of inference mode
+            self.proj = torch.from_numpy(ws.proj)
+        self.table = ws.table(index, min_hits)
+        self.scale32 = np.float32(scale)
+        self.rows_per_kv = self.H // ws.kv_heads
+        self.out_shape = (1, 1, self.H, dv)
+
+    def fits(self, query, key, value, min_hits, scale) -> bool:
+        return (
+            (query.dtype, key.dtype, value.dtype, query.shape[1], value.shape[3], min_hits, scale) == self.key
+            and kernels.kernels() is not None
+            and not (query.requires_grad or key.requires_grad or value.requires_grad)
+            and query.is_cpu
+            and key.is_cpu
+            and value.is_cpu
+        )
+
+
+_KV_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_NO_MASK = np.zeros((0, 0), dtype=np.bool_)
 
 
 def _reference(index, q, k, v, min_hits, scale, ends, return_read_mask):

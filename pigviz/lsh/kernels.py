@@ -68,8 +68,24 @@ if numba is not None:
         return types.void(arr, i0, i1, i2), _prefetch_codegen
 
     @intrinsic
-    def prefetch2(typingctx, arr, i0, i1):
-        return types.void(arr, i0, i1), _prefetch_codegen
+    def _cttz(typingctx, x):
+        """Trailing zero bits of a uint64 (x != 0)."""
+
+        def codegen(context, builder, signature, args):
+            i64 = ir.IntType(64)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]), "llvm.cttz.i64"
+            )
+            return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 1)])
+
+        return types.uint64(x), codegen
+
+    @intrinsic
+    def _f64_from_bits(typingctx, x):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.DoubleType())
+
+        return types.float64(x), codegen
 
     # ``as_f32(x)``: a stored element as float32. Half-precision caches reach the kernel as
     # 16-bit integer views (numba has no bfloat16): uint16 holds bfloat16 bits (widened by a
@@ -119,26 +135,151 @@ if numba is not None:
             acc += q[r, j] * as_f32(k[g, t, j])
         return acc
 
+    # arccos and exp in float64 without a call into libm, so that the loops over the read
+    # list vectorise (a libm call per key would also cost more than the rest of its work).
+    # Both are accurate to double precision's last few bits: rounded to float32 they give
+    # libm's float32 result (correctly rounded) but for the rare near-tie.
+
+    @njit(cache=True, nogil=True, inline="always")
+    def _acos(x):
+        """arccos(x), x float32 in [-1, 1], as float32 (fdlibm's rational asin)."""
+        xd = np.float64(x)
+        a = abs(xd)
+        big = a >= 0.5
+        z = 0.5 * (1.0 - a) if big else xd * xd
+        t = math.sqrt(z) if big else xd
+        num = 3.47933107596021167570e-05
+        num = num * z + 7.91534994289814532176e-04
+        num = num * z - 4.00555345006794114027e-02
+        num = num * z + 2.01212532134862925881e-01
+        num = num * z - 3.25565818622400915405e-01
+        num = (num * z + 1.66666666666666657415e-01) * z
+        den = 7.70381505559019352791e-02
+        den = den * z - 6.88283971605453293030e-01
+        den = den * z + 2.02094576023350569471e00
+        den = den * z - 2.40339491173441421878e00
+        den = den * z + 1.0
+        asin_t = t + t * (num / den)  # asin(t)
+        if big:
+            r = 2.0 * asin_t  # acos(|x|)
+            r = math.pi - r if xd < 0 else r
+        else:
+            r = 0.5 * math.pi - asin_t
+        return np.float32(r)
+
+    @njit(cache=True, nogil=True, inline="always")
+    def _exp(x):
+        """exp(x), x float32 <= 0 (a score minus the maximum), as float32."""
+        xd = max(np.float64(x), -200.0)  # exp(-200) is 0 in float32; a NaN stays NaN
+        n = math.floor(xd * 1.4426950408889634 + 0.5)
+        r = (xd - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10  # |r| <= ln2 / 2
+        p = 1.0 / 362880  # Taylor to r^9: relative error below 1e-10 for |r| <= ln2 / 2
+        for c in (1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0):
+            p = p * r + c
+        scale = _f64_from_bits((np.int64(n if n == n else 0) + 1023) << 52)  # 2^n
+        return np.float32(p * scale)
+
     @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-    def _add_row(acc, w, v, g, t, dv):
-        for j in range(dv):
-            acc[j] += np.float64(w * as_f32(v[g, t, j]))
+    def _centred_norm(mean, k, g, t, d):
+        """|k - mean| of key t of KV head g (the index stores the same in centred_norms)."""
+        acc = np.float32(0.0)
+        for j in range(d):
+            x = as_f32(k[g, t, j]) - mean[g, j]
+            acc += x * x
+        return np.float32(math.sqrt(acc))
 
     @njit(cache=True, nogil=True)
-    def _dots(q, r, k, g, ids, nread, scores):
-        d = q.shape[1]
+    def _all_finite(scores, nread):
+        bad = 0
         for i in range(nread):
-            if i + ahead < nread:
-                _prefetch_row(k, g, ids[i + ahead], d)
-            scores[i] = _row_dot(q, r, k, g, ids[i], d)
+            bad |= not np.isfinite(scores[i])
+        return bad == 0
 
     @njit(cache=True, nogil=True)
-    def _mix(v, g, ids, weights, nread, acc):
-        dv = acc.shape[0]
+    def _correct(scores, qn, qm, scale, log_u, grid, tmp):
+        """``scores`` (the sampled keys' q·k) become q·k · scale - log u.
+
+        ``tmp`` holds their |k - mean|. Two loops, so that the costly first one (a division and
+        an arccos per key) vectorises: p = 1 - arccos(cos(q, k - mean)) / pi, then the table
+        lookup. Called on slices, so the loops start at 0 (a loop from an arbitrary
+        start makes numba guard each index against negative values, which stops LLVM from
+        vectorising it)."""
+        n = scores.shape[0]
+        _inclusion_p(scores, tmp, qn, qm)
+        for i in range(n):
+            pos = min(max(np.float64(tmp[i]), 0.0), 1.0) * grid
+            pos = pos if pos == pos else 0.0  # a NaN key (flagged as non-finite) reads row 0
+            lo = min(math.floor(pos), grid - 1.0)
+            frac = pos - lo
+            li = int(lo)
+            scores[i] = scores[i] * scale - np.float32(log_u[li] * (1.0 - frac) + log_u[li + 1] * frac)
+
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def _inclusion_p(dots, cn, qn, qm):
+        """cn (|k - mean|) becomes p = 1 - arccos(cos(q, k - mean)) / pi, with
+        cos(q, k - mean) = (q·k - q·mean) / (|q| |k - mean|) (0 if that norm is 0)."""
+        pi = np.float32(math.pi)
+        tiny = np.float32(1.1754944e-38)
+        for i in range(dots.shape[0]):
+            norm = qn * cn[i]
+            cos = (dots[i] - qm) / max(norm, tiny) if norm > 0 else np.float32(0.0)
+            cos = min(max(cos, np.float32(-1.0)), np.float32(1.0))
+            cn[i] = np.float32(1.0) - _acos(cos) / pi
+
+    @njit(cache=True, nogil=True, fastmath=_FASTMATH)
+    def _weights(scores, nread, m):
+        """scores[:nread] become exp(score - m); returns their sum (float64)."""
+        total = 0.0
         for i in range(nread):
-            if i + ahead < nread:
-                _prefetch_row(v, g, ids[i + ahead], dv)
-            _add_row(acc, weights[i], v, g, ids[i], dv)
+            w = _exp(scores[i] - m)
+            scores[i] = w
+            total += w
+        return total
+
+    @njit(cache=True, nogil=True)
+    def _hash_row(proj, r, K, L, g, offsets, slot, signs):
+        """Stage 1 of a row: its bucket in each table (into slot[:, 0]); starts loading the
+        buckets' offsets. The signs of the row's L*K projections are packed into 64-bit
+        words first (a loop that vectorises), then each table's K bits are cut out of them.
+        ``signs`` holds (L*K + 63) // 64 + 1 words."""
+        row = proj[r]
+        nbits = row.shape[0]
+        nw = (nbits + 63) // 64
+        for w in range(nw):
+            word = np.uint64(0)
+            base = w * 64
+            for j in range(min(64, nbits - base)):
+                word |= np.uint64(row[base + j] > 0) << np.uint64(j)
+            signs[w] = word
+        signs[nw] = 0
+        mask = (np.uint64(1) << np.uint64(K)) - np.uint64(1)
+        for l in range(L):
+            bit = l * K
+            sh = np.uint64(bit & 63)
+            word = signs[bit >> 6] >> sh
+            if sh + np.uint64(K) > np.uint64(64):  # the table's bits straddle two words
+                word |= signs[(bit >> 6) + 1] << (np.uint64(64) - sh)
+            b = np.int64(word & mask)
+            slot[l, 0] = b
+            prefetch(offsets, g, l, b)
+
+    @njit(cache=True, nogil=True)
+    def _bucket_bounds(offsets, entries, L, g, slot):
+        """Stage 2 of a row: each bucket's [start, end) in ``entries`` (into slot); starts
+        loading the buckets' token ids (up to 8 cache lines each). Returns the candidates."""
+        cand = 0
+        for l in range(L):
+            b = slot[l, 0]
+            s = offsets[g, l, b]
+            e = offsets[g, l, b + 1]
+            slot[l, 0] = s
+            slot[l, 1] = e
+            cand += e - s
+            for i in range(s, min(e, s + 128), 16):  # 16 int32 ids per 64-byte line
+                prefetch(entries, g, l, i)
+            if e - 1 > s + 15:
+                prefetch(entries, g, l, e - 1)  # the last line, if the run does not start it
+        return cand
 
     @njit(cache=True, nogil=True)
     def attend_kernel(
@@ -154,7 +295,6 @@ if numba is not None:
         n_idx,
         offsets,
         entries,
-        cnorm,
         log_u,
         grid,
         k,
@@ -165,55 +305,51 @@ if numba is not None:
         lse,
         sampled_out,
         candidates_out,
-        bad,
         mask,
         want_mask,
+        hits,
+        touched,
+        ids,
+        scores,
+        tmp,
+        acc,
+        bounds,
+        bits,
     ):
+        """One decode step of R query rows; returns the keys sampled over all rows, or -1 if
+        a row read a non-finite number.
+
+        Scratch comes from the caller and is reused between calls (see
+        :class:`pigviz.lsh.fused._Workspace`): ``hits`` (n_idx,) uint8 and ``bits``
+        (2, n_idx // 64 + 1) uint64, both all zero (and left all zero), ``touched``
+        (n_idx + 1,) int32, ``ids`` (>= max(buffer_end) + 1,) int64, ``scores`` and ``tmp``
+        (same,) float32, ``acc`` (dv,) float64, ``bounds`` (3, L, 2) int64.
+
+        The rows run as a pipeline, so that the random reads of the tables overlap with work
+        instead of waiting in turn: while row r is walked and mixed, row r + 1's bucket
+        bounds are read (its token ids start loading) and row r + 2's buckets are hashed
+        (its offsets start loading)."""
         R, d = q.shape
         dv = out.shape[1]
-        n_all = max(n_idx, buffer_end.max()) if R else n_idx
-        hits = np.zeros(n_idx, dtype=np.uint8)
-        touched = np.empty(n_idx + 1, dtype=np.int32)  # +1: the branch-free append writes one past
-        ids = np.empty(n_all + 1, dtype=np.int64)  # +1: the branch-free append
-        scores = np.empty(n_all, dtype=np.float32)
-        acc = np.empty(dv, dtype=np.float64)  # the value mix sums thousands of rows: float64
-        bounds = np.empty((L, 2), dtype=np.int64)
-        pi = np.float32(math.pi)
+        nbad = 0
+        total_sampled = 0
+        signs = np.empty((L * K + 63) // 64 + 1, dtype=np.uint64)
+        if R > 0:
+            _hash_row(proj, 0, K, L, 0, offsets, bounds[0], signs)
+        if R > 1:
+            _hash_row(proj, 1, K, L, 1 // rows_per_kv, offsets, bounds[1], signs)
+        if R > 0:
+            candidates_out[0] = _bucket_bounds(offsets, entries, L, 0, bounds[0])
         for r in range(R):
             g = r // rows_per_kv
-            # 1-2. buckets, hit counting over the candidates
-            # Three sweeps over the tables so that their random reads overlap instead of
-            # waiting in turn: bucket ids (prefetching the offsets), bucket bounds (prefetching
-            # the first token ids), then the walk.
-            for l in range(L):
-                b = 0
-                for j in range(K):
-                    if proj[r, l * K + j] > 0:
-                        b |= 1 << j
-                bounds[l, 0] = b
-                prefetch(offsets, g, l, b)
-            cand = 0
-            for l in range(L):
-                b = bounds[l, 0]
-                s = offsets[g, l, b]
-                e = offsets[g, l, b + 1]
-                bounds[l, 0] = s
-                bounds[l, 1] = e
-                cand += e - s
-                if e > s:
-                    prefetch(entries, g, l, s)
-            ntouched = 0
-            for l in range(L):
-                for i in range(bounds[l, 0], bounds[l, 1]):
-                    t = entries[g, l, i]
-                    c = hits[t]
-                    touched[ntouched] = t  # kept only on a first hit (branch-free)
-                    ntouched += c == 0
-                    hits[t] = c + (c < 255)
-            candidates_out[r] = cand
-            # 3-4. the read list: exact set, sampled set, buffer. Ids first, then one tight
-            # loop per pass over the rows, so the CPU overlaps many independent key loads
-            # (a branchy loop that mixes them with the hit test mispredicts and stalls).
+            if r + 2 < R:
+                _hash_row(proj, r + 2, K, L, (r + 2) // rows_per_kv, offsets, bounds[(r + 2) % 3], signs)
+            if r + 1 < R:
+                candidates_out[r + 1] = _bucket_bounds(offsets, entries, L, (r + 1) // rows_per_kv, bounds[(r + 1) % 3])
+            slot = bounds[r % 3]
+            # 1-2. hit counting over the candidates, then 3-4. the read list: exact set,
+            # sampled set (in token order), buffer. Unsigned indices: numba then skips its
+            # negative-index guard on every access.
             nread = 0
             for t in range(sinks):
                 ids[nread] = t
@@ -224,78 +360,112 @@ if numba is not None:
             first_sampled = nread
             lo_t = sinks
             hi_t = n_idx - recent
-            for i in range(ntouched):
-                t = touched[i]
-                c = hits[t]
-                hits[t] = 0
-                ids[nread] = t  # kept only if sampled (branch-free)
-                nread += (c >= min_hits) & (t >= lo_t) & (t < hi_t)
+            if min_hits <= 2:
+                # Two bit sets, "hit once" and "hit twice", 1/4 of a byte counter's memory
+                # (they stay in L1 up to ~100k tokens); the sample is read off the words of
+                # the set that min_hits names, which also clears both.
+                once = bits[0]
+                twice = bits[1]
+                for l in range(L):
+                    run = entries[g, l, slot[l, 0] : slot[l, 1]]
+                    for i in range(run.shape[0]):
+                        t = np.uint32(run[i])
+                        w = t >> np.uint32(6)
+                        b = np.uint64(1) << np.uint64(t & np.uint32(63))
+                        o = once[w]
+                        twice[w] |= o & b
+                        once[w] = o | b
+                hit = once if min_hits == 1 else twice
+                for w in range(lo_t >> 6, (hi_t + 63) >> 6):
+                    x = hit[np.uint64(w)]
+                    while x:
+                        t = (w << 6) | np.int64(_cttz(x))
+                        ids[np.uint64(nread)] = t  # kept only inside the sampleable range (branch-free)
+                        nread += (t >= lo_t) & (t < hi_t)
+                        x &= x - np.uint64(1)
+                for w in range(once.shape[0]):  # words outside the range may hold hits too
+                    once[w] = 0
+                    twice[w] = 0
+            else:
+                # A byte counter per token; a token's first hit puts it on the touched list
+                # (branch-free), so only touched counters are cleared afterwards.
+                ntouched = 0
+                for l in range(L):
+                    run = entries[g, l, slot[l, 0] : slot[l, 1]]
+                    for i in range(run.shape[0]):
+                        t = np.uint32(run[i])
+                        c = hits[t]
+                        touched[np.uint64(ntouched)] = t  # kept only on a first hit (branch-free)
+                        ntouched += c == 0
+                        hits[t] = c + (c < 255)
+                for i in range(ntouched):
+                    t = np.uint32(touched[i])
+                    c = hits[t]
+                    hits[t] = 0
+                    ids[np.uint64(nread)] = t  # kept only if sampled (branch-free)
+                    nread += (c >= min_hits) & (t >= lo_t) & (t < hi_t)
             end_sampled = nread
             sampled_out[r] = end_sampled - first_sampled
+            total_sampled += end_sampled - first_sampled
             for t in range(n_idx, buffer_end[r]):
                 ids[nread] = t
                 nread += 1
             if want_mask:
                 for i in range(first_sampled, end_sampled):
                     mask[r, ids[i]] = True
-            _dots(q, r, k, g, ids, nread, scores)
-            finite = True
+            # 5. q·k for every key read, each K row requested `ahead` keys before it is used;
+            # for a sampled key also |k - mean|, from the row just read (the index's stored
+            # norms would be one more scattered read per key, costly at long contexts).
             for i in range(nread):
-                if not np.isfinite(scores[i]):
-                    finite = False
-            # log u of each sampled key from cos(q, k - mean) = (q.k - q.mean) / (|q| |k - mean|)
-            qm = np.float32(0.0)  # q . mean and |q|, for cos(q, k - mean)
+                a = i + ahead
+                if a < nread:
+                    _prefetch_row(k, g, ids[a], d)
+                t = ids[i]
+                scores[i] = _row_dot(q, r, k, g, t, d)
+                if i >= first_sampled and i < end_sampled:
+                    tmp[i - first_sampled] = _centred_norm(mean, k, g, t, d)
+            finite = _all_finite(scores, nread)
+            # 6. log u of each sampled key, from cos(q, k - mean) = (q.k - q.mean) / (|q| |k - mean|)
+            qm = np.float32(0.0)
             qq = np.float32(0.0)
             for j in range(d):
                 qm += q[r, j] * mean[g, j]
                 qq += q[r, j] * q[r, j]
             qn = np.float32(math.sqrt(qq))
-            for i in range(first_sampled, end_sampled):
-                if i + ahead < end_sampled:  # |k - mean| sits at random rows too
-                    prefetch2(cnorm, g, ids[i + ahead])
-                dot = scores[i]
-                norm = qn * cnorm[g, ids[i]]
-                cos = np.float32(0.0)
-                if norm > 0:
-                    cos = (dot - qm) / max(norm, np.float32(1.1754944e-38))
-                if cos > 1:
-                    cos = np.float32(1.0)
-                elif cos < -1:
-                    cos = np.float32(-1.0)
-                p = np.float32(1.0) - np.float32(math.acos(cos)) / pi
-                pos = min(max(np.float64(p), 0.0), 1.0) * grid
-                lo = math.floor(pos)
-                if lo > grid - 1:
-                    lo = grid - 1
-                if not (pos == pos):  # NaN key: flagged as non-finite above
-                    lo = 0
-                frac = pos - lo
-                li = int(lo)
-                lu = np.float32(log_u[li] * (1.0 - frac) + log_u[li + 1] * frac)
-                scores[i] = dot * scale - lu
+            lo, hi = first_sampled, end_sampled
+            _correct(scores[lo:hi], qn, qm, scale, log_u, grid, tmp[: hi - lo])
             for i in range(first_sampled):
                 scores[i] = scores[i] * scale
             for i in range(end_sampled, nread):
                 scores[i] = scores[i] * scale
-            # 5. softmax and value mix
+            # 7. softmax weights, then the value mix: each V row read once, weighted, added
+            m = np.float32(-np.inf)
+            for i in range(nread):
+                m = max(m, scores[i])
+            total = _weights(scores, nread, m)
             for j in range(dv):
                 acc[j] = 0.0
+            # float32 partial sums over blocks of 32 rows, added up in float64: half the
+            # vector work of a float64 sum per row, and as accurate for thousands of rows.
+            blk = tmp[:dv]
+            for i0 in range(0, nread, 32):
+                for j in range(dv):
+                    blk[j] = 0.0
+                for i in range(i0, min(i0 + 32, nread)):
+                    if i + ahead < nread:
+                        _prefetch_row(v, g, ids[i + ahead], dv)
+                    w = scores[i]
+                    t = ids[i]
+                    for j in range(dv):
+                        blk[j] += w * as_f32(v[g, t, j])
+                for j in range(dv):
+                    acc[j] += np.float64(blk[j])
             if nread == 0:
                 for j in range(dv):
                     out[r, j] = 0.0
                 lse[r] = -np.inf
-                bad[r] = 0 if finite else 1
+                nbad += 0 if finite else 1
                 continue
-            m = scores[0]
-            for i in range(1, nread):
-                if scores[i] > m:
-                    m = scores[i]
-            total = 0.0
-            for i in range(nread):
-                w = np.float32(math.exp(scores[i] - m))
-                scores[i] = w
-                total += w
-            _mix(v, g, ids, scores, nread, acc)
             inv = 1.0 / total
             for j in range(dv):
                 o = np.float32(acc[j] * inv)
@@ -303,7 +473,8 @@ if numba is not None:
                 if not np.isfinite(o):
                     finite = False
             lse[r] = m + np.float32(math.log(total))
-            bad[r] = 0 if finite else 1
+            nbad += 0 if finite else 1
+        return -1 if nbad else total_sampled
 
     @njit(cache=True, nogil=True)
     def pack_kernel(proj_t, row0, K, buckets):

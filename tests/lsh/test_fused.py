@@ -125,6 +125,31 @@ def test_buffer_is_merged_by_log_sum_exp(step):
     assert stats["buffer"].tolist() == (ends - 3800).tolist()
 
 
+@numba_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_decode_step_is_attend_over_index_and_buffer(step, dtype):
+    """The decoding loop's entry: transformers' layout, every row sees the whole buffer; a
+    second min_hits or scale gets its own plan rather than the first one's."""
+    idx, q, k, v, _ = _buffer_case(step)
+    q, k, v = (t.to(dtype) for t in (q, k, v))
+    for min_hits, scale in ((2, 0.3), (3, 0.3), (2, 0.2)):
+        out, sampled = fused_attend.decode_step(idx, q[None, :, None], k[None], v[None], min_hits=min_hits, scale=scale)
+        ends = torch.full((6,), 4000)
+        ref, stats = fused_attend.attend(idx, q, k, v, min_hits=min_hits, scale=scale, buffer_end=ends)
+        assert out.shape == (1, 1, 6, 32) and out.dtype == torch.float32
+        assert sampled == int(stats["sampled"].sum())
+        assert rel(out[0, 0], ref.float()) < (1e-6 if dtype == torch.float32 else 1e-2)
+
+
+@numba_only
+def test_decode_step_declines_what_it_cannot_run(step, index, monkeypatch):
+    q, k, v = step
+    needs_grad = q.clone().requires_grad_(True)
+    assert fused_attend.decode_step(index, needs_grad[None, :, None], k[None], v[None], min_hits=2, scale=0.2) is None
+    torch_only(monkeypatch)
+    assert fused_attend.decode_step(index, q[None, :, None], k[None], v[None], min_hits=2, scale=0.2) is None
+
+
 def test_fallback_without_numba_gives_the_reference(step, index, monkeypatch):
     q, k, v = step
     torch_only(monkeypatch)
