@@ -23,6 +23,10 @@ mp_exact_top      (each table's bucket offsets) + c (I + 2) (c ids scanned; a on
                   sampled keys, float32) + d 4 (the mean) + m (d + dv) B
 ================  ==========================================================================
 
+The MagicPIG row follows the reference estimator (:func:`pigviz.lsh.magicpig.attend`), which
+reads the stored |k - mean|; the compiled step (:mod:`pigviz.lsh.fused`) recomputes it from the
+key row it reads anyway and counts hits in bit sets, so it reads slightly less.
+
 B is the bytes of one cache element (2: fp16/bf16), I of one stored id (4: int32). Counted
 per query head as if nothing were shared across the heads of a grouped-query group: dense
 attention and TopK, whose heads read the same keys, would gain most from sharing; the
