@@ -79,10 +79,11 @@ def index_bill_figure(
         title=title,
         xaxis_title=x_title,
         yaxis_title="memory per sequence (GiB)",
-        legend=dict(orientation="h", y=-0.22, traceorder="normal"),
+        legend=dict(orientation="h", y=-0.3, traceorder="normal"),
         yaxis=dict(range=[0, max(totals) * 1.15 if totals else 1]),
         **_LAYOUT,
     )
+    fig.update_layout(margin=dict(b=120))  # room for slanted model names, the axis title and the legend
     return fig
 
 
@@ -185,8 +186,9 @@ def allocator_figure(rows, *, title: str = "Same requests, same KV budget: four 
     fig.update_yaxes(title_text="KV memory (GiB)", row=1, col=2)
     fig.update_xaxes(title_text="allocator", tickfont=dict(size=11))
     fig.update_layout(
-        title=title, barmode="group", legend=dict(orientation="h", y=-0.35, x=0.55), height=480, **_LAYOUT
+        title=title, barmode="group", legend=dict(orientation="h", y=-0.45, x=0.55), height=540, **_LAYOUT
     )
+    fig.update_layout(margin=dict(b=170))  # the allocator names run to four lines
     return fig
 
 
