@@ -51,8 +51,6 @@ import pigviz
 
 pigviz.setup_notebook()
 
-import inspect
-
 import numpy as np
 from IPython.display import Markdown
 
@@ -624,7 +622,7 @@ n_step, hd = step["n"], len(step["q"])  # hd: the head dimension (64)
 dense_b = cost.dense_bytes(n_step, hd)
 cand = lsh_index.expected_candidates(n_step, step["K"], step["L"])
 magicpig_kw = {"K": step["K"], "L": step["L"], "heads": results["heads"], "candidates": cand, "sampled": len(K_S)}
-sparq_r = inspect.signature(affordable.sparq).parameters["r"].default or max(1, hd // 8)  # SparQ's default r
+sparq_r = affordable.sparq_channels(hd)
 print(f"layer {step['layer']}, head {step['model_head']}, (K, L) = ({step['K']}, {step['L']}); grouped-query "
       f"group of {results['heads'] // results['kv_heads']} query heads per KV head, counted without sharing")
 for method, kw in [("topk", {}), ("quest", {}), ("sparq", {"r": sparq_r}), ("magicpig", magicpig_kw)]:
@@ -676,7 +674,7 @@ shares = {m: [r_["bytes_share"] for r_ in rows_] for m, rows_ in afford.items()}
 topk_bytes = [row["reference"]["bytes_share"] for row in matched]
 mp_bytes = [row["methods"]["magicpig"]["bytes_share"] for row in matched]
 span_ = lambda xs, f="{:.2f}x": f"{f.format(min(xs))}–{f.format(max(xs))}"  # noqa: E731
-vatt_fraction = inspect.signature(affordable.vattention).parameters["sample_fraction"].default
+vatt_fraction = affordable.VATTENTION_SAMPLE_FRACTION
 draws = sorted(vatt_fraction * row["budget"] * results["context"] for row in matched)  # keys drawn per step
 top_half = np.argsort(s_S)[::-1][: -(-len(s_S) // 2)]  # section 1's step: the best-scoring half of S
 top_u = np.exp(lu[top_half])

@@ -48,9 +48,15 @@ from pigviz.attention.baselines import (
 )
 from pigviz.lsh.magicpig import _log_inclusion, attend, exact_positions
 
-__all__ = ["magicpig_exact_top", "vattention", "sparq", "METHODS"]
+__all__ = ["magicpig_exact_top", "vattention", "sparq", "sparq_channels", "METHODS", "VATTENTION_SAMPLE_FRACTION"]
 
 METHODS = ("mp_exact_top", "vattention", "sparq")
+VATTENTION_SAMPLE_FRACTION = 0.25  # share of the budget vattention spends on its uniform sample
+
+
+def sparq_channels(d: int) -> int:
+    """SparQ's default r: the d // 8 query channels it reads of every key (at least 1)."""
+    return max(1, d // 8)
 
 
 def magicpig_exact_top(index, q, k, v, *, top_fraction: float = 0.5, min_hits: int = 2):
@@ -88,7 +94,16 @@ def magicpig_exact_top(index, q, k, v, *, top_fraction: float = 0.5, min_hits: i
 
 
 def vattention(
-    q, k, v, budget, *, sinks: int = 4, recent: int = 64, sample_fraction: float = 0.25, page: int = 16, seed: int = 0
+    q,
+    k,
+    v,
+    budget,
+    *,
+    sinks: int = 4,
+    recent: int = 64,
+    sample_fraction: float = VATTENTION_SAMPLE_FRACTION,
+    page: int = 16,
+    seed: int = 0,
 ):
     """Deterministic set + uniform sample of the rest, after vAttention (module docstring).
 
@@ -168,7 +183,7 @@ def sparq(q, k, v, budget, *, r: int | None = None, mean_value=None):
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     m = _num_keys(budget, n)
-    r = check_int("r", max(1, d // 8) if r is None else r, 1, d)
+    r = check_int("r", sparq_channels(d) if r is None else r, 1, d)
     work = _work_dtype(q)
     qf = q.to(work)
     group = H // Hkv

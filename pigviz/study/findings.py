@@ -20,7 +20,7 @@ from pigviz._util.io import sha256_file, write_json_atomic
 from pigviz._util.validate import check_int
 from pigviz.model.shipped import data_dir, manifest_path, read_manifest, verified_path
 from pigviz.study.experiments import live_run, shipped_layer
-from pigviz.study.run import load_results
+from pigviz.study.run import load_results, series_id
 
 __all__ = [
     "RESULTS_FILE",
@@ -195,11 +195,6 @@ def curves(results: dict, layer=None, head=None, methods=None) -> dict[str, list
 AFFORDABLE = ("mp_exact_top", "vattention", "sparq")
 
 
-def _matched_name(method: str, setting) -> str:
-    K, L = setting
-    return f"magicpig K{K} L{L}" if method == "magicpig" else f"{method} @K{K} L{L}"
-
-
 def matched_table(results: dict, methods=("magicpig", *AFFORDABLE, "hybrid"), reference: str = "topk") -> list[dict]:
     """Per MagicPIG (K, L): each method against ``reference`` at the same matched budget.
 
@@ -213,17 +208,17 @@ def matched_table(results: dict, methods=("magicpig", *AFFORDABLE, "hybrid"), re
         raise ValueError(f"methods must be in the results; these are not: {', '.join(missing)}")
     rows = []
     for setting in results["spec"]["settings"]:
-        ref = series_summary(results, _matched_name(reference, setting))
+        ref = series_summary(results, series_id(reference, setting))
         row = {
             "setting": tuple(setting),
-            "budget": series_summary(results, _matched_name("magicpig", setting))["budget"],
+            "budget": series_summary(results, series_id("magicpig", setting))["budget"],
             "reference": {"method": reference, "error": ref["error"], "bytes_share": ref.get("bytes_share")},
             "methods": {},
         }
         for method in methods:
-            name = _matched_name(method, setting)
+            name = series_id(method, setting)
             r = series_summary(results, name)
-            won, cells = wins(results, name, _matched_name(reference, setting))
+            won, cells = wins(results, name, series_id(reference, setting))
             row["methods"][method] = {
                 "error": r["error"],
                 "ratio": r["error"] / ref["error"],
