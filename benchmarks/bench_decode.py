@@ -149,7 +149,7 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
-    model, tokenizer = load_model(progress=False)
+    model, tokenizer = load_model(device="cpu", progress=False)  # the file it writes is the CPU's timings
     contexts = [int(c) for c in args.contexts.split(",")]
     methods = (("dense", {}), ("magicpig", {"K": args.K, "L": args.L}))
     t0 = time.perf_counter()

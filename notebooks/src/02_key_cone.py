@@ -61,7 +61,9 @@ for layer, kv, heads in zip(cap.layers, cap.kv_heads, cap.query_heads):
 # same prefill that produced the shipped file (minutes rather than seconds on a laptop CPU,
 # and a few GB of memory). It is switched off so the notebook runs quickly; set
 # `RUN_LIVE = True` to check that nothing here depends on the shipped copy. Every cell
-# after it reads `cap`.
+# after it reads `cap`. On a GPU runtime `device="auto"` loads the model onto the GPU in bf16
+# (elsewhere the CPU in fp32, as the shipped file was made), so the numbers can differ slightly
+# from the shipped ones; `device="cpu"` repeats the shipped run.
 
 # %%
 RUN_LIVE = False
@@ -70,7 +72,7 @@ if RUN_LIVE:
     from pigviz.model.loading import load_model
     from pigviz.model.shipped import build_shipped_capture
 
-    model, tokenizer = load_model("smollm2-135m")
+    model, tokenizer = load_model("smollm2-135m", device="auto")
     cap = build_shipped_capture(model, tokenizer)
     del model
     print("recaptured:", cap.layers, cap.kv_heads)

@@ -59,7 +59,9 @@ print(f"{cap.metadata['model_name']}, {cap.n_tokens:,} tokens, layers {cap.layer
 # %% [markdown]
 # **Optional: recapture from the real model** (minutes on a laptop CPU, a few GB of memory). Off by default;
 # with `RUN_LIVE = True` the cells below use the fresh capture instead of the shipped one
-# (the headline table at the end always checks the shipped one).
+# (the headline table at the end always checks the shipped one). On a GPU runtime
+# `device="auto"` loads the model onto the GPU in bf16 (elsewhere the CPU in fp32, as the
+# shipped file was made); `device="cpu"` repeats the shipped run.
 
 # %%
 RUN_LIVE = False
@@ -68,7 +70,7 @@ if RUN_LIVE:
     from pigviz.model.loading import load_model
     from pigviz.model.shipped import build_shipped_capture
 
-    model, tokenizer = load_model("smollm2-135m")
+    model, tokenizer = load_model("smollm2-135m", device="auto")
     cap = build_shipped_capture(model, tokenizer)
     del model
     print("recaptured:", cap.layers, cap.kv_heads)

@@ -162,7 +162,7 @@ for method in decoding.METHODS:
 # every token:
 #
 # ```python
-# model, tokenizer = pigviz.model.loading.load_model()  # SmolLM2-135M, fp32, CPU
+# model, tokenizer = pigviz.model.loading.load_model()  # SmolLM2-135M: GPU in bf16 if there is one, else CPU in fp32
 # out = decode.generate(model, tokenizer, prompt, attention="magicpig", max_new_tokens=40, K=10, L=150)
 # out.text, out.token_ids, out.step_seconds, out.budgets
 # ```
@@ -659,6 +659,8 @@ llama = model_shapes.get_model_shape("Llama-3.1-8B")
 small_gpu = report.gpu_step_envelope("SmolLM2-135M", smol.max_context)
 big_gpu = report.gpu_step_envelope("Llama-3.1-8B", llama.max_context)
 longer = lambda r_: report.compare(r_, words=("shorter than", "about as long as", "longer than"))  # noqa: E731
+small_step = small_gpu["launch_s"] + small_gpu["kv_read_s"] + small_gpu["weight_read_s"]
+launch_share, kv_share = small_gpu["launch_s"] / small_step, small_gpu["kv_read_s"] / small_step
 Markdown(
     "Read a GPU table with care"
     + (": none is recorded here, so what follows is arithmetic, not a measurement. " if gpu is None else
@@ -670,7 +672,11 @@ Markdown(
     f"{small_gpu['context']:,} tokens, reading the cache takes {small_gpu['kv_read_s'] * 1e6:.0f} µs and the weights "
     f"{small_gpu['weight_read_s'] * 1e6:.0f} µs, while launching {small_gpu['kernels']} kernels takes "
     f"{small_gpu['launch_s'] * 1e3:.1f} ms: {small_gpu['launch_s'] / small_gpu['kv_read_s']:.0f}x the cache read, "
-    + ("so a GPU step at this size is likely dominated by launch overhead (CUDA graphs or fused kernels would cut "
+    + (f"{launch_share:.0%} of the estimated step against the cache read's {kv_share:.0%}. So a GPU timing of "
+       f"{small_gpu['model']} at {small_gpu['context']:,} tokens measures launch overhead, not cache reads (CUDA "
+       "graphs or fused kernels would cut the launches). "
+       if launch_share > 0.5 and kv_share < 0.1 else
+       "so a GPU step at this size is likely dominated by launch overhead (CUDA graphs or fused kernels would cut "
        "it), and a GPU timing would say little about cache reads. "
        if small_gpu["launch_s"] > small_gpu["kv_read_s"] + small_gpu["weight_read_s"] else
        "so even here the reads would matter in a GPU timing. ")
@@ -686,7 +692,10 @@ Markdown(
 #
 # Set `RUN_LIVE = True` to load the model (quick once it is cached; the first load
 # de-quantises it) and decode a 1,024-token prompt both ways. Swap `"magicpig"` for
-# `"topk"`, `"quest"` or `"streaming"`, or change (K, L), and compare.
+# `"topk"`, `"quest"` or `"streaming"`, or change (K, L), and compare. On a GPU runtime
+# `device="auto"` loads the model onto the GPU in bf16, where MagicPIG runs the torch reference
+# rather than the compiled CPU engine (§1); the end of §5 estimates what step times on a GPU
+# measure at this model's size. `device="cpu"` gives the CPU in fp32, as §5's timings were made.
 
 # %%
 RUN_LIVE = False
@@ -694,7 +703,7 @@ if RUN_LIVE:
     from pigviz.model import texts
     from pigviz.model.loading import load_model
 
-    model, tokenizer = load_model()
+    model, tokenizer = load_model(device="auto")
     prompt = texts.first_tokens(tokenizer, 1024)
     live = [decode.generate(model, tokenizer, prompt, attention, 24, progress=False, **options).as_dict()
             for attention, options in (("dense", {}), ("magicpig", {"K": 10, "L": 150}))]

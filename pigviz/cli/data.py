@@ -61,7 +61,9 @@ def register(sub) -> None:
     p.add_argument("--context", type=int, default=8192, help="tokens to prefill (N)")
     p.add_argument("--last", type=int, default=64, help="how many final positions keep their queries (T)")
     p.add_argument("--out", required=True, help="output .safetensors file")
-    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument(
+        "--device", default="auto", help="auto (CUDA when torch sees a GPU, else the CPU), cpu or cuda (default: auto)"
+    )
     p.add_argument("--layers", type=int_list, default=None, help="comma-separated layers to keep (default all)")
     p.add_argument("--kv-heads", type=int_list, default=None, help="comma-separated KV heads to keep (default all)")
     p.add_argument("--fp16", action="store_true", help="store tensors as fp16 (half the size)")

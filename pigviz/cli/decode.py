@@ -174,6 +174,10 @@ def _eval_command(args) -> str:
             parts += [f"--demo-tokens {args.demo_tokens}", f"--demo-prefix {args.demo_prefix}"]
     else:
         parts += ["--lengths " + ",".join(map(str, args.lengths)), f"--trials {args.trials}"]
+    if args.device != "cpu":
+        parts.append(f"--device {args.device}")
+    if args.dtype:
+        parts.append(f"--dtype {args.dtype}")
     if args.threads is not None:
         parts.append(f"--threads {args.threads}")
     if args.dense_layers is not None:
@@ -192,7 +196,7 @@ def register(sub) -> None:
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--chat", action="store_true", help="wrap --prompt in the model's chat template")
     p.add_argument("--json", help="also write the result (ids, text, per-token time and budget) here")
-    _add_common(p)
+    _add_common(p, device="auto")
     _add_method_options(p)
     p.set_defaults(func=_cmd_generate)
 
@@ -224,13 +228,19 @@ def register(sub) -> None:
     p.add_argument("--dense-layers", type=int_list, help="layers kept dense (default 0)")
     p.add_argument("--json", help="write the results here (else print them)")
     p.add_argument("--record", action="store_true", help="add the --json file to manifest.json in its folder")
-    _add_common(p)
+    # The CPU by default: the results in data/ were made there, and their recorded commands name
+    # no device, so rerunning one must not move to a GPU (and bf16) because a GPU is present.
+    _add_common(p, device="cpu")
     p.set_defaults(func=_cmd_eval)
 
 
-def _add_common(p) -> None:
+def _add_common(p, *, device: str) -> None:
     p.add_argument("--model", default="smollm2-135m", help="bundled alias, local model folder or hub id")
-    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument(
+        "--device",
+        default=device,
+        help=f"auto (CUDA when torch sees a GPU, else the CPU), cpu or cuda (default: {device})",
+    )
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: fp32 on CPU, bf16 on GPU)")
     p.add_argument("--allow-long-context", action="store_true", help="allow prompts past the trained context")
     p.add_argument(

@@ -120,8 +120,9 @@ def bundled_gguf_path(name: str = "smollm2-135m") -> Path:
     )
 
 
-def resolve_device(device) -> "torch.device":
-    """CPU, or CUDA when asked for and present (a clear error when it is not)."""
+def resolve_device(device="auto") -> "torch.device":
+    """``"auto"``: CUDA when torch sees a GPU, else the CPU. ``"cpu"``, ``"cuda"`` or ``"cuda:N"``
+    (or a ``torch.device``) as asked, with a clear error when CUDA is asked for and absent."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     if isinstance(device, torch.device):
@@ -129,16 +130,19 @@ def resolve_device(device) -> "torch.device":
     elif isinstance(device, str):
         kind = device.split(":", 1)[0]
     else:
-        raise TypeError(f"device must be a str such as 'cpu' or 'cuda', got {type(device).__name__}")
+        raise TypeError(f"device must be a str such as 'auto', 'cpu' or 'cuda', got {type(device).__name__}")
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if kind not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda' (optionally 'cuda:N'); got {device!r}")
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda' (optionally 'cuda:N'); got {device!r}")
     if kind == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was asked for but torch sees no CUDA GPU here; use device='cpu'")
+        raise ValueError("device='cuda' was asked for but torch sees no CUDA GPU here; use device='cpu' or 'auto'")
     return torch.device(device)
 
 
-def resolve_dtype(dtype, device) -> "torch.dtype":
-    """fp32 on CPU (bf16 matmuls there are slow and lossy), bf16 on GPU, unless ``dtype`` says."""
+def resolve_dtype(dtype, device="auto") -> "torch.dtype":
+    """fp32 on CPU (bf16 matmuls there are slow and lossy), bf16 on GPU, unless ``dtype`` says.
+    ``device`` as for ``resolve_device`` (``"auto"``: whichever it picks)."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     names = {
@@ -160,13 +164,17 @@ def resolve_dtype(dtype, device) -> "torch.dtype":
 
 def load_model(
     name: str = "smollm2-135m",
-    device: str = "cpu",
+    device: str = "auto",
     dtype=None,
     *,
     progress: bool = True,
     local_files_only: bool | None = None,
 ):
     """Return ``(model, tokenizer)`` in eval mode with sdpa attention.
+
+    ``device``: ``"auto"`` (the default) puts the model on the GPU when torch sees one, else on
+    the CPU; ``"cpu"`` or ``"cuda"`` (``"cuda:N"``) force one. ``dtype``: None means fp32 on the
+    CPU and bf16 on a GPU; pass ``device="cpu"`` where results must match data made on a CPU.
 
     ``name``: a bundled alias (see ``BUNDLED_MODELS``), a local directory with ``config.json``,
     or a hub id ``owner/model`` (needs network; ``local_files_only=True`` uses only the local

@@ -50,10 +50,46 @@ def test_hub_id_when_offline_fails_fast(monkeypatch):
         models.load_model("pigviz-test/surely-not-a-cached-model")
 
 
-@pytest.mark.parametrize("device", ["tpu", "gpu", "mps"])
-def test_unknown_device(device):
-    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda'"):
+@pytest.mark.parametrize("device", ["tpu", "gpu", "mps", "Auto", "automatic", ""])
+def test_unknown_device_names_the_parameter_and_the_choices(device):
+    with pytest.raises(ValueError, match=r"device must be 'auto', 'cpu' or 'cuda' \(optionally 'cuda:N'\); got"):
         models.resolve_device(device)
+    with pytest.raises(ValueError, match="device must be"):
+        models.load_model("smollm2-135m", device=device)
+
+
+def test_device_of_the_wrong_type_is_a_type_error():
+    with pytest.raises(TypeError, match="device must be a str"):
+        models.resolve_device(0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
+def test_auto_is_the_cpu_without_a_gpu():
+    assert models.resolve_device("auto") == torch.device("cpu")
+    assert models.resolve_device() == torch.device("cpu")
+    assert models.resolve_dtype(None, "auto") == torch.float32
+    assert models.resolve_dtype(None) == torch.float32
+
+
+def test_auto_is_cuda_in_bf16_where_torch_sees_a_gpu(monkeypatch):
+    # Only the choice is checked: resolve_device makes a torch.device and moves nothing.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert models.resolve_device("auto") == torch.device("cuda")
+    assert models.resolve_dtype(None, "auto") == torch.bfloat16
+    assert models.resolve_dtype(None, "cpu") == torch.float32
+    assert models.resolve_dtype("float32", "auto") == torch.float32
+
+
+def test_load_model_defaults_to_auto():
+    import inspect
+
+    assert inspect.signature(models.load_model).parameters["device"].default == "auto"
+
+
+def test_explicit_cpu_stays_cpu_where_torch_sees_a_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert models.resolve_device("cpu") == torch.device("cpu")
+    assert models.resolve_device("cuda:1") == torch.device("cuda", 1)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
@@ -212,7 +248,7 @@ def test_cached_copy_equals_a_fresh_dequantisation(smollm2):
     entry = models.cache_entry_path("smollm2-135m", source_digest(model))
     assert Path(entry).is_dir()
     # the cache folder also loads as an ordinary local model directory
-    local, _ = models.load_model(str(entry), progress=False)
+    local, _ = models.load_model(str(entry), device="cpu", progress=False)
     assert local.pigviz_source.kind == "local-dir"
     assert torch.equal(local.model.embed_tokens.weight, model.model.embed_tokens.weight)
 
