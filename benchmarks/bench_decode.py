@@ -17,14 +17,32 @@ machine shared with other jobs inflates far less than the wall clock.
 
 On a shared CPU, small tensor ops wait for each other's threads; ``--threads 1`` (the
 default) gives steadier numbers there. The load average before and after is recorded.
+
+``--memory`` also measures memory. Peak RSS is one number per process, so every (context,
+method) then runs in a process of its own, with its own model load and prefill (slower; then
+``seconds`` counts every process's start, load and prefill). Each row gains ``peak_rss_mb``
+(the whole process: load, prefill, index, decoding); ``decode_start_rss_mb`` and
+``decode_peak_rss_mb`` (the RSS at the end of the prefill, where the peak is reset through
+``/proc/self/clear_refs``, and the peak from there on; None where the kernel refuses the
+reset); and ``index_mb`` (``LSHIndex.nbytes`` summed over layers: the tables, planes, means and
+norms; 0 for dense). MB here are 2**20 bytes. Each process, dense ones too, first decodes a few
+tokens of a 128-token prompt with MagicPIG on small tables, so both methods' processes hold the
+same code (numba's kernels among it) when they are compared. ``pigviz.decode.report.memory_check``
+compares the rows with the target: MagicPIG's peak no more than dense's plus its index.
+
+    python benchmarks/bench_decode.py --memory --contexts 1024 --steps 4 --out /tmp/speed.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,24 +63,39 @@ def measure(
     warmup: int = 2,
     ids=None,
     progress: bool = True,
+    memory: bool = False,
 ) -> list[dict]:
     """Rows of per-token timings (see module docstring). ``ids``: token ids to use instead of
-    the stdlib docs (e.g. carried to another machine)."""
+    the stdlib docs (e.g. carried to another machine). ``memory``: also record this process's
+    peak RSS and the indexes' bytes, and the generated ``tokens``; it needs one context and
+    one method, since a process's peak cannot be split between runs."""
     import torch
 
     from pigviz.decode.session import forward, new_cache, use_attention
     from pigviz.model import texts
 
+    if memory and (len(contexts) != 1 or len(methods) != 1):
+        raise ValueError(
+            f"memory=True needs exactly one context and one method per process, got {len(contexts)} "
+            f"contexts and {len(methods)} methods"
+        )
     limit = model.config.max_position_embeddings
     rows = []
     for context in contexts:
         n = min(context, limit - steps - warmup)
         prompt = ids[:n] if ids is not None else texts.first_tokens(tokenizer, n)
+        if memory:
+            _warm_up(model, prompt[:WARM_UP_TOKENS])
         cache = new_cache(model)
         t0 = time.perf_counter()
         with use_attention(model, "dense"):
             first = int(forward(model, prompt, cache, logits_to_keep=1)[-1].argmax())
         prefill_s = time.perf_counter() - t0
+        if memory:
+            # Read before the reset, which also resets ru_maxrss: it is the same high-water mark.
+            prefill_peak = peak_rss_bytes()
+            decode_peak_known = reset_peak_rss()
+            decode_start = peak_rss_bytes()  # just reset: the current RSS
         dense_tokens = None
         for method, options in methods:
             step_s, attn_s, step_cpu, attn_cpu, budgets, tokens = [], [], [], [], [], [first]
@@ -86,6 +119,9 @@ def measure(
                         budgets.append(1.0 if b is None else float(b[-1]))
                     else:
                         session.take_budgets()
+                if memory:
+                    index_bytes = sum(state.index.nbytes for state in session.layers.values())
+                    decode_peak = peak_rss_bytes()
                 cache.crop(-(warmup + steps))
             dense_tokens = tokens if method == "dense" else dense_tokens
             row = {
@@ -104,15 +140,128 @@ def measure(
                 "same_tokens_as_dense": None if dense_tokens is None else tokens == dense_tokens,
             }
             row["rest_ms"] = row["step_ms"] - row["attention_ms"]
+            if memory:
+                row["peak_rss_mb"] = max(prefill_peak, decode_peak) / 2**20
+                row["decode_start_rss_mb"] = decode_start / 2**20 if decode_peak_known else None
+                row["decode_peak_rss_mb"] = decode_peak / 2**20 if decode_peak_known else None
+                row["index_mb"] = index_bytes / 2**20
+                row["tokens"] = tokens
             rows.append(row)
             if progress:
                 print(
                     f"  {n:>5} {method:<9} step {row['step_ms']:7.1f} ms  attention {row['attention_ms']:7.1f} ms"
                     f"  (CPU time: step {row['step_cpu_ms']:7.1f}, attention {row['attention_cpu_ms']:7.1f})"
-                    f"  index {row['index_seconds']:5.2f} s  budget {100 * row['budget']:5.1f}%",
+                    f"  index {row['index_seconds']:5.2f} s  budget {100 * row['budget']:5.1f}%"
+                    + (
+                        f"  peak RSS {row['peak_rss_mb']:6.0f} MB, decoding {_mb(row['decode_peak_rss_mb'])}"
+                        f", index {row['index_mb']:5.0f} MB"
+                        if memory
+                        else ""
+                    ),
                     flush=True,
                 )
     return rows
+
+
+# Long enough for MagicPIG to build an index (more than sinks + recent = 68 tokens).
+WARM_UP_TOKENS = 128
+WARM_UP_K, WARM_UP_L = 4, 4
+
+
+def _warm_up(model, prompt) -> None:
+    """A short MagicPIG decode on few, short tables before the measured run, in every process,
+    dense ones too: both then hold the same code (numba's kernels among it) when the peak is
+    reset, and the few small tables freed leave little behind in the allocator."""
+    import gc
+
+    import torch
+
+    from pigviz.decode.session import forward, new_cache, use_attention
+
+    cache = new_cache(model)
+    with use_attention(model, "dense"):
+        token = int(forward(model, prompt, cache, logits_to_keep=1)[-1].argmax())
+    with use_attention(model, "magicpig", K=WARM_UP_K, L=WARM_UP_L) as session:
+        session.prepare(cache)
+        session.phase = "decode"
+        for _ in range(2):
+            token = int(forward(model, torch.tensor([token]), cache)[-1].argmax())
+            session.take_budgets()
+    del cache, session
+    gc.collect()
+
+
+def _mb(value) -> str:
+    return "   n/a" if value is None else f"{value:6.0f} MB"
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size so far (since the last ``reset_peak_rss``)."""
+    status = _vm_hwm_bytes()
+    if status is not None:
+        return status
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
+
+
+def _vm_hwm_bytes() -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Reset the peak RSS to the current RSS (Linux: "5" into /proc/self/clear_refs); False where
+    that is not possible, and then the peak keeps counting from the process start."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+    except OSError:
+        return False
+    return _vm_hwm_bytes() is not None
+
+
+def measure_in_processes(
+    *, contexts, methods, steps: int, warmup: int, threads: int, progress: bool = True
+) -> tuple[list[dict], dict]:
+    """``measure(memory=True)`` for each (context, method) in a fresh Python process, so each
+    row's peak RSS is its own; ``same_tokens_as_dense`` is filled in here from the tokens.
+    Returns the rows and the children's ``environment``."""
+    rows, environment = [], None
+    with tempfile.TemporaryDirectory(prefix="pigviz-bench-decode-") as tmp:
+        for context in contexts:
+            dense_tokens = None
+            for method, options in methods:
+                out = Path(tmp) / f"{context}-{method}.json"
+                command = [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--contexts",
+                    str(context),
+                    "--steps",
+                    str(steps),
+                    "--warmup",
+                    str(warmup),
+                    "--threads",
+                    str(threads),
+                    "--child-method",
+                    json.dumps([method, options]),
+                    "--child-out",
+                    str(out),
+                ]
+                subprocess.run(command, check=True, stdout=None if progress else subprocess.DEVNULL)
+                child = json.loads(out.read_text(encoding="utf-8"))
+                (row,), environment = child["rows"], child["environment"]
+                tokens = row.pop("tokens")
+                dense_tokens = tokens if method == "dense" else dense_tokens
+                row["same_tokens_as_dense"] = None if dense_tokens is None else tokens == dense_tokens
+                rows.append(row)
+    return rows, environment
 
 
 def _sync(model) -> None:
@@ -138,6 +287,14 @@ def main(argv=None) -> int:
     parser.add_argument("--L", type=int, default=150)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--out", default=None, help=f"JSON path (default data/{SPEED_FILE}, recorded in the manifest)")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="also record peak RSS and the indexes' size, each (context, method) in its own process (slower)",
+    )
+    # One (context, method) of --memory, run by measure_in_processes in a fresh process.
+    parser.add_argument("--child-method", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     import torch
@@ -148,16 +305,38 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()
-    model, tokenizer = load_model(device="cpu", progress=False)  # the file it writes is the CPU's timings
     contexts = [int(c) for c in args.contexts.split(",")]
     methods = (("dense", {}), ("magicpig", {"K": args.K, "L": args.L}))
+    if args.child_method is not None:
+        model, tokenizer = load_model(device="cpu", progress=False)
+        method, options = json.loads(args.child_method)
+        rows = measure(
+            model,
+            tokenizer,
+            contexts=contexts,
+            methods=((method, options),),
+            steps=args.steps,
+            warmup=args.warmup,
+            memory=True,
+        )
+        child = {"rows": rows, "environment": decode_eval.environment(model)}
+        Path(args.child_out).write_text(json.dumps(child), encoding="utf-8")
+        return 0
+    load_before = os.getloadavg()
     t0 = time.perf_counter()
-    rows = measure(model, tokenizer, contexts=contexts, methods=methods, steps=args.steps, warmup=args.warmup)
+    if args.memory:
+        rows, environment = measure_in_processes(
+            contexts=contexts, methods=methods, steps=args.steps, warmup=args.warmup, threads=args.threads
+        )
+    else:
+        model, tokenizer = load_model(device="cpu", progress=False)  # the file it writes is the CPU's timings
+        t0 = time.perf_counter()
+        rows = measure(model, tokenizer, contexts=contexts, methods=methods, steps=args.steps, warmup=args.warmup)
+        environment = decode_eval.environment(model)
     print(table(rows))
     result = {
         "format": SPEED_FORMAT,
-        "environment": decode_eval.environment(model),
+        "environment": environment,
         "load_average_before": list(load_before),
         "load_average_after": list(os.getloadavg()),
         "cpu_count": os.cpu_count(),

@@ -30,6 +30,8 @@ __all__ = [
     "compare",
     "speed_summary",
     "same_band",
+    "MEMORY_TOLERANCE_MB",
+    "memory_check",
     "ASSUMED_HBM_BYTES_PER_S",
     "ASSUMED_KERNELS_PER_LAYER",
     "ASSUMED_LAUNCH_SECONDS",
@@ -128,12 +130,15 @@ def passkey_table(data: dict) -> str:
 
 
 def speed_table(rows: list[dict]) -> str:
-    """Side by side per context: step/attention/rest time and the ratios to dense."""
+    """Side by side per context: step/attention/rest time and the ratios to dense; peak RSS and
+    the index's size too where the rows carry them (``bench_decode.py --memory``)."""
     cpu = all("attention_cpu_ms" in r for r in rows)  # CPU-time columns (newer files)
+    memory = all("peak_rss_mb" in r for r in rows)  # measured with --memory
     lines = [
         f"{'context':>7}  {'method':<9} {'step ms':>8} {'attn ms':>8} {'rest ms':>8} "
         f"{'index s':>8} {'budget':>7} {'step/dense':>10} {'attn/dense':>10}"
         + (f" {'CPU: step ms':>12} {'attn ms':>8} {'attn/dense':>10}" if cpu else "")
+        + (f" {'peak MB':>8} {'index MB':>8}" if memory else "")
     ]
     dense = {r["context"]: r for r in rows if r["method"] == "dense"}
     for r in rows:
@@ -147,6 +152,7 @@ def speed_table(rows: list[dict]) -> str:
             f"{r['rest_ms']:8.1f} {r['index_seconds']:8.2f} {100 * r['budget']:6.1f}% "
             f"{ratio('step_ms'):>10} {ratio('attention_ms'):>10}"
             + (f" {r['step_cpu_ms']:12.1f} {r['attention_cpu_ms']:8.1f} {ratio('attention_cpu_ms'):>10}" if cpu else "")
+            + (f" {r['peak_rss_mb']:8.0f} {r['index_mb']:8.0f}" if memory else "")
         )
     return "\n".join(lines)
 
@@ -251,6 +257,49 @@ def same_band(summary: list[dict], clock: str = "cpu") -> float:
     if clock not in ("cpu", "wall"):
         raise ValueError(f"clock must be 'cpu' or 'wall', got {clock!r}")
     return max([SAME_WITHIN] + [s[f"rest_gap_{clock}"] for s in summary])
+
+
+# -- memory: MagicPIG must not hold a second copy of the KV cache ---------------------------------------------
+# Peak RSS of two processes that do identical work is not identical: the allocator's state after the model
+# load and the prefill differs. Two identical runs of bench_decode.py --memory at 1,024 tokens started
+# decoding 50 MB apart (MagicPIG) here. A second K/V copy of SmolLM2 at 8k (360 MB in fp32) is far beyond this.
+MEMORY_TOLERANCE_MB = 64.0
+
+
+def memory_check(
+    rows: list[dict], method: str = "magicpig", *, tolerance_mb: float = MEMORY_TOLERANCE_MB
+) -> list[dict]:
+    """Per context where dense and ``method`` both carry memory fields (``bench_decode.py --memory``),
+    the target "peak RSS no more than dense's plus the index": ``holds`` when
+    ``peak(method) <= peak(dense) + index_mb + tolerance_mb``. The peak compared is the decoding one
+    (from the end of the prefill on) where both rows have it, else the whole process's; ``measure``
+    names it. ``excess_mb`` is what ``method`` holds beyond dense plus its index (negative: less).
+    Rows without memory fields (older files) give an empty list."""
+    if not (isinstance(tolerance_mb, (int, float)) and not isinstance(tolerance_mb, bool) and tolerance_mb >= 0):
+        raise ValueError(f"tolerance_mb must be a number >= 0 (MB), got {tolerance_mb!r}")
+    dense = {r["context"]: r for r in rows if r["method"] == "dense" and "peak_rss_mb" in r}
+    out = []
+    for r in rows:
+        d = dense.get(r["context"])
+        if r["method"] != method or d is None or "peak_rss_mb" not in r:
+            continue
+        both_decode = r.get("decode_peak_rss_mb") is not None and d.get("decode_peak_rss_mb") is not None
+        measure = "decode_peak_rss_mb" if both_decode else "peak_rss_mb"
+        excess = r[measure] - d[measure] - r["index_mb"]
+        out.append(
+            {
+                "context": r["context"],
+                "measure": measure,
+                "dense_mb": d[measure],
+                "method_mb": r[measure],
+                "index_mb": r["index_mb"],
+                "tolerance_mb": float(tolerance_mb),
+                "limit_mb": d[measure] + r["index_mb"] + tolerance_mb,
+                "excess_mb": excess,
+                "holds": excess <= tolerance_mb,
+            }
+        )
+    return sorted(out, key=lambda c: c["context"])
 
 
 # -- a GPU decode step on paper (no GPU run is recorded) ------------------------------------------------------

@@ -109,3 +109,39 @@ def test_same_band_of_the_shipped_file_is_at_least_the_floor_and_its_noise():
     for clock in ("cpu", "wall"):
         band = report.same_band(summary, clock)
         assert band >= report.SAME_WITHIN and all(band >= s[f"rest_gap_{clock}"] for s in summary)
+
+
+def _mem(row, peak, index=0.0, decode_peak=None):
+    return dict(row, peak_rss_mb=peak, index_mb=index, decode_peak_rss_mb=decode_peak)
+
+
+def test_memory_check_compares_the_peak_with_dense_plus_the_index():
+    rows = [
+        _mem(_row(8, "dense", 1, 1, 1, 1), 2000.0, decode_peak=1000.0),
+        _mem(_row(8, "magicpig", 1, 1, 1, 1), 2000.0, index=500.0, decode_peak=1560.0),  # 60 over: within 64
+        _mem(_row(4, "dense", 1, 1, 1, 1), 900.0),  # no decoding peak: the whole process's is compared
+        _mem(_row(4, "magicpig", 1, 1, 1, 1), 1400.0, index=400.0, decode_peak=1300.0),
+    ]
+    small, big = report.memory_check(rows)
+    assert (small["context"], small["measure"]) == (4, "peak_rss_mb")
+    assert small["excess_mb"] == pytest.approx(100.0) and not small["holds"]
+    assert small["limit_mb"] == pytest.approx(900.0 + 400.0 + report.MEMORY_TOLERANCE_MB)
+    assert (big["measure"], big["excess_mb"], big["holds"]) == ("decode_peak_rss_mb", pytest.approx(60.0), True)
+    assert not report.memory_check(rows, tolerance_mb=50)[1]["holds"]
+    assert report.memory_check(rows, tolerance_mb=100)[0]["holds"]  # the bound itself counts as holding
+
+
+def test_memory_check_skips_rows_without_memory_fields_and_checks_its_tolerance():
+    old = [_row(8, "dense", 1, 1, 1, 1), _row(8, "magicpig", 1, 1, 1, 1)]
+    assert report.memory_check(old) == []
+    for bad in (-1, "64", None, True):
+        with pytest.raises(ValueError, match="tolerance_mb must be a number >= 0"):
+            report.memory_check(old, tolerance_mb=bad)
+
+
+def test_speed_table_shows_memory_only_when_every_row_has_it():
+    plain = [_row(8, "dense", 10, 4, 10, 4), _row(8, "magicpig", 9, 3, 9, 3, 0.05)]
+    assert "peak MB" not in report.speed_table(plain)
+    with_memory = [_mem(plain[0], 1234.4), _mem(plain[1], 1500.0, index=250.0)]
+    table = report.speed_table(with_memory)
+    assert "peak MB" in table and " 1234 " in table and " 250" in table
