@@ -783,7 +783,9 @@ Markdown(
     f"{max(wall_ratios):.2f}x ("
     + "; ".join(f"at {s_['context']:,}: {word(s_['attention_ratio_wall'], band_wall)}" for s_ in ss)
     + f"; within {band_wall:.0%}), while reading {min(s_['budget'] for s_ in ss):.1%} to {max(s_['budget'] for s_ in ss):.1%} of the keys. "
-    "No GPU run is recorded; arithmetic suggests a GPU step at this size "
+    + ("No GPU run is recorded; arithmetic suggests" if gpu is None else
+       f"A GPU run is recorded ({gpu['environment']['hardware']}, table in §5); arithmetic suggests")
+    + " a GPU step at this size "
     + ("would be mostly kernel launches." if small_gpu["launch_s"] > small_gpu["kv_read_s"] + small_gpu["weight_read_s"]
        else "would still be mostly reads.")
 )
