@@ -227,7 +227,10 @@ def attend(
     if check and not bool(torch.isfinite(q).all()):
         raise ValueError("q must contain only finite numbers")
     if _use_padded(dev, padded):
-        return _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_offset, check)
+        out, stats = _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_offset, check)
+        if dev.type == "cpu":  # a number, as from the readable version; a GPU would wait for it
+            stats["budget"] = float(stats["budget"])
+        return out, stats
     kv_of_head = torch.arange(H, device=dev) // (H // Hkv)
     qf = q.to(torch.float32)
 
@@ -425,9 +428,8 @@ def _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_off
         )
 
     keys_read = sampled + num_exact
-    budget = keys_read.double().mean() / n
     stats = {
-        "budget": float(budget) if dev.type == "cpu" else budget,
+        "budget": keys_read.double().mean() / n,
         "keys_read": keys_read,
         "sampled": sampled,
         "candidates": candidates,
