@@ -339,6 +339,44 @@ def _use_padded(device, padded) -> bool:
 _GATHER_BYTES = 256 * 2**20
 
 
+class _PaddedPlan:
+    """What the padded step needs besides the query, made once per (index, n, heads,
+    min_hits, device): index tensors and masks that depend only on shapes. On a GPU each is
+    a kernel launch, so they are kept in ``index.cache`` instead of remade every layer of
+    every token."""
+
+    def __init__(self, index: LSHIndex, H: int, min_hits: int, device):
+        n, sinks, recent = index.n, index.sinks, index.recent
+        self.kv_of_head = torch.arange(H, device=device) // (H // index.num_kv_heads)
+        self.group = self.kv_of_head[:, None]
+        self.row_base = self.group * n
+        self.table = torch.arange(index.L, device=device)[None, :]
+        self.slot = torch.arange(index.max_bucket, device=device)
+        self.sampleable = torch.ones(n, dtype=torch.bool, device=device)
+        self.sampleable[:sinks] = False
+        self.sampleable[n - recent :] = False
+        self.tokens = torch.arange(n, device=device).expand(H, n)
+        exact = exact_positions(n, sinks, recent, device)
+        self.num_exact = exact.numel()
+        # No head can sample more: each sampled key takes min_hits of the head's candidates.
+        self.width = max(1, min(n - self.num_exact, index.max_candidates // min_hits))
+        self.spare = self.num_exact + self.width  # the column unsampled tokens are sent to
+        # [exact set, padding, spare]: the padding repeats a key every head reads anyway.
+        pad = n - recent if recent and not sinks else 0  # exact[0]; with no exact set, filled in per head
+        self.read_template = torch.full((H, self.spare + 1), pad, dtype=torch.int64, device=device)
+        self.read_template[:, : self.num_exact] = exact
+        self.columns = torch.arange(self.spare, device=device)
+        self.past_exact = self.columns >= self.num_exact
+
+    @classmethod
+    def of(cls, index: LSHIndex, H: int, min_hits: int, device) -> _PaddedPlan:
+        key = ("padded plan", index.n, H, min_hits, str(device))  # decode_index views share the cache
+        plan = index.cache.get(key)
+        if plan is None:
+            plan = index.cache[key] = cls(index, H, min_hits, device)
+        return plan
+
+
 def _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_offset, check):
     """:func:`attend` with every tensor shape fixed by host numbers (the index's sizes, its
     :attr:`~pigviz.lsh.index.LSHIndex.max_bucket` and ``max_candidates``), so that on a GPU
@@ -351,26 +389,26 @@ def _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_off
        token ids, with a mask of the slots inside their bucket.
     2. Hits counted by scatter-add into (H, n) counters (slots outside a bucket add 0).
     3. The sampled tokens of each head, in token order, packed by a running count into
-       W = min(n - exact, max_candidates // min_hits) columns: no head can sample more, as a
-       sampled key takes min_hits of the head's candidates. Unused columns repeat a token
-       the head reads anyway (a sink, or its first sampled key), so nothing outside the read
-       set is loaded.
+       W = min(n - exact, max_candidates // min_hits) columns after the exact set: no head
+       can sample more, as a sampled key takes min_hits of the head's candidates. Unused
+       columns repeat a key the head reads anyway (the exact set's first, or with no exact
+       set the head's first sampled key), so nothing outside the read set is loaded.
     4. One gather of the listed keys and one batched matmul for the scores, the log u
        correction, the softmax, one gather of the values and one batched matmul for the mix.
+
+    The budget comes back as a 0-d tensor (:func:`attend` turns it into a number on the CPU).
     """
     H, d = q.shape
-    Hkv, n, _ = k.shape
-    dev, L = k.device, index.L
-    kv_of_head = torch.arange(H, device=dev) // (H // Hkv)
+    n, dev = index.n, k.device
+    plan = _PaddedPlan.of(index, H, min_hits, dev)
+    group, table, slot = plan.group, plan.table, plan.slot
     qf = q.to(torch.float32)
 
     # 1. The query's bucket in every table, read as max_bucket slots from the bucket's start.
     query_buckets = index.bucket_ids(qf)  # (H, L)
-    group, table = kv_of_head[:, None], torch.arange(L, device=dev)[None, :]
     starts = index.offsets[group, table, query_buckets].to(torch.int64)
     lengths = index.offsets[group, table, query_buckets + 1].to(torch.int64) - starts
     candidates = lengths.sum(1)
-    slot = torch.arange(index.max_bucket, device=dev)
     in_bucket = slot < lengths[..., None]  # (H, L, max_bucket)
     # Slots past a bucket's end read the next buckets' ids (clamped to the table): ids of
     # the index, not keys, and they count 0 hits below.
@@ -380,29 +418,20 @@ def _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_off
     # 2. Hits per (head, token); the exact set is read anyway, so it is never "sampled".
     hits = torch.zeros((H, n), dtype=torch.int32, device=dev)
     hits.scatter_add_(1, tokens.view(H, -1), in_bucket.view(H, -1).to(torch.int32))
-    hits[:, : index.sinks] = 0
-    hits[:, n - index.recent :] = 0
-    chosen = hits >= min_hits  # (H, n)
+    chosen = (hits >= min_hits) & plan.sampleable  # (H, n)
     sampled = chosen.sum(1)
 
-    # 3. Read lists [exact set, sampled set, padding], (H, exact + W). A token's column is the
-    #    number of sampled tokens before it; unsampled tokens go to a spare column W.
-    exact = exact_positions(n, index.sinks, index.recent, dev)
-    num_exact = exact.numel()
-    width = max(1, min(n - num_exact, index.max_candidates // min_hits))
-    column = torch.where(chosen, chosen.cumsum(1) - 1, width)
-    packed = torch.zeros((H, width + 1), dtype=torch.int64, device=dev)
-    packed.scatter_(1, column, torch.arange(n, device=dev).expand(H, n))
-    pad = exact[:1].expand(H, 1) if num_exact else packed[:, :1]
-    columns = torch.arange(width, device=dev)
-    listed = torch.where(columns < sampled[:, None], packed[:, :width], pad)
-    read = torch.cat([exact.expand(H, num_exact), listed], 1)
-    columns = torch.arange(num_exact + width, device=dev)
-    valid = columns < (num_exact + sampled)[:, None]
-    is_sampled = valid & (columns >= num_exact)
+    # 3. Read lists [exact set, sampled set, padding], (H, exact + W): a sampled token's
+    #    column is the number of sampled tokens before it.
+    column = torch.where(chosen, chosen.cumsum(1).add_(plan.num_exact - 1), plan.spare)
+    read = plan.read_template.clone().scatter_(1, column, plan.tokens)[:, : plan.spare]
+    valid = plan.columns < (plan.num_exact + sampled)[:, None]
+    if not plan.num_exact:  # no sink to pad with: the head's own first sampled key
+        read = torch.where(valid, read, read[:, :1])
+    is_sampled = valid & plan.past_exact
 
     # 4. Scores, log u, softmax and the value mix, a batch of heads at a time.
-    heads_per_batch = max(1, _GATHER_BYTES // (4 * read.shape[1] * max(d, v.shape[2])))
+    heads_per_batch = max(1, _GATHER_BYTES // (4 * plan.spare * max(d, v.shape[2])))
     batches = [slice(h0, h0 + heads_per_batch) for h0 in range(0, H, heads_per_batch)]
 
     def per_batch(fn):
@@ -416,9 +445,9 @@ def _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_off
         _refuse_non_finite_reads(
             "k holds a non-finite number (or q·k overflows float32)", torch.isfinite(dots) | ~valid
         )
-    rows = kv_of_head[:, None] * n + read
-    scores = _corrected_scores(index, qf, dots, rows, kv_of_head, is_sampled, valid, min_hits, u_offset)
-    read_any = (num_exact + sampled)[:, None] > 0
+    rows = plan.row_base + read
+    scores = _corrected_scores(index, qf, dots, rows, plan.kv_of_head, is_sampled, valid, min_hits, u_offset)
+    read_any = valid[:, :1]  # a head that reads anything has its first column valid
     weights = torch.where(read_any, torch.softmax(scores, dim=-1), 0.0)  # nothing read: 0, not NaN
     out = per_batch(lambda b: torch.bmm(weights[b, None, :], v[group[b], read[b]].to(torch.float32)).squeeze(1))
     out = torch.where(read_any, out, 0.0)
@@ -427,13 +456,13 @@ def _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_off
             "v holds a non-finite number (or the weighted sum overflows float32)", torch.isfinite(out)
         )
 
-    keys_read = sampled + num_exact
+    keys_read = sampled + plan.num_exact
     stats = {
         "budget": keys_read.double().mean() / n,
         "keys_read": keys_read,
         "sampled": sampled,
         "candidates": candidates,
-        "exact": num_exact,
+        "exact": plan.num_exact,
         "n": n,
     }
     if return_lse:

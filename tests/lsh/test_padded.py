@@ -99,12 +99,12 @@ def test_a_head_that_samples_nothing(sinks, recent):
 
 @pytest.mark.parametrize(
     "case",
-    ["realistic", "no exact set", "a head samples nothing", "nothing read by some heads"],
+    ["realistic", "recent window only", "no exact set", "a head samples nothing", "nothing read by some heads"],
 )
 def test_padded_path_loads_nothing_outside_the_read_set(case):
-    if case == "realistic":
+    if case in ("realistic", "recent window only"):
         q, k, v = synthetic_decode_step(heads=6, kv_heads=2, n=4000, d=32, seed=1)
-        index = build_index(k, K=8, L=40)
+        index = build_index(k, K=8, L=40, sinks=4 if case == "realistic" else 0)
     elif case == "no exact set":
         q, k, v = synthetic_decode_step(heads=6, kv_heads=2, n=4000, d=32, seed=1)
         index = build_index(k, K=8, L=40, sinks=0, recent=0)
@@ -149,6 +149,7 @@ def test_environment_switch_and_bad_argument(monkeypatch):
     index = build_index(k, K=8, L=40)
     called = []
     real = magicpig._attend_padded
+    monkeypatch.delenv("PIGVIZ_PADDED", raising=False)
     monkeypatch.setattr(magicpig, "_attend_padded", lambda *a: called.append(1) or real(*a))
     attend(index, q, k, v)
     assert called == []  # the CPU default is the readable version
