@@ -135,7 +135,7 @@ def decode_counts(context: int, tokens: int) -> list[tuple]:
     from pigviz.decode.session import forward, new_cache, use_attention
     from pigviz.model import loading, texts
 
-    model, tokenizer = loading.load_model(progress=False)
+    model, tokenizer = loading.load_model(device="cpu", progress=False)
     ids = texts.first_tokens(tokenizer, context + tokens + 1)
     prompt = ids[:context]
     rows = []
