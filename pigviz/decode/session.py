@@ -194,7 +194,7 @@ class DecodeSession:
         one copy, so call it once per forward (it waits for the forward to finish)."""
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-        budgets, sampled = _rows(self._budgets), _rows(self._sampled)
+        budgets, sampled = _rows(self._budgets, self._sampled)
         self._budgets.clear()
         self._sampled.clear()
         self.last_layer_budgets = dict(budgets)
@@ -389,24 +389,32 @@ class DecodeSession:
         return out, (keys_read / visible_n).mean(0)
 
 
-def _rows(per_layer: dict) -> dict:
-    """Per-layer records as (rows,) float32 CPU tensors: the compiled decode step keeps a plain
-    float per layer (one row), the other paths a tensor. On a GPU those tensors stayed there
-    all forward; they come over together, so a forward waits for the GPU once, not per layer."""
+def _rows(*records: dict) -> tuple[dict, ...]:
+    """Each per-layer record (layer -> record) as (rows,) float32 CPU tensors: the compiled
+    decode step keeps a plain float per layer (one row), the other paths a tensor. On a GPU
+    those tensors stayed there all forward; the tensors of all the records come over in one
+    copy, so a forward waits for the GPU once, not once per layer."""
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+    records = tuple(dict(per_layer) for per_layer in records)
+    on_device: dict = {}  # device -> [(which record, layer)]
+    for which, per_layer in enumerate(records):
+        for layer, record in per_layer.items():
+            if isinstance(record, torch.Tensor) and not record.is_cpu:
+                on_device.setdefault(record.device, []).append((which, layer))
+    for places in on_device.values():
+        parts = [records[which][layer].reshape(-1).to(torch.float32) for which, layer in places]
+        host = torch.cat(parts).cpu()
+        for (which, layer), part in zip(places, host.split([p.numel() for p in parts])):
+            records[which][layer] = part
+    return tuple(_host_rows(per_layer) for per_layer in records)
+
+
+def _host_rows(per_layer: dict) -> dict:
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     if not per_layer:
         return {}
-    by_device: dict = {}
-    for layer, record in per_layer.items():
-        if isinstance(record, torch.Tensor) and not record.is_cpu:
-            by_device.setdefault(record.device, []).append(layer)
-    if by_device:
-        per_layer = dict(per_layer)
-        for layers in by_device.values():
-            records = [per_layer[layer].reshape(-1).to(torch.float32) for layer in layers]
-            host = torch.cat(records).cpu()
-            per_layer.update(zip(layers, host.split([r.numel() for r in records])))
     values = [[v] if isinstance(v, float) else v.tolist() for v in per_layer.values()]
     if len({len(v) for v in values}) == 1:  # one conversion for the whole step
         return dict(zip(per_layer, torch.tensor(values, dtype=torch.float32).unbind(0)))

@@ -3,6 +3,7 @@ the eval JSON and the shipped results. CPU; the CUDA tests skip without a GPU.""
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -386,7 +387,8 @@ def test_cuda_bf16_sampled_decode_stays_close_to_dense(long_prompt):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_cuda_decode_attention_never_waits_for_the_gpu(long_prompt, dtype):
     """Every sampled layer's attention call of a decode step, with a decode buffer, under
-    torch.cuda.set_sync_debug_mode("error"); take_budgets then brings the counts over once.
+    torch.cuda.set_sync_debug_mode("error"); take_budgets then brings the counts over with
+    one wait for the GPU.
     (The calls are made straight, not through a forward: the model around them is
     transformers' code.)"""
     from types import SimpleNamespace
@@ -412,9 +414,14 @@ def test_cuda_decode_attention_never_waits_for_the_gpu(long_prompt, dtype):
             for i in layers:
                 keys, values = cache.layers[i].keys, cache.layers[i].values
                 out, _ = session(SimpleNamespace(layer_idx=i), query, keys, values, None, scaling=d**-0.5)
+            torch.cuda.set_sync_debug_mode("warn")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                budgets = session.take_budgets()
         finally:
             torch.cuda.set_sync_debug_mode(previous)
-        budgets = session.take_budgets()
+    syncs = [w for w in caught if "synchronizing CUDA operation" in str(w.message)]
+    assert len(syncs) == 1  # every layer's counts (budgets and sampled shares) in one copy
     assert out.is_cuda and out.shape == (1, 1, H, d) and torch.isfinite(out).all()
     assert budgets.shape == (1,) and 0 < float(budgets[0]) < 0.2
     assert len(session.last_layer_budgets) == len(layers)
