@@ -26,6 +26,9 @@ build per layer; folding tokens into the tables would need to re-sort every tabl
 Joining (a) and (b) needs the normaliser of (a): the compiled path scores both in one list,
 one softmax; without numba (or on a GPU) :func:`pigviz.lsh.magicpig.attend` returns (a)'s
 log-normaliser and (b) is mixed in by log-sum-exp, like two blocks of a flash-attention pass.
+On a GPU that path never waits for the device within a forward: attend takes its padded,
+fixed-shape formulation, and each layer's counts (keys read, keys sampled) stay on the GPU
+until :meth:`DecodeSession.take_budgets` copies them all to the CPU at once.
 
 Several decode rows can be fed in one forward (teacher forcing): row t sees the keys up to
 its own position, exactly as in step-by-step decoding, so the result is the same while the
@@ -185,10 +188,13 @@ class DecodeSession:
         ones counted as 1 (what the whole model reads), and, for MagicPIG,
         ``last_sampled_budget``: keys sampled / keys the tables could sample (the indexed
         tokens outside the sinks and recent window), mean over sampled layers and heads,
-        the share MagicPIG's authors report. Both ``(rows,)`` or None."""
+        the share MagicPIG's authors report. Both ``(rows,)`` or None.
+
+        On a GPU the layers' records are still there: this is where they come to the CPU, in
+        one copy, so call it once per forward (it waits for the forward to finish)."""
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
-        budgets, sampled = _rows(self._budgets), _rows(self._sampled)
+        budgets, sampled = _rows(self._budgets, self._sampled)
         self._budgets.clear()
         self._sampled.clear()
         self.last_layer_budgets = dict(budgets)
@@ -344,16 +350,18 @@ class DecodeSession:
             state = self.layers.get(layer)
             n_idx = state.index.n if state is not None else 0
         qf = q.reshape(Hkv, G * T, d)  # rows of KV group g, head-major
-        # Row t of a chunk sees the cache up to its own position n_total - T + t.
-        ends = n_total - T + 1 + torch.arange(T).repeat(H)  # (H*T,) on the CPU
-        visible_n = (n_total - T + 1 + torch.arange(T)).to(torch.float32)
+        # Row t of a chunk sees the cache up to its own position n_total - T + t: on the CPU
+        # for attend to check, and made again on k's device (a copy there would wait for it).
+        ends = n_total - T + 1 + torch.arange(T).repeat(H)  # (H*T,)
+        row_ends = n_total - T + 1 + torch.arange(T, device=k.device)
+        visible_n = row_ends.to(torch.float32)
         if state is None:  # nothing indexed yet: every visible token is read exactly
             scores = (qf.to(torch.float32) @ k.to(torch.float32).transpose(1, 2)) * scaling
-            visible = torch.arange(n_total, device=k.device)[None, :] < ends.view(Hkv, G * T, 1).to(k.device)
+            visible = torch.arange(n_total, device=k.device) < row_ends.repeat(H).view(Hkv, G * T, 1)
             weights = torch.softmax(scores.masked_fill(~visible, -math.inf), -1)
             out = (weights @ v.to(torch.float32)).view(H, T, dv).transpose(0, 1)
-            self._sampled[layer] = torch.zeros(T)
-            return out, torch.ones(T)
+            self._sampled[layer] = torch.zeros(T, device=k.device)
+            return out, torch.ones(T, device=k.device)
         outs, read, picked = [], [], []
         width = _ROWS_PER_ATTEND * G  # the reference path keeps a hit counter per row and token
         ends = ends.view(Hkv, G * T)
@@ -373,16 +381,36 @@ class DecodeSession:
             read.append((stats["keys_read"] + stats["buffer"]).view(Hkv, w))
             picked.append(stats["sampled"].view(Hkv, w))
         out = torch.cat(outs, 1).view(H, T, dv).transpose(0, 1)
-        keys_read = torch.cat(read, 1).view(H, T).to(torch.float32)
+        # On k's device, where the padded attend leaves its counts (PIGVIZ_PADDED=0 leaves them on the CPU).
+        keys_read = torch.cat(read, 1).view(H, T).to(k.device, torch.float32)
         # The authors' budget: keys sampled / keys the tables could sample (outside sinks and recent).
         sampleable = max(1, state.index.n - state.index.sinks - state.index.recent)
-        self._sampled[layer] = (torch.cat(picked, 1).view(H, T).to(torch.float32) / sampleable).mean(0)
+        self._sampled[layer] = (torch.cat(picked, 1).view(H, T).to(k.device, torch.float32) / sampleable).mean(0)
         return out, (keys_read / visible_n).mean(0)
 
 
-def _rows(per_layer: dict) -> dict:
-    """Per-layer records as (rows,) float32 tensors: the compiled decode step keeps a plain
-    float per layer (one row), the other paths a tensor."""
+def _rows(*records: dict) -> tuple[dict, ...]:
+    """Each per-layer record (layer -> record) as (rows,) float32 CPU tensors: the compiled
+    decode step keeps a plain float per layer (one row), the other paths a tensor. On a GPU
+    those tensors stayed there all forward; the tensors of all the records come over in one
+    copy, so a forward waits for the GPU once, not once per layer."""
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+    records = tuple(dict(per_layer) for per_layer in records)
+    on_device: dict = {}  # device -> [(which record, layer)]
+    for which, per_layer in enumerate(records):
+        for layer, record in per_layer.items():
+            if isinstance(record, torch.Tensor) and not record.is_cpu:
+                on_device.setdefault(record.device, []).append((which, layer))
+    for places in on_device.values():
+        parts = [records[which][layer].reshape(-1).to(torch.float32) for which, layer in places]
+        host = torch.cat(parts).cpu()
+        for (which, layer), part in zip(places, host.split([p.numel() for p in parts])):
+            records[which][layer] = part
+    return tuple(_host_rows(per_layer) for per_layer in records)
+
+
+def _host_rows(per_layer: dict) -> dict:
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     if not per_layer:

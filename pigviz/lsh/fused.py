@@ -386,7 +386,12 @@ _NO_MASK = np.zeros((0, 0), dtype=np.bool_)
 
 
 def _reference(index, q, k, v, min_hits, scale, ends, return_read_mask):
-    """The same contract through :func:`pigviz.lsh.magicpig.attend` and a dense buffer pass."""
+    """The same contract through :func:`pigviz.lsh.magicpig.attend` and a dense buffer pass.
+
+    The path a GPU takes, so nothing here waits for the device: ``ends`` is a CPU tensor
+    (read on the host for free) and goes to the device from pinned memory, queued like a
+    kernel; ``magicpig.attend`` takes its padded formulation there and leaves its stats on the
+    device, and so does ``buffer``."""
     R, d = q.shape
     Hkv, N, _ = k.shape
     n = index.n
@@ -396,10 +401,20 @@ def _reference(index, q, k, v, min_hits, scale, ends, return_read_mask):
     out, stats = magicpig.attend(
         index, qs, kk, vv, min_hits=min_hits, return_read_mask=return_read_mask, return_lse=True
     )
-    stats["buffer"] = (ends - n).to(stats["keys_read"].dtype)
+    device_ends = _to_device(ends, q.device)
+    stats["buffer"] = (device_ends - n).to(stats["keys_read"].device)  # where the other counts are
     if int(ends.max()) > n if ends.numel() else False:
-        out, stats["lse"] = _merge_buffer(q, k, v, out, stats["lse"], n, ends.to(q.device), scale)
+        out, stats["lse"] = _merge_buffer(q, k, v, out, stats["lse"], n, device_ends, scale)
     return out, stats
+
+
+def _to_device(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``host`` (a CPU tensor) on ``device`` without waiting for it: a copy from ordinary
+    (pageable) memory first waits for all the work queued on the GPU; one from pinned
+    memory is queued behind it like a kernel."""
+    if device.type == "cpu":
+        return host
+    return host.pin_memory().to(device, non_blocking=True)
 
 
 def _merge_buffer(q, k, v, out, lse, n, ends, scale):

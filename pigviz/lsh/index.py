@@ -163,6 +163,30 @@ class LSHIndex:
         """Tokens per bucket, (Hkv, L, 2^K): how evenly the centred keys spread."""
         return self.offsets[..., 1:] - self.offsets[..., :-1]
 
+    @property
+    def max_bucket(self) -> int:
+        """Tokens in the largest bucket of any (KV head, table): the width to which the
+        sync-free decode step pads each bucket it reads."""
+        return self._bucket_bounds()[0]
+
+    @property
+    def max_candidates(self) -> int:
+        """The most table entries one query can scan: over KV heads, the sum over tables of
+        each table's largest bucket. A query samples at most this / min_hits keys, which
+        bounds the sync-free step's read list with a number the host knows."""
+        return self._bucket_bounds()[1]
+
+    def _bucket_bounds(self) -> tuple[int, int]:
+        # Host ints, read once per index (build_index does it while it builds): on a GPU each
+        # read waits for the device, which a decode step must not do.
+        bounds = self.cache.get("bucket_bounds")
+        if bounds is None:
+            sizes = self.bucket_sizes().to(torch.int64)
+            largest = sizes.amax(-1) if sizes.shape[-1] else sizes.sum(-1)  # no buckets: zeros
+            bounds = (int(largest.max()), int(largest.sum(-1).max()))
+            self.cache["bucket_bounds"] = bounds
+        return bounds
+
 
 def build_index(
     k: torch.Tensor,
@@ -269,6 +293,7 @@ def build_index(
         per_bucket = torch.bincount((buckets + table_base).view(-1), minlength=L * 2**K).view(L, 2**K)
         index.offsets[g, :, 0] = 0
         index.offsets[g, :, 1:] = per_bucket.cumsum(1)
+    index._bucket_bounds()  # read now, once, while the build waits for the device anyway
     return index
 
 

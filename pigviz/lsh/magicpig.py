@@ -19,6 +19,13 @@ falls back to the exact set alone.
 
 Build the index once per layer with :func:`pigviz.lsh.index.build_index`, then call
 :func:`attend` for as many queries as you like; :func:`sampled_attention` does both.
+
+On a GPU, :func:`attend` runs the same steps in a second formulation, :func:`_attend_padded`:
+the one above sizes its tensors by what it found (how many keys a head sampled), and each
+such size is a number the CPU must wait for the GPU to compute. The padded formulation
+sizes everything by bounds the host already knows (the index's largest bucket, the most
+keys a query could sample), so a whole decode step is queued without waiting; its
+statistics stay on the GPU until someone reads them. Tests pin the two together on the CPU.
 """
 
 from __future__ import annotations
@@ -133,6 +140,26 @@ def _mix_values(
     return torch.bmm(weights[:, None, :], v_read).squeeze(1)
 
 
+def _corrected_scores(index, qf, dots, rows, kv_of_head, is_sampled, valid, min_hits, u_offset):
+    """q·k / sqrt(d) - log u for every slot of the read lists ``rows`` (H, width) (flat ids
+    into the index's (Hkv·n) keys): log u on the sampled slots only, -inf on unused slots.
+
+    cos(q, k - mean) comes from the dot product already taken and the stored |k - mean|,
+    so no key is read twice."""
+    d = qf.shape[1]
+    q_dot_mean = (qf * index.mean[kv_of_head]).sum(-1, keepdim=True)
+    key_norms = index.centred_norms.view(-1).index_select(0, rows.reshape(-1)).view(rows.shape)
+    norms = qf.norm(dim=-1, keepdim=True) * key_norms
+    cos = torch.where(norms > 0, (dots - q_dot_mean) / norms.clamp(min=torch.finfo(torch.float32).tiny), 0.0)
+    p = 1.0 - torch.arccos(cos.clamp(-1.0, 1.0)) / math.pi
+    log_u = _log_inclusion(index, p, min_hits)
+    if u_offset > 0:
+        # full_like, not torch.tensor(...): a Python number copied to a GPU makes the host wait.
+        log_u = torch.logaddexp(log_u, torch.full_like(log_u, math.log(u_offset)))
+    log_u = torch.where(is_sampled, log_u, 0.0)
+    return (dots / math.sqrt(d) - log_u).masked_fill(~valid, -math.inf)
+
+
 def _refuse_non_finite_reads(problem: str, finite: torch.Tensor) -> None:
     """ValueError naming the first query head whose read rows are not all finite."""
     bad_heads = (~finite).any(-1)
@@ -153,6 +180,7 @@ def attend(
     return_read_mask: bool = False,
     return_lse: bool = False,
     u_offset: float = 0.0,
+    padded: bool | None = None,
 ):
     """One decode step: ``q`` (H, d) against the cache ``k``, ``v`` (Hkv, n, d[v]) that
     ``index`` was built from. Returns ``(output (H, dv) in q's dtype, stats)``.
@@ -172,6 +200,17 @@ def attend(
     (evaluations/RULER/pred/cache_ref.py) adds 1e-4, which caps the weight of a key sampled
     against the odds; the default 0 keeps the plain 1/u importance weight. The two differ by
     up to ~2e-4 relative in the output on the shipped capture (tests/test_authors_formula.py).
+
+    ``padded``: which formulation runs. False: the one below, which sizes its tensors by
+    the data (how many keys each head sampled), so a GPU must report those sizes to the host
+    before it can go on: a few hundred waits per decoded token over a model's layers. True:
+    :func:`_attend_padded`, the same estimator with every shape fixed by numbers the host
+    knows, so the GPU is never waited for. None (default): padded on a GPU, the readable
+    version on the CPU; the environment variable ``PIGVIZ_PADDED=1`` (or ``0``) overrides
+    that default. Same read set, same outputs (to ~1e-6) and same ``stats`` keys, but on a
+    GPU the padded path keeps its stats on the device: ``keys_read``, ``sampled``,
+    ``candidates`` and ``lse`` are device tensors and ``budget`` a 0-d float64 device tensor
+    (``float(stats["budget"])`` waits for the GPU: read it once, when needed).
     """
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     if not isinstance(index, LSHIndex):
@@ -187,6 +226,11 @@ def attend(
     check = _check_finite(dev)
     if check and not bool(torch.isfinite(q).all()):
         raise ValueError("q must contain only finite numbers")
+    if _use_padded(dev, padded):
+        out, stats = _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_offset, check)
+        if dev.type == "cpu":  # a number, as from the readable version; a GPU would wait for it
+            stats["budget"] = float(stats["budget"])
+        return out, stats
     kv_of_head = torch.arange(H, device=dev) // (H // Hkv)
     qf = q.to(torch.float32)
 
@@ -250,17 +294,8 @@ def attend(
             "k holds a non-finite number (or q·k overflows float32)", torch.isfinite(dots) | ~valid
         )
 
-    # 4. cos(q, k - mean) from the dot product and the stored |k - mean|, then log u.
-    q_dot_mean = (qf * index.mean[kv_of_head]).sum(-1, keepdim=True)
-    key_norms = index.centred_norms.view(-1).index_select(0, rows.view(-1)).view(H, width)
-    norms = qf.norm(dim=-1, keepdim=True) * key_norms
-    cos = torch.where(norms > 0, (dots - q_dot_mean) / norms.clamp(min=torch.finfo(torch.float32).tiny), 0.0)
-    p = 1.0 - torch.arccos(cos.clamp(-1.0, 1.0)) / math.pi
-    log_u = _log_inclusion(index, p, min_hits)
-    if u_offset > 0:
-        log_u = torch.logaddexp(log_u, torch.tensor(math.log(u_offset), dtype=log_u.dtype, device=dev))
-    log_u = torch.where(is_sampled, log_u, 0.0)
-    scores = (dots / math.sqrt(d) - log_u).masked_fill(~valid, -math.inf)
+    # 4. Scores corrected by log u, then one softmax per head over its read list.
+    scores = _corrected_scores(index, qf, dots, rows, kv_of_head, is_sampled, valid, min_hits, u_offset)
     read_any = (num_exact + sampled)[:, None] > 0
     weights = torch.where(read_any, torch.softmax(scores, dim=-1), 0.0)  # nothing read: 0, not NaN
     out = _mix_values(v.reshape(Hkv * n, -1), rows, weights, valid, num_exact + sampled)
@@ -286,6 +321,161 @@ def attend(
         mask = torch.zeros((H, n), dtype=torch.bool, device=dev)
         mask[torch.arange(H, device=dev)[:, None].expand_as(read)[valid], read[valid]] = True
         stats["read_mask"] = mask
+    return out.to(q.dtype), stats
+
+
+def _use_padded(device, padded) -> bool:
+    if padded is not None:
+        if not isinstance(padded, bool):
+            raise TypeError(f"padded must be True, False or None, got {padded!r}")
+        return padded
+    forced = os.environ.get("PIGVIZ_PADDED", "")
+    if forced:
+        return forced != "0"
+    return device.type != "cpu"
+
+
+# Bytes of gathered float32 keys (or values) held at once; more heads go in several batches.
+_GATHER_BYTES = 256 * 2**20
+
+
+class _PaddedPlan:
+    """What the padded step needs besides the query, made once per (index, n, heads,
+    min_hits, device): index tensors and masks that depend only on shapes. On a GPU each is
+    a kernel launch, so they are kept in ``index.cache`` instead of remade every layer of
+    every token."""
+
+    def __init__(self, index: LSHIndex, H: int, min_hits: int, device):
+        n, sinks, recent = index.n, index.sinks, index.recent
+        self.kv_of_head = torch.arange(H, device=device) // (H // index.num_kv_heads)
+        self.group = self.kv_of_head[:, None]
+        self.row_base = self.group * n
+        self.table = torch.arange(index.L, device=device)[None, :]
+        self.slot = torch.arange(index.max_bucket, device=device)
+        self.sampleable = torch.ones(n, dtype=torch.bool, device=device)
+        self.sampleable[:sinks] = False
+        self.sampleable[n - recent :] = False
+        self.tokens = torch.arange(n, device=device).expand(H, n)
+        exact = exact_positions(n, sinks, recent, device)
+        self.num_exact = exact.numel()
+        # No head can sample more: each sampled key takes min_hits of the head's candidates.
+        self.width = max(1, min(n - self.num_exact, index.max_candidates // min_hits))
+        self.spare = self.num_exact + self.width  # the column unsampled tokens are sent to
+        # [exact set, padding, spare]: the padding repeats a key every head reads anyway.
+        pad = n - recent if recent and not sinks else 0  # exact[0]; with no exact set, filled in per head
+        self.read_template = torch.full((H, self.spare + 1), pad, dtype=torch.int64, device=device)
+        self.read_template[:, : self.num_exact] = exact
+        self.columns = torch.arange(self.spare, device=device)
+        self.past_exact = self.columns >= self.num_exact
+
+    @classmethod
+    def of(cls, index: LSHIndex, H: int, min_hits: int, device) -> _PaddedPlan:
+        key = ("padded plan", index.n, H, min_hits, str(device))  # decode_index views share the cache
+        plan = index.cache.get(key)
+        if plan is None:
+            plan = index.cache[key] = cls(index, H, min_hits, device)
+        return plan
+
+
+def _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_offset, check):
+    """:func:`attend` with every tensor shape fixed by host numbers (the index's sizes, its
+    :attr:`~pigviz.lsh.index.LSHIndex.max_bucket` and ``max_candidates``), so that on a GPU
+    the host queues the whole step without waiting for the device: no scalar reads, no
+    ``nonzero``, no boolean-mask selection, no copies to the CPU. Same estimator, same keys
+    read. The price is padding: where the readable version sizes its lists by what was
+    found, this one sizes them by the most that could be found. Real keys crowd into a few
+    large buckets, so that bound is loose: on the shipped SmolLM2 layers at 8k tokens
+    (K=10, L=150) W below is 67-99% of n while a head samples 3-8% of it, and the gathered
+    (H, W, d) block of keys is nearly as wide as dense attention's scores. Its padding
+    repeats one row, so the keys fetched from memory are still only those read.
+
+    1. Each head's L buckets, padded to the longest bucket of the index: (H, L, max_bucket)
+       token ids, with a mask of the slots inside their bucket.
+    2. Hits counted by scatter-add into (H, n) counters (slots outside a bucket add 0).
+    3. The sampled tokens of each head, in token order, packed by a running count into
+       W = min(n - exact, max_candidates // min_hits) columns after the exact set: no head
+       can sample more, as a sampled key takes min_hits of the head's candidates. Unused
+       columns repeat a key the head reads anyway (the exact set's first, or with no exact
+       set the head's first sampled key), so nothing outside the read set is loaded.
+    4. One gather of the listed keys and one batched matmul for the scores, the log u
+       correction, the softmax, one gather of the values and one batched matmul for the mix.
+
+    The budget comes back as a 0-d tensor (:func:`attend` turns it into a number on the CPU).
+    """
+    H, d = q.shape
+    n, dev = index.n, k.device
+    plan = _PaddedPlan.of(index, H, min_hits, dev)
+    group, table, slot = plan.group, plan.table, plan.slot
+    qf = q.to(torch.float32)
+
+    # 1. The query's bucket in every table, read as max_bucket slots from the bucket's start.
+    query_buckets = index.bucket_ids(qf)  # (H, L)
+    starts = index.offsets[group, table, query_buckets].to(torch.int64)
+    lengths = index.offsets[group, table, query_buckets + 1].to(torch.int64) - starts
+    candidates = lengths.sum(1)
+    in_bucket = slot < lengths[..., None]  # (H, L, max_bucket)
+    # Slots past a bucket's end read the next buckets' ids (clamped to the table): ids of
+    # the index, not keys, and they count 0 hits below.
+    positions = (starts[..., None] + slot).clamp(max=n - 1)
+    tokens = index.entries[group[..., None], table[..., None], positions].to(torch.int64)
+
+    # 2. Hits per (head, token); the exact set is read anyway, so it is never "sampled".
+    hits = torch.zeros((H, n), dtype=torch.int32, device=dev)
+    hits.scatter_add_(1, tokens.view(H, -1), in_bucket.view(H, -1).to(torch.int32))
+    chosen = (hits >= min_hits) & plan.sampleable  # (H, n)
+    sampled = chosen.sum(1)
+
+    # 3. Read lists [exact set, sampled set, padding], (H, exact + W): a sampled token's
+    #    column is the number of sampled tokens before it.
+    column = torch.where(chosen, chosen.cumsum(1).add_(plan.num_exact - 1), plan.spare)
+    read = plan.read_template.clone().scatter_(1, column, plan.tokens)[:, : plan.spare]
+    valid = plan.columns < (plan.num_exact + sampled)[:, None]
+    if not plan.num_exact:  # no sink to pad with: the head's own first sampled key
+        read = torch.where(valid, read, read[:, :1])
+    is_sampled = valid & plan.past_exact
+
+    # 4. Scores, log u, softmax and the value mix, a batch of heads at a time.
+    heads_per_batch = max(1, _GATHER_BYTES // (4 * plan.spare * max(d, v.shape[2])))
+    batches = [slice(h0, h0 + heads_per_batch) for h0 in range(0, H, heads_per_batch)]
+
+    def per_batch(fn):
+        return fn(batches[0]) if len(batches) == 1 else torch.cat([fn(b) for b in batches])
+
+    # k[group, read] gathers rows straight from a (possibly strided) cache view: no copy of k.
+    dots = per_batch(
+        lambda b: torch.bmm(qf[b, None, :], k[group[b], read[b]].to(torch.float32).transpose(1, 2)).squeeze(1)
+    )
+    if check:
+        _refuse_non_finite_reads(
+            "k holds a non-finite number (or q·k overflows float32)", torch.isfinite(dots) | ~valid
+        )
+    rows = plan.row_base + read
+    scores = _corrected_scores(index, qf, dots, rows, plan.kv_of_head, is_sampled, valid, min_hits, u_offset)
+    read_any = valid[:, :1]  # a head that reads anything has its first column valid
+    weights = torch.where(read_any, torch.softmax(scores, dim=-1), 0.0)  # nothing read: 0, not NaN
+    out = per_batch(lambda b: torch.bmm(weights[b, None, :], v[group[b], read[b]].to(torch.float32)).squeeze(1))
+    out = torch.where(read_any, out, 0.0)
+    if check:
+        _refuse_non_finite_reads(
+            "v holds a non-finite number (or the weighted sum overflows float32)", torch.isfinite(out)
+        )
+
+    keys_read = sampled + plan.num_exact
+    stats = {
+        "budget": keys_read.double().mean() / n,
+        "keys_read": keys_read,
+        "sampled": sampled,
+        "candidates": candidates,
+        "exact": plan.num_exact,
+        "n": n,
+    }
+    if return_lse:
+        stats["lse"] = torch.logsumexp(scores, dim=-1)
+    if return_read_mask:
+        # Unused slots mark a spare column n, dropped after.
+        mask = torch.zeros((H, n + 1), dtype=torch.bool, device=dev)
+        mask.scatter_(1, torch.where(valid, read, n), True)
+        stats["read_mask"] = mask[:, :n]
     return out.to(q.dtype), stats
 
 

@@ -1,8 +1,9 @@
 """Sampled decoding inside SmolLM2-135M: the swap, its restoration, exactness limits, errors,
-the eval JSON and the shipped results. CPU; the CUDA test skips without a GPU."""
+the eval JSON and the shipped results. CPU; the CUDA tests skip without a GPU."""
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -319,30 +320,112 @@ def test_tampered_result_is_refused(tmp_path, monkeypatch):
         report.load_result(report.QUALITY_FILE)
 
 
+def test_the_gpu_path_run_on_the_cpu_decodes_as_the_readable_one(smollm2, prompt, monkeypatch):
+    """What a GPU runs (no compiled step; the padded attend, its counts left where they were
+    made until take_budgets) against the readable attend: same logits and budgets through a
+    chunk of rows with a decode buffer, then single steps past the buffer (a rebuild)."""
+    model = smollm2[0]
+    P, T = PROMPT_TOKENS, 4
+    monkeypatch.setenv("PIGVIZ_NO_NUMBA", "1")
+    runs = {}
+    for padded in ("0", "1"):
+        monkeypatch.setenv("PIGVIZ_PADDED", padded)
+        cache = decoding.new_cache(model)
+        with decoding.use_attention(model, "magicpig", K=8, L=40, buffer=T) as session:
+            decoding.forward(model, prompt[:P], cache, logits_to_keep=1)
+            session.prepare(cache)
+            session.phase = "decode"
+            logits, budgets = [decoding.forward(model, prompt[P : P + T], cache)], [session.take_budgets()]
+            for t in range(T, T + 3):
+                logits.append(decoding.forward(model, prompt[P + t : P + t + 1], cache))
+                budgets.append(session.take_budgets())
+        runs[padded] = torch.cat(logits), torch.cat(budgets), session.rebuilds
+    (ref_logits, ref_budgets, ref_rebuilds), (logits, budgets, rebuilds) = runs["0"], runs["1"]
+    assert rebuilds == ref_rebuilds > 0
+    assert torch.allclose(budgets, ref_budgets, atol=1e-6) and bool((budgets < 0.5).all())
+    assert torch.allclose(logits, ref_logits, atol=1e-3, rtol=0)
+
+
+# -- CUDA (skipped without a GPU) ------------------------------------------------------------------
+LONG_PROMPT_TOKENS = 2048  # K=8, L=40 then reads ~6% of the keys (3.3% are the sinks and recent window)
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none visible to torch)")
+
+
+@pytest.fixture(scope="module")
+def long_prompt(smollm2):
+    from pigviz.model.texts import first_tokens
+
+    return first_tokens(smollm2[1], LONG_PROMPT_TOKENS)
+
+
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none visible to torch)")
-def test_cuda_sampled_decode_matches_cpu(smollm2, prompt):
-    """The same sampled decode (K=8, L=40: a few % of the keys, not the read-everything K=1)
-    on CPU (compiled path) and GPU (torch path): same tokens, same budgets up to the rare key
+@cuda
+def test_cuda_sampled_decode_matches_cpu(smollm2, long_prompt):
+    """The same sampled decode at a realistic budget (K=8, L=40 over 2,048 tokens) on CPU
+    (compiled path) and GPU (padded torch path): same tokens, same budgets up to the rare key
     whose projection is within rounding of a hyperplane."""
-    ids = prompt[:PROMPT_TOKENS]
     options = {"K": 8, "L": 40, "buffer": 4}  # a small buffer also exercises a rebuild
-    cpu = _gen(smollm2, ids, "magicpig", **options)
+    cpu = _gen(smollm2, long_prompt, "magicpig", **options)
     model, tok = models.load_model(device="cuda", dtype="float32", progress=False)
-    gpu = generation.generate(model, tok, ids, "magicpig", 6, progress=False, stop_at_eos=False, **options)
-    assert 0 < cpu.mean_budget() < 0.6
+    gpu = generation.generate(model, tok, long_prompt, "magicpig", 6, progress=False, stop_at_eos=False, **options)
+    assert 0 < cpu.mean_budget() < 0.1
     assert gpu.token_ids[:3] == cpu.token_ids[:3]
     assert sum(a == b for a, b in zip(gpu.token_ids, cpu.token_ids)) >= 5
-    assert gpu.mean_budget() == pytest.approx(cpu.mean_budget(), abs=0.02)
+    assert gpu.mean_budget() == pytest.approx(cpu.mean_budget(), rel=0.05)
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none visible to torch)")
-def test_cuda_bf16_sampled_decode_stays_close_to_dense(prompt):
+@cuda
+def test_cuda_bf16_sampled_decode_stays_close_to_dense(long_prompt):
     model, tok = models.load_model(device="cuda", dtype="bfloat16", progress=False)
-    ids = prompt[:PROMPT_TOKENS]
-    sampled = generation.generate(model, tok, ids, "magicpig", 6, progress=False, stop_at_eos=False, K=8, L=40)
-    dense = generation.generate(model, tok, ids, "dense", 6, progress=False, stop_at_eos=False)
-    assert all(0 < b <= 1 for b in sampled.budgets) and 0 < sampled.mean_budget() < 0.6
+    sampled = generation.generate(model, tok, long_prompt, "magicpig", 6, progress=False, stop_at_eos=False, K=8, L=40)
+    dense = generation.generate(model, tok, long_prompt, "dense", 6, progress=False, stop_at_eos=False)
+    assert all(0 < b <= 1 for b in sampled.budgets) and 0 < sampled.mean_budget() < 0.1
     assert sampled.token_ids[:2] == dense.token_ids[:2]
     assert sum(a == b for a, b in zip(sampled.token_ids, dense.token_ids)) >= 4
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cuda_decode_attention_never_waits_for_the_gpu(long_prompt, dtype):
+    """Every sampled layer's attention call of a decode step, with a decode buffer, under
+    torch.cuda.set_sync_debug_mode("error"); take_budgets then brings the counts over with
+    one wait for the GPU.
+    (The calls are made straight, not through a forward: the model around them is
+    transformers' code.)"""
+    from types import SimpleNamespace
+
+    model, _ = models.load_model(device="cuda", dtype=dtype, progress=False)
+    config = model.config
+    H = config.num_attention_heads
+    d = getattr(config, "head_dim", None) or config.hidden_size // H
+    P = LONG_PROMPT_TOKENS - 2
+    cache = decoding.new_cache(model)
+    with decoding.use_attention(model, "magicpig", K=10, L=150) as session:
+        decoding.forward(model, long_prompt[:P], cache, logits_to_keep=1)
+        session.prepare(cache)
+        session.phase = "decode"
+        decoding.forward(model, long_prompt[P : P + 1], cache)  # log u tables to the GPU; a buffer token
+        session.take_budgets()
+        query = torch.randn(1, H, 1, d, device="cuda", dtype=getattr(torch, dtype))
+        layers = [i for i in range(config.num_hidden_layers) if session.sampled_layer(i)]
+        torch.cuda.synchronize()
+        previous = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for i in layers:
+                keys, values = cache.layers[i].keys, cache.layers[i].values
+                out, _ = session(SimpleNamespace(layer_idx=i), query, keys, values, None, scaling=d**-0.5)
+            torch.cuda.set_sync_debug_mode("warn")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                budgets = session.take_budgets()
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    syncs = [w for w in caught if "synchronizing CUDA operation" in str(w.message)]
+    assert len(syncs) == 1  # every layer's counts (budgets and sampled shares) in one copy
+    assert out.is_cuda and out.shape == (1, 1, H, d) and torch.isfinite(out).all()
+    assert budgets.shape == (1,) and 0 < float(budgets[0]) < 0.2
+    assert len(session.last_layer_budgets) == len(layers)
+    assert all(b.device.type == "cpu" for b in session.last_layer_budgets.values())
