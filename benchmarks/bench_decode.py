@@ -18,10 +18,16 @@ machine shared with other jobs inflates far less than the wall clock.
 On a shared CPU, small tensor ops wait for each other's threads; ``--threads 1`` (the
 default) gives steadier numbers there. The load average before and after is recorded.
 
-``--memory`` also measures memory. Peak RSS is one number per process, so every (context,
-method) then runs in a process of its own, with its own model load and prefill (slower; then
-``seconds`` counts every process's start, load and prefill). Each row gains ``peak_rss_mb``
-(the whole process: load, prefill, index, decoding); ``decode_start_rss_mb`` and
+``--memory`` also measures memory. Peak RSS is one number per process, so after the timed run
+every (context, method) runs again in a process of its own, with its own model load and
+prefill and the same decode steps (slower; ``seconds`` counts the timed run only). These processes
+run with glibc's ``MALLOC_MMAP_THRESHOLD_`` fixed at 128 KiB, so that a large block is handed
+back to the OS when it is freed: by default glibc raises that threshold after the first big
+frees and then keeps freed blocks resident, and in identical default runs dense's decoding peak
+at 8k moved by hundreds of MB (1,462 vs 1,882 MB) while nothing it held had changed. With the
+threshold fixed the peak counts what is live; the steps get slower (every cache append maps
+fresh pages), which is why the timings come from the ordinary run. Each row gains
+``peak_rss_mb`` (the whole process: load, prefill, index, decoding); ``decode_start_rss_mb`` and
 ``decode_peak_rss_mb`` (the RSS at the end of the prefill, where the peak is reset through
 ``/proc/self/clear_refs``, and the peak from there on; None where the kernel refuses the
 reset); and ``index_mb`` (``LSHIndex.nbytes`` summed over layers: the tables, planes, means and
@@ -163,6 +169,11 @@ def measure(
     return rows
 
 
+# The memory processes' allocator: every block of 128 KiB or more is its own mapping, handed back
+# to the OS when freed, so a peak counts live memory rather than what glibc chose to keep.
+MEMORY_CHILD_ENV = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+MEMORY_FIELDS = ("peak_rss_mb", "decode_start_rss_mb", "decode_peak_rss_mb", "index_mb")
+
 # Long enough for MagicPIG to build an index (more than sinks + recent = 68 tokens).
 WARM_UP_TOKENS = 128
 WARM_UP_K, WARM_UP_L = 4, 4
@@ -254,7 +265,9 @@ def measure_in_processes(
                     "--child-out",
                     str(out),
                 ]
-                subprocess.run(command, check=True, stdout=None if progress else subprocess.DEVNULL)
+                subprocess.run(
+                    command, check=True, stdout=None if progress else subprocess.DEVNULL, env=MEMORY_CHILD_ENV
+                )
                 child = json.loads(out.read_text(encoding="utf-8"))
                 (row,), environment = child["rows"], child["environment"]
                 tokens = row.pop("tokens")
@@ -324,23 +337,28 @@ def main(argv=None) -> int:
         return 0
     load_before = os.getloadavg()
     t0 = time.perf_counter()
+    model, tokenizer = load_model(device="cpu", progress=False)  # the file it writes is the CPU's timings
+    t0 = time.perf_counter()
+    rows = measure(model, tokenizer, contexts=contexts, methods=methods, steps=args.steps, warmup=args.warmup)
+    environment = decode_eval.environment(model)
+    seconds = round(time.perf_counter() - t0, 1)
+    load_after = os.getloadavg()
     if args.memory:
-        rows, environment = measure_in_processes(
+        del model, tokenizer
+        memory_rows, _ = measure_in_processes(
             contexts=contexts, methods=methods, steps=args.steps, warmup=args.warmup, threads=args.threads
         )
-    else:
-        model, tokenizer = load_model(device="cpu", progress=False)  # the file it writes is the CPU's timings
-        t0 = time.perf_counter()
-        rows = measure(model, tokenizer, contexts=contexts, methods=methods, steps=args.steps, warmup=args.warmup)
-        environment = decode_eval.environment(model)
+        for row, memory_row in zip(rows, memory_rows):
+            assert (row["context"], row["method"]) == (memory_row["context"], memory_row["method"])
+            row.update({field: memory_row[field] for field in MEMORY_FIELDS})
     print(table(rows))
     result = {
         "format": SPEED_FORMAT,
         "environment": environment,
         "load_average_before": list(load_before),
-        "load_average_after": list(os.getloadavg()),
+        "load_average_after": list(load_after),
         "cpu_count": os.cpu_count(),
-        "seconds": round(time.perf_counter() - t0, 1),
+        "seconds": seconds,
         "rows": rows,
         "command": " ".join(["python benchmarks/bench_decode.py", *(argv if argv is not None else sys.argv[1:])]),
     }

@@ -615,6 +615,30 @@ text = [
        "and values per layer." if inside < alone["speedup"] / (1 + band_cpu) else
        "It keeps that advantage inside the model."),
 ]
+mem = report.memory_check(speed["rows"])
+if mem:
+    kv_mb = {m_["context"]: m_["context"] * kv_budget.kv_bytes_per_token(smol, 4) / 2**20 for m_ in mem}
+    sampled_here = smol.layers - len(next(r_ for r_ in speed["rows"] if r_["method"] == "magicpig")["options"]["dense_layers"])
+    per_key = mem[-1]["index_mb"] * 2**20 / (mem[-1]["context"] * sampled_here * smol.kv_heads)
+    kv_per_key = kv_budget.kv_bytes_per_token(smol, 4) / (smol.layers * smol.kv_heads)
+    text.append(
+        "* **Memory.** Each method also ran in a process of its own, with glibc handing freed blocks straight "
+        "back (`bench_decode.py --memory`), so the peak counts what is live. From the end of the prefill on, "
+        + "; ".join(
+            f"at {m_['context']:,} MagicPIG's peak was {m_['method_mb']:,.0f} MB against dense's {m_['dense_mb']:,.0f} MB "
+            f"plus its index's {m_['index_mb']:,.0f} MB, {abs(m_['excess_mb']):.0f} MB "
+            + ("over" if m_["excess_mb"] > 0 else "under")
+            + f" that sum ({'within' if m_['holds'] else 'beyond'} the {m_['tolerance_mb']:.0f} MB the check allows for "
+            "scratch and code)"
+            for m_ in mem
+        )
+        + (". So decoding keeps no second copy of the cache; the index is the cost: at " if all(m_["holds"] for m_ in mem)
+           else ". So MagicPIG holds more than its index adds, more than scratch explains; the index itself: at ")
+        + " and ".join(f"{c_:,} tokens its {m_['index_mb']:,.0f} MB are {m_['index_mb'] / kv_mb[c_]:.1f}x the "
+                       f"{kv_mb[c_]:,.0f} MB of the KV cache" for c_, m_ in ((m_["context"], m_) for m_ in mem))
+        + f" (per key and KV head, {per_key:,.0f} bytes of tables against {kv_per_key:.0f} bytes for the key and "
+        "value themselves in fp32: notebook 05a's LSH bill)."
+    )
 g_mp = next(g for g in generations if g["attention"] == "magicpig")
 g_dense = next(g for g in generations if g["attention"] == "dense")
 same_ctx = next((s_ for s_ in ss if s_["context"] == g_mp["prompt_tokens"]), None)

@@ -13,11 +13,13 @@ from pigviz.decode.report import (
     headline,
     load_result,
     magicpig_summary,
+    memory_check,
     rederives_its_means,
     same_band,
     speed_summary,
 )
 from pigviz.lessons.verify import Claim
+from pigviz.memory.budget import kv_bytes_per_token
 from pigviz.memory.model_shapes import get_model_shape
 from pigviz.study.findings import load_shipped_results, series_summary, wins
 
@@ -268,6 +270,11 @@ def claims():
     return out
 
 
+def _kv_cache_mb(context: int) -> float:
+    """SmolLM2-135M's fp32 KV cache at ``context`` tokens, in MB (2**20 bytes)."""
+    return context * kv_bytes_per_token(get_model_shape("SmolLM2-135M"), 4) / 2**20
+
+
 def _word(ratio: float, band: float) -> str:
     """compare()'s word, recomputed here from the stated band alone."""
     if ratio > 1 + band:
@@ -347,6 +354,26 @@ def _speed_claims(speed: dict) -> list[Claim]:
             ", ".join(f"{100 * b:.1f}%" for b in budgets),
         )
     )
+    memory = memory_check(rows)
+    if memory:
+        rederived = {c: mp[c]["decode_peak_rss_mb"] - dense[c]["decode_peak_rss_mb"] - mp[c]["index_mb"] for c in mp}
+        out.append(
+            Claim(
+                "07",
+                "section 5's memory sentence: MagicPIG's decoding peak minus dense's minus its index re-derives from "
+                "the rows, and 'no second copy of the cache' is said only where that excess is within the "
+                "tolerance and far below one KV cache",
+                all(abs(m["excess_mb"] - rederived[m["context"]]) < 1e-9 for m in memory)
+                and all(
+                    m["holds"] == (m["excess_mb"] <= m["tolerance_mb"])
+                    and (not m["holds"] or m["excess_mb"] < 0.5 * _kv_cache_mb(m["context"]))
+                    for m in memory
+                ),
+                ", ".join(
+                    f"{m['context']}: {m['excess_mb']:+.0f} MB ({'holds' if m['holds'] else 'missed'})" for m in memory
+                ),
+            )
+        )
     small = gpu_step_envelope("SmolLM2-135M", get_model_shape("SmolLM2-135M").max_context)
     big = gpu_step_envelope("Llama-3.1-8B", get_model_shape("Llama-3.1-8B").max_context)
     out.append(
