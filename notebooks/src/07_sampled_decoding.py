@@ -634,7 +634,7 @@ if mem:
         )
         + (". So decoding keeps no second copy of the cache; the index is the cost: at " if all(m_["holds"] for m_ in mem)
            else ". So MagicPIG holds more than its index adds, more than scratch explains; the index itself: at ")
-        + " and ".join(f"{c_:,} tokens its {m_['index_mb']:,.0f} MB are {m_['index_mb'] / kv_mb[c_]:.1f}x the "
+        + " and at ".join(f"{c_:,} tokens its {m_['index_mb']:,.0f} MB are {m_['index_mb'] / kv_mb[c_]:.1f}x the "
                        f"{kv_mb[c_]:,.0f} MB of the KV cache" for c_, m_ in ((m_["context"], m_) for m_ in mem))
         + f" (per key and KV head, {per_key:,.0f} bytes of tables against {kv_per_key:.0f} bytes for the key and "
         "value themselves in fp32: notebook 05a's LSH bill)."
