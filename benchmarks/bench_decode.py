@@ -336,7 +336,6 @@ def main(argv=None) -> int:
         Path(args.child_out).write_text(json.dumps(child), encoding="utf-8")
         return 0
     load_before = os.getloadavg()
-    t0 = time.perf_counter()
     model, tokenizer = load_model(device="cpu", progress=False)  # the file it writes is the CPU's timings
     t0 = time.perf_counter()
     rows = measure(model, tokenizer, contexts=contexts, methods=methods, steps=args.steps, warmup=args.warmup)

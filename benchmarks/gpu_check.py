@@ -154,7 +154,7 @@ def prepare(args) -> int:
     """Write .gpu_carry/: the cut GGUF, the gguf package, the CPU run's token ids, sha256s."""
     import gguf
 
-    from pigviz._util.io import write_json_atomic
+    from pigviz._util.io import atomic_path, write_json_atomic
     from pigviz.model import gguf_cut, loading, texts
 
     # The cut is made from the installed package's file, never from an earlier cut.
@@ -171,7 +171,7 @@ def prepare(args) -> int:
 
     settings = json.loads(REFERENCE.read_text(encoding="utf-8"))["settings"]
     n_ids = settings["prefix"] + settings["stretch"] + 1
-    _, tokenizer = loading.load_model(progress=False)
+    _, tokenizer = loading.load_model(device="cpu", progress=False)  # only its tokenizer is needed
     ids = texts.first_tokens(tokenizer, n_ids).tolist()
     if _ids_sha(ids) != settings["token_ids_sha256"]:
         raise SystemExit(
@@ -201,7 +201,8 @@ def prepare(args) -> int:
     }
     write_json_atomic(CARRY / "info.json", info)
     sums = [f"{_sha256(p)}  {p.relative_to(CARRY).as_posix()}" for p in sorted(CARRY.rglob("*")) if p.is_file()]
-    (CARRY / "SHA256SUMS").write_text("\n".join(sums) + "\n", encoding="utf-8")
+    with atomic_path(CARRY / "SHA256SUMS") as tmp:
+        Path(tmp).write_text("\n".join(sums) + "\n", encoding="utf-8")
     carry = _folder_bytes(CARRY)
     total = tree + carry
     mib = lambda b: f"{b / 2**20:.2f} MiB"  # noqa: E731
@@ -303,7 +304,9 @@ def _cuda_test_files() -> list[str]:
     """Test files holding a CUDA test: collecting the whole suite would import the widget and
     browser tests' packages, which a device image lacks."""
     return sorted(
-        str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py") if "pytest.mark.cuda" in p.read_text()
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").rglob("test_*.py")
+        if "pytest.mark.cuda" in p.read_text(encoding="utf-8")
     )
 
 

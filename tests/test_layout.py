@@ -28,6 +28,7 @@ HEAVY = {
     "jupyter_server_mathjax",
     "pydoc_data",
     "numba",
+    "gguf",
     "pigviz.lsh.index",
     "pigviz.lsh.magicpig",
     "pigviz.lsh.fused",

@@ -95,7 +95,7 @@ print(f"model: {env['model']['name']} ({env['dtype']}), measured on: {env['hardw
 #
 # One call of `pigviz.lsh.fused.attend` per layer reads both the indexed tokens (sinks, recent
 # window, sample) and the buffer. The compiled engine (numba) scores all of them in one list
-# and takes one softmax. Without numba, or on a GPU, it falls back to the torch reference:
+# and takes one softmax. Without numba, or on a GPU, it falls back to the torch path:
 # `magicpig.attend` returns the index part's output and its log-normaliser `lse` (the log of
 # its sum of exp-scores), exact attention over the buffer gives a second output and `lse`, and
 # the two are merged by log-sum-exp, like two blocks of a flash-attention pass.
@@ -603,7 +603,8 @@ text = [
         + ": dense attention's cost grows with every key, MagicPIG's with the keys it samples and scans. ")
        if len(ss) > 1 and last_["attention_ratio_cpu"] < first_["attention_ratio_cpu"] else
        "In CPU time its cost relative to dense does not fall as the context grows here. ")
-    + f"Alone, on one layer of SmolLM2's shape at {alone['n']:,} keys, the same engine (`pigviz.lsh.fused.attend`) "
+    + f"Alone, on one layer of SmolLM2's shape at {alone['n']:,} keys, the same compiled kernel (`pigviz.lsh.fused.attend`; "
+    "inside the model `fused.decode_step` calls it) "
     f"runs {alone['speedup']:.1f}x as fast as PyTorch's SDPA (notebook 06 §7); inside the model, at "
     f"{last_['context']:,}, MagicPIG's attention over all layers runs {inside:.2f}x as fast as dense's in CPU time. "
     + (f"One difference is measured: the benchmark's MagicPIG read {alone['budget']:.1%} of its synthetic keys, the "
@@ -622,21 +623,22 @@ if mem:
     per_key = mem[-1]["index_mb"] * 2**20 / (mem[-1]["context"] * sampled_here * smol.kv_heads)
     kv_per_key = kv_budget.kv_bytes_per_token(smol, 4) / (smol.layers * smol.kv_heads)
     text.append(
-        "* **Memory.** Each method also ran in a process of its own, with glibc handing freed blocks straight "
-        "back (`bench_decode.py --memory`), so the peak counts what is live. From the end of the prefill on, "
+        "* **Memory.** Each method also ran in a process of its own, with glibc handing freed blocks of 128 KiB "
+        "and more straight back (`bench_decode.py --memory`), so the peak counts what is live. Counted from the end "
+        "of the prefill on (the table's peak column counts the whole process, prefill included; MiB = 2^20 bytes), "
         + "; ".join(
-            f"at {m_['context']:,} MagicPIG's peak was {m_['method_mb']:,.0f} MB against dense's {m_['dense_mb']:,.0f} MB "
-            f"plus its index's {m_['index_mb']:,.0f} MB, {abs(m_['excess_mb']):.0f} MB "
+            f"at {m_['context']:,} MagicPIG's peak was {m_['method_mb']:,.0f} MiB against dense's {m_['dense_mb']:,.0f} "
+            f"MiB plus MagicPIG's index of {m_['index_mb']:,.0f} MiB, {abs(m_['excess_mb']):.0f} MiB "
             + ("over" if m_["excess_mb"] > 0 else "under")
-            + f" that sum ({'within' if m_['holds'] else 'beyond'} the {m_['tolerance_mb']:.0f} MB the check allows for "
-            "scratch and code)"
+            + f" that sum ({'within' if m_['holds'] else 'beyond'} the {m_['tolerance_mb']:.0f} MiB of allocator noise "
+            "the check tolerates)"
             for m_ in mem
         )
         + (". So decoding keeps no second copy of the cache; the index is the cost: at " if all(m_["holds"] for m_ in mem)
            else ". So MagicPIG holds more than its index adds, more than scratch explains; the index itself: at ")
-        + " and at ".join(f"{c_:,} tokens its {m_['index_mb']:,.0f} MB are {m_['index_mb'] / kv_mb[c_]:.1f}x the "
-                       f"{kv_mb[c_]:,.0f} MB of the KV cache" for c_, m_ in ((m_["context"], m_) for m_ in mem))
-        + f" (per key and KV head, {per_key:,.0f} bytes of tables against {kv_per_key:.0f} bytes for the key and "
+        + " and at ".join(f"{c_:,} tokens its {m_['index_mb']:,.0f} MiB index (tables, planes, means, norms) is "
+                       f"{m_['index_mb'] / kv_mb[c_]:.1f}x the {kv_mb[c_]:,.0f} MiB of the whole KV cache" for c_, m_ in ((m_["context"], m_) for m_ in mem))
+        + f" (per key and KV head, {per_key:,.0f} bytes of index against {kv_per_key:.0f} bytes for the key and "
         "value themselves in fp32: notebook 05a's LSH bill)."
     )
 g_mp = next(g for g in generations if g["attention"] == "magicpig")
@@ -675,7 +677,8 @@ gpu = report.load_gpu_speed()
 if gpu is None:
     print("No GPU run is recorded in data/ yet (benchmarks/gpu_check.sh makes one).")
 else:
-    print(gpu["environment"]["hardware"])
+    print(gpu["environment"]["hardware"], "- a random-weight 30-layer model of SmolLM2's shape in bf16; "
+          "its 'CPU time' columns are the host thread's time, not the GPU's")
     print(report.speed_table(gpu["speed"]))
 
 # %%
@@ -708,7 +711,10 @@ Markdown(
        "Even at the scale the paper targets the launches weigh")
     + f": for Llama-3.1-8B at {big_gpu['context']:,} tokens the "
     f"cache read takes {big_gpu['kv_read_s'] * 1e3:.1f} ms, {longer(big_gpu['kv_read_s'] / big_gpu['launch_s'])} "
-    f"the {big_gpu['launch_s'] * 1e3:.1f} ms of launches."
+    f"the {big_gpu['launch_s'] * 1e3:.1f} ms of launches. Those launch counts are a dense model's; "
+    "MagicPIG's torch step on a GPU launches many more operations per layer than dense attention's one call "
+    "(`benchmarks/count_ops.py` counts them), so at this model's size a GPU timing may well show it slower "
+    "than dense, which says nothing about the cache reads it saves."
 )
 
 # %% [markdown]
@@ -717,8 +723,8 @@ Markdown(
 # Set `RUN_LIVE = True` to load the model (quick once it is cached; the first load
 # de-quantises it) and decode a 1,024-token prompt both ways. Swap `"magicpig"` for
 # `"topk"`, `"quest"` or `"streaming"`, or change (K, L), and compare. On a GPU runtime
-# `device="auto"` loads the model onto the GPU in bf16, where MagicPIG runs the torch reference
-# rather than the compiled CPU engine (§1); the end of §5 estimates what step times on a GPU
+# `device="auto"` loads the model onto the GPU in bf16, where MagicPIG runs its torch path (in a
+# padded, fixed-shape form that never waits for the GPU) rather than the compiled CPU engine (§1); the end of §5 estimates what step times on a GPU
 # measure at this model's size. `device="cpu"` gives the CPU in fp32, as §5's timings were made.
 
 # %%

@@ -329,9 +329,13 @@ def _use_padded(device, padded) -> bool:
         if not isinstance(padded, bool):
             raise TypeError(f"padded must be True, False or None, got {padded!r}")
         return padded
-    forced = os.environ.get("PIGVIZ_PADDED", "")
+    forced = os.environ.get("PIGVIZ_PADDED", "").strip().lower()
+    if forced in ("1", "true", "yes", "on"):
+        return True
+    if forced in ("0", "false", "no", "off"):
+        return False
     if forced:
-        return forced != "0"
+        raise ValueError(f"PIGVIZ_PADDED must be 1 or 0 (or unset: padded on a GPU only), got {forced!r}")
     return device.type != "cpu"
 
 
@@ -363,7 +367,8 @@ class _PaddedPlan:
         self.spare = self.num_exact + self.width  # the column unsampled tokens are sent to
         # [exact set, padding, spare]: the padding repeats a key every head reads anyway.
         pad = n - recent if recent and not sinks else 0  # exact[0]; with no exact set, filled in per head
-        self.read_template = torch.full((H, self.spare + 1), pad, dtype=torch.int64, device=device)
+        # One row, expanded per call: H copies kept per index would hold hundreds of MB at long contexts.
+        self.read_template = torch.full((1, self.spare + 1), pad, dtype=torch.int64, device=device)
         self.read_template[:, : self.num_exact] = exact
         self.columns = torch.arange(self.spare, device=device)
         self.past_exact = self.columns >= self.num_exact
@@ -386,7 +391,9 @@ def _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_off
     found, this one sizes them by the most that could be found. Real keys crowd into a few
     large buckets, so that bound is loose: on the shipped SmolLM2 layers at 8k tokens
     (K=10, L=150) W below is 67-99% of n while a head samples 3-8% of it, and the gathered
-    (H, W, d) block of keys is nearly as wide as dense attention's scores. Its padding
+    (H, W, d) block of keys is nearly as wide as dense attention's scores. Step 1's
+    (H, L, max_bucket) slot tensors are not batched: at 8k tokens max_bucket * L is 3-11x n,
+    so a teacher-forced call over hundreds of rows at long contexts needs GBs there. Its padding
     repeats one row, so the keys fetched from memory are still only those read.
 
     1. Each head's L buckets, padded to the longest bucket of the index: (H, L, max_bucket)
@@ -396,7 +403,9 @@ def _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_off
        W = min(n - exact, max_candidates // min_hits) columns after the exact set: no head
        can sample more, as a sampled key takes min_hits of the head's candidates. Unused
        columns repeat a key the head reads anyway (the exact set's first, or with no exact
-       set the head's first sampled key), so nothing outside the read set is loaded.
+       set the head's first sampled key), so nothing outside the read set is loaded; the one
+       exception, a head with no exact set that sampled nothing, gathers token 0 and has its
+       output set to 0.
     4. One gather of the listed keys and one batched matmul for the scores, the log u
        correction, the softmax, one gather of the values and one batched matmul for the mix.
 
@@ -428,7 +437,7 @@ def _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_off
     # 3. Read lists [exact set, sampled set, padding], (H, exact + W): a sampled token's
     #    column is the number of sampled tokens before it.
     column = torch.where(chosen, chosen.cumsum(1).add_(plan.num_exact - 1), plan.spare)
-    read = plan.read_template.clone().scatter_(1, column, plan.tokens)[:, : plan.spare]
+    read = plan.read_template.expand(H, -1).clone().scatter_(1, column, plan.tokens)[:, : plan.spare]
     valid = plan.columns < (plan.num_exact + sampled)[:, None]
     if not plan.num_exact:  # no sink to pad with: the head's own first sampled key
         read = torch.where(valid, read, read[:, :1])
@@ -475,7 +484,7 @@ def _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_off
         # Unused slots mark a spare column n, dropped after.
         mask = torch.zeros((H, n + 1), dtype=torch.bool, device=dev)
         mask.scatter_(1, torch.where(valid, read, n), True)
-        stats["read_mask"] = mask[:, :n]
+        stats["read_mask"] = mask[:, :n].contiguous()
     return out.to(q.dtype), stats
 
 

@@ -25,8 +25,10 @@ _BLOCK = re.compile(r"^blk\.(\d+)\.")
 
 
 def _reader(path):
-    # gguf loads only when cutting: importing pigviz.model must stay light.
-    import gguf
+    try:
+        import gguf  # heavy: loads only when cutting, so importing pigviz.model stays light
+    except ImportError as exc:
+        raise ModuleNotFoundError("cutting a GGUF needs the gguf package: pip install gguf") from exc
 
     path = Path(path)
     if not path.is_file():

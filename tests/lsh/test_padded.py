@@ -157,6 +157,13 @@ def test_environment_switch_and_bad_argument(monkeypatch):
     attend(index, q, k, v)
     attend(index, q, k, v, padded=False)  # the argument wins over the environment
     assert called == [1]
+    monkeypatch.setenv("PIGVIZ_PADDED", "off")
+    attend(index, q, k, v)
+    assert called == [1]
+    monkeypatch.setenv("PIGVIZ_PADDED", "maybe")
+    with pytest.raises(ValueError, match="PIGVIZ_PADDED must be 1 or 0"):
+        attend(index, q, k, v)
+    monkeypatch.delenv("PIGVIZ_PADDED")
     with pytest.raises(TypeError, match="padded must be True, False or None"):
         attend(index, q, k, v, padded="yes")
 

@@ -30,7 +30,7 @@ def cut_model(cut_file):
     # The de-quantised copy is cached under the cut's own sha256, beside the full model's.
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(models.GGUF_OVERRIDE_ENV["smollm2-135m"], str(cut_file[1]))
-        return models.load_model(progress=False)
+        return models.load_model(device="cpu", progress=False)  # compared with the CPU fp32 fixture
 
 
 # -- the file -----------------------------------------------------------------------------------
