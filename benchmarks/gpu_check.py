@@ -20,8 +20,10 @@ call of a few minutes) does, each part under a time guard, writing the JSON afte
 3. speed: per-token decode time, dense vs MagicPIG (K=10, L=150), on a random-weight 30-layer
    model built from SmolLM2's config (the cut has too few layers to time the real depth), at a
    few contexts in bf16 and fp32, attention timed apart with GPU synchronisation, the budget
-   printed beside each row (random keys hash differently from trained ones: read budgets from
-   the quality part);
+   printed beside each row. The synchronisation brackets every attention call, so the host
+   cannot run ahead of the GPU there: whole steps are timed serialised, an upper bound on a
+   free-running step (and the padded path's never waiting inside a layer does not show in
+   them). Random keys hash differently from trained ones: read budgets from the quality part;
 4. a bf16 smoke run of the cut model: MagicPIG generation with a small buffer (so the index is
    rebuilt), a capture, and the TopK, Quest and StreamingLLM baselines.
 

@@ -678,7 +678,8 @@ if gpu is None:
     print("No GPU run is recorded in data/ yet (benchmarks/gpu_check.sh makes one).")
 else:
     print(gpu["environment"]["hardware"], "- a random-weight 30-layer model of SmolLM2's shape in bf16; "
-          "its 'CPU time' columns are the host thread's time, not the GPU's")
+          "its 'CPU time' columns are the host thread's time, not the GPU's; every attention call is bracketed by a "
+          "synchronisation, so steps are timed serialised")
     print(report.speed_table(gpu["speed"]))
 
 # %%
