@@ -814,6 +814,8 @@ Markdown(
     f"{max(wall_ratios):.2f}x ("
     + "; ".join(f"at {s_['context']:,}: {word(s_['attention_ratio_wall'], band_wall)}" for s_ in ss)
     + f"; within {band_wall:.0%}), while reading {min(s_['budget'] for s_ in ss):.1%} to {max(s_['budget'] for s_ in ss):.1%} of the keys. "
+    + (f"MagicPIG's decoding peak at {mem[-1]['context']:,} is dense's plus its index ({mem[-1]['index_mb']:,.0f} MiB) "
+       f"{'plus' if mem[-1]['excess_mb'] >= 0 else 'minus'} {abs(mem[-1]['excess_mb']):.0f} MiB. " if mem else "")
     + ("No GPU run is recorded; arithmetic suggests" if gpu is None else
        f"A GPU run is recorded ({gpu['environment']['hardware']}, table in §5); arithmetic suggests")
     + " a GPU step at this size "
