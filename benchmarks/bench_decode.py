@@ -216,10 +216,14 @@ def peak_rss_bytes() -> int:
 
 
 def _vm_hwm_bytes() -> int | None:
+    return _proc_status_bytes("VmHWM:")
+
+
+def _proc_status_bytes(field: str) -> int | None:
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
             for line in fh:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
@@ -228,13 +232,15 @@ def _vm_hwm_bytes() -> int | None:
 
 def reset_peak_rss() -> bool:
     """Reset the peak RSS to the current RSS (Linux: "5" into /proc/self/clear_refs); False where
-    that is not possible, and then the peak keeps counting from the process start."""
+    that is not possible, and then the peak keeps counting from the process start. A kernel
+    that takes the write but keeps the old peak (some sandboxes) counts as not possible."""
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
             fh.write("5")
     except OSError:
         return False
-    return _vm_hwm_bytes() is not None
+    peak, now = _vm_hwm_bytes(), _proc_status_bytes("VmRSS:")
+    return peak is not None and now is not None and peak <= now + 16 * 2**20
 
 
 def measure_in_processes(

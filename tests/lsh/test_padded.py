@@ -65,6 +65,22 @@ def test_padded_matches_the_reference_at_a_realistic_budget(heads, kv_heads, n, 
     assert int(stats["candidates"].max()) <= index.max_candidates
 
 
+def test_heads_gathered_in_several_batches(monkeypatch):
+    """Long contexts gather a few heads at a time (``_GATHER_BYTES``): the joined batches give
+    the same answer as one batch."""
+    q, k, v = synthetic_decode_step(heads=8, kv_heads=2, n=3000, d=32, seed=6)
+    index = build_index(k, K=8, L=40)
+    one = attend(index, q, k, v, return_lse=True, padded=True)
+    width = magicpig._PaddedPlan.of(index, 8, 2, k.device).spare
+    monkeypatch.setattr(magicpig, "_GATHER_BYTES", 3 * 4 * width * 32)  # three heads per batch
+    batched = attend(index, q, k, v, return_lse=True, padded=True)
+    assert torch.equal(batched[0], one[0]) and torch.equal(batched[1]["lse"], one[1]["lse"])
+    assert_same(
+        attend(index, q, k, v, return_read_mask=True, return_lse=True, padded=False),
+        attend(index, q, k, v, return_read_mask=True, return_lse=True, padded=True),
+    )
+
+
 def test_u_offset_and_a_strided_cache_view():
     """Decoding hands attend k[:, :n] of a longer cache: gathered in place, same answer."""
     q, k, v = synthetic_decode_step(heads=6, kv_heads=2, n=4100, d=32, seed=4)
