@@ -177,6 +177,8 @@ class _Workspace:
         self.acc = np.empty(dv, dtype=np.float64)  # the value mix sums thousands of rows: float64
         self.bounds = np.empty((3, index.L, 2), dtype=np.int64)  # three rows in flight
         self.bits = np.zeros((2, n // 64 + 1), dtype=np.uint64)  # hit once / twice; left all zero
+        # The kernel's last arguments, in its order.
+        self.scratch = (self.hits, self.touched, self.ids, self.scores, self.tmp, self.acc, self.bounds, self.bits)
         self.proj = np.empty((0, self.planes.shape[1]), dtype=np.float32)  # (R, L*K) q @ planes
         self.ends = np.empty(0, dtype=np.int64)
         self.rows = (np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
@@ -241,14 +243,7 @@ def _call(kernel, ws, index, qf, k, v, min_hits, scale, ends, out, lse, sampled,
         candidates,
         mask,
         mask.shape[0] > 0,
-        ws.hits,
-        ws.touched,
-        ws.ids,
-        ws.scores,
-        ws.tmp,
-        ws.acc,
-        ws.bounds,
-        ws.bits,
+        *ws.scratch,
     )
 
 
@@ -319,14 +314,7 @@ def decode_step(index, query, key, value, *, min_hits: int, scale: float):
         plan.candidates,
         _NO_MASK,
         False,
-        ws.hits,
-        ws.touched,
-        ws.ids,
-        ws.scores,
-        ws.tmp,
-        ws.acc,
-        ws.bounds,
-        ws.bits,
+        *ws.scratch,
     )
     index.cache["fused_decode"] = plan
     return None if total < 0 else (torch.from_numpy(out), total)
