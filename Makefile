@@ -7,14 +7,13 @@ BIN := $(VENV)/bin
 setup:
 	@bash scripts/setup.sh
 
-## Set up, then open JupyterLab on the notebooks. As root (containers, Colab-like runtimes) it
-## passes --allow-root; with no display to open a browser on, it prints the URL to open instead.
-LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
-LAB_HEADLESS := $(if $(and $(filter Linux,$(shell uname -s)),$(if $(DISPLAY)$(WAYLAND_DISPLAY),,1)),--no-browser,)
+## Set up, then copy the learner notebooks (blank exercises, no outputs) into my-notebooks/ and
+## open JupyterLab there (`pigviz lab`: notebooks you edited are never overwritten). As root
+## (containers, Colab-like runtimes) it passes --allow-root; with no display to open a browser on,
+## it prints the URL to open instead.
+LAB_DIR ?= my-notebooks
 lab: setup
-	@if [ -n "$(LAB_ROOT)" ]; then echo "[lab] running as root: starting JupyterLab with --allow-root"; fi
-	@if [ -n "$(LAB_HEADLESS)" ]; then echo "[lab] no display here: open the http://127.0.0.1:8888/lab?token=... URL printed below in your browser"; fi
-	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ROOT) $(LAB_HEADLESS)
+	$(BIN)/pigviz lab $(LAB_DIR)
 
 ## Lint and the layer contract (the test command runs these first).
 lint: setup
@@ -23,12 +22,19 @@ lint: setup
 	$(BIN)/lint-imports
 
 ## Set up, then run every test: lint and the layer contract, the library's pytest suite (browser
-## tests included), nbval over every notebook, and pigviz verify.
+## tests, the wheel install and the shipped capture rebuilt with torch's portable kernels included),
+## nbval over every notebook, nbval once more on an emulated other CPU, and pigviz verify.
 ## Notebooks run with the reference solutions standing in for blank exercises (PIGVIZ_SOLUTIONS=1).
+## The emulated CPU: OpenBLAS's oldest x86-64 kernels, torch's portable (non-vector) kernels and one
+## thread sum in other orders than this machine's, so a printed rounding residue would show here.
+NBVAL := -m pytest -q --nbval notebooks --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider
+EMULATED_CPU := OPENBLAS_CORETYPE=Prescott ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1
 test: setup lint
 	$(BIN)/pigviz exercises --self-test
 	PIGVIZ_SOLUTIONS=1 $(BIN)/python -m pytest -q tests
-	PIGVIZ_SOLUTIONS=1 $(BIN)/python -m pytest -q --nbval notebooks --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider
+	PIGVIZ_SOLUTIONS=1 $(BIN)/python $(NBVAL)
+	@echo "== nbval again on an emulated other CPU ($(EMULATED_CPU))"
+	$(EMULATED_CPU) PIGVIZ_SOLUTIONS=1 $(BIN)/python $(NBVAL)
 	$(BIN)/pigviz verify
 
 ## Library tests without the slow ones.

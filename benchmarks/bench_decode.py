@@ -1,6 +1,6 @@
 """Per-token decode time of SmolLM2-135M, dense vs MagicPIG, with attention timed apart.
 
-    python benchmarks/bench_decode.py                        # 4k and 8k, writes data/decode_speed_cpu.json
+    python benchmarks/bench_decode.py                        # 4k and 8k, writes pigviz/data/decode_speed_cpu.json
     python benchmarks/bench_decode.py --contexts 1024 --steps 4 --out /tmp/speed.json   # quick look
 
 For each context: ONE dense prefill of the first N tokens of the stdlib docs; then, per
@@ -305,7 +305,9 @@ def main(argv=None) -> int:
     parser.add_argument("--K", type=int, default=10)
     parser.add_argument("--L", type=int, default=150)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
-    parser.add_argument("--out", default=None, help=f"JSON path (default data/{SPEED_FILE}, recorded in the manifest)")
+    parser.add_argument(
+        "--out", default=None, help=f"JSON path (default pigviz/data/{SPEED_FILE}, recorded in the manifest)"
+    )
     parser.add_argument(
         "--memory",
         action="store_true",
@@ -367,7 +369,7 @@ def main(argv=None) -> int:
         "rows": rows,
         "command": " ".join(["python benchmarks/bench_decode.py", *(argv if argv is not None else sys.argv[1:])]),
     }
-    out = Path(args.out) if args.out else ROOT / "data" / SPEED_FILE
+    out = Path(args.out) if args.out else ROOT / "pigviz" / "data" / SPEED_FILE
     write_json_atomic(out, result)
     if args.out is None:
         decode_eval.record_in_manifest(

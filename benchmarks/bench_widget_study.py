@@ -1,6 +1,6 @@
 """How long StudyExplorer computes per control change (no browser: Python side only).
 
-    python benchmarks/bench_widget_study.py [--changes 60] [--results data/study_smollm2.json]
+    python benchmarks/bench_widget_study.py [--changes 60] [--results pigviz/data/study_smollm2.json]
 
 Prints the median and 90th percentile over many random changes of layer, head and methods,
 for the whole callback (averaging the stored per-(layer, head) means + building the figure +

@@ -2,7 +2,7 @@
 
     python benchmarks/gpu_check.py prepare                  # here: write .gpu_carry/ (sizes printed)
     python benchmarks/gpu_check.py run --device cuda --carry .gpu_carry --out $OUT/gpu_check.json
-    python benchmarks/gpu_check.py import PATH/gpu_check.json   # here: data/decode_speed_gpu.json
+    python benchmarks/gpu_check.py import PATH/gpu_check.json   # here: pigviz/data/decode_speed_gpu.json
 
 The device takes at most 64 MiB of files per call, the working tree included, and the bundled
 94 MB GGUF does not fit. ``prepare`` carries instead the GGUF cut to its first layers with their
@@ -12,7 +12,7 @@ budgets match the full model's for those layers; only the logits differ. ``run``
 call of a few minutes) does, each part under a time guard, writing the JSON after each:
 
 1. ``pytest -m cuda`` over the test files that hold CUDA tests (their summary is recorded);
-2. quality: the teacher-forced evaluation of ``data/decode_quality_smollm2.json``'s settings
+2. quality: the teacher-forced evaluation of ``pigviz/data/decode_quality_smollm2.json``'s settings
    (its token ids, carried; its first (K, L), its seeds, TopK at the matched budget) with the
    cut model, on this machine's CPU and on its GPU, both fp32, compared row by row. Same
    machine, same library versions, same model: what differs is the device's float rounding,
@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 FORMAT = "pigviz-gpu-check-v2"
 CARRY = ROOT / ".gpu_carry"
-REFERENCE = ROOT / "data" / "decode_quality_smollm2.json"
+REFERENCE = ROOT / "pigviz" / "data" / "decode_quality_smollm2.json"
 LIMIT = 64 * 2**20  # what one device call may carry, the working tree included
 MARGIN = 2 * 2**20  # the tree grows a little between prepare and the call
 CUT_NAME = "smollm2-cut-{n}.gguf"
@@ -668,7 +668,7 @@ def main(argv=None) -> int:
     p.add_argument("--budget-s", type=float, default=480, help="seconds for the whole run (the call's limit is 540)")
     p.add_argument("--quick", action="store_true", help="dry run: small sizes everywhere (a CPU rehearsal)")
     p.add_argument("--parts", default="pytest,quality,speed,smoke", help="which parts to run (a rerun: fewer)")
-    p = sub.add_parser("import", help="here: ship a passed check's result as data/decode_speed_gpu.json")
+    p = sub.add_parser("import", help="here: ship a passed check's result as pigviz/data/decode_speed_gpu.json")
     p.add_argument("path")
     args = parser.parse_args(argv)
     return {"prepare": prepare, "run": run, "import": import_result}[args.action](args)

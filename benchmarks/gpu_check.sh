@@ -22,7 +22,7 @@
 #    About 8 minutes at most: each part stops at its own cap and all within --budget-s (480 s).
 # 3. Here, to ship the speed table for notebook 07 (only if the check PASSED):
 #       PYTHON=.venv/bin/python bash benchmarks/gpu_check.sh import <files_at>/gpu_check.json
-#    -> data/decode_speed_gpu.json plus its manifest entry; then rebuild notebook 07.
+#    -> pigviz/data/decode_speed_gpu.json plus its manifest entry; then rebuild notebook 07.
 #
 # Dry run of everything but CUDA, here (a few minutes):
 #   PYTHON=.venv/bin/python bash benchmarks/gpu_check.sh prepare

@@ -11,7 +11,10 @@ The package is layered; each layer imports only the ones above it in this list:
 * ``keys``, ``study``, ``decode``: experiments on a real model (notebooks 02-04, 06, 07)
 * ``plots``: plotly figure builders; ``widgets``: ipywidgets compositions
 * ``lessons``: per notebook, its claims (``pigviz verify``) and exercises
+* ``course``: the learner notebooks shipped in ``pigviz/notebooks/``, copied where the learner works
 * ``cli``: the ``pigviz`` command; ``site``: the static site
+
+The shipped data live in ``pigviz/data/`` (``pigviz.model.shipped.data_dir``).
 """
 
 __version__ = "0.1.0"

@@ -179,7 +179,11 @@ def build_site(
     notebook_dir, out_dir = Path(notebook_dir), Path(out_dir)
     notebooks = sorted(notebook_dir.glob(NOTEBOOK_GLOB))
     if not notebooks:
-        raise FileNotFoundError(f"no notebooks (NN_name.ipynb, NNa_name.ipynb) found in {notebook_dir}")
+        raise FileNotFoundError(
+            f"no executed notebooks (NN_name.ipynb, NNa_name.ipynb) found in {notebook_dir}: the site is built "
+            f"from a clone of the repository, whose notebooks/ holds them (a pip install carries only the "
+            f"learner copies)"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     with atomic_path(out_dir / "plotly.min.js") as tmp:

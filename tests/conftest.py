@@ -26,5 +26,5 @@ def smollm2():
 
 @pytest.fixture(scope="session")
 def shipped_capture():
-    """The capture shipped in data/, checked against its manifest."""
+    """The capture shipped in pigviz/data/, checked against its manifest."""
     return shipped.load_shipped_capture()

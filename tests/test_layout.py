@@ -97,3 +97,31 @@ def test_notebook_source_parses_and_matches_its_notebook(source):
     for i, (w, h) in enumerate(zip(want, have)):
         assert w == h, f"{notebook.name} cell {i} differs from {source.name}: run `make notebooks`\n{w}\n!=\n{h}"
     assert len(want) == len(have), f"{source.name} has {len(want)} cells, {notebook.name} {len(have)}"
+
+
+def _builder():
+    """tools/build_notebooks.py as a module: the test compares with what it would write."""
+    spec = importlib.util.spec_from_file_location("build_notebooks", ROOT / "tools" / "build_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_learner_copy_is_made_from_its_source_with_no_outputs(source):
+    learner = PACKAGE / "notebooks" / f"{source.stem}.ipynb"
+    assert learner.exists(), f"{learner} is missing: run `python tools/build_notebooks.py --learner`"
+    have = nbformat.read(learner, as_version=4)
+    want = _builder().learner_copy(source)
+    assert nbformat.writes(have) == nbformat.writes(want), (
+        f"{learner.name} differs from what {source.name} gives: run `python tools/build_notebooks.py --learner`"
+    )
+    for cell in have.cells:
+        assert cell.cell_type != "code" or (not cell.outputs and cell.execution_count is None), (
+            f"{learner.name} cell {cell.id} has outputs: a learner copy gives nothing away"
+        )
+
+
+def test_every_learner_copy_has_a_source():
+    stems = {p.stem for p in (PACKAGE / "notebooks").glob("*.ipynb")}
+    assert stems == {s.stem for s in SOURCES}, stems ^ {s.stem for s in SOURCES}

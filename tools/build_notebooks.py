@@ -3,12 +3,17 @@
     python tools/build_notebooks.py            # every notebooks/src/*.py
     python tools/build_notebooks.py 01 04      # only those notebooks
     python tools/build_notebooks.py 05a        # one part of a lesson in two notebooks; 05 builds 05a and 05b
+    python tools/build_notebooks.py --learner  # only the learner copies (fast: nothing is executed)
 
 jupytext reads ``notebooks/src/KEY_name.py`` (the file a review diffs; KEY is ``NN`` or, for a
 lesson in several notebooks, ``NNa``, ``NNb``); this tool adds only what jupytext does not do:
 stable cell ids, executing the notebook in a fresh kernel, and writing ``notebooks/KEY_name.ipynb``
-atomically. The executed notebook is what learners open
-and what nbval checks; ``tests/test_layout.py`` fails when a source and its notebook differ.
+atomically. The executed notebook is the documentation: what nbval checks and the static site shows.
+
+From the same source it writes the learner copy, ``pigviz/notebooks/KEY_name.ipynb``: the same
+cells, exercise bodies still ``...``, no outputs. It ships in the wheel and is what ``pigviz
+notebooks``, ``pigviz lab``, Binder and Colab open. ``tests/test_layout.py`` fails when a source and
+either notebook differ.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "notebooks" / "src"
 OUT = ROOT / "notebooks"
+LEARNER_OUT = ROOT / "pigviz" / "notebooks"
 sys.path.insert(0, str(ROOT))
 from pigviz._util.io import atomic_path
 
@@ -44,7 +50,8 @@ def selected(path: Path, wanted) -> bool:
     return key in wanted or key[:2] in wanted
 
 
-def build(src: Path, execute: bool = True) -> Path:
+def from_source(src: Path):
+    """The notebook as jupytext reads it, with our metadata and stable cell ids, not executed."""
     nb = jupytext.read(src, fmt="py:percent")
     nb.metadata = {
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
@@ -55,28 +62,56 @@ def build(src: Path, execute: bool = True) -> Path:
         cell["id"] = f"{notebook_key(src)}-{i:02d}"
         # Keep what a learner sees (collapsed solutions, tags); drop jupytext's spacing bookkeeping.
         cell.metadata = {k: v for k, v in cell.metadata.items() if k in KEPT_METADATA}
-    if execute:
-        client = NotebookClient(
-            nb, timeout=600, kernel_name="python3", store_widget_state=False, resources={"metadata": {"path": str(OUT)}}
-        )
-        t0 = time.perf_counter()
-        client.execute()
-        print(f"{src.stem}: executed in {time.perf_counter() - t0:.1f} s")
-    target = OUT / f"{src.stem}.ipynb"
+    return nb
+
+
+def learner_copy(src: Path):
+    """What a learner opens: the source's cells, no outputs (jupytext writes none), and no
+    jupytext pairing (a learner's copy has no source folder beside it)."""
+    nb = from_source(src)
+    del nb.metadata["jupytext"]
+    return nb
+
+
+def write_notebook(nb, target: Path) -> Path:
     with atomic_path(target) as tmp:
         nbformat.write(nb, str(tmp))
     return target
 
 
+def build(src: Path, execute: bool = True) -> Path:
+    write_notebook(learner_copy(src), LEARNER_OUT / f"{src.stem}.ipynb")
+    nb = from_source(src)
+    if execute:
+        client = NotebookClient(
+            nb,
+            timeout=600,
+            kernel_name="python3",
+            store_widget_state=False,
+            record_timing=False,  # no execution timestamps in the cell metadata: they only make diffs noisy
+            resources={"metadata": {"path": str(OUT)}},
+        )
+        t0 = time.perf_counter()
+        client.execute()
+        print(f"{src.stem}: executed in {time.perf_counter() - t0:.1f} s")
+    return write_notebook(nb, OUT / f"{src.stem}.ipynb")
+
+
 def main(argv):
     # The committed notebooks run with the reference solutions standing in for blank exercises.
     os.environ.setdefault("PIGVIZ_SOLUTIONS", "1")
+    learner_only = "--learner" in argv
+    argv = [a for a in argv if a != "--learner"]
     sources = sorted(SRC.glob(SOURCE_GLOB))
     if argv:
         sources = [s for s in sources if selected(s, argv)]
     if not sources:
         sys.exit("no notebook sources matched")
     for src in sources:
+        if learner_only:
+            path = write_notebook(learner_copy(src), LEARNER_OUT / f"{src.stem}.ipynb")
+            print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size / 1024:.0f} KiB)")
+            continue
         path = build(src)
         print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size / 1024:.0f} KiB)")
 

@@ -129,8 +129,8 @@ ex.check("02.cos_to_mean_direction", cos_to_mean_direction)
 ex.check("02.cone_width", cone_width)
 layer19 = kg.head_view(cap, 19, 6).keys
 print(f"layer 19's keys: your cone width {cone_width(layer19):.4f}, the library's {kg.cone_width(layer19):.4f}; "
-      f"largest gap between your cosines and the library's: "
-      f"{np.max(np.abs(cos_to_mean_direction(layer19) - kg.cos_to_mean_direction(layer19))):.1e}")
+      f"your cosines and the library's "
+      f"{lessons.agree(cos_to_mean_direction(layer19), kg.cos_to_mean_direction(layer19), within=1e-12)}")
 
 # %%
 folded("Solutions: cos_to_mean_direction, cone_width",
@@ -213,7 +213,7 @@ ex.check("02.attention_weights", attention_weights)
 mine = attention_weights(view.queries[-1], view.keys)
 print(f"last query of layer 19, head 6: your weight on the sink key {mine[0]:.3f}, on the last "
       f"{kg.EXACT_RECENT} keys {mine[-kg.EXACT_RECENT:].sum():.3f}; "
-      f"largest gap to the library's weights {np.max(np.abs(mine - view.attention_weights()[-1])):.1e}")
+      f"yours and the library's weights {lessons.agree(mine, view.attention_weights()[-1], within=1e-12)}")
 
 # %%
 folded("Solution: attention_weights", f"```python\n{ex.solution('02.attention_weights')}```")

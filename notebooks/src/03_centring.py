@@ -91,7 +91,8 @@ if RUN_LIVE:
 # and $q \cdot \mu$ does not depend on $i$, whichever keys $\mu$ averages. Softmax ignores
 # anything added equally to every score (it cancels between numerator and denominator), so
 # the weights, and the output, are unchanged. The values are not touched. Check it on every
-# captured query (the gaps are rounding residues, so they are printed as bounds):
+# captured query. (The gaps are rounding residues whose digits differ from CPU to CPU, so
+# they are printed as bounds.)
 
 # ### Your turn: the mean, and a softmax that any shift leaves alone
 #
@@ -123,9 +124,9 @@ mu = centring_mean(view.keys, kg.EXACT_SINKS, kg.EXACT_RECENT)
 q_last = view.queries[-1]
 before = softmax(view.keys @ q_last / np.sqrt(d))
 after = softmax((view.keys - mu) @ q_last / np.sqrt(d))
-print(f"layer 19, head 6: |your mean - the engine's mean| = {np.linalg.norm(mu - view.mean_key):.1e}; "
+print(f"layer 19, head 6: your mean and the engine's {lessons.agree(mu, view.mean_key, within=1e-12)}; "
       f"every score moved by -q.mu/sqrt(d) = {-(q_last @ mu) / np.sqrt(d):+.2f}")
-print(f"last query, your softmax: largest change of a weight after centring {np.max(np.abs(after - before)):.1e}")
+print(f"last query, your softmax: the weights before and after centring {lessons.agree(after, before, within=1e-12)}")
 
 # %%
 folded("Solutions: centring_mean, softmax",
@@ -187,8 +188,9 @@ def cos_centred(q, keys, mu):
 # %%
 cos_centred = ex.reference_or("03.cos_centred", cos_centred)
 ex.check("03.cos_centred", cos_centred)
-print(f"largest gap between your cosines and the library's, layer 19 head 6, last query: "
-      f"{np.max(np.abs(cos_centred(q_last, view.keys, view.mean_key) - kg.cos_with_query(view, -1, 'centred'))):.1e}")
+mine = cos_centred(q_last, view.keys, view.mean_key)
+print(f"layer 19 head 6, last query: your cosines and the library's "
+      f"{lessons.agree(mine, kg.cos_with_query(view, -1, 'centred'), within=1e-12)}")
 
 # %%
 folded("Solution: cos_centred", f"```python\n{ex.solution('03.cos_centred')}```")

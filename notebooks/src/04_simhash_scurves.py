@@ -114,8 +114,8 @@ def bit_agreement(cos):
 # %%
 bit_agreement = ex.reference_or("04.bit_agreement", bit_agreement)
 ex.check("04.bit_agreement", bit_agreement)
-print(f"largest gap between your p and the library's over 181 angles: "
-      f"{np.max(np.abs(bit_agreement(np.cos(np.radians(angles))) - p_curve)):.1e}")
+print(f"over 181 angles, your p and the library's "
+      f"{lessons.agree(bit_agreement(np.cos(np.radians(angles))), p_curve, within=1e-12)}")
 
 # %%
 folded("Solution: bit_agreement", f"```python\n{ex.solution('04.bit_agreement')}```")
@@ -221,8 +221,8 @@ inclusion_probability = ex.reference_or("04.inclusion_probability", inclusion_pr
 ex.check("04.inclusion_probability", inclusion_probability)
 p_check = sh.collision_probability(np.cos(np.radians(angles)))
 lib_u = sh.inclusion_probability(p_check, K, L)
-print(f"(K, L) = ({K}, {L}), 181 angles: largest relative gap to the library's u "
-      f"{np.max(np.abs(inclusion_probability(p_check, K, L) - lib_u) / np.maximum(lib_u, 1e-300)):.1e}")
+print(f"(K, L) = ({K}, {L}), 181 angles: your u and the library's "
+      f"{lessons.agree(inclusion_probability(p_check, K, L), lib_u, within=1e-9, relative=True)}")
 
 # %%
 folded("Solution: inclusion_probability", f"```python\n{ex.solution('04.inclusion_probability')}```")

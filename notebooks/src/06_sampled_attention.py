@@ -153,7 +153,7 @@ folded("Solution: sampled_estimate", f"```python\n{ex.solution('06.sampled_estim
 # %%
 o_hat = sampled_estimate(q, K_S, V_S, mu, step["K_exact"], step["V_exact"], step["K"], step["L"])
 rel = lambda a: np.linalg.norm(a - step["exact"]) / np.linalg.norm(step["exact"])
-print(f"yours vs engine: largest difference {np.abs(o_hat - step['engine']).max():.0e}")
+print(f"yours and the engine's (float32) {lessons.agree(o_hat, step['engine'], within=1e-5)}")
 print(f"error against full attention: yours {rel(o_hat):.4f}, engine {rel(step['engine']):.4f}")
 
 # %% [markdown]
@@ -185,8 +185,7 @@ top = max(s_S.max(initial=-np.inf), s_E.max(initial=-np.inf))  # a shift common 
 r_S, r_E = np.exp(s_S - top) / np.exp(lu), np.exp(s_E - top)  # w / u for the sample; w for the exact set (u = 1)
 r_all = np.concatenate([r_S, r_E])
 o_ratio = r_all @ np.concatenate([V_S, step["V_exact"]]) / r_all.sum()
-print(f"Σ r·v / Σ r with r = w/u against your softmax over s − log u: largest difference "
-      f"{np.abs(o_ratio - o_hat).max():.0e}")
+print(f"Σ r·v / Σ r with r = w/u and your softmax over s − log u {lessons.agree(o_ratio, o_hat, within=1e-12)}")
 sampleable = step["K_all"][step["sinks"] : step["n"] - step["recent"]]
 u_all = np.exp(log_u(q, sampleable, mu, step["K"], step["L"]))
 print(f"u over the {len(sampleable):,} keys the tables could sample sums to {u_all.sum():.1f}, the size of S on "
@@ -213,7 +212,7 @@ print(f"u over the {len(sampleable):,} keys the tables could sample sums to {u_a
 #
 # MagicPIG's tables are built once per layer, as at the end of a prefill, with 3 hash
 # seeds. Each baseline is then run at MagicPIG's measured budget for that layer (matched
-# budgets). The results ship in `data/study_smollm2.json`. The command that made them and
+# budgets). The results ship in `pigviz/data/study_smollm2.json`. The command that made them and
 # the time it took are stored in the file:
 
 # %%
@@ -364,7 +363,7 @@ print(f"the engine stores 8-byte bucket offsets; the bill above (notebook 05a) a
 # `pigviz.lsh.fused.attend`: the same estimator as the torch `attend` of this notebook,
 # compiled into one loop per layer with numba (the torch version's time is in the JSON as
 # `attend_torch_ms`). The table was measured on the same shared 2-core CPU and ships in
-# `data/`, so the numbers below are stored, not timed now.
+# `pigviz/data/`, so the numbers below are stored, not timed now.
 
 # %%
 print(findings.speed_table())

@@ -17,9 +17,9 @@
 # Then we time it: what a decode step costs on this CPU, with attention timed apart from
 # the rest.
 #
-# Running the model for all of this takes a while on a CPU, so the results ship in `data/`.
+# Running the model for all of this takes a while on a CPU, so the results ship in `pigviz/data/`.
 # `pigviz eval` and `benchmarks/bench_decode.py` made them, and
-# `data/manifest.json` records the exact command and each file's sha256. This notebook reads
+# `pigviz/data/manifest.json` records the exact command and each file's sha256. This notebook reads
 # them and runs in seconds. A live run waits at the end, switched off by default.
 #
 # **You will be able to**
@@ -145,7 +145,7 @@ merged = merge_partial(out_s, lse_s, out_e, lse_e)
 share = np.exp(lse_s - np.logaddexp(lse_s, lse_e))
 print(f"{len(step['K_S'])} sampled keys hold {share:.1%} of the merged weight, "
       f"{len(step['K_exact'])} exact keys the rest")
-print(f"merged vs engine: largest difference {np.abs(merged - step['engine']).max():.0e}")
+print(f"merged and the engine's (float32) {lessons.agree(merged, step['engine'], within=1e-5)}")
 
 # %% [markdown]
 # The engine tabulates `log u` on a fine grid of `p`, which accounts for the tiny difference.
@@ -675,7 +675,7 @@ Markdown("\n".join(text))
 # %%
 gpu = report.load_gpu_speed()
 if gpu is None:
-    print("No GPU run is recorded in data/ yet (benchmarks/gpu_check.sh makes one).")
+    print("No GPU run is recorded in pigviz/data/ yet (benchmarks/gpu_check.sh makes one).")
 else:
     print(gpu["environment"]["hardware"], "- a random-weight 30-layer model of SmolLM2's shape in bf16; "
           "its 'CPU time' columns are the host thread's time, not the GPU's; every attention call is bracketed by a "

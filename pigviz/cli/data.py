@@ -4,14 +4,19 @@ the handlers."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from pigviz.cli.args import int_list
 from pigviz.model import gguf_cut, shipped
 from pigviz.model.capture import capture, save_capture  # heavy: torch and transformers
 from pigviz.model.loading import bundled_gguf_path, load_model  # heavy: torch and transformers
 
-__all__ = ["register"]
+__all__ = ["register", "verify_in_fresh_process"]
 
 
 def _cmd_capture(args) -> int:
@@ -34,25 +39,51 @@ def _cmd_capture(args) -> int:
     return 0
 
 
+def verify_in_fresh_process(data_dir) -> subprocess.CompletedProcess:
+    """``pigviz verify`` with ``PIGVIZ_DATA_DIR=data_dir``, in a new process (no cached capture)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pigviz", "verify"],
+        env=dict(os.environ, PIGVIZ_DATA_DIR=str(data_dir)),
+        capture_output=True,
+        text=True,
+    )
+
+
 def _cmd_data_regenerate(args) -> int:
-    result = shipped.regenerate_shipped(args.out_dir, check=args.check, progress=not args.quiet)
-    if args.check:
+    if not args.check:
+        result = shipped.regenerate_shipped(args.out_dir, progress=not args.quiet)
+        print(f"wrote {result['path']} (sha256 {result['sha256']}) and its manifest entry")
+        return 0
+    # The check rebuilds into a scratch copy of the shipped data, so it can also run every claim on
+    # the rebuilt file in a fresh process (no capture cached from the shipped one).
+    with tempfile.TemporaryDirectory(prefix="pigviz-regen-") as tmp:
+        for name in shipped.read_manifest()["files"]:
+            if name != shipped.CAPTURE_FILE:
+                shutil.copy2(shipped.data_dir() / name, Path(tmp) / name)
+        result = shipped.regenerate_shipped(tmp, progress=not args.quiet)
         largest = shipped.largest_difference(result["comparison"])
-        if result["within_precision"]:
-            exact = "bit for bit" if result["match"] else "within the precision it is stored in"
+        if not result["within_precision"]:
+            problems = (result["comparison"] or {}).get("problems") or ["no shipped file to compare with"]
             print(
-                f"{shipped.CAPTURE_FILE}: the rebuilt capture matches the shipped one {exact}; "
-                f"largest difference: {largest}"
+                f"{shipped.CAPTURE_FILE}: the rebuilt capture differs from the shipped one beyond its "
+                f"stored precision: " + "; ".join(problems),
+                file=sys.stderr,
             )
-            return 0
-        problems = (result["comparison"] or {}).get("problems") or ["no shipped file to compare with"]
+            return 1
+        exact = "bit for bit" if result["match"] else "within the precision it is stored in"
+        print(f"{shipped.CAPTURE_FILE}: the rebuilt capture matches the shipped one {exact}")
+        print(f"largest difference: {largest}")
+        verify = verify_in_fresh_process(tmp)
+    if verify.returncode != 0:
+        failed = [line for line in verify.stdout.splitlines() if line.rstrip().endswith("FAIL")]
         print(
-            f"{shipped.CAPTURE_FILE}: the rebuilt capture differs from the shipped one beyond its "
-            f"stored precision: " + "; ".join(problems),
+            "claims that fail on the rebuilt data:\n"
+            + "\n".join(failed or [verify.stdout[-2000:] + verify.stderr[-2000:]]),
             file=sys.stderr,
         )
         return 1
-    print(f"wrote {result['path']} (sha256 {result['sha256']}) and its manifest entry")
+    tally = verify.stdout.strip().splitlines()[-1] if verify.stdout.strip() else ""
+    print(f"every claim of pigviz verify passes on the rebuilt data ({tally})")
     return 0
 
 
@@ -82,7 +113,7 @@ def register(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_capture)
 
-    p = sub.add_parser("data", help="the small captures shipped in data/")
+    p = sub.add_parser("data", help="the small captures shipped in pigviz/data/")
     data_sub = p.add_subparsers(dest="data_command", metavar="ACTION")
     data_sub.required = True
     q = data_sub.add_parser(
@@ -93,7 +124,7 @@ def register(sub) -> None:
         action="store_true",
         help="write nothing; check the rebuilt capture against the shipped one, to its stored precision",
     )
-    q.add_argument("--out-dir", default=None, help="write here instead of data/")
+    q.add_argument("--out-dir", default=None, help="write here instead of pigviz/data/")
     q.add_argument("--quiet", action="store_true", help="no progress bars")
     q.set_defaults(func=_cmd_data_regenerate)
     q = data_sub.add_parser(

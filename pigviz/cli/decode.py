@@ -228,7 +228,7 @@ def register(sub) -> None:
     p.add_argument("--dense-layers", type=int_list, help="layers kept dense (default 0)")
     p.add_argument("--json", help="write the results here (else print them)")
     p.add_argument("--record", action="store_true", help="add the --json file to manifest.json in its folder")
-    # The CPU by default: the results in data/ were made there, and their recorded commands name
+    # The CPU by default: the results in pigviz/data/ were made there, and their recorded commands name
     # no device, so rerunning one must not move to a GPU (and bf16) because a GPU is present.
     _add_common(p, device="cpu")
     p.set_defaults(func=_cmd_eval)

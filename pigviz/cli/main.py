@@ -10,11 +10,11 @@ import argparse
 import sys
 
 from pigviz import __version__
-from pigviz.cli import budget, data, decode, lessons, site, study
+from pigviz.cli import budget, course, data, decode, lessons, site, study
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
-COMMAND_MODULES = (budget, lessons, data, study, decode, site)
+COMMAND_MODULES = (course, budget, lessons, data, study, decode, site)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,7 +2,7 @@
 
     pigviz study --out results.json                       # SmolLM2-135M, 8k tokens, last 64
     pigviz study --layers 0,14 --seeds 1 --out quick.json # a quick look at two layers
-    pigviz study --from data/study_smollm2.json --figure docs/img/study_error_budget.png
+    pigviz study --from pigviz/data/study_smollm2.json --figure docs/img/study_error_budget.png
     # the MagicPIG explainer's own setup, on a GPU runtime that is online (28 x 12 x 64 = 21,504 rows):
     pigviz study --model Qwen/Qwen2.5-1.5B --context 16384 --last 64 --device cuda --out qwen.json
 
@@ -21,7 +21,7 @@ from pigviz.study import run as study
 from pigviz.study.findings import format_summary
 from pigviz.study.run import AFFORDABLE_METHODS, DEFAULT_SETTINGS, METHODS
 
-DEFAULT_OUT_HINT = "results JSON to write (e.g. data/study_smollm2.json)"
+DEFAULT_OUT_HINT = "results JSON to write (e.g. pigviz/data/study_smollm2.json)"
 
 
 def command_line(args) -> str:

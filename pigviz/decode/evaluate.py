@@ -460,7 +460,7 @@ def generation_demo(
 
 
 def record_in_manifest(path, what: str, command: str, directory=None) -> dict:
-    """Add or replace ``path``'s entry in ``data/manifest.json`` (other entries untouched)."""
+    """Add or replace ``path``'s entry in ``pigviz/data/manifest.json`` (other entries untouched)."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     import transformers  # heavy: transformers loads in seconds; only model code needs it
 

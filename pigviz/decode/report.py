@@ -46,13 +46,13 @@ GPU_SPEED_FILE = "decode_speed_gpu.json"  # written only where a GPU run was rec
 
 
 def load_result(name: str, *, verify: bool = True) -> dict:
-    """A shipped result from ``data/``; with ``verify`` its sha256 must match the manifest."""
+    """A shipped result from ``pigviz/data/``; with ``verify`` its sha256 must match the manifest."""
     path = shipped.verified_path(name, verify=verify)
     return json.loads(path.read_text(encoding="utf-8"))
 
 
 def load_gpu_speed() -> dict | None:
-    """The GPU check's result if one was imported into ``data/`` (``gpu_check.sh import``), else None."""
+    """The GPU check's result if one was imported into ``pigviz/data/`` (``gpu_check.sh import``), else None."""
     if GPU_SPEED_FILE not in shipped.read_manifest()["files"]:
         return None
     return load_result(GPU_SPEED_FILE)

@@ -1,7 +1,7 @@
 """Where a real model's keys live, and why MagicPIG centres them before hashing.
 
 Everything reads a ``Capture`` (post-RoPE queries, keys and values of one prefill; by default
-the small one shipped in ``data/``) one (layer, query head) at a time:
+the small one shipped in ``pigviz/data/``) one (layer, query head) at a time:
 
 * the cone: the mean cosine of the keys with their mean direction (``cone_width``);
 * how far the queries point from it: cos(query, mean key), also as an angle;
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pigviz._util.fmt import below
 from pigviz._util.validate import check_choice, check_int
 from pigviz.model.shipped import load_shipped_capture
 
@@ -57,7 +58,6 @@ __all__ = [
     "cos_with_query",
     "shift_invariance",
     "format_shift_invariance",
-    "format_bound",
     "shift_passes",
     "SHIFT_TOL_FP64",
     "SHIFT_TOL_FP32",
@@ -387,23 +387,18 @@ def shift_invariance(cap) -> dict:
     return dict(_memo(cap, "shift", compute))
 
 
-def format_bound(value: float, tol: float) -> str:
-    """``< tol`` when it holds: the residue itself is rounding and changes with the BLAS."""
-    return f"< {tol:.0e}" if value < tol else f"{value:.1e} (over {tol:.0e})"
-
-
 def shift_passes(shift: dict) -> bool:
     return shift["fp64"] < SHIFT_TOL_FP64 and shift["fp32"] < SHIFT_TOL_FP32 * shift["scale"]
 
 
 def format_shift_invariance(shift: dict) -> str:
     """``shift_invariance`` in words, the rounding residues as bounds."""
-    fp64 = format_bound(shift["fp64"], SHIFT_TOL_FP64)
+    fp64 = below(shift["fp64"], SHIFT_TOL_FP64)
     return "\n".join(
         [
             f"largest |output with raw keys - output with centred keys|, float64: {fp64}",
             f"the same in float32, as a fraction of the largest output ({shift['scale']:.1f}): "
-            f"{format_bound(shift['fp32'] / shift['scale'], SHIFT_TOL_FP32)}",
+            f"{below(shift['fp32'] / shift['scale'], SHIFT_TOL_FP32)}",
             f"for scale: our float64 output vs the model's own (fp16 copies of q, k, v and output): "
             f"{shift['model']:.3f}, {shift['model'] / shift['scale']:.1e} of the largest output",
         ]

@@ -5,10 +5,12 @@
     lessons.print_claims("05b")                    # the table a notebook prints; nbval compares it
     lessons.check("05.paged_waste", paged_waste)   # a learner's function against its check
     lessons.solution("05.paged_waste")             # the reference, one call away
+    lessons.agree(mine, theirs, within=1e-12)      # "agree to better than 1e-12": no CPU-dependent residue
 """
 
 from __future__ import annotations
 
+from pigviz._util.fmt import agree, below
 from pigviz.lessons import exercises
 from pigviz.lessons.exercises import check, reference_or, solution
 from pigviz.lessons.verify import LESSON_MODULES, Claim, collect_claims, format_table, run_claims
@@ -25,6 +27,8 @@ __all__ = [
     "check",
     "solution",
     "reference_or",
+    "agree",
+    "below",
 ]
 
 

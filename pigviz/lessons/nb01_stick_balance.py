@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from pigviz._util.fmt import below
 from pigviz.lessons.verify import Claim
 from pigviz.toy.stick_balance import (
     DEFAULT_BUDGET,
@@ -90,7 +91,7 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
             sink_smp < 0.8 * sink_ref,
             f"{sink_smp:.3f} vs {sink_ref:.3f}",
         ),
-        Claim("01", "TopK is exact when the budget is every key (all scenarios)", worst < 1e-12, f"{worst:.1e}"),
+        Claim("01", "TopK is exact when the budget is every key (all scenarios)", worst < 1e-12, below(worst, 1e-12)),
         Claim(
             "01",
             f"Peaked, {budget} keys: hybrid RMS error below plain sampling's",

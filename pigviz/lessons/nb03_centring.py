@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from pigviz._util.fmt import below
 from pigviz.keys.geometry import (
     SHIFT_TOL_FP32,
     SHIFT_TOL_FP64,
-    format_bound,
     geometry_table,
     shift_invariance,
     shift_passes,
@@ -42,7 +42,7 @@ def claims() -> list:
     table_off = table_raw / grid.per_layer("formula", "raw", K, L, 1) - 1
     draws_raw = draws.per_layer("raw", 1)
     inside = (draws_raw.min(1) <= table_raw) & (table_raw <= draws_raw.max(1))
-    fp32 = format_bound(shift["fp32"] / shift["scale"], SHIFT_TOL_FP32)
+    fp32 = below(shift["fp32"] / shift["scale"], SHIFT_TOL_FP32)
     # One draw's variance over that of independent pairs (binomial: at most p(1 - p) / N).
     excess = {}
     for v in ("raw", "centred"):
@@ -54,7 +54,7 @@ def claims() -> list:
             "03",
             "Centring leaves attention unchanged: max |diff| float64 (float32, of largest output)",
             shift_passes(shift),
-            f"{format_bound(shift['fp64'], SHIFT_TOL_FP64)} ({fp32})",
+            f"{below(shift['fp64'], SHIFT_TOL_FP64)} ({fp32})",
         ),
         Claim(
             "03",

@@ -1,5 +1,5 @@
 """A real model, offline: loading (``loading``), a long text (``texts``), recording post-RoPE
-q/k/v (``capture``), the small capture shipped in ``data/`` (``shipped``) and a GGUF cut to its
+q/k/v (``capture``), the small capture shipped in ``pigviz/data/`` (``shipped``) and a GGUF cut to its
 first layers (``gguf_cut``).
 
 These import torch and transformers only when a function needs them.

@@ -52,7 +52,8 @@ __all__ = [
 
 RESULTS_FILE = "study_smollm2.json"
 RESULTS_COMMAND = (
-    "pigviz study --model smollm2-135m --context 8192 --last 64 --seeds 3 --threads 1 --out data/study_smollm2.json"
+    "pigviz study --model smollm2-135m --context 8192 --last 64 --seeds 3 --threads 1 "
+    "--out pigviz/data/study_smollm2.json"
 )
 # Chart names of each method (and of the variants of MagicPIG at the paper's setting).
 METHOD_LABELS = {
@@ -313,7 +314,7 @@ def setup_text(results: dict) -> str:
 
 # -- the shipped results ---------------------------------------------------------------------------
 def load_shipped_results(*, verify: bool = True) -> dict:
-    """``data/study_smollm2.json``, checked against its sha256 in ``data/manifest.json``."""
+    """``pigviz/data/study_smollm2.json``, checked against its sha256 in ``pigviz/data/manifest.json``."""
     return load_results(verified_path(RESULTS_FILE, RESULTS_COMMAND, verify=verify))
 
 
@@ -352,7 +353,7 @@ def manifest_entry(path, results: dict) -> dict:
 
 
 def add_to_manifest(name: str, entry: dict) -> dict:
-    """Add (or replace) one file's entry in ``data/manifest.json``, leaving the others alone."""
+    """Add (or replace) one file's entry in ``pigviz/data/manifest.json``, leaving the others alone."""
     manifest = read_manifest()
     manifest["files"][name] = entry
     write_json_atomic(manifest_path(), manifest)
@@ -384,7 +385,7 @@ def speed_manifest_entry(path) -> dict:
 
 # -- the speed table measured by benchmarks/bench_attend.py ---------------------------------------
 SPEED_FILE = "bench_attend_cpu.json"
-SPEED_COMMAND = "python benchmarks/bench_attend.py --json data/bench_attend_cpu.json"
+SPEED_COMMAND = "python benchmarks/bench_attend.py --json pigviz/data/bench_attend_cpu.json"
 
 
 def speed_rows(path=None) -> list[dict]:

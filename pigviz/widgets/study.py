@@ -1,6 +1,6 @@
 """StudyExplorer: pick a layer, a head and the methods, and see error against budget.
 
-The numbers come from a finished study (by default the shipped ``data/study_smollm2.json``),
+The numbers come from a finished study (by default the shipped ``pigviz/data/study_smollm2.json``),
 so a change only averages stored per-(layer, head) means and redraws: no attention is
 recomputed.
 """

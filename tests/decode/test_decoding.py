@@ -15,7 +15,7 @@ from pigviz.decode import session as decoding
 from pigviz.model import loading as models
 from pigviz.model import shipped
 
-DATA = Path(__file__).resolve().parents[2] / "data"
+DATA = Path(__file__).resolve().parents[2] / "pigviz" / "data"
 PROMPT_TOKENS = 300
 
 

@@ -148,8 +148,8 @@ def test_shift_invariance_is_exact_in_float64(planted):
     assert err["model"] < 1e-5  # the reference outputs were computed the same way
     assert kg.shift_passes(err)
     text = kg.format_shift_invariance(err)
-    assert "float64: < 1e-12" in text and "e-1" not in text.replace("1e-12", "")  # bounds, not residues
-    assert kg.format_bound(3e-9, 1e-12) == "3.0e-09 (over 1e-12)"
+    assert "float64: below 1e-12" in text and "e-1" not in text.replace("1e-12", "")  # bounds, not residues
+    assert "(above 1e-12)" in kg.format_shift_invariance(dict(fp64=3e-9, fp32=0.0, scale=1.0, model=0.0))
     assert not kg.shift_passes(dict(err, fp64=1e-9))
 
 

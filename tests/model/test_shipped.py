@@ -127,20 +127,28 @@ def test_cli_check_reports_a_mismatch(monkeypatch, capsys):
         "comparison": {
             "within_precision": False,
             "tensors": {},
-            "problems": ["keys: differs by 3.00 fp16 steps (at most 1 allowed)"],
+            "problems": ["keys: differs by 5.0e-03 normwise relative (at most 1.0e-03 allowed)"],
         },
     }
-    monkeypatch.setattr(shipped, "regenerate_shipped", lambda out_dir, check, progress: fake)
+    monkeypatch.setattr(shipped, "regenerate_shipped", lambda out_dir=None, check=False, progress=True: fake)
     assert main(["data", "regenerate", "--check", "--quiet"]) == 1
     err = capsys.readouterr().err
-    assert "beyond its stored precision" in err and "3.00 fp16 steps" in err
+    assert "beyond its stored precision" in err and "keys: differs by 5.0e-03" in err
 
 
 def test_cli_check_accepts_a_rebuild_within_stored_precision(monkeypatch, capsys):
     comparison = {
         "within_precision": True,
         "problems": [],
-        "tensors": {"keys": {"max_abs": 1e-3, "max_rel": 4e-4, "differing_fraction": 0.01, "max_fp16_steps": 1.0}},
+        "tensors": {
+            "keys": {
+                "normwise_rel": 2e-5,
+                "worst_row_rel": 7e-4,
+                "worst_row": [0, 0, 5],
+                "max_abs": 8e-3,
+                "differing_fraction": 0.01,
+            }
+        },
     }
     fake = {
         "path": None,
@@ -150,26 +158,31 @@ def test_cli_check_accepts_a_rebuild_within_stored_precision(monkeypatch, capsys
         "within_precision": True,
         "comparison": comparison,
     }
-    monkeypatch.setattr(shipped, "regenerate_shipped", lambda out_dir, check, progress: fake)
+    import subprocess
+
+    from pigviz.cli import data as data_cli
+
+    monkeypatch.setattr(shipped, "regenerate_shipped", lambda out_dir=None, check=False, progress=True: fake)
+    seen = []
+
+    def verify(data_dir):
+        seen.append(data_dir)
+        return subprocess.CompletedProcess([], 0, stdout="table\n\n155 passed, 0 failed\n", stderr="")
+
+    monkeypatch.setattr(data_cli, "verify_in_fresh_process", verify)
     assert main(["data", "regenerate", "--check", "--quiet"]) == 0
+    assert len(seen) == 1 and seen[0] != str(shipped.data_dir())
     out = capsys.readouterr().out
-    assert "within the precision it is stored in" in out and "1.00 steps" in out
+    assert "every claim of pigviz verify passes on the rebuilt data (155 passed, 0 failed)" in out
+    assert "within the precision it is stored in" in out and "fp16 keys: 2.0e-05 normwise" in out
 
 
-def _nudged(cap, name, steps):
-    """A copy of ``cap`` whose tensor ``name`` moves its largest element by ``steps`` fp16 steps."""
+def _with(cap, name, tensor):
+    """A copy of ``cap`` whose tensor ``name`` (``"keys"``, ``"extra.sink_weight"``) is ``tensor``."""
     import copy
 
     other = copy.copy(cap)
     other.extras = dict(cap.extras)
-    tensor = (cap.extras[name[6:]] if name.startswith("extra.") else getattr(cap, name)).clone()
-    flat = tensor.view(-1)
-    i = int(flat.float().abs().argmax())
-    if tensor.dtype == torch.float16:
-        for _ in range(steps):
-            flat[i] = _next_fp16(flat[i])
-    else:
-        flat[i] = flat[i] * (1 + steps)
     if name.startswith("extra."):
         other.extras[name[6:]] = tensor
     else:
@@ -177,31 +190,60 @@ def _nudged(cap, name, steps):
     return other
 
 
-def _next_fp16(x):
-    """The next fp16 value above ``x`` (0-d fp16 tensor), by its bit pattern."""
-    bits = x.view(torch.int16).clone()
-    bits += 1 if float(x) >= 0 else -1
+def _next_fp16(t):
+    """Every element of an fp16 tensor moved to the next fp16 value away from zero, by its bits."""
+    bits = t.view(torch.int16).clone()
+    bits += torch.where(t >= 0, 1, -1).to(torch.int16)
     return bits.view(torch.float16)
 
 
-def test_compare_captures_allows_one_fp16_step_and_no_more(cap):
+def test_compare_captures_accepts_rounding_flips_of_one_fp16_step(cap):
     assert shipped.compare_captures(cap, cap)["within_precision"]
-    one = shipped.compare_captures(cap, _nudged(cap, "keys", 1))
-    assert one["within_precision"], one["problems"]
-    assert one["tensors"]["keys"]["max_fp16_steps"] == pytest.approx(1.0, abs=0.01)
-    two = shipped.compare_captures(cap, _nudged(cap, "keys", 2))
-    assert not two["within_precision"]
-    assert any(p.startswith("keys: differs by 2.00 fp16 steps") for p in two["problems"]), two["problems"]
-    assert "keys" in shipped.largest_difference(two)
+    # A scattered 1% of the elements rounded the other way, as a rebuild on another CPU does.
+    keys = cap.keys.clone()
+    flip = torch.rand(keys.shape, generator=torch.Generator().manual_seed(0)) < 0.01
+    keys[flip] = _next_fp16(keys)[flip]
+    result = shipped.compare_captures(cap, _with(cap, "keys", keys))
+    assert result["within_precision"], result["problems"]
+    entry = result["tensors"]["keys"]
+    assert 0 < entry["normwise_rel"] < shipped.TENSOR_RTOL and entry["worst_row_rel"] < shipped.ROW_RTOL
+    assert "fp16 keys" in shipped.largest_difference(result)
+
+
+@pytest.mark.parametrize("name", ["queries", "keys", "values", "outputs"])
+def test_compare_captures_refuses_noise_on_one_head_and_names_the_tensor(cap, name):
+    tensor = getattr(cap, name).clone()
+    head = tensor[1, 0].float()
+    noise = torch.randn(head.shape, generator=torch.Generator().manual_seed(1)) * head.abs() * 1e-2
+    tensor[1, 0] = (head + noise).half()
+    problems = shipped.compare_captures(cap, _with(cap, name, tensor))["problems"]
+    assert problems and all(p.startswith(f"{name}:") for p in problems), problems
+    assert any("row(s) differ" in p for p in problems), problems
+
+
+def test_compare_captures_refuses_two_swapped_key_rows(cap):
+    keys = cap.keys.clone()
+    keys[2, 0, [100, 5000]] = keys[2, 0, [5000, 100]]
+    problems = shipped.compare_captures(cap, _with(cap, "keys", keys))["problems"]
+    assert all(p.startswith("keys:") for p in problems), problems
+    rows = [p for p in problems if "row(s) differ" in p]
+    assert rows and rows[0].startswith("keys: 2 row(s) differ"), problems
+    assert "(2, 0, 100)" in rows[0] or "(2, 0, 5000)" in rows[0], problems
+
+
+def test_the_bounds_follow_from_the_fp16_step_and_the_depth():
+    assert shipped.FP16_STEP == 2.0**-10
+    assert shipped.FP32_DRIFT == pytest.approx(4 * 30 * 8192**0.5 / 2**24)
+    assert shipped.ROW_RTOL == pytest.approx(1.6e-3, rel=0.02)
+    assert shipped.TENSOR_RTOL == pytest.approx(1.0e-3, rel=0.03)
 
 
 def test_compare_captures_bounds_the_fp32_summaries_relatively(cap):
     name = "extra.sink_weight"
-    tiny = _nudged(cap, name, 0)
-    tiny.extras["sink_weight"] = cap.extras["sink_weight"] * (1 + 0.5 * shipped.FP32_SUMMARY_RTOL)
+    sink = cap.extras["sink_weight"]
+    tiny = _with(cap, name, sink * (1 + 0.5 * shipped.FP32_SUMMARY_RTOL))
     assert shipped.compare_captures(cap, tiny)["within_precision"]
-    big = _nudged(cap, name, 0)
-    big.extras["sink_weight"] = cap.extras["sink_weight"] * (1 + 3 * shipped.FP32_SUMMARY_RTOL)
+    big = _with(cap, name, sink * (1 + 3 * shipped.FP32_SUMMARY_RTOL))
     problems = shipped.compare_captures(cap, big)["problems"]
     assert problems and problems[0].startswith(name), problems
 
@@ -219,23 +261,29 @@ def test_compare_captures_names_a_different_text_or_head_choice(cap):
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_regeneration_reproduces_the_shipped_file_to_its_stored_precision(tmp_path):
-    """Bit-for-bit equality holds only on the CPU that made the file; any machine must agree to
-    the precision the file stores (one fp16 step, fp32 summaries within 1e-5 relative)."""
+def test_regeneration_on_another_cpu_kernel_matches_to_the_stored_precision_and_keeps_every_claim():
+    """The capture rebuilt with torch's portable kernels (ATEN_CPU_CAPABILITY=default: other sums,
+    other bits than this CPU's vector kernels) agrees with the shipped file within the bounds,
+    says it captured the same things, and every claim of `pigviz verify` passes on it."""
+    import os
+    import subprocess
+    import sys
+
     from pigviz.model.loading import ModelUnavailableError, bundled_gguf_path
 
     try:
         bundled_gguf_path(shipped.SHIPPED_MODEL)
     except ModelUnavailableError as exc:
         pytest.skip(str(exc))
-    result = shipped.regenerate_shipped(tmp_path, progress=False)
-    comparison = result["comparison"]
-    assert comparison is not None, "the shipped capture was not found to compare with"
-    assert result["within_precision"], "; ".join(comparison["problems"])
-    print("largest regeneration difference:", shipped.largest_difference(comparison))
-    rebuilt = json.loads((tmp_path / "manifest.json").read_text())
-    shipped_entry = shipped.read_manifest()["files"][shipped.CAPTURE_FILE]
-    rebuilt_entry = rebuilt["files"][shipped.CAPTURE_FILE]
-    different = {k for k in shipped_entry if shipped_entry[k] != rebuilt_entry.get(k)}
-    # The digest and size are the bits; everything that says what was captured must agree.
-    assert different <= {"sha256", "bytes"}, {k: (shipped_entry[k], rebuilt_entry.get(k)) for k in different}
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="default")
+    done = subprocess.run(
+        [sys.executable, "-m", "pigviz", "data", "regenerate", "--check", "--quiet"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    print(done.stdout[-3000:], done.stderr[-3000:])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "within the precision it is stored in" in done.stdout or "bit for bit" in done.stdout
+    assert "every claim of pigviz verify passes on the rebuilt data" in done.stdout
