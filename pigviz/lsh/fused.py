@@ -60,13 +60,33 @@ available = kernels.available
 
 
 def _as_kernel_array(x: torch.Tensor) -> np.ndarray:
-    """A numpy view the kernel reads (float32, or 16-bit integers carrying half bits)."""
-    x = x.contiguous()
+    """A numpy view of a (kv_heads, N, d) cache the kernel reads: float32, or 16-bit integers
+    carrying half-precision bits (numba has no bfloat16).
+
+    A cache kept in storage with room to grow (:mod:`pigviz.decode.cache`) hands out views
+    whose heads lie ``capacity`` rows apart: such a view is widened to the whole (kv_heads,
+    capacity, d) block, which is C-contiguous, instead of being copied (the kernel reads only
+    the rows below ``buffer_end``). Any other layout is copied once."""
+    x = _whole_rows(x)
     if x.dtype == torch.bfloat16:
         return x.view(torch.int16).numpy().view(np.uint16)
     if x.dtype == torch.float16:
         return x.view(torch.int16).numpy()
     return x.numpy()
+
+
+def _whole_rows(x: torch.Tensor) -> torch.Tensor:
+    if x.is_contiguous():
+        return x
+    heads, rows, d = x.shape
+    head_stride = x.stride(0)
+    if x.stride(2) == 1 and x.stride(1) == d and head_stride % d == 0 and head_stride >= rows * d:
+        try:
+            # Fails (RuntimeError) if the storage does not hold the last head's spare rows.
+            return x.as_strided((heads, head_stride // d, d), (head_stride, d, 1))
+        except RuntimeError:
+            pass
+    return x.contiguous()
 
 
 def _usable(index, q, k, v, min_hits) -> bool:
@@ -82,8 +102,25 @@ def _usable(index, q, k, v, min_hits) -> bool:
     )
 
 
+def resolve_threads(threads) -> int:
+    """``threads`` as a count: None means torch's (``torch.get_num_threads()``, which
+    ``--threads`` sets), else an int >= 1."""
+    if threads is None:
+        return torch.get_num_threads()
+    return check_int("threads", threads, 1, 1024)
+
+
 def attend(
-    index, q, k, v, *, min_hits: int = 2, scale: float | None = None, buffer_end=None, return_read_mask: bool = False
+    index,
+    q,
+    k,
+    v,
+    *,
+    min_hits: int = 2,
+    scale: float | None = None,
+    buffer_end=None,
+    return_read_mask: bool = False,
+    threads: int | None = None,
 ):
     """:func:`pigviz.lsh.magicpig.attend` in one compiled pass, plus the log-normaliser.
 
@@ -91,6 +128,8 @@ def attend(
     with N >= index.n: tokens below ``index.n`` are read through the index (exact set +
     LSH sample); tokens ``index.n .. buffer_end[r] - 1`` are read exactly (the decode buffer;
     default: none). ``scale`` multiplies q·k (default 1/sqrt(d), as the reference).
+    ``threads``: how many threads share the rows (None: ``torch.get_num_threads()``); each row
+    is computed by one thread in a fixed order, so every thread count gives the same bits.
 
     Returns ``(output (R, dv) in q's dtype, stats)``; ``stats`` has the reference's keys
     (``budget``, ``keys_read``, ``sampled``, ``candidates``, ``exact``, ``n``, optional
@@ -110,6 +149,7 @@ def attend(
             f"(kv_heads, n, d) = {(index.num_kv_heads, n, index.head_dim)}"
         )
     min_hits = check_int("min_hits", min_hits, 1, index.L)
+    threads = resolve_threads(threads)
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     if buffer_end is None:
         ends = torch.full((R,), n, dtype=torch.int64)
@@ -128,7 +168,19 @@ def attend(
     sampled = np.empty(R, dtype=np.int64)
     candidates = np.empty(R, dtype=np.int64)
     mask = np.zeros((R, n) if return_read_mask else (0, 0), dtype=np.bool_)
-    if _run(compiled[0], index, qf, k, v, min_hits, scale, ends.numpy(), out, lse, sampled, candidates, mask) < 0:
+    tokens = max(index.n, int(ends.max())) if R else index.n
+    ws = _take_workspace(index, dv, tokens)
+    kk, vv = _as_kernel_array(k.detach()), _as_kernel_array(v.detach())
+    result = _launch(
+        compiled[0],
+        ws,
+        (ws.project(qf), _NO_BUCKETS, qf.numpy(), *ws.layout(R, min_hits), True, *ws.tables(index, min_hits)),
+        (kk, vv, ends.numpy(), np.float32(scale), out.numpy(), lse, sampled, candidates, mask, return_read_mask),
+        R,
+        threads,
+    )
+    index.cache["fused_workspace"] = ws
+    if result < 0:
         # A non-finite key or value was read: the reference names the culprit (ValueError).
         return _reference(index, q, k, v, min_hits, scale, ends, return_read_mask)
     lse, sampled, candidates, mask = (torch.from_numpy(a) for a in (lse, sampled, candidates, mask))
@@ -151,12 +203,66 @@ def attend(
     return out.to(q.dtype), stats
 
 
+def attend_sampled(index, q, buckets, k, v, *, min_hits: int = 2, scale: float, threads: int | None = None, out=None):
+    """Only the LSH sample of each row, for a caller that attends the exact set (sinks and
+    recent window) and the decode buffer itself and merges by log-sum-exp: the CPU half of
+    MagicPIG's own placement, whose GPU half hashes the queries (``buckets``) and attends the
+    exact tokens.
+
+    ``q`` (R, d) float32 CPU, ``buckets`` (R, L) integer CPU (each row's bucket per table, as
+    ``index.bucket_ids(q)``), ``k``, ``v`` (Hkv, N >= index.n, d[v]) on the CPU: the indexed
+    tokens are read through the tables only. ``out`` (R, dv) float32: written in place if
+    given (e.g. pinned memory). Returns ``(out, lse (R,) float32, sampled (R,) int64)``
+    (numpy lse and sampled); a row that sampled nothing has output 0 and lse -inf. Needs
+    the compiled path (:func:`available`); raises ValueError if a sampled key or value is
+    not finite. The caller has checked shapes and dtypes (this runs once per layer and token).
+    """
+    compiled = kernels.kernels()
+    if compiled is None:
+        raise RuntimeError("attend_sampled needs numba (pip install pigviz[fast])")
+    R = q.shape[0]
+    dv = v.shape[2]
+    ws = _take_workspace(index, dv, index.n)
+    qf = q if q.dtype == torch.float32 and q.is_contiguous() else q.to(torch.float32).contiguous()
+    bk = buckets.numpy() if buckets.dtype == torch.int64 else buckets.to(torch.int64).numpy()
+    if out is None:
+        out = torch.empty((R, dv), dtype=torch.float32)
+    lse, sampled, candidates = ws.row_arrays(R)
+    ends = ws.ends
+    ends.fill(index.n)
+    result = _launch(
+        compiled[0],
+        ws,
+        (_NO_PROJ, bk, qf.numpy(), *ws.layout(R, min_hits), False, *ws.tables(index, min_hits)),
+        (
+            _as_kernel_array(k),
+            _as_kernel_array(v),
+            ends,
+            np.float32(scale),
+            out.numpy(),
+            lse,
+            sampled,
+            candidates,
+            _NO_MASK,
+            False,
+        ),
+        R,
+        resolve_threads(threads),
+    )
+    index.cache["fused_workspace"] = ws
+    if result < 0:
+        raise ValueError(
+            "k or v holds a non-finite number among the sampled keys; k and v must hold only finite numbers"
+        )
+    return out, lse.copy(), sampled.copy()
+
+
 class _Workspace:
     """What the compiled step keeps per index between calls: numpy views of the index's
     arrays (each conversion costs a few µs, and a decode step calls once per layer), the
-    log u tables, and the kernel's scratch (hit counters, read list). Held by one call at a
-    time: a call takes it out of ``index.cache`` and puts it back when done, so two threads
-    never share scratch (the second one makes its own)."""
+    log u tables, and the kernel's scratch (hit counters, read list), one set per thread.
+    Held by one call at a time: a call takes it out of ``index.cache`` and puts it back when
+    done, so two calls never share scratch (the second one makes its own)."""
 
     def __init__(self, index: LSHIndex, dv: int, capacity: int):
         self.dv = dv
@@ -168,26 +274,42 @@ class _Workspace:
         self.mean = index.mean.contiguous().numpy()
         self.planes = index.planes.contiguous()
         self.log_u: dict[int, np.ndarray] = {}
-        n = index.n
-        self.hits = np.zeros(n, dtype=np.uint8)  # the kernel leaves it all zero again
-        self.touched = np.empty(n + 1, dtype=np.int32)  # +1: the branch-free append writes one past
-        self.ids = np.empty(capacity + 1, dtype=np.int64)  # +1: the branch-free append
-        self.scores = np.empty(capacity, dtype=np.float32)
-        self.tmp = np.empty(max(capacity, dv), dtype=np.float32)  # also the mix's block sums
-        self.acc = np.empty(dv, dtype=np.float64)  # the value mix sums thousands of rows: float64
-        self.bounds = np.empty((3, index.L, 2), dtype=np.int64)  # three rows in flight
-        self.bits = np.zeros((2, n // 64 + 1), dtype=np.uint64)  # hit once / twice; left all zero
-        # The kernel's last arguments, in its order.
-        self.scratch = (self.hits, self.touched, self.ids, self.scores, self.tmp, self.acc, self.bounds, self.bits)
+        self.scratches: list[tuple] = []
         self.proj = np.empty((0, self.planes.shape[1]), dtype=np.float32)  # (R, L*K) q @ planes
         self.ends = np.empty(0, dtype=np.int64)
         self.rows = (np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+
+    def scratch(self, thread: int) -> tuple:
+        """The kernel's last arguments, in its order, for one thread (made on first use)."""
+        while len(self.scratches) <= thread:
+            n, cap = self.n, self.capacity
+            self.scratches.append(
+                (
+                    np.zeros(n, dtype=np.uint8),  # hits: the kernel leaves it all zero again
+                    np.empty(n + 1, dtype=np.int32),  # touched; +1: the branch-free append writes one past
+                    np.empty(cap + 1, dtype=np.int64),  # ids; +1: the branch-free append
+                    np.empty(cap, dtype=np.float32),  # scores
+                    np.empty(max(cap, self.dv), dtype=np.float32),  # tmp, also the mix's block sums
+                    np.empty(self.dv, dtype=np.float64),  # acc: the value mix sums thousands of rows
+                    np.empty((3, self.L, 2), dtype=np.int64),  # bounds: three rows in flight
+                    np.zeros((2, n // 64 + 1), dtype=np.uint64),  # bits: hit once / twice; left all zero
+                )
+            )
+        return self.scratches[thread]
 
     def table(self, index: LSHIndex, min_hits: int) -> np.ndarray:
         table = self.log_u.get(min_hits)
         if table is None:
             table = self.log_u[min_hits] = magicpig.log_inclusion_table(index, min_hits).numpy()
         return table
+
+    def layout(self, rows: int, min_hits: int) -> tuple:
+        """The kernel's arguments from ``mean`` to ``n_idx``."""
+        return (self.mean, rows // self.kv_heads, self.K, self.L, min_hits, self.sinks, self.recent, self.n)
+
+    def tables(self, index: LSHIndex, min_hits: int) -> tuple:
+        """The kernel's arguments from ``offsets`` to ``grid``."""
+        return (self.offsets, self.entries, self.table(index, min_hits), magicpig._GRID)
 
     def project(self, qf: torch.Tensor) -> np.ndarray:
         """The signs of ``qf @ planes`` give the query's buckets: the same torch product as the
@@ -214,55 +336,71 @@ def _take_workspace(index: LSHIndex, dv: int, tokens: int) -> _Workspace:
     return ws
 
 
-def _call(kernel, ws, index, qf, k, v, min_hits, scale, ends, out, lse, sampled, candidates, mask) -> int:
-    """The compiled step over rows ``qf`` (torch float32 (R, d), contiguous; ``k``, ``v``, ``out``
-    numpy as the kernel reads them), results written in place; returns the keys sampled over
-    all rows, or -1 if a row read a non-finite number."""
-    return kernel(
-        ws.project(qf),
-        qf.numpy(),
-        ws.mean,
-        qf.shape[0] // index.num_kv_heads,
-        index.K,
-        index.L,
-        min_hits,
-        index.sinks,
-        index.recent,
-        index.n,
-        ws.offsets,
-        ws.entries,
-        ws.table(index, min_hits),
-        magicpig._GRID,
-        k,
-        v,
-        ends,
-        np.float32(scale),
-        out,
-        lse,
-        sampled,
-        candidates,
-        mask,
-        mask.shape[0] > 0,
-        *ws.scratch,
-    )
+_NO_MASK = np.zeros((0, 0), dtype=np.bool_)
+_NO_BUCKETS = np.zeros((0, 1), dtype=np.int64)  # "hash the rows from proj"
+_NO_PROJ = np.zeros((0, 1), dtype=np.float32)  # "the buckets are given"
 
 
-def _run(kernel, index, qf, k, v, min_hits, scale, ends, out, lse, sampled, candidates, mask) -> int:
-    """:func:`_call` with the index's workspace, for torch ``k``, ``v``, ``out``."""
-    tokens = max(index.n, int(ends.max())) if qf.shape[0] else index.n
-    ws = _take_workspace(index, v.shape[2], tokens)
-    k, v = _as_kernel_array(k.detach()), _as_kernel_array(v.detach())
-    result = _call(kernel, ws, index, qf, k, v, min_hits, scale, ends, out.numpy(), lse, sampled, candidates, mask)
-    index.cache["fused_workspace"] = ws
-    return result
+class _Pool:
+    """Threads that run row chunks of the compiled step beside the calling thread. The
+    kernel releases the GIL, so the chunks run in parallel; the caller runs the first chunk
+    itself, so one thread costs nothing and two cost one hand-over."""
+
+    def __init__(self):
+        self.executor = None
+        self.workers = 0
+
+    def get(self, workers: int):
+        if self.executor is None or self.workers < workers:
+            from concurrent.futures import ThreadPoolExecutor
+
+            if self.executor is not None:
+                self.executor.shutdown(wait=True)
+            self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pigviz-attend")
+            self.workers = workers
+        return self.executor
 
 
-def decode_step(index, query, key, value, *, min_hits: int, scale: float):
+_POOL = _Pool()
+
+
+def row_chunks(rows: int, threads: int) -> list[tuple[int, int]]:
+    """Rows 0 .. rows - 1 in ``min(threads, rows)`` contiguous chunks whose sizes differ by at
+    most one: query heads of one KV head stay together (they share its tables and key rows)."""
+    parts = max(1, min(threads, rows))
+    base, extra = divmod(rows, parts)
+    chunks, r = [], 0
+    for i in range(parts):
+        size = base + (i < extra)
+        chunks.append((r, r + size))
+        r += size
+    return chunks
+
+
+def _launch(kernel, ws: _Workspace, head: tuple, tail: tuple, rows: int, threads: int) -> int:
+    """Run the kernel over ``rows`` rows split into chunks, one per thread: arguments
+    ``head + tail + (r0, r1) + scratch``. Returns the keys sampled over all rows, or -1 if a
+    row read a non-finite number."""
+    args = head + tail
+    chunks = row_chunks(rows, threads)
+    if len(chunks) == 1:
+        return kernel(*args, 0, rows, *ws.scratch(0))
+    for t in range(len(chunks)):
+        ws.scratch(t)  # made here, in this thread, before any worker reads the list
+    pool = _POOL.get(len(chunks) - 1)
+    futures = [pool.submit(kernel, *args, r0, r1, *ws.scratches[t]) for t, (r0, r1) in enumerate(chunks[1:], 1)]
+    first = kernel(*args, *chunks[0], *ws.scratches[0])
+    results = [first] + [f.result() for f in futures]
+    return -1 if min(results) < 0 else sum(results)
+
+
+def decode_step(index, query, key, value, *, min_hits: int, scale: float, threads: int | None = None):
     """The decoding loop's fast path: :func:`attend` for one decode position, every query head
     seeing every cached token (the index's and the buffer's), in the layout transformers
     hands an attention function, with none of :func:`attend`'s checks and no per-row stats.
     For :mod:`pigviz.decode.session`, which has validated the rest: ``query`` (1, H, 1, d),
-    ``key``, ``value`` (1, Hkv, N, d[v]) with N >= index.n, ``1 <= min_hits <= index.L``.
+    ``key``, ``value`` (1, Hkv, N, d[v]) with N >= index.n, ``1 <= min_hits <= index.L``;
+    ``threads`` as in :func:`attend`.
 
     Returns ``(output (1, 1, H, dv) float32, keys sampled over all heads)`` (each head also
     reads the exact set and the buffer in full), or None when the compiled path cannot run
@@ -278,46 +416,41 @@ def decode_step(index, query, key, value, *, min_hits: int, scale: float):
     N = key.shape[2]
     if N > plan.ws.capacity:
         plan.ws = _Workspace(index, plan.ws.dv, N + 512)
+        plan.ws.row_arrays(plan.H)
+        plan.ws.proj = plan.proj.numpy()
+        plan.lse, plan.sampled, plan.candidates = plan.ws.rows
     ws = plan.ws
     ws.ends.fill(N)
     qf = query.reshape(plan.H, -1)
     if plan.cast_q:
         qf = qf.to(torch.float32).contiguous()
     torch.mm(qf, ws.planes, out=plan.proj)
-    if plan.kv32:
+    if plan.kv32 and key.is_contiguous() and value.is_contiguous():
         k, v = key.numpy()[0], value.numpy()[0]
     else:
-        k, v = _as_kernel_array(key)[0], _as_kernel_array(value)[0]
+        k, v = _as_kernel_array(key[0]), _as_kernel_array(value[0])
     out = np.empty(plan.out_shape, dtype=np.float32)
-    total = plan.kernel(
-        ws.proj,
-        qf.numpy(),
-        ws.mean,
-        plan.rows_per_kv,
-        ws.K,
-        ws.L,
-        min_hits,
-        ws.sinks,
-        ws.recent,
-        ws.n,
-        ws.offsets,
-        ws.entries,
-        plan.table,
-        magicpig._GRID,
-        k,
-        v,
-        ws.ends,
-        plan.scale32,
-        out[0, 0],
-        plan.lse,
-        plan.sampled,
-        plan.candidates,
-        _NO_MASK,
-        False,
-        *ws.scratch,
+    total = _launch(
+        plan.kernel,
+        ws,
+        (ws.proj, _NO_BUCKETS, qf.numpy(), *plan.layout, True, *plan.tables),
+        (k, v, ws.ends, plan.scale32, out[0, 0], plan.lse, plan.sampled, plan.candidates, _NO_MASK, False),
+        plan.H,
+        plan.threads if threads is None else threads,
     )
     index.cache["fused_decode"] = plan
     return None if total < 0 else (torch.from_numpy(out), total)
+
+
+def last_candidates(index) -> int:
+    """Table entries the last :func:`decode_step` (else :func:`attend_sampled` or
+    :func:`attend`) on ``index`` scanned, over all rows: for a caller counting the bytes a
+    step reads (0 if none ran)."""
+    plan = index.cache.get("fused_decode")
+    if plan is not None:
+        return int(plan.candidates.sum())
+    ws = index.cache.get("fused_workspace")
+    return int(ws.rows[2].sum()) if ws is not None else 0
 
 
 class _DecodePlan:
@@ -353,15 +486,18 @@ class _DecodePlan:
         ws.proj = np.empty((self.H, ws.planes.shape[1]), dtype=np.float32)
         with torch.inference_mode(False):  # a plain tensor can be written in and out of inference mode
             self.proj = torch.from_numpy(ws.proj)
-        self.table = ws.table(index, min_hits)
+        self.layout = ws.layout(self.H, min_hits)
+        self.tables = ws.tables(index, min_hits)
         self.scale32 = np.float32(scale)
-        self.rows_per_kv = self.H // ws.kv_heads
         self.out_shape = (1, 1, self.H, dv)
+        self.threads = torch.get_num_threads()
 
     def fits(self, query, key, value, min_hits, scale) -> bool:
+        if (query.dtype, key.dtype, value.dtype, query.shape[1], value.shape[3], min_hits, scale) != self.key:
+            return False
+        self.threads = torch.get_num_threads()  # a cheap read; follows set_num_threads between calls
         return (
-            (query.dtype, key.dtype, value.dtype, query.shape[1], value.shape[3], min_hits, scale) == self.key
-            and kernels.kernels() is not None
+            kernels.kernels() is not None
             and not (query.requires_grad or key.requires_grad or value.requires_grad)
             and query.is_cpu
             and key.is_cpu
@@ -370,7 +506,6 @@ class _DecodePlan:
 
 
 _KV_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-_NO_MASK = np.zeros((0, 0), dtype=np.bool_)
 
 
 def _reference(index, q, k, v, min_hits, scale, ends, return_read_mask):

@@ -10,19 +10,21 @@ drag the mean away from the cloud).
 
 Storage is CSR-like, per (KV head, table):
 
-* ``entries[g, l]``  — the n token ids sorted by bucket (int32, 4 bytes each)
-* ``offsets[g, l]``  — 2^K + 1 positions (int64): bucket ``b`` holds
+* ``entries[g, l]``  — the n token ids sorted by bucket: uint16 (2 bytes each) while every
+  id fits in 16 bits (n <= 65,536) on the CPU, int32 otherwise (and on a GPU)
+* ``offsets[g, l]``  — 2^K + 1 positions (int32): bucket ``b`` holds
   ``entries[g, l, offsets[g, l, b]:offsets[g, l, b + 1]]``
 
 so a query finds its bucket's tokens with two reads of ``offsets`` and never compares
 its code against all n codes. Memory, per KV head and layer::
 
-    index bytes = 4 · L · n  +  8 · L · (2^K + 1)       (+ the shared planes and means)
+    index bytes = id_bytes · L · n  +  4 · L · (2^K + 1)     (+ the shared planes and means)
 
-At the paper's (K, L) = (10, 150) that is 600 bytes of token ids per key: more than a
-key–value pair in fp16 for d = 128 (512 bytes). While it builds, one KV head at a time, the
-index also holds about 20 · L · n bytes of int64 bucket ids and sort order
-(:func:`build_scratch_bytes`); the memory guard counts both.
+with id_bytes = 2 up to 65,536 tokens, else 4. At the paper's (K, L) = (10, 150) that is
+300 bytes of token ids per key at 8k tokens (600 past 64k): more than half a key–value pair
+in fp16 for d = 128 (512 bytes). While it builds, one KV head at a time, the index also holds
+about 20 · L · n bytes of int64 bucket ids and sort order (:func:`build_scratch_bytes`); the
+memory guard counts both.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ __all__ = [
     "build_scratch_bytes",
     "expected_candidates",
     "MAX_K",
+    "SHORT_IDS",
+    "token_id_dtype",
     "DEFAULT_MEMORY_FRACTION",
 ]
 
@@ -58,11 +62,21 @@ _BUILD_BLOCK = 8192
 _HASH_BLOCK = 256
 # float32 holds every integer below 2^24 exactly.
 _EXACT_FLOAT_BITS = 24
+# Token ids fit in uint16 up to this many tokens.
+SHORT_IDS = 2**16
 
 
-def index_bytes(n: int, K: int, L: int, num_kv_heads: int = 1) -> int:
+def token_id_dtype(n: int, device="cpu") -> torch.dtype:
+    """How ``entries`` stores the token ids of an n-token index: uint16 on the CPU while they
+    fit (half the bytes a query scans), else int32. On a GPU always int32 (torch's CUDA
+    kernels index with few 16-bit unsigned types)."""
+    return torch.uint16 if n <= SHORT_IDS and torch.device(device).type == "cpu" else torch.int32
+
+
+def index_bytes(n: int, K: int, L: int, num_kv_heads: int = 1, device="cpu") -> int:
     """Bytes of token ids plus bucket offsets for ``num_kv_heads`` heads (formula above)."""
-    return num_kv_heads * (4 * L * n + 8 * L * (2**K + 1))
+    id_bytes = torch.empty((), dtype=token_id_dtype(n, device)).element_size()
+    return num_kv_heads * (id_bytes * L * n + 4 * L * (2**K + 1))
 
 
 def build_scratch_bytes(n: int, K: int, L: int) -> int:
@@ -108,8 +122,8 @@ class LSHIndex:
     centred: bool
     planes: torch.Tensor  # (d, L*K) float32, table l uses columns l*K .. l*K+K-1
     mean: torch.Tensor  # (Hkv, d) float32, mean of the sampleable keys
-    entries: torch.Tensor  # (Hkv, L, n) int32, token ids sorted by bucket
-    offsets: torch.Tensor  # (Hkv, L, 2^K + 1) int64
+    entries: torch.Tensor  # (Hkv, L, n) uint16 (n <= 65,536 on the CPU) or int32, token ids sorted by bucket
+    offsets: torch.Tensor  # (Hkv, L, 2^K + 1) int32
     centred_norms: torch.Tensor  # (Hkv, n) float32, |k - mean|: saves a pass per sampled key
     # Lookup tables and scratch buffers that attend keeps between calls (not in nbytes).
     cache: dict = field(default_factory=dict, repr=False, compare=False)
@@ -158,6 +172,11 @@ class LSHIndex:
             torch.arange(self.K, device=x.device),
         )
         return (bits.to(torch.int64) * weights).sum(-1)
+
+    def token_ids(self) -> torch.Tensor:
+        """``entries`` as int64 (a copy): for code that computes with the ids rather than
+        reading them through the tables."""
+        return self.entries.to(torch.int64)
 
     def bucket_sizes(self) -> torch.Tensor:
         """Tokens per bucket, (Hkv, L, 2^K): how evenly the centred keys spread."""
@@ -226,7 +245,7 @@ def build_index(
         raise ValueError(
             f"sinks + recent must be below n={n} so that some keys are left to sample, got {sinks} + {recent}"
         )
-    tables = index_bytes(n, K, L, num_kv)
+    tables = index_bytes(n, K, L, num_kv, k.device)
     scratch = build_scratch_bytes(n, K, L)
     if max_bytes is None:
         limit = int(DEFAULT_MEMORY_FRACTION * _free_memory_bytes(k.device))
@@ -235,7 +254,7 @@ def build_index(
     if tables + scratch > limit:
         raise ValueError(
             f"K={K}, L={L} tables for {num_kv} KV head(s) x n={n} tokens would take {_gib(tables + scratch)} "
-            f"while building: {_gib(tables)} of tables (4·L·n + 8·L·(2^K+1) bytes per head) plus "
+            f"while building: {_gib(tables)} of tables (id_bytes·L·n + 4·L·(2^K+1) bytes per head) plus "
             f"{_gib(scratch)} of scratch (about 20·L·n bytes of int64 bucket ids and sort order, and the "
             f"hashing buffer), over the limit of {_gib(limit)}; reduce K or L"
         )
@@ -258,8 +277,8 @@ def build_index(
         centred=centre,
         planes=planes,
         mean=mean,
-        entries=torch.empty((num_kv, L, n), dtype=torch.int32, device=k.device),
-        offsets=_huge_page_empty((num_kv, L, 2**K + 1), torch.int64, k.device),
+        entries=torch.empty((num_kv, L, n), dtype=token_id_dtype(n, k.device), device=k.device),
+        offsets=_huge_page_empty((num_kv, L, 2**K + 1), torch.int32, k.device),
         centred_norms=torch.empty((num_kv, n), dtype=torch.float32, device=k.device),
     )
 
@@ -289,7 +308,7 @@ def build_index(
             index.centred_norms[g, start : start + block.shape[0]] = block.norm(dim=-1)
         if fast and kernels.build_tables(buckets, index.entries[g], index.offsets[g]):
             continue
-        index.entries[g] = _stable_argsort_rows(buckets, K).to(torch.int32)
+        index.entries[g] = _stable_argsort_rows(buckets, K).to(index.entries.dtype)
         per_bucket = torch.bincount((buckets + table_base).view(-1), minlength=L * 2**K).view(L, 2**K)
         index.offsets[g, :, 0] = 0
         index.offsets[g, :, 1:] = per_bucket.cumsum(1)
@@ -302,7 +321,8 @@ _HUGE_PAGE = 2 << 20
 
 def _huge_page_empty(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``torch.empty``, on the CPU in transparent huge pages where the OS offers them (Linux,
-    THP in "madvise" or "always" mode); elsewhere, or under 2 MiB, plain ``torch.empty``.
+    THP in "madvise" or "always" mode); elsewhere, or under 1 MiB, plain ``torch.empty`` (a
+    tensor of 1-2 MiB takes a whole 2 MiB page).
     The tensor keeps its mapping alive.
 
     Used for ``offsets``: a decode step's first read in each table is one random offset per
@@ -314,7 +334,7 @@ def _huge_page_empty(shape: tuple, dtype: torch.dtype, device: torch.device) -> 
     for size in shape:
         count *= size
     nbytes = count * torch.empty((), dtype=dtype).element_size()
-    if device.type != "cpu" or nbytes < _HUGE_PAGE or not hasattr(mmap, "MADV_HUGEPAGE"):
+    if device.type != "cpu" or nbytes < _HUGE_PAGE // 2 or not hasattr(mmap, "MADV_HUGEPAGE"):
         return torch.empty(shape, dtype=dtype, device=device)
     try:
         region = mmap.mmap(-1, nbytes + _HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)

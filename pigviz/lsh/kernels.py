@@ -264,26 +264,45 @@ if numba is not None:
             prefetch(offsets, g, l, b)
 
     @njit(cache=True, nogil=True)
+    def _given_row(buckets, r, L, g, offsets, slot):
+        """Stage 1 of a row whose buckets were computed elsewhere (the GPU side of the
+        offloaded placement hashes the query): copies them into slot[:, 0] and starts
+        loading the buckets' offsets."""
+        for l in range(L):
+            b = buckets[r, l]
+            slot[l, 0] = b
+            prefetch(offsets, g, l, b)
+
+    @njit(cache=True, nogil=True)
+    def _stage1(proj, buckets, r, K, L, g, offsets, slot, signs):
+        if buckets.shape[0] > 0:
+            _given_row(buckets, r, L, g, offsets, slot)
+        else:
+            _hash_row(proj, r, K, L, g, offsets, slot, signs)
+
+    @njit(cache=True, nogil=True)
     def _bucket_bounds(offsets, entries, L, g, slot):
         """Stage 2 of a row: each bucket's [start, end) in ``entries`` (into slot); starts
         loading the buckets' token ids (up to 8 cache lines each). Returns the candidates."""
         cand = 0
+        per_line = 64 // entries.itemsize  # 16 int32 or 32 uint16 ids per 64-byte line
         for l in range(L):
             b = slot[l, 0]
-            s = offsets[g, l, b]
-            e = offsets[g, l, b + 1]
+            s = np.int64(offsets[g, l, b])
+            e = np.int64(offsets[g, l, b + 1])
             slot[l, 0] = s
             slot[l, 1] = e
             cand += e - s
-            for i in range(s, min(e, s + 128), 16):  # 16 int32 ids per 64-byte line
+            for i in range(s, min(e, s + 8 * per_line), per_line):
                 prefetch(entries, g, l, i)
-            if e - 1 > s + 15:
+            if e - 1 > s + per_line - 1:
                 prefetch(entries, g, l, e - 1)  # the last line, if the run does not start it
         return cand
 
     @njit(cache=True, nogil=True)
     def attend_kernel(
         proj,
+        buckets,
         q,
         mean,
         rows_per_kv,
@@ -293,6 +312,7 @@ if numba is not None:
         sinks,
         recent,
         n_idx,
+        read_exact,
         offsets,
         entries,
         log_u,
@@ -307,6 +327,8 @@ if numba is not None:
         candidates_out,
         mask,
         want_mask,
+        r0,
+        r1,
         hits,
         touched,
         ids,
@@ -316,10 +338,20 @@ if numba is not None:
         bounds,
         bits,
     ):
-        """One decode step of R query rows; returns the keys sampled over all rows, or -1 if
-        a row read a non-finite number.
+        """One decode step of query rows r0 .. r1 - 1 (of R); returns the keys sampled over
+        those rows, or -1 if a row read a non-finite number.
 
-        Scratch comes from the caller and is reused between calls (see
+        Each row's work and results depend on that row alone (its own buckets, read list,
+        softmax and sums, in a fixed order), so the rows can be split between threads in any
+        way, each thread with its own scratch, and the output is the same to the last bit.
+
+        A row's buckets come from ``buckets`` (R, L) when it has rows (hashed elsewhere), else
+        from the signs of ``proj`` (R, L*K) = q @ planes. ``read_exact``: the read list starts
+        with the exact set (sinks + recent); False reads only the sample (and the buffer), for
+        a caller that attends the exact set elsewhere. ``entries`` holds int32 or uint16 ids;
+        ``offsets`` int32 or int64.
+
+        Scratch comes from the caller, one set per thread, reused between calls (see
         :class:`pigviz.lsh.fused._Workspace`): ``hits`` (n_idx,) uint8 and ``bits``
         (2, n_idx // 64 + 1) uint64, both all zero (and left all zero), ``touched``
         (n_idx + 1,) int32, ``ids`` (>= max(buffer_end) + 1,) int64, ``scores`` and ``tmp``
@@ -327,36 +359,37 @@ if numba is not None:
 
         The rows run as a pipeline, so that the random reads of the tables overlap with work
         instead of waiting in turn: while row r is walked and mixed, row r + 1's bucket
-        bounds are read (its token ids start loading) and row r + 2's buckets are hashed
+        bounds are read (its token ids start loading) and row r + 2's buckets are found
         (its offsets start loading)."""
-        R, d = q.shape
+        d = q.shape[1]
         dv = out.shape[1]
         nbad = 0
         total_sampled = 0
         signs = np.empty((L * K + 63) // 64 + 1, dtype=np.uint64)
-        if R > 0:
-            _hash_row(proj, 0, K, L, 0, offsets, bounds[0], signs)
-        if R > 1:
-            _hash_row(proj, 1, K, L, 1 // rows_per_kv, offsets, bounds[1], signs)
-        if R > 0:
-            candidates_out[0] = _bucket_bounds(offsets, entries, L, 0, bounds[0])
-        for r in range(R):
+        if r0 < r1:
+            _stage1(proj, buckets, r0, K, L, r0 // rows_per_kv, offsets, bounds[r0 % 3], signs)
+        if r0 + 1 < r1:
+            _stage1(proj, buckets, r0 + 1, K, L, (r0 + 1) // rows_per_kv, offsets, bounds[(r0 + 1) % 3], signs)
+        if r0 < r1:
+            candidates_out[r0] = _bucket_bounds(offsets, entries, L, r0 // rows_per_kv, bounds[r0 % 3])
+        for r in range(r0, r1):
             g = r // rows_per_kv
-            if r + 2 < R:
-                _hash_row(proj, r + 2, K, L, (r + 2) // rows_per_kv, offsets, bounds[(r + 2) % 3], signs)
-            if r + 1 < R:
+            if r + 2 < r1:
+                _stage1(proj, buckets, r + 2, K, L, (r + 2) // rows_per_kv, offsets, bounds[(r + 2) % 3], signs)
+            if r + 1 < r1:
                 candidates_out[r + 1] = _bucket_bounds(offsets, entries, L, (r + 1) // rows_per_kv, bounds[(r + 1) % 3])
             slot = bounds[r % 3]
             # 1-2. hit counting over the candidates, then 3-4. the read list: exact set,
             # sampled set (in token order), buffer. Unsigned indices: numba then skips its
             # negative-index guard on every access.
             nread = 0
-            for t in range(sinks):
-                ids[nread] = t
-                nread += 1
-            for t in range(n_idx - recent, n_idx):
-                ids[nread] = t
-                nread += 1
+            if read_exact:
+                for t in range(sinks):
+                    ids[nread] = t
+                    nread += 1
+                for t in range(n_idx - recent, n_idx):
+                    ids[nread] = t
+                    nread += 1
             first_sampled = nread
             lo_t = sinks
             hi_t = n_idx - recent

@@ -245,7 +245,8 @@ def attend(
     flat_starts = ((kv_of_head[:, None] * L + tables[None, :]) * n + starts).to(idx_dtype)
     candidates = lengths.sum(1)
     range_of_entry, positions = _concatenated_ranges(flat_starts.reshape(-1), lengths.reshape(-1).to(idx_dtype))
-    tokens = index.entries.view(-1).index_select(0, positions)
+    # Indexing, not index_select: torch's index_select has no uint16 kernel (short ids).
+    tokens = index.entries.view(-1)[positions].to(idx_dtype)
     head_base = (torch.arange(H, device=dev, dtype=idx_dtype) * n).repeat_interleave(L)  # per range
     counter_of_entry = head_base.index_select(0, range_of_entry) + tokens
 

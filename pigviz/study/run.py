@@ -213,7 +213,8 @@ def decode_index(prompt_index, k, n: int):
     check_int("n", n, n0, n0 + base.recent)
     if n == n0:
         return base
-    new = torch.arange(n0, n, dtype=base.entries.dtype).expand(Hkv, L, n - n0)
+    # Made as int32: torch has no arange for the uint16 ids of a short index.
+    new = torch.arange(n0, n, dtype=torch.int32).to(base.entries.dtype).expand(Hkv, L, n - n0)
     norms = (k[:, n0:n].float() - base.mean[:, None, :]).norm(dim=-1)
     return LSHIndex(
         K=base.K,

@@ -4,6 +4,7 @@ index build, and the fallback when numba is missing."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -227,3 +228,111 @@ def test_sampling_everything_matches_the_reference(step):
     ref, ref_stats = magicpig.attend(wide, q, k, v, min_hits=1, return_lse=True)
     assert torch.equal(stats["sampled"], ref_stats["sampled"])
     assert rel(out, ref) < 1e-5
+
+
+# -- threads, the sample-only step, storage layouts ---------------------------------------------
+@numba_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_thread_count_gives_the_same_bits(dtype):
+    """Rows are split between threads, each row computed by one thread in a fixed order: the
+    output, its log-normaliser and the counts are identical for any thread count."""
+    q, k, v = synthetic_decode_step(heads=9, kv_heads=3, n=5000, d=64, seed=4)
+    k, v = k.to(dtype), v.to(dtype)
+    idx = build_index(k, K=10, L=60, seed=1)
+    ends = torch.tensor([5000, 5000, 5000, 4990, 5000, 4800, 5000, 5000, 4700])
+    idx_small = build_index(k[:, :4600], K=10, L=60, seed=1)
+    ref, ref_stats = fused_attend.attend(idx_small, q, k, v, buffer_end=ends, threads=1)
+    step_ref = fused_attend.decode_step(idx, q[None, :, None], k[None], v[None], min_hits=2, scale=0.125, threads=1)
+    for threads in (2, 3, 4, 9, 16):
+        out, stats = fused_attend.attend(idx_small, q, k, v, buffer_end=ends, threads=threads)
+        assert torch.equal(out, ref) and torch.equal(stats["lse"], ref_stats["lse"])
+        for name in ("sampled", "candidates", "keys_read"):
+            assert torch.equal(stats[name], ref_stats[name]), name
+        step = fused_attend.decode_step(
+            idx, q[None, :, None], k[None], v[None], min_hits=2, scale=0.125, threads=threads
+        )
+        assert torch.equal(step[0], step_ref[0]) and step[1] == step_ref[1]
+
+
+def test_row_chunks_cover_the_rows_evenly():
+    for rows in (1, 2, 9, 32):
+        for threads in (1, 2, 3, 7, 64):
+            chunks = fused_attend.row_chunks(rows, threads)
+            assert len(chunks) == min(rows, threads)
+            assert chunks[0][0] == 0 and chunks[-1][1] == rows
+            assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+            sizes = [b - a for a, b in chunks]
+            assert max(sizes) - min(sizes) <= 1
+
+
+def test_threads_are_checked(step, index):
+    q, k, v = step
+    with pytest.raises(ValueError, match="threads must be in"):
+        fused_attend.attend(index, q, k, v, threads=0)
+    assert fused_attend.resolve_threads(None) == torch.get_num_threads()
+
+
+@numba_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_sample_alone_merges_with_the_exact_set_into_attend(step, index, dtype):
+    """attend_sampled (buckets given, the exact set left to the caller) plus exact attention
+    over the sinks and recent window, merged by log-sum-exp, is attend."""
+    q, k, v = (t.to(dtype) for t in step)
+    q = q.float()
+    ref, ref_stats = fused_attend.attend(index, q, k, v, threads=1)
+    out, lse, sampled = fused_attend.attend_sampled(
+        index, q, index.bucket_ids(q), k, v, min_hits=2, scale=32**-0.5, threads=2
+    )
+    assert torch.equal(torch.from_numpy(sampled), ref_stats["sampled"])
+    exact = magicpig.exact_positions(index.n, index.sinks, index.recent)
+    kv_of = torch.arange(6) // 3
+    s = torch.einsum("hd,hjd->hj", q, k[kv_of][:, exact].float()) * 32**-0.5
+    lse_e = torch.logsumexp(s, -1)
+    out_e = torch.einsum("hj,hjd->hd", torch.softmax(s, -1), v[kv_of][:, exact].float())
+    both = torch.stack([lse_e, torch.from_numpy(lse)])
+    w = torch.softmax(both, 0)
+    merged = w[0, :, None] * out_e + w[1, :, None] * out
+    assert rel(merged, ref.float()) < 1e-5
+    assert torch.allclose(torch.logsumexp(both, 0), ref_stats["lse"], rtol=1e-5)
+
+
+@numba_only
+def test_a_cache_with_room_to_grow_is_read_in_place(step, index):
+    """A view of (kv_heads, capacity, d) storage (a growing cache) is widened, not copied."""
+    q, k, v = step
+    storage_k = torch.zeros(2, 4100, 32)
+    storage_v = torch.zeros(2, 4100, 32)
+    storage_k[:, :4000], storage_v[:, :4000] = k, v
+    view_k, view_v = storage_k[:, :4000], storage_v[:, :4000]
+    assert not view_k.is_contiguous()
+    seen = fused_attend._as_kernel_array(view_k)
+    assert seen.shape == (2, 4100, 32) and np.shares_memory(seen, storage_k.numpy())
+    out, stats = fused_attend.attend(index, q, view_k, view_v)
+    ref, ref_stats = fused_attend.attend(index, q, k, v)
+    assert torch.equal(out, ref) and torch.equal(stats["sampled"], ref_stats["sampled"])
+
+
+@numba_only
+def test_short_and_wide_storage_read_the_same_keys(step, index):
+    """uint16 ids and int32 offsets (this index) against int32 ids and int64 offsets of the
+    same tables: the same kernel, compiled for each, gives the same bits."""
+    q, k, v = step
+    assert index.entries.dtype == torch.uint16 and index.offsets.dtype == torch.int32
+    wide = lsh_index.LSHIndex(
+        K=index.K,
+        L=index.L,
+        sinks=index.sinks,
+        recent=index.recent,
+        seed=index.seed,
+        centred=index.centred,
+        planes=index.planes,
+        mean=index.mean,
+        entries=index.entries.to(torch.int32),
+        offsets=index.offsets.to(torch.int64),
+        centred_norms=index.centred_norms,
+    )
+    out, stats = fused_attend.attend(index, q, k, v, return_read_mask=True)
+    out_w, stats_w = fused_attend.attend(wide, q, k, v, return_read_mask=True)
+    assert torch.equal(out, out_w) and torch.equal(stats["read_mask"], stats_w["read_mask"])
+    ref, ref_stats = magicpig.attend(index, q, k, v, return_read_mask=True)
+    assert torch.equal(ref_stats["read_mask"], stats["read_mask"])

@@ -17,8 +17,8 @@ def cone_keys():
 def test_tables_are_a_csr_layout_of_every_token(cone_keys):
     index = build_index(cone_keys, K=6, L=5, sinks=2, recent=10, seed=1)
     Hkv, n, _ = cone_keys.shape
-    assert index.entries.shape == (Hkv, 5, n) and index.entries.dtype == torch.int32
-    assert index.offsets.shape == (Hkv, 5, 2**6 + 1) and index.offsets.dtype == torch.int64
+    assert index.entries.shape == (Hkv, 5, n) and index.entries.dtype == torch.uint16  # n <= 65,536
+    assert index.offsets.shape == (Hkv, 5, 2**6 + 1) and index.offsets.dtype == torch.int32
     for g in range(Hkv):
         buckets = index.bucket_ids(cone_keys[g] - index.mean[g])  # (n, L)
         for table in range(5):
@@ -60,11 +60,14 @@ def test_centred_norms_match_the_keys(cone_keys):
 def test_memory_matches_the_formula(cone_keys):
     Hkv, n, d = cone_keys.shape
     index = build_index(cone_keys, K=7, L=9)
-    assert index.table_bytes == index_bytes(n, 7, 9, Hkv) == Hkv * (4 * 9 * n + 8 * 9 * (2**7 + 1))
+    assert index.table_bytes == index_bytes(n, 7, 9, Hkv) == Hkv * (2 * 9 * n + 4 * 9 * (2**7 + 1))
     assert index.nbytes == index.table_bytes + 4 * (d * 7 * 9 + Hkv * d + Hkv * n)
-    # The seed's bill: 150 four-byte ids per key at (10, 150) is 600 bytes, and a query scans
+    # The paper's bill: 150 ids per key at (10, 150), two bytes each up to 65,536 tokens (300
+    # bytes), four beyond (600 at n = 98,304, and always on a GPU); a query scans
     # L n / 2^K = 14,400 entries at n = 98,304.
-    assert (index_bytes(98_304, 10, 150) - 8 * 150 * 1025) / 98_304 == 600
+    assert (index_bytes(8192, 10, 150) - 4 * 150 * 1025) / 8192 == 300
+    assert (index_bytes(98_304, 10, 150) - 4 * 150 * 1025) / 98_304 == 600
+    assert (index_bytes(8192, 10, 150, device="cuda") - 4 * 150 * 1025) / 8192 == 600
     assert expected_candidates(98_304, 10, 150) == 14_400
 
 
@@ -117,6 +120,19 @@ def test_bucket_ids_pack_bits_exactly_at_large_k():
     expected_small = sum(((x @ planes[:, :30]) > 0).view(50, L, 10)[..., j].long() << j for j in range(10))
     assert torch.equal(small.bucket_ids(x), expected_small)
     assert torch.equal(small.bucket_ids(torch.zeros(2, d)), torch.zeros(2, L, dtype=torch.int64))
+
+
+def test_ids_are_short_exactly_while_they_fit_in_16_bits():
+    assert lsh_index.token_id_dtype(65_536) == torch.uint16
+    assert lsh_index.token_id_dtype(65_537) == torch.int32
+    assert lsh_index.token_id_dtype(1000, "cuda") == torch.int32
+    k = torch.randn(1, 65_537, 4, generator=torch.Generator().manual_seed(0))
+    wide = build_index(k, K=3, L=2, sinks=1, recent=1)
+    short = build_index(k[:, :65_536], K=3, L=2, sinks=1, recent=1)
+    assert wide.entries.dtype == torch.int32 and short.entries.dtype == torch.uint16
+    # Ids above 32,767 survive the 16-bit storage (unsigned) and every token is listed once.
+    assert torch.equal(short.token_ids()[0, 1].sort().values, torch.arange(65_536))
+    assert int(short.entries.to(torch.int64).max()) == 65_535
 
 
 def test_radix_and_torch_sorts_agree():
