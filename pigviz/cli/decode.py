@@ -11,14 +11,26 @@ from pigviz._util.io import write_json_atomic
 from pigviz.cli.args import int_list, kl_pairs
 from pigviz.decode import evaluate as decode_eval
 from pigviz.decode.generation import generate
-from pigviz.decode.session import METHODS
+from pigviz.decode.session import METHODS, PLACEMENTS
 from pigviz.model import texts
 from pigviz.model.loading import load_model
 
 __all__ = ["register"]
 
 # Options that only some attention methods take: forwarded only when given on the command line.
-_METHOD_OPTIONS = ("K", "L", "min_hits", "sinks", "recent", "seed", "buffer", "budget", "page", "dense_layers")
+_METHOD_OPTIONS = (
+    "K",
+    "L",
+    "min_hits",
+    "sinks",
+    "recent",
+    "seed",
+    "buffer",
+    "budget",
+    "page",
+    "dense_layers",
+    "placement",
+)
 
 
 def _configs(text: str) -> list[tuple[int, int]]:
@@ -53,6 +65,13 @@ def _add_method_options(p) -> None:
     g.add_argument("--budget", type=float, help="TopK/Quest/StreamingLLM: fraction of cached keys read (0.05)")
     g.add_argument("--page", type=int, help="Quest: tokens per page (default 16)")
     g.add_argument("--dense-layers", type=int_list, help="layers kept dense, comma-separated (default 0)")
+    g.add_argument(
+        "--placement",
+        choices=PLACEMENTS,
+        help="MagicPIG: device (default: everything on the model's device) or cpu_offload (the paper's: "
+        "model, query hashing, sinks and window on the GPU; the rest of the cache, the tables and the "
+        "sampled attention on the CPU, merged by log-sum-exp)",
+    )
 
 
 def _load(args):
@@ -247,6 +266,7 @@ def _add_common(p, *, device: str) -> None:
         "--threads",
         type=int,
         default=None,
-        help="torch CPU threads (default: torch's choice; 1 is faster on a busy machine)",
+        help="CPU threads for torch and for MagicPIG's compiled step (default: torch's choice; 1 is faster "
+        "on a busy machine); every count gives the same results",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -111,12 +111,15 @@ def _run_chunk(model, cache, chunk, attention, options):
 
     t0 = time.perf_counter()
     with use_attention(model, attention, **options) as session:
-        session.prepare(cache)
+        # MagicPIG decodes from its own copy where it stores the sampled layers otherwise
+        # (bf16 K/V): the float32 cache stays the reference the other methods read.
+        run_cache = session.decode_cache(cache)
+        session.prepare(run_cache)
         session.phase = "decode"
         try:
-            logits = forward(model, chunk, cache)
+            logits = forward(model, chunk, run_cache)
         finally:
-            cache.crop(-chunk.numel())
+            run_cache.crop(-chunk.numel())
         budgets = session.take_budgets()
     layer_budgets = {k: float(v.mean()) for k, v in session.last_layer_budgets.items()}
     if budgets is None:

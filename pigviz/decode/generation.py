@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass, field
 
 from pigviz._util.validate import check_int
-from pigviz.decode.session import _check_seen, check_swappable, forward, new_cache, use_attention
+from pigviz.decode.cache import storage_bytes
+from pigviz.decode.session import _check_seen, check_swappable, forward, use_attention
 from pigviz.model.loading import check_context
 
 __all__ = ["GenerationResult", "generate", "prompt_ids"]
@@ -87,6 +88,7 @@ class GenerationResult:
             "step_cpu_seconds",
             "attention_cpu_seconds",
             "index_cpu_seconds",
+            "extra",
         )
         out = {k: getattr(self, k) for k in keys}
         out["options"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()}
@@ -108,9 +110,12 @@ def generate(
 ) -> GenerationResult:
     """Greedy decoding of ``prompt`` (str or token ids, batch 1) with ``attention`` in
     ``METHODS``; ``options`` are that method's settings (see ``_OPTIONS``, e.g. K, L,
-    min_hits, sinks, recent, seed, buffer, dense_layers for "magicpig"; budget for the
-    baselines). The prompt is prefilled with dense sdpa, then every new token is decoded
-    with the chosen attention. The model's attention implementation is restored after."""
+    min_hits, sinks, recent, seed, buffer, dense_layers, kv_dtype, placement and threads for
+    "magicpig"; budget for the baselines). The prompt is prefilled with
+    dense sdpa, then every new token is decoded with the chosen attention. The model's
+    attention implementation is restored after. ``extra`` of the result holds the cache's
+    bytes (``cache_bytes``) and, with ``placement="cpu_offload"``, what the offload moved
+    (``offload``: the device bytes it freed, the CPU bytes it holds)."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     from tqdm.auto import tqdm  # heavy: progress bars only for long runs
 
@@ -119,8 +124,8 @@ def generate(
     ids = prompt_ids(tokenizer, prompt, chat=chat)
     check_context(model, ids.numel() + max_new_tokens, allow_long_context)
     eos = getattr(tokenizer, "eos_token_id", None)
-    cache = new_cache(model)
     with use_attention(model, attention, **options) as session:
+        cache = session.new_cache(model)  # MagicPIG: its sampled layers' K/V in kv_dtype from the start
         session.time_attention = True  # on a GPU: synchronise around attention so its clock is real
         t0 = time.perf_counter()
         logits = forward(model, ids, cache, logits_to_keep=1)
@@ -142,6 +147,9 @@ def generate(
             budgets.append(1.0 if step_budget is None else float(step_budget[-1]))
             bar.update(1)
         bar.close()
+    extra = {"cache_bytes": storage_bytes(cache)}
+    if session.offload_report is not None:
+        extra["offload"] = session.offload_report
     return GenerationResult(
         attention=attention,
         options=session.options,
@@ -158,4 +166,5 @@ def generate(
         step_cpu_seconds=cpu_times,
         attention_cpu_seconds=session.attention_cpu_seconds,
         index_cpu_seconds=session.index_cpu_seconds,
+        extra=extra,
     )

@@ -45,11 +45,13 @@ from dataclasses import dataclass
 
 from pigviz import attention as base
 from pigviz._util.validate import check_choice, check_float, check_int
+from pigviz.decode.cache import KV_DTYPES
 from pigviz.model import loading as models
 
 __all__ = [
     "ATTENTION_NAME",
     "METHODS",
+    "PLACEMENTS",
     "default_options",
     "DecodeSession",
     "use_attention",
@@ -61,6 +63,9 @@ __all__ = [
 ATTENTION_NAME = "pigviz_decode"
 _ROWS_PER_ATTEND = 32
 METHODS = ("dense", "magicpig", "topk", "quest", "streaming", "quest_rank_all")
+# "device": every part on the model's device (on a GPU the padded all-device form);
+# "cpu_offload": MagicPIG's own placement (pigviz.decode.offload).
+PLACEMENTS = ("device", "cpu_offload")
 _OPTIONS = {
     "dense": {},
     "magicpig": {
@@ -72,6 +77,9 @@ _OPTIONS = {
         "seed": 0,
         "buffer": 256,
         "dense_layers": (0,),
+        "kv_dtype": "bfloat16",
+        "placement": "device",
+        "threads": None,
     },
     "topk": {"budget": 0.05, "dense_layers": (0,)},
     # Quest as its authors run it: current page always read, layers 0 and 1 dense (the paper).
@@ -132,6 +140,10 @@ def _check_options(method: str, options: dict, num_layers: int) -> dict:
             out[name] = check_int(name, out[name], lo, hi)
     if method == "magicpig":
         out["min_hits"] = check_int("min_hits", out["min_hits"], 1, out["L"])
+        out["kv_dtype"] = check_choice("kv_dtype", out["kv_dtype"], KV_DTYPES)
+        out["placement"] = check_choice("placement", out["placement"], PLACEMENTS)
+        if out["threads"] is not None:
+            out["threads"] = check_int("threads", out["threads"], 1, 1024)
         if out["sinks"] + out["recent"] < 1:
             raise ValueError("sinks + recent must be at least 1: the exact set anchors the sampled estimate")
     if out.get("budget") is not None:
@@ -174,6 +186,15 @@ class DecodeSession:
         self._budgets: dict[int, object] = {}  # layer -> (rows,) budgets of the last forward
         self._sampled: dict[int, object] = {}  # MagicPIG: layer -> (rows,) sampled / sampleable keys
         self._decode_step = None  # pigviz.lsh.fused.decode_step, imported on first use
+        self._offloaded: dict[int, tuple] = {}  # cpu_offload: layer -> (OffloadLayer, OffloadStep)
+        self.offload_report: dict | None = None  # cpu_offload: what prepare moved off the device
+        self.threads = self.options.get("threads")  # compiled step's threads (None: torch's)
+        # With count_reads, each decode-phase attention call adds the bytes it must read to
+        # read_bytes (for a benchmark's bandwidth floor): dense layers their whole K and V;
+        # MagicPIG's sampled layers their key and value rows, the token ids scanned, two offsets
+        # per table, the hyperplanes and the hit bit sets. Baselines are not counted.
+        self.count_reads = False
+        self.read_bytes = 0
 
     # -- bookkeeping --------------------------------------------------------------------
     def sampled_layer(self, layer: int) -> bool:
@@ -207,15 +228,67 @@ class DecodeSession:
         self.last_all_layer_budget = (per_layer.sum(0) + dense) / self.config.num_hidden_layers
         return per_layer.mean(0)
 
+    # -- the cache --------------------------------------------------------------------------
+    @property
+    def offloading(self) -> bool:
+        return self.method == "magicpig" and self.options["placement"] == "cpu_offload"
+
+    def _storage_dtype(self, compute_dtype):
+        from pigviz.decode.cache import resolve_kv_dtype
+
+        return resolve_kv_dtype(self.options.get("kv_dtype", "model"), compute_dtype)
+
+    def _half_layers(self, compute_dtype) -> tuple:
+        """Layers whose K/V get storage of their own dtype: MagicPIG's sampled layers, when
+        ``kv_dtype`` differs from the model's dtype and they stay on the model's device."""
+        if self.method != "magicpig" or self.offloading or self._storage_dtype(compute_dtype) == compute_dtype:
+            return ()
+        return tuple(i for i in range(self.config.num_hidden_layers) if self.sampled_layer(i))
+
+    def new_cache(self, model):
+        """An empty cache for decoding ``model`` with this session: MagicPIG's sampled layers
+        keep their K/V in ``kv_dtype`` (bf16 by default) from the first token on (no float32
+        copy), every other layer as transformers keeps it."""
+        from pigviz.decode.cache import decoding_cache
+
+        dtype = next(model.parameters()).dtype
+        half = self._half_layers(dtype)
+        return decoding_cache(model, half, self._storage_dtype(dtype)) if half else new_cache(model)
+
+    def decode_cache(self, cache):
+        """The cache to decode from, given one a dense prefill filled: ``cache`` itself, or,
+        where this session stores the sampled layers otherwise (``kv_dtype``, or the CPU
+        offload, which moves them), a copy (:func:`pigviz.decode.cache.half_copy`): ``cache``
+        is then left as it was, for other methods to decode from."""
+        from pigviz.decode.cache import half_copy
+
+        layers = [i for i in range(self.config.num_hidden_layers) if self.sampled_layer(i)]
+        if self.method != "magicpig" or not layers or getattr(cache.layers[layers[0]], "keys", None) is None:
+            return cache
+        dtype = cache.layers[layers[0]].keys.dtype
+        if self.offloading:
+            return half_copy(cache, layers, dtype)
+        half = self._half_layers(dtype)
+        return half_copy(cache, half, self._storage_dtype(dtype)) if half else cache
+
     # -- index ----------------------------------------------------------------------------
     def prepare(self, cache) -> None:
-        """Index every sampled layer's cached keys (MagicPIG only; a no-op otherwise)."""
+        """Index every sampled layer's cached keys (MagicPIG only; a no-op otherwise). With
+        ``placement="cpu_offload"`` each sampled layer's cache is first split: its exact tokens
+        stay on the model's device, all its indexed tokens move to the CPU, where the index is
+        built; :attr:`offload_report` then says how many device bytes that freed."""
         if self.method != "magicpig":
             return
         t0, c0, last = time.perf_counter(), time.thread_time(), None
+        if self.offloading:
+            self._offload(cache)
         for layer in range(self.config.num_hidden_layers):
             if self.sampled_layer(layer):
-                self._build(layer, cache.layers[layer].keys[0], cache.layers[layer].values[0])
+                if layer in self._offloaded:
+                    off = self._offloaded[layer][0]
+                    self._build(layer, off.cpu_keys[:, : off.n_indexed], None)
+                else:
+                    self._build(layer, cache.layers[layer].keys[0], cache.layers[layer].values[0])
                 last = cache.layers[layer].keys
         if last is not None and last.is_cuda:  # queued GPU work belongs to the build's time
             import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
@@ -223,6 +296,46 @@ class DecodeSession:
             torch.cuda.synchronize(last.device)
         self.index_seconds += time.perf_counter() - t0
         self.index_cpu_seconds += time.thread_time() - c0
+
+    def _offload(self, cache) -> None:
+        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+        from pigviz.decode.cache import layer_classes, storage_bytes
+
+        OffloadLayer = layer_classes()[1]
+        o = self.options
+        device = None
+        for layer in range(self.config.num_hidden_layers):
+            current = cache.layers[layer]
+            keys = getattr(current, "keys", None)
+            if not self.sampled_layer(layer) or isinstance(current, OffloadLayer) or keys is None:
+                continue
+            if keys.shape[2] <= o["sinks"] + o["recent"]:
+                continue  # too short to sample from: stays whole on the device, read exactly
+            device = keys.device
+            if self.offload_report is None:
+                before = storage_bytes(cache)
+                allocated = torch.cuda.memory_allocated(device) if device.type == "cuda" else None
+                self.offload_report = {"device_bytes_before": before["device"], "cuda_allocated_before": allocated}
+            dtype = self._storage_dtype(keys.dtype)
+            cache.layers[layer] = OffloadLayer(
+                keys, current.values, sinks=o["sinks"], recent=o["recent"], dtype=dtype, spare=o["buffer"] + 1
+            )
+            del current, keys
+            self._offloaded[layer] = (cache.layers[layer], None)
+        if self.offload_report is not None:
+            after = storage_bytes(cache)
+            report = self.offload_report
+            report.update(
+                device=str(device),
+                device_bytes_after=after["device"],
+                cpu_bytes=after["cpu"],
+                device_bytes_freed=report["device_bytes_before"] - after["device"],
+                layers=sorted(self._offloaded),
+            )
+            if device.type == "cuda":
+                report["cuda_allocated_after"] = torch.cuda.memory_allocated(device)
+                report["cuda_allocated_freed"] = report["cuda_allocated_before"] - report["cuda_allocated_after"]
 
     def _build(self, layer: int, keys, values) -> None:
         from pigviz.lsh.index import build_index  # heavy: imports torch
@@ -237,6 +350,11 @@ class DecodeSession:
             keys, K=o["K"], L=o["L"], sinks=o["sinks"], recent=o["recent"], seed=o["seed"] * 1000 + layer
         )
         self.layers[layer] = _LayerState(index)
+        if layer in self._offloaded:
+            from pigviz.decode.offload import OffloadStep
+
+            off = self._offloaded[layer][0]
+            self._offloaded[layer] = (off, OffloadStep(index, off.device))
 
     # -- the attention function ----------------------------------------------------------
     def __call__(self, module, query, key, value, attention_mask, scaling=None, **kwargs):
@@ -249,14 +367,21 @@ class DecodeSession:
                 "this layer uses a sliding window or soft-capping, which sampled decoding does not support"
             )
         if self.phase == "prefill":
-            return _sdpa()(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+            return _dense(module, query, key, value, attention_mask, scaling, kwargs)
         self._sync(query)
         t0, c0 = time.perf_counter(), time.thread_time()
         if not self.sampled_layer(layer):
-            result = _sdpa()(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+            result = _dense(module, query, key, value, attention_mask, scaling, kwargs)
+            if self.count_reads:
+                self.read_bytes += key.numel() * key.element_size() + value.numel() * value.element_size()
         else:
             scaling = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
-            out = self._magicpig_step(layer, query, key, value, scaling) if self.method == "magicpig" else None
+            if layer in self._offloaded:
+                out = self._offload_step(layer, query, scaling)
+            elif self.method == "magicpig":
+                out = self._magicpig_step(layer, query, key, value, scaling)
+            else:
+                out = None
             if out is None:
                 if self.method == "magicpig":
                     out, budgets = self._magicpig(layer, query[0], key[0], value[0], scaling)
@@ -317,15 +442,61 @@ class DecodeSession:
             from pigviz.lsh.fused import decode_step  # heavy: imports torch
 
             self._decode_step = decode_step
-        done = self._decode_step(state.index, query, key, value, min_hits=self.options["min_hits"], scale=scaling)
+        done = self._decode_step(
+            state.index, query, key, value, min_hits=self.options["min_hits"], scale=scaling, threads=self.threads
+        )
         if done is None:
             return None
         out, sampled = done
+        if self.count_reads:
+            H = query.shape[1]
+            self.read_bytes += _sampled_layer_bytes(
+                state.index, H, sampled + H * (state.exact + n_total - state.n), key, value
+            )
         sampled /= query.shape[1]
         # As _magicpig: keys read (exact set, sample, buffer) / keys visible, mean over heads;
         # kept as floats, made tensors once per step by take_budgets.
         self._budgets[layer] = (sampled + state.exact + n_total - state.n) / n_total
         self._sampled[layer] = sampled / state.sampleable
+        return out
+
+    def _offload_step(self, layer, query, scaling):
+        """A sampled layer in MagicPIG's placement (:mod:`pigviz.decode.offload`): the output
+        (1, T, H, dv) on the model's device. The index is rebuilt, as on the device path,
+        once the buffer holds more than ``buffer`` tokens."""
+        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+        off, step = self._offloaded[layer]
+        state = self.layers[layer]
+        o = self.options
+        T = query.shape[2]
+        if off.buffered > o["buffer"]:
+            if T - 1 > o["buffer"]:
+                raise ValueError(
+                    f"a chunk of {T} decode rows does not fit the exact buffer of "
+                    f"{o['buffer']} tokens; raise buffer or feed fewer tokens"
+                )
+            # Re-index everything up to the first row's own token; later rows stay in the buffer.
+            off.fold_buffer(off.get_seq_length() - T + 1)
+            self._build(layer, off.cpu_keys[:, : off.n_indexed], None)
+            self.rebuilds += 1
+            state = self.layers[layer]
+            off, step = self._offloaded[layer]
+        out, sampled = step(state.index, off, query, scale=scaling, min_hits=o["min_hits"], threads=self.threads)
+        if self.count_reads:  # the CPU's sampled rows, the device's exact rows
+            exact = off.keys.numel() * off.keys.element_size() + off.values.numel() * off.values.element_size()
+            self.read_bytes += exact + _sampled_layer_bytes(
+                state.index, query.shape[1] * T, int(sampled.sum()), off.cpu_keys, off.cpu_values
+            )
+        H = query.shape[1]
+        # Per row: keys read = sample + exact set + the buffer up to the row's own token.
+        own = torch.arange(T, dtype=torch.float32)
+        buffer_read = off.buffered - T + 1 + own  # (T,)
+        visible = state.n + buffer_read
+        sampled_t = torch.from_numpy(sampled).view(-1, T).to(torch.float32)  # (H, T), KV-major = head order
+        self._budgets[layer] = ((sampled_t + state.exact + buffer_read) / visible).mean(0)
+        self._sampled[layer] = (sampled_t / state.sampleable).mean(0)
+        del H
         return out
 
     def _magicpig(self, layer, q, k, v, scaling):
@@ -376,6 +547,7 @@ class DecodeSession:
                 min_hits=self.options["min_hits"],
                 scale=scaling,
                 buffer_end=ends[:, c0 : c0 + w].reshape(-1),
+                threads=self.threads,
             )
             outs.append(out.view(Hkv, w, dv))
             read.append((stats["keys_read"] + stats["buffer"]).view(Hkv, w))
@@ -387,6 +559,29 @@ class DecodeSession:
         sampleable = max(1, state.index.n - state.index.sinks - state.index.recent)
         self._sampled[layer] = (torch.cat(picked, 1).view(H, T).to(k.device, torch.float32) / sampleable).mean(0)
         return out, (keys_read / visible_n).mean(0)
+
+
+def _sampled_layer_bytes(index, rows: int, keys_read: int, key, value) -> int:
+    """Bytes a compiled MagicPIG step of ``rows`` query rows must read, ``keys_read`` key and
+    value rows in all (see ``DecodeSession.count_reads``)."""
+    from pigviz.lsh.fused import last_candidates  # heavy: imports torch and numba
+
+    row = key.shape[-1] * key.element_size() + value.shape[-1] * value.element_size()
+    return (
+        keys_read * row
+        + last_candidates(index) * index.entries.element_size()
+        + rows * index.L * 2 * index.offsets.element_size()
+        + index.planes.nbytes
+        + rows * index.n // 2  # two bit sets of n bits per row, scanned and cleared (as bench_attend)
+    )
+
+
+def _dense(module, query, key, value, attention_mask, scaling, kwargs):
+    """transformers' sdpa; a half-size layer read densely (a prefill chunk after the first)
+    is widened to the query's dtype first."""
+    if key.dtype != query.dtype:
+        key, value = key.to(query.dtype), value.to(query.dtype)
+    return _sdpa()(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
 
 
 def _rows(*records: dict) -> tuple[dict, ...]:
