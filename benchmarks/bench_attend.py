@@ -1,14 +1,15 @@
-"""One decode step of one layer on the CPU: MagicPIG attend vs dense SDPA vs TopK.
+"""One decode step of one layer on the CPU: MagicPIG attend vs dense SDPA vs TopK, each against
+its bandwidth floor.
 
-    python benchmarks/bench_attend.py                    # full table, about 2-3 minutes
+    python benchmarks/bench_attend.py                    # full table, about 3-5 minutes
     python benchmarks/bench_attend.py --quick            # 8k only, a few seconds
     python benchmarks/bench_attend.py --json out.json    # also save the rows
-    python benchmarks/bench_attend.py --threads 0        # torch's default thread count
+    python benchmarks/bench_attend.py --kernel-threads 1,2,4   # the compiled step's thread counts
 
 Shapes: SmolLM2-135M (9 query heads, 3 KV heads, d = 64) and a Llama-3.1-8B-like layer
 (32, 8, 128), at 8k, 32k and 96k tokens of synthetic keys with a real-model-like cone, a
 large-norm sink key at token 0 and a few planted keys per query head
-(:func:`pigviz.lsh.magicpig.synthetic_decode_step`). K/V are float32.
+(:func:`pigviz.lsh.magicpig.synthetic_decode_step`).
 
 Per row: index build time (once per layer), median time per step over several queries
 for MagicPIG attend (:func:`pigviz.lsh.fused.attend`, the compiled path when numba is
@@ -19,17 +20,31 @@ the same SDPA with ``enable_gqa=True`` (which copies K/V per query head on the C
 and TopK at MagicPIG's measured budget; the speed-up dense/attend; bytes touched by
 attend relative to dense; the hash tables' memory relative to the KV cache (as stored,
 float32, and as a float16 cache would be); and each approximation's relative output
-error ||o_hat - o|| / ||o|| averaged over heads. Beside attend's time: the bytes it touches
-and the floor those bytes set at the machine's memory bandwidth, measured at start-up by
-summing a 1 GiB float32 tensor (sequential reads; attend's reads are scattered rows, so the
-floor is optimistic). All timings of a row are taken side by side, in one process.
+error ||o_hat - o|| / ||o|| averaged over heads. All timings of a row are taken side by
+side, in one process.
+
+**The floor.** Beside each time: the bytes it must touch and the floor those bytes set at the
+machine's memory bandwidth, measured at start-up by summing a 1 GiB float32 tensor
+(sequential reads, once with one thread and once with the most kernel threads asked for),
+and the time over its floor (``x floor``): the machine-independent yardstick (attend's reads
+are scattered rows, so its floor is optimistic). Speed claims read that ratio first and the
+SDPA ratio second.
+
+**Half size and threads** (columns of the second table, fields ``*_bf16_*`` and
+``attend_threads_ms``): the same step on bf16 K/V with its own index (``uint16`` token ids
+up to 65,536 tokens), as decoding stores the sampled layers, and the compiled step at each
+``--kernel-threads`` count (the same output bits at every count), each against its floor:
+the thread rows against the bandwidth measured with as many threads.
+
+The main table keeps float32 K/V, one torch thread and one kernel thread, as before.
 
 Bytes counted for attend: the K and V rows it gathers (per query head; a sampled key's
-|k - mean| is computed from its K row), the token ids scanned in the query's buckets, the 2
-offsets per table per head, the hyperplanes and the hit counters at min_hits = 2: two bit
-sets of n bits per head (hit once, hit twice), read and cleared once. Dense reads every K
-and V row. TopK as an oracle must score every key first, so it can never be cheaper than
-dense here; it is timed to show that, and for its error.
+|k - mean| is computed from its K row) in their stored dtype, the token ids scanned in the
+query's buckets (2 or 4 bytes each), the 2 offsets per table per head (4 bytes), the
+hyperplanes and the hit counters at min_hits = 2: two bit sets of n bits per head (hit once,
+hit twice), read and cleared once. Dense reads every K and V row. TopK as an oracle must score
+every key first, so it can never be cheaper than dense here; it is timed to show that, and for
+its error.
 """
 
 from __future__ import annotations
@@ -91,33 +106,61 @@ def rel_err(a, b) -> float:
     return float(((a - b).norm(dim=-1) / b.norm(dim=-1)).mean())
 
 
-def attend_bytes(stats, index, Hkv: int, d: int) -> int:
+def attend_bytes(stats, index, Hkv: int, d: int, kv_itemsize: int = 4) -> int:
     H = stats["keys_read"].numel()
     rows = int(stats["keys_read"].sum())
     return (
-        rows * 2 * d * 4  # K and V rows (|k - mean| comes from the K row)
-        + int(stats["candidates"].sum()) * 4  # token ids in the query's buckets
-        + H * index.L * 2 * 8  # two offsets per table
+        rows * 2 * d * kv_itemsize  # K and V rows (|k - mean| comes from the K row)
+        + int(stats["candidates"].sum()) * index.entries.element_size()  # token ids in the query's buckets
+        + H * index.L * 2 * index.offsets.element_size()  # two offsets per table
         + index.planes.nbytes
         + H * index.n // 2  # two bit sets of n bits (hit once / twice), scanned + cleared
     )
 
 
-def memory_bandwidth(gib: float = 1.0, repeats: int = 5) -> float:
-    """Bytes per second of a sequential float32 read (best of ``repeats``, on ``clock``)."""
-    x = torch.ones(int(gib * 2**30) // 4)
-    x.sum()
-    best = min(_timed(x.sum) for _ in range(repeats))
+def memory_bandwidth(gib: float = 1.0, repeats: int = 5, threads: int = 1) -> float:
+    """Bytes per second of a sequential float32 read (best of ``repeats``, wall clock with
+    several threads, else on ``clock``) with ``threads`` torch threads."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        x = torch.ones(int(gib * 2**30) // 4)
+        x.sum()
+        timer = clock if threads == 1 else time.perf_counter
+        best = min(_timed(x.sum, timer) for _ in range(repeats))
+    finally:
+        torch.set_num_threads(before)
     return x.nbytes / best
 
 
-def _timed(fn) -> float:
-    t0 = clock()
+def _timed(fn, timer=None) -> float:
+    timer = timer or clock
+    t0 = timer()
     fn()
-    return clock() - t0
+    return timer() - t0
 
 
-def run_row(shape: str, n: int, K: int, L: int, repeats: int, seed: int, bandwidth: float) -> dict:
+def median_wall_ms(fn, queries) -> float:
+    """:func:`median_ms` on the wall clock (a thread's CPU time misses its helpers' work)."""
+    global clock
+    saved, clock = clock, time.perf_counter
+    try:
+        return median_ms(fn, queries)
+    finally:
+        clock = saved
+
+
+def run_row(
+    shape: str,
+    n: int,
+    K: int,
+    L: int,
+    repeats: int,
+    seed: int,
+    bandwidth: float,
+    kernel_threads=(1,),
+    bandwidth_threads: dict | None = None,
+) -> dict:
     H, Hkv, d = SHAPES[shape]
     q0, k, v = synthetic_decode_step(H, Hkv, n, d, seed=seed)
     gen = torch.Generator().manual_seed(seed + 1)
@@ -136,17 +179,17 @@ def run_row(shape: str, n: int, K: int, L: int, repeats: int, seed: int, bandwid
     def sdpa_gqa(q):
         return F.scaled_dot_product_attention(q[None, :, None], k[None], v[None], enable_gqa=True)[0, :, 0]
 
-    magic_ms = median_ms(lambda q: attend(index, q, k, v), queries)
+    magic_ms = median_ms(lambda q: attend(index, q, k, v, threads=1), queries)
     dense_ms = median_ms(sdpa, queries)
     torch_ms = median_ms(lambda q: attend_torch(index, q, k, v), queries[: max(3, repeats // 2)])
     gqa_ms = median_ms(sdpa_gqa, queries[: max(3, repeats // 2)])
-    out, stats = attend(index, queries[0], k, v)
+    out, stats = attend(index, queries[0], k, v, threads=1)
     budget = stats["budget"]
     topk_ms = median_ms(lambda q: topk_attention(q, k, v, budget), queries[: max(3, repeats // 2)])
     dense = sdpa(queries[0])
     kv_bytes = k.nbytes + v.nbytes
     touched = attend_bytes(stats, index, Hkv, d)
-    return {
+    row = {
         "shape": shape,
         "n": n,
         "K": K,
@@ -177,12 +220,43 @@ def run_row(shape: str, n: int, K: int, L: int, repeats: int, seed: int, bandwid
         "err_magicpig": rel_err(out, dense),
         "err_topk": rel_err(topk_attention(queries[0], k, v, budget)[0], dense),
     }
+    row["attend_over_floor"] = row["attend_ms"] / row["attend_floor_ms"]
+    row["sdpa_over_floor"] = row["sdpa_ms"] / row["sdpa_floor_ms"]
+
+    # Half size: bf16 K/V and their own index (uint16 ids while n <= 65,536), as decoding stores them.
+    kb, vb = k.to(torch.bfloat16), v.to(torch.bfloat16)
+    index_b = build_index(kb, K=K, L=L, sinks=4, recent=64, seed=seed)
+    row["attend_bf16_ms"] = median_ms(lambda q: attend(index_b, q, kb, vb, threads=1), queries)
+    out_b, stats_b = attend(index_b, queries[0], kb, vb, threads=1)
+    row["attend_bf16_bytes"] = attend_bytes(stats_b, index_b, Hkv, d, kv_itemsize=2)
+    row["attend_bf16_floor_ms"] = 1e3 * row["attend_bf16_bytes"] / bandwidth
+    row["attend_bf16_over_floor"] = row["attend_bf16_ms"] / row["attend_bf16_floor_ms"]
+    row["budget_bf16"] = stats_b["budget"]
+    row["err_magicpig_bf16"] = rel_err(out_b.float(), dense)
+    row["table_bytes_bf16_index"] = index_b.table_bytes
+    row["entries_dtype"] = str(index_b.entries.dtype).replace("torch.", "")
+
+    # Threads: the compiled step at each count, wall clock (every count is timed so, the first
+    # too, so their ratio is the speed-up), against the bandwidth measured with as many threads.
+    by_threads, by_threads_bf16, floors = {}, {}, {}
+    for t in kernel_threads:
+        by_threads[str(t)] = median_wall_ms(lambda q, t=t: attend(index, q, k, v, threads=t), queries)
+        by_threads_bf16[str(t)] = median_wall_ms(lambda q, t=t: attend(index_b, q, kb, vb, threads=t), queries)
+        bw = (bandwidth_threads or {}).get(t, bandwidth)
+        floors[str(t)] = {"fp32": 1e3 * touched / bw, "bf16": 1e3 * row["attend_bf16_bytes"] / bw}
+    row["attend_threads_ms"] = by_threads
+    row["attend_bf16_threads_ms"] = by_threads_bf16
+    row["attend_threads_floor_ms"] = floors
+    first = str(kernel_threads[0])
+    row["thread_speedup"] = {t: by_threads[first] / ms for t, ms in by_threads.items()}
+    row["thread_speedup_bf16"] = {t: by_threads_bf16[first] / ms for t, ms in by_threads_bf16.items()}
+    return row
 
 
 def print_table(rows) -> None:
     head = (
-        f"{'shape':<18}{'n':>7}{'K,L':>8}{'build s':>9}{'attend ms':>11}{'floor ms':>9}{'att MB':>8}"
-        f"{'torch ms':>9}{'SDPA ms':>9}{'floor ms':>9}{'gqa ms':>8}"
+        f"{'shape':<18}{'n':>7}{'K,L':>8}{'build s':>9}{'attend ms':>11}{'floor ms':>9}{'x floor':>8}{'att MB':>8}"
+        f"{'torch ms':>9}{'SDPA ms':>9}{'floor ms':>9}{'x floor':>8}{'gqa ms':>8}"
         f"{'TopK ms':>9}{'SDPA/att':>9}{'budget':>8}{'bytes':>8}{'tbl/KV16':>9}{'err MP':>8}{'err TopK':>9}"
     )
     print(head)
@@ -190,18 +264,44 @@ def print_table(rows) -> None:
     for r in rows:
         print(
             f"{r['shape']:<18}{r['n']:>7}{r['K']:>4},{r['L']:<3}{r['build_s']:>9.2f}{r['attend_ms']:>11.2f}"
-            f"{r['attend_floor_ms']:>9.2f}{r['attend_bytes'] / 1e6:>8.1f}{r['attend_torch_ms']:>9.1f}"
-            f"{r['sdpa_ms']:>9.1f}{r['sdpa_floor_ms']:>9.1f}{r['sdpa_gqa_ms']:>8.1f}{r['topk_ms']:>9.1f}"
+            f"{r['attend_floor_ms']:>9.2f}{r['attend_over_floor']:>7.1f}x{r['attend_bytes'] / 1e6:>8.1f}"
+            f"{r['attend_torch_ms']:>9.1f}{r['sdpa_ms']:>9.1f}{r['sdpa_floor_ms']:>9.1f}{r['sdpa_over_floor']:>7.1f}x"
+            f"{r['sdpa_gqa_ms']:>8.1f}{r['topk_ms']:>9.1f}"
             f"{r['speedup']:>8.1f}x{100 * r['budget']:>7.2f}%"
             f"{100 * r['bytes_ratio']:>7.1f}%{r['table_vs_kv_fp16']:>9.2f}"
             f"{r['err_magicpig']:>8.3f}{r['err_topk']:>9.3f}"
         )
     print(
-        "attend = pigviz.lsh.fused.attend (compiled if numba is installed); torch = the torch reference;\n"
-        "floor = bytes touched / measured sequential memory bandwidth; att MB = bytes attend touches;\n"
-        "SDPA = dense reference (grouped queries, K/V read once); gqa = the same with enable_gqa=True;\n"
-        "SDPA/att = speed-up of attend over SDPA; bytes = bytes touched by attend / K+V bytes of dense;\n"
-        "tbl/KV16 = hash-table memory / KV cache in float16; err = mean ||o_hat - o|| / ||o|| over heads.",
+        "attend = pigviz.lsh.fused.attend (compiled if numba is installed), float32 K/V, one thread; torch = the\n"
+        "torch reference; floor = bytes touched / measured sequential memory bandwidth; x floor = time / floor;\n"
+        "att MB = bytes attend touches; SDPA = dense reference (grouped queries, K/V read once); gqa = the same\n"
+        "with enable_gqa=True; SDPA/att = speed-up of attend over SDPA; bytes = bytes touched by attend / K+V\n"
+        "bytes of dense; tbl/KV16 = hash-table memory / KV cache in float16; err = mean ||o_hat - o|| / ||o||.",
+        flush=True,
+    )
+    counts = list(rows[0]["attend_threads_ms"]) if rows else []
+    head = f"{'shape':<18}{'n':>7}{'K,L':>8}{'bf16 ms':>9}{'floor ms':>9}{'x floor':>8}{'ids':>7}"
+    for t in counts:
+        head += f"{f'{t} thr fp32':>12}{'x floor':>8}{f'{t} thr bf16':>12}{'x floor':>8}{'speed-up':>9}"
+    print("\n" + head)
+    print("-" * len(head))
+    for r in rows:
+        line = (
+            f"{r['shape']:<18}{r['n']:>7}{r['K']:>4},{r['L']:<3}{r['attend_bf16_ms']:>9.2f}"
+            f"{r['attend_bf16_floor_ms']:>9.2f}{r['attend_bf16_over_floor']:>7.1f}x{r['entries_dtype']:>7}"
+        )
+        for t in counts:
+            fl = r["attend_threads_floor_ms"][t]
+            line += (
+                f"{r['attend_threads_ms'][t]:>12.2f}{r['attend_threads_ms'][t] / fl['fp32']:>7.1f}x"
+                f"{r['attend_bf16_threads_ms'][t]:>12.2f}{r['attend_bf16_threads_ms'][t] / fl['bf16']:>7.1f}x"
+                f"{r['thread_speedup_bf16'][t]:>8.2f}x"
+            )
+        print(line)
+    print(
+        "bf16 = the same step on bf16 K/V with its own index (ids = the token ids' dtype), one thread; N thr = the\n"
+        "compiled step with N threads, wall clock, against the bandwidth measured with N threads; speed-up = bf16\n"
+        "time at the first count / at N (the same output bits at every count).",
         flush=True,
     )
 
@@ -215,7 +315,7 @@ def main(argv=None) -> list[dict]:
         type=int,
         default=1,
         help="torch threads for every method (0: torch's default). One thread keeps the "
-        "medians stable on a shared machine (the compiled attend is single-threaded)",
+        "medians stable on a shared machine (the main table's attend runs one kernel thread)",
     )
     parser.add_argument(
         "--extra-L",
@@ -229,6 +329,11 @@ def main(argv=None) -> list[dict]:
         default="auto",
         help="what to time: wall clock, or this thread's CPU time (auto: cpu with one thread)",
     )
+    parser.add_argument(
+        "--kernel-threads",
+        default="1,2",
+        help="thread counts of the compiled step, timed side by side in each row (comma-separated)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write the rows here as JSON")
     args = parser.parse_args(argv)
@@ -239,11 +344,17 @@ def main(argv=None) -> list[dict]:
     clock = CLOCK[clock_name]
     contexts = [8192] if args.quick else [8192, 32768, 98304]
     repeats = 3 if args.quick else args.repeats
+    kernel_threads = [int(t) for t in args.kernel_threads.split(",") if t.strip()]
+    if not kernel_threads or min(kernel_threads) < 1:
+        raise SystemExit(f"--kernel-threads takes counts >= 1, got {args.kernel_threads!r}")
     bandwidth = memory_bandwidth()
+    bandwidth_threads = {t: (bandwidth if t == 1 else memory_bandwidth(threads=t)) for t in kernel_threads}
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), float32 K/V, median of {repeats} steps; "
-        f"compiled attend: {fused.available()}; sequential read bandwidth {bandwidth / 1e9:.1f} GB/s; "
-        f"clock: {clock_name}; THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')}"
+        f"compiled attend: {fused.available()}; sequential read bandwidth {bandwidth / 1e9:.1f} GB/s "
+        + ", ".join(f"({bw / 1e9:.1f} GB/s with {t} threads)" for t, bw in bandwidth_threads.items() if t != 1)
+        + f"; clock: {clock_name}; THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')}; "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
     )
     rows = []
     for shape in SHAPES:
@@ -252,7 +363,7 @@ def main(argv=None) -> list[dict]:
             if n == contexts[-1] and args.extra_L and not args.quick:
                 configs.append((10, args.extra_L))
             for K, L in configs:
-                rows.append(run_row(shape, n, K, L, repeats, args.seed, bandwidth))
+                rows.append(run_row(shape, n, K, L, repeats, args.seed, bandwidth, kernel_threads, bandwidth_threads))
                 print(f"  done {shape} n={n} (K, L)=({K}, {L})", file=sys.stderr, flush=True)
     sys.stderr.flush()
     print_table(rows)
@@ -264,6 +375,9 @@ def main(argv=None) -> list[dict]:
                 "threads": torch.get_num_threads(),
                 "fused": fused.available(),
                 "bandwidth_gbs": bandwidth / 1e9,
+                "bandwidth_threads_gbs": {str(t): bw / 1e9 for t, bw in bandwidth_threads.items()},
+                "kernel_threads": kernel_threads,
+                "cpu_count": os.cpu_count(),
                 "clock": clock_name,
                 "thp": os.environ.get("THP_MEM_ALLOC_ENABLE"),
                 "command": " ".join(

@@ -35,6 +35,21 @@ norms; 0 for dense). MB here are 2**20 bytes. Each process, dense ones too, firs
 tokens of a 128-token prompt with MagicPIG on small tables, so both methods' processes hold the
 same code (numba's kernels among it) when they are compared. ``pigviz.decode.report.memory_check``
 compares the rows with the target: MagicPIG's peak no more than dense's plus its index.
+``kv_cache_mb`` is the KV cache itself as its layers store it (spare rows included; MagicPIG's
+sampled layers in bf16, ``kv_dtype``), ``kv_cache_cpu_mb`` the part an offloaded cache keeps
+on the CPU when the model is on a GPU.
+
+**The floor.** Every row also counts the bytes its attention must read per token
+(``attention_bytes``: dense layers their whole K and V; MagicPIG's sampled layers the rows
+they read, the token ids scanned, offsets, hyperplanes, hit bit sets; see
+``DecodeSession.count_reads``) and prints the attention time over the floor those bytes set
+at the sequential read bandwidth measured in the same run (``attention_floor_ms``,
+``attention_over_floor``; CPU time on the CPU, wall time on a GPU, where the bandwidth is the
+CPU's and only the CPU rows are meaningful). MagicPIG decodes from its own copy of the
+prefilled cache (sampled layers in bf16; ``session.decode_cache``), the memory runs from a cache
+made half-size from the first token (``session.new_cache``). ``--threads`` also sets the
+compiled step's threads. A method is a name and options, or with ``--offload`` also
+MagicPIG's ``cpu_offload`` placement (row ``magicpig_offload``).
 
     python benchmarks/bench_decode.py --memory --contexts 1024 --steps 4 --out /tmp/speed.json
 """
@@ -77,9 +92,11 @@ def measure(
     one method, since a process's peak cannot be split between runs."""
     import torch
 
-    from pigviz.decode.session import forward, new_cache, use_attention
+    from pigviz.decode.cache import storage_bytes
+    from pigviz.decode.session import DecodeSession, forward, new_cache, use_attention
     from pigviz.model import texts
 
+    methods = [_spec(m) for m in methods]
     if memory and (len(contexts) != 1 or len(methods) != 1):
         raise ValueError(
             f"memory=True needs exactly one context and one method per process, got {len(contexts)} "
@@ -92,7 +109,11 @@ def measure(
         prompt = ids[:n] if ids is not None else texts.first_tokens(tokenizer, n)
         if memory:
             _warm_up(model, prompt[:WARM_UP_TOKENS])
-        cache = new_cache(model)
+            # The method's own cache from the first token on (MagicPIG: sampled layers in bf16).
+            method, options, _ = methods[0]
+            cache = DecodeSession(model, method, **options).new_cache(model)
+        else:
+            cache = new_cache(model)
         t0 = time.perf_counter()
         with use_attention(model, "dense"):
             first = int(forward(model, prompt, cache, logits_to_keep=1)[-1].argmax())
@@ -103,17 +124,22 @@ def measure(
             decode_peak_known = reset_peak_rss()
             decode_start = peak_rss_bytes()  # just reset: the current RSS
         dense_tokens = None
-        for method, options in methods:
-            step_s, attn_s, step_cpu, attn_cpu, budgets, tokens = [], [], [], [], [], [first]
+        for method, options, label in methods:
+            step_s, attn_s, step_cpu, attn_cpu, budgets, tokens, reads = [], [], [], [], [], [first], []
             with use_attention(model, method, **options) as session:
-                session.prepare(cache)
+                # MagicPIG decodes from its own copy where it stores the sampled layers otherwise;
+                # the memory runs made theirs so from the start.
+                run_cache = cache if memory else session.decode_cache(cache)
+                session.prepare(run_cache)
                 session.phase = "decode"
                 session.time_attention = True
+                session.count_reads = True
                 for i in range(warmup + steps):
                     _sync(model)
                     before, t0 = session.attention_seconds, time.perf_counter()
                     before_cpu, c0 = session.attention_cpu_seconds, time.thread_time()
-                    logits = forward(model, torch.tensor([tokens[-1]]), cache)
+                    before_bytes = session.read_bytes
+                    logits = forward(model, torch.tensor([tokens[-1]]), run_cache)
                     tokens.append(int(logits[-1].argmax()))
                     _sync(model)
                     if i >= warmup:
@@ -121,18 +147,21 @@ def measure(
                         attn_s.append(session.attention_seconds - before)
                         step_cpu.append(time.thread_time() - c0)
                         attn_cpu.append(session.attention_cpu_seconds - before_cpu)
+                        reads.append(session.read_bytes - before_bytes)
                         b = session.take_budgets()
                         budgets.append(1.0 if b is None else float(b[-1]))
                     else:
                         session.take_budgets()
+                kv = storage_bytes(run_cache)
                 if memory:
                     index_bytes = sum(state.index.nbytes for state in session.layers.values())
                     decode_peak = peak_rss_bytes()
-                cache.crop(-(warmup + steps))
+                run_cache.crop(-(warmup + steps))
+                del run_cache
             dense_tokens = tokens if method == "dense" else dense_tokens
             row = {
                 "context": n,
-                "method": method,
+                "method": label,
                 "options": {k: list(v) if isinstance(v, tuple) else v for k, v in session.options.items()},
                 "step_ms": 1e3 * statistics.median(step_s),
                 "attention_ms": 1e3 * statistics.median(attn_s),
@@ -146,6 +175,20 @@ def measure(
                 "same_tokens_as_dense": None if dense_tokens is None else tokens == dense_tokens,
             }
             row["rest_ms"] = row["step_ms"] - row["attention_ms"]
+            row["attention_bytes"] = statistics.median(reads) if reads else 0
+            row["kv_cache_mb"] = (kv["device"] + kv["cpu"]) / 2**20
+            row["kv_cache_cpu_mb"] = kv["cpu"] / 2**20 if kv["device"] and _on_gpu(model) else 0.0
+            row["threads"] = torch.get_num_threads()
+            if session.offload_report is not None:
+                row["placement"] = "cpu_offload"
+                row["offload"] = session.offload_report
+            if bandwidth:
+                row["bandwidth_gbs"] = bandwidth / 1e9
+                row["attention_floor_ms"] = 1e3 * row["attention_bytes"] / bandwidth
+                clock = "attention_ms" if _on_gpu(model) else "attention_cpu_ms"
+                row["attention_over_floor"] = (
+                    row[clock] / row["attention_floor_ms"] if row["attention_floor_ms"] else None
+                )
             if memory:
                 row["peak_rss_mb"] = max(prefill_peak, decode_peak) / 2**20
                 row["decode_start_rss_mb"] = decode_start / 2**20 if decode_peak_known else None
@@ -155,9 +198,11 @@ def measure(
             rows.append(row)
             if progress:
                 print(
-                    f"  {n:>5} {method:<9} step {row['step_ms']:7.1f} ms  attention {row['attention_ms']:7.1f} ms"
+                    f"  {n:>5} {label:<9} step {row['step_ms']:7.1f} ms  attention {row['attention_ms']:7.1f} ms"
                     f"  (CPU time: step {row['step_cpu_ms']:7.1f}, attention {row['attention_cpu_ms']:7.1f})"
                     f"  index {row['index_seconds']:5.2f} s  budget {100 * row['budget']:5.1f}%"
+                    + (f"  {row['attention_over_floor']:.1f}x its floor" if row.get("attention_over_floor") else "")
+                    + f"  KV {row['kv_cache_mb']:.0f} MB"
                     + (
                         f"  peak RSS {row['peak_rss_mb']:6.0f} MB, decoding {_mb(row['decode_peak_rss_mb'])}"
                         f", index {row['index_mb']:5.0f} MB"
@@ -169,10 +214,37 @@ def measure(
     return rows
 
 
+def _spec(method) -> tuple[str, dict, str]:
+    """(name, options) or (name, options, row label)."""
+    name, options = method[0], dict(method[1])
+    return name, options, (method[2] if len(method) > 2 else name)
+
+
+def _on_gpu(model) -> bool:
+    return next(model.parameters()).device.type == "cuda"
+
+
+def memory_bandwidth(gib: float = 0.5, repeats: int = 5) -> float:
+    """Bytes per second of a sequential float32 read with torch's threads (best of ``repeats``)."""
+    import torch
+
+    x = torch.ones(int(gib * 2**30) // 4)
+    x.sum()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        x.sum()
+        best = min(best, time.perf_counter() - t0)
+    return x.nbytes / best
+
+
+bandwidth = None  # bytes/s, measured once by main() (the floors' yardstick)
+
+
 # The memory processes' allocator: every block of 128 KiB or more is its own mapping, handed back
 # to the OS when freed, so a peak counts live memory rather than what glibc chose to keep.
 MEMORY_CHILD_ENV = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
-MEMORY_FIELDS = ("peak_rss_mb", "decode_start_rss_mb", "decode_peak_rss_mb", "index_mb")
+MEMORY_FIELDS = ("peak_rss_mb", "decode_start_rss_mb", "decode_peak_rss_mb", "index_mb", "kv_cache_mb")
 
 # Long enough for MagicPIG to build an index (more than sinks + recent = 68 tokens).
 WARM_UP_TOKENS = 128
@@ -246,6 +318,7 @@ def reset_peak_rss() -> bool:
 def measure_in_processes(
     *, contexts, methods, steps: int, warmup: int, threads: int, progress: bool = True
 ) -> tuple[list[dict], dict]:
+    methods = [_spec(m) for m in methods]
     """``measure(memory=True)`` for each (context, method) in a fresh Python process, so each
     row's peak RSS is its own; ``same_tokens_as_dense`` is filled in here from the tokens.
     Returns the rows and the children's ``environment``."""
@@ -253,8 +326,8 @@ def measure_in_processes(
     with tempfile.TemporaryDirectory(prefix="pigviz-bench-decode-") as tmp:
         for context in contexts:
             dense_tokens = None
-            for method, options in methods:
-                out = Path(tmp) / f"{context}-{method}.json"
+            for method, options, label in methods:
+                out = Path(tmp) / f"{context}-{label}.json"
                 command = [
                     sys.executable,
                     str(Path(__file__).resolve()),
@@ -267,7 +340,7 @@ def measure_in_processes(
                     "--threads",
                     str(threads),
                     "--child-method",
-                    json.dumps([method, options]),
+                    json.dumps([method, options, label]),
                     "--child-out",
                     str(out),
                 ]
@@ -277,7 +350,7 @@ def measure_in_processes(
                 child = json.loads(out.read_text(encoding="utf-8"))
                 (row,), environment = child["rows"], child["environment"]
                 tokens = row.pop("tokens")
-                dense_tokens = tokens if method == "dense" else dense_tokens
+                dense_tokens = tokens if label == "dense" else dense_tokens
                 row["same_tokens_as_dense"] = None if dense_tokens is None else tokens == dense_tokens
                 rows.append(row)
     return rows, environment
@@ -294,7 +367,36 @@ def _sync(model) -> None:
 def table(rows: list[dict]) -> str:
     from pigviz.decode.report import speed_table
 
-    return speed_table(rows)
+    return speed_table(rows) + "\n\n" + floor_table(rows)
+
+
+def floor_table(rows: list[dict]) -> str:
+    """Each row's attention against its bandwidth floor, and the KV cache it holds."""
+    lines = [
+        f"{'context':>7}  {'method':<17} {'attn MB/token':>13} {'floor ms':>9} {'x floor':>8} "
+        f"{'attn/dense':>10} {'KV MB':>7} {'index MB':>9}"
+    ]
+    dense = {r["context"]: r for r in rows if r["method"] == "dense"}
+    for r in rows:
+        d = dense.get(r["context"])
+        clock = "attention_cpu_ms" if "attention_cpu_ms" in r else "attention_ms"
+        ratio = f"{r[clock] / d[clock]:.2f}x" if d and d[clock] > 0 else "-"
+        over = r.get("attention_over_floor")
+        lines.append(
+            f"{r['context']:>7}  {r['method']:<17} {r.get('attention_bytes', 0) / 2**20:>13.2f} "
+            f"{r.get('attention_floor_ms', float('nan')):>9.2f} "
+            f"{(f'{over:.1f}x' if over else '-'):>8} {ratio:>10} {r.get('kv_cache_mb', float('nan')):>7.0f} "
+            f"{r.get('index_mb', float('nan')):>9.0f}"
+        )
+    bw = next((r["bandwidth_gbs"] for r in rows if "bandwidth_gbs" in r), None)
+    lines.append(
+        "attn MB/token = bytes the attention must read per token (median); floor = those bytes at the measured "
+        f"sequential read bandwidth ({bw:.1f} GB/s); x floor = attention time (CPU time on a CPU) / floor; "
+        "KV MB = the KV cache as stored (MagicPIG's sampled layers in bf16); index MB with --memory"
+        if bw
+        else "no bandwidth measured"
+    )
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -308,6 +410,12 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--out", default=None, help=f"JSON path (default pigviz/data/{SPEED_FILE}, recorded in the manifest)"
     )
+    parser.add_argument(
+        "--offload",
+        action="store_true",
+        help="also MagicPIG's cpu_offload placement (row magicpig_offload; on a CPU both sides run there)",
+    )
+    parser.add_argument("--kv-dtype", default="bfloat16", help="MagicPIG's kv_dtype (bfloat16, float32, model)")
     parser.add_argument(
         "--memory",
         action="store_true",
@@ -327,15 +435,20 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     contexts = [int(c) for c in args.contexts.split(",")]
-    methods = (("dense", {}), ("magicpig", {"K": args.K, "L": args.L}))
+    magicpig = {"K": args.K, "L": args.L, "kv_dtype": args.kv_dtype}
+    methods = [("dense", {}), ("magicpig", magicpig)]
+    if args.offload:
+        methods.append(("magicpig", dict(magicpig, placement="cpu_offload"), "magicpig_offload"))
+    global bandwidth
+    bandwidth = memory_bandwidth()
     if args.child_method is not None:
         model, tokenizer = load_model(device="cpu", progress=False)
-        method, options = json.loads(args.child_method)
+        spec = json.loads(args.child_method)
         rows = measure(
             model,
             tokenizer,
             contexts=contexts,
-            methods=((method, options),),
+            methods=(spec,),
             steps=args.steps,
             warmup=args.warmup,
             memory=True,
@@ -365,6 +478,7 @@ def main(argv=None) -> int:
         "load_average_before": list(load_before),
         "load_average_after": list(load_after),
         "cpu_count": os.cpu_count(),
+        "bandwidth_gbs": bandwidth / 1e9,
         "seconds": seconds,
         "rows": rows,
         "command": " ".join(["python benchmarks/bench_decode.py", *(argv if argv is not None else sys.argv[1:])]),

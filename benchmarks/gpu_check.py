@@ -17,7 +17,10 @@ call of a few minutes) does, each part under a time guard, writing the JSON afte
    cut model, on this machine's CPU and on its GPU, both fp32, compared row by row. Same
    machine, same library versions, same model: what differs is the device's float rounding,
    which can flip a few bucket bits, hence tolerances (``TOLERANCE``), not equality;
-3. speed: per-token decode time, dense vs MagicPIG (K=10, L=150), on a random-weight 30-layer
+3. speed: per-token decode time, dense vs MagicPIG (K=10, L=150) in both placements (the padded
+   all-GPU form, and MagicPIG's own ``cpu_offload``: model, query hashing, sinks and window on
+   the GPU, the rest of the cache, the tables and the sampled attention on the CPU; row
+   ``magicpig_offload``, with the GPU memory it freed), on a random-weight 30-layer
    model built from SmolLM2's config (the cut has too few layers to time the real depth), at a
    few contexts in bf16 and fp32, attention timed apart with GPU synchronisation, the budget
    printed beside each row. The synchronisation brackets every attention call, so the host
@@ -59,6 +62,12 @@ MARGIN = 2 * 2**20  # the tree grows a little between prepare and the call
 CUT_NAME = "smollm2-cut-{n}.gguf"
 TOLERANCE = {"perplexity_rel": 0.01, "kl_rel": 0.25, "kl_abs": 0.005, "top1_abs": 0.04, "budget_rel": 0.05}
 SPEED_KL = (10, 150)
+# (method, options, row label): both placements of MagicPIG beside dense.
+SPEED_METHODS = (
+    ("dense", {}),
+    ("magicpig", {"K": SPEED_KL[0], "L": SPEED_KL[1]}),
+    ("magicpig", {"K": SPEED_KL[0], "L": SPEED_KL[1], "placement": "cpu_offload"}, "magicpig_offload"),
+)
 SPEED_LAYERS = 30  # SmolLM2-135M's depth
 SPEED_SEED = 0
 # Seconds each part may take at most on the device; all of them also stop at --budget-s.
@@ -497,8 +506,13 @@ def part_speed(record: dict, device: str, ids: list[int], quick: bool, contexts:
         model=f"random weights (seed {SPEED_SEED}), SmolLM2-135M's shape with {SPEED_LAYERS} layers",
         contexts=contexts,
         steps=steps,
-        methods={"dense": {}, "magicpig": {"K": SPEED_KL[0], "L": SPEED_KL[1]}},
+        methods={
+            "dense": {},
+            "magicpig": {"K": SPEED_KL[0], "L": SPEED_KL[1]},
+            "magicpig_offload": {"K": SPEED_KL[0], "L": SPEED_KL[1], "placement": "cpu_offload"},
+        },
         tables={},
+        cpu_threads=torch.get_num_threads(),
     )
     id_tensor = torch.tensor(ids)
     dtypes = ("bfloat16", "float32")
@@ -510,7 +524,7 @@ def part_speed(record: dict, device: str, ids: list[int], quick: bool, contexts:
                 model,
                 None,
                 contexts=[context],
-                methods=(("dense", {}), ("magicpig", {"K": SPEED_KL[0], "L": SPEED_KL[1]})),
+                methods=SPEED_METHODS,
                 steps=steps,
                 ids=id_tensor,
                 progress=True,
@@ -520,10 +534,14 @@ def part_speed(record: dict, device: str, ids: list[int], quick: bool, contexts:
         for r in rows:
             if r["method"] == "magicpig":
                 print(f"   budget at {r['context']:,} tokens ({dtype}): {100 * r['budget']:.2f}% of the keys read")
+            if r.get("offload"):
+                freed = r["offload"].get("cuda_allocated_freed", r["offload"]["device_bytes_freed"])
+                where = f"{r['context']:,} tokens ({dtype})"
+                print(f"   cpu_offload at {where}: {freed / 2**20:.1f} MiB of device memory freed")
         del model
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
-    record["ok"] = all(len(record["tables"].get(d, [])) == 2 * len(contexts) for d in dtypes)
+    record["ok"] = all(len(record["tables"].get(d, [])) == len(SPEED_METHODS) * len(contexts) for d in dtypes)
 
 
 def _numba_version() -> str | None:
