@@ -494,6 +494,7 @@ def random_model(config, device: str, dtype: str, seed: int = SPEED_SEED):
 
 
 def part_speed(record: dict, device: str, ids: list[int], quick: bool, contexts: list[int], steps: int) -> None:
+    import bench_decode
     import torch
     from bench_decode import measure, table
 
@@ -502,6 +503,10 @@ def part_speed(record: dict, device: str, ids: list[int], quick: bool, contexts:
     cut, _ = load_model(device="cpu", dtype="float32", progress=False)
     config = cut.config
     del cut
+    # The floors' yardstick: the device's own sequential read bandwidth (an offloaded row's CPU
+    # part reads host memory, so its floor is optimistic).
+    bench_decode.bandwidth = device_bandwidth(device)
+    record["bandwidth_gbs"] = bench_decode.bandwidth / 1e9
     record.update(
         model=f"random weights (seed {SPEED_SEED}), SmolLM2-135M's shape with {SPEED_LAYERS} layers",
         contexts=contexts,
@@ -542,6 +547,24 @@ def part_speed(record: dict, device: str, ids: list[int], quick: bool, contexts:
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     record["ok"] = all(len(record["tables"].get(d, [])) == len(SPEED_METHODS) * len(contexts) for d in dtypes)
+
+
+def device_bandwidth(device: str, gib: float = 1.0, repeats: int = 5) -> float:
+    """Bytes per second of summing a float32 tensor on ``device`` (best of ``repeats``)."""
+    import torch
+
+    x = torch.ones(int(gib * 2**30) // 4, device=device)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        if x.is_cuda:
+            torch.cuda.synchronize(x.device)
+        t0 = time.perf_counter()
+        x.sum()
+        if x.is_cuda:
+            torch.cuda.synchronize(x.device)
+        best = min(best, time.perf_counter() - t0)
+    del x
+    return int(gib * 2**30) / best
 
 
 def _numba_version() -> str | None:

@@ -1,6 +1,7 @@
 """Sampled attention inside real generation (notebook 07): ``session`` swaps the model's decode
 attention, ``generation`` generates, ``evaluate`` measures quality and passkey retrieval,
-``report`` reads the shipped results.
+``report`` reads the shipped results; ``cache`` keeps MagicPIG's sampled layers half-size (bf16)
+or split for its CPU placement, whose per-layer step is ``offload``.
 """
 
 from pigviz.decode import evaluate, generation, report, session

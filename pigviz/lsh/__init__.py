@@ -4,7 +4,8 @@
 * ``simhash_checks``: Monte-Carlo counts that check those formulas, and the 2-D picture.
 * ``index``: the CSR hash tables of one layer (torch).
 * ``magicpig``: the sampled-attention estimator for one decode step (torch): the readable reference.
-* ``fused``: the same step as one compiled CPU pass per layer (numba), returning its log-normaliser.
+* ``fused``: the same step as one compiled CPU pass per layer (numba), returning its log-normaliser,
+  its rows split between threads (the same bits at any thread count).
 * ``kernels``: the numba loops behind ``fused`` and the fast index build.
 
 ``index``, ``magicpig``, ``fused`` and ``kernels`` import torch (and numba where installed); import

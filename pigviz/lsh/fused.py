@@ -341,24 +341,65 @@ _NO_BUCKETS = np.zeros((0, 1), dtype=np.int64)  # "hash the rows from proj"
 _NO_PROJ = np.zeros((0, 1), dtype=np.float32)  # "the buckets are given"
 
 
+class _Worker:
+    """A thread that runs one call at a time, handed over through a queue and handed back by
+    releasing a lock: a round trip of a few µs (a ThreadPoolExecutor's futures cost about twice
+    that, per layer and token)."""
+
+    def __init__(self):
+        import queue
+        import threading
+
+        self.tasks = queue.SimpleQueue()
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.result = self.error = None
+        threading.Thread(target=self._loop, name="pigviz-attend", daemon=True).start()
+
+    def _loop(self):
+        while True:
+            fn, args = self.tasks.get()
+            try:
+                self.result, self.error = fn(*args), None
+            except BaseException as exc:  # handed to the caller, which re-raises it
+                self.result, self.error = None, exc
+            self.done.release()
+
+    def start(self, fn, args) -> None:
+        self.tasks.put((fn, args))
+
+    def wait(self):
+        self.done.acquire()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
 class _Pool:
     """Threads that run row chunks of the compiled step beside the calling thread. The
     kernel releases the GIL, so the chunks run in parallel; the caller runs the first chunk
-    itself, so one thread costs nothing and two cost one hand-over."""
+    itself, so one thread costs nothing and two cost one hand-over. A lock keeps two calling
+    threads from sharing a worker."""
 
     def __init__(self):
-        self.executor = None
-        self.workers = 0
+        import threading
 
-    def get(self, workers: int):
-        if self.executor is None or self.workers < workers:
-            from concurrent.futures import ThreadPoolExecutor
+        self.workers: list[_Worker] = []
+        self.lock = threading.Lock()
 
-            if self.executor is not None:
-                self.executor.shutdown(wait=True)
-            self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pigviz-attend")
-            self.workers = workers
-        return self.executor
+    def run(self, calls: list) -> list:
+        """``calls`` [(fn, args), ...]: the first in this thread, the others on workers."""
+        with self.lock:
+            while len(self.workers) < len(calls) - 1:
+                self.workers.append(_Worker())
+            for worker, (fn, args) in zip(self.workers, calls[1:]):
+                worker.start(fn, args)
+            fn, args = calls[0]
+            try:
+                first = fn(*args)
+            finally:
+                rest = [worker.wait() for worker in self.workers[: len(calls) - 1]]
+        return [first, *rest]
 
 
 _POOL = _Pool()
@@ -385,12 +426,8 @@ def _launch(kernel, ws: _Workspace, head: tuple, tail: tuple, rows: int, threads
     chunks = row_chunks(rows, threads)
     if len(chunks) == 1:
         return kernel(*args, 0, rows, *ws.scratch(0))
-    for t in range(len(chunks)):
-        ws.scratch(t)  # made here, in this thread, before any worker reads the list
-    pool = _POOL.get(len(chunks) - 1)
-    futures = [pool.submit(kernel, *args, r0, r1, *ws.scratches[t]) for t, (r0, r1) in enumerate(chunks[1:], 1)]
-    first = kernel(*args, *chunks[0], *ws.scratches[0])
-    results = [first] + [f.result() for f in futures]
+    calls = [(kernel, (*args, r0, r1, *ws.scratch(t))) for t, (r0, r1) in enumerate(chunks)]
+    results = _POOL.run(calls)
     return -1 if min(results) < 0 else sum(results)
 
 
