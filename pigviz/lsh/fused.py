@@ -128,8 +128,9 @@ def attend(
     with N >= index.n: tokens below ``index.n`` are read through the index (exact set +
     LSH sample); tokens ``index.n .. buffer_end[r] - 1`` are read exactly (the decode buffer;
     default: none). ``scale`` multiplies q·k (default 1/sqrt(d), as the reference).
-    ``threads``: how many threads share the rows (None: ``torch.get_num_threads()``); each row
-    is computed by one thread in a fixed order, so every thread count gives the same bits.
+    ``threads``: how many threads share the rows (None: ``torch.get_num_threads()``); they take
+    the rows one at a time as they become free, and each row is computed by one thread in a
+    fixed order, so every thread count gives the same bits.
 
     Returns ``(output (R, dv) in q's dtype, stats)``; ``stats`` has the reference's keys
     (``budget``, ``keys_read``, ``sampled``, ``candidates``, ``exact``, ``n``, optional
@@ -291,7 +292,7 @@ class _Workspace:
                     np.empty(cap, dtype=np.float32),  # scores
                     np.empty(max(cap, self.dv), dtype=np.float32),  # tmp, also the mix's block sums
                     np.empty(self.dv, dtype=np.float64),  # acc: the value mix sums thousands of rows
-                    np.empty((3, self.L, 2), dtype=np.int64),  # bounds: three rows in flight
+                    np.empty((2, self.L, 2), dtype=np.int64),  # bounds: two rows in flight
                     np.zeros((2, n // 64 + 1), dtype=np.uint64),  # bits: hit once / twice; left all zero
                 )
             )
@@ -405,29 +406,16 @@ class _Pool:
 _POOL = _Pool()
 
 
-def row_chunks(rows: int, threads: int) -> list[tuple[int, int]]:
-    """Rows 0 .. rows - 1 in ``min(threads, rows)`` contiguous chunks whose sizes differ by at
-    most one: query heads of one KV head stay together (they share its tables and key rows)."""
-    parts = max(1, min(threads, rows))
-    base, extra = divmod(rows, parts)
-    chunks, r = [], 0
-    for i in range(parts):
-        size = base + (i < extra)
-        chunks.append((r, r + size))
-        r += size
-    return chunks
-
-
 def _launch(kernel, ws: _Workspace, head: tuple, tail: tuple, rows: int, threads: int) -> int:
-    """Run the kernel over ``rows`` rows split into chunks, one per thread: arguments
-    ``head + tail + (r0, r1) + scratch``. Returns the keys sampled over all rows, or -1 if a
-    row read a non-finite number."""
-    args = head + tail
-    chunks = row_chunks(rows, threads)
-    if len(chunks) == 1:
-        return kernel(*args, 0, rows, *ws.scratch(0))
-    calls = [(kernel, (*args, r0, r1, *ws.scratch(t))) for t, (r0, r1) in enumerate(chunks)]
-    results = _POOL.run(calls)
+    """Run the kernel over ``rows`` rows with ``min(threads, rows)`` threads, which take the
+    rows one at a time from a shared counter: arguments ``head + tail + (counter,) +
+    scratch``. Returns the keys sampled over all rows, or -1 if a row read a non-finite
+    number."""
+    args = head + tail + (np.zeros(1, dtype=np.int64),)
+    count = max(1, min(threads, rows))
+    if count == 1:
+        return kernel(*args, *ws.scratch(0))
+    results = _POOL.run([(kernel, (*args, *ws.scratch(t))) for t in range(count)])
     return -1 if min(results) < 0 else sum(results)
 
 

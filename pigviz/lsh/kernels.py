@@ -81,6 +81,21 @@ if numba is not None:
         return types.uint64(x), codegen
 
     @intrinsic
+    def _claim(typingctx, counter):
+        """The next row: atomically counter[0] += 1, returning the old value. Threads that
+        share ``counter`` take rows as they become free, so one that the OS preempts (a busy
+        machine) takes fewer instead of holding the others up."""
+
+        def codegen(context, builder, signature, args):
+            aryty = signature.args[0]
+            ary = context.make_array(aryty)(context, builder, args[0])
+            ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [context.get_constant(types.intp, 0)])
+            one = ir.Constant(ir.IntType(64), 1)
+            return builder.atomic_rmw("add", ptr, one, "monotonic")
+
+        return types.int64(counter), codegen
+
+    @intrinsic
     def _f64_from_bits(typingctx, x):
         def codegen(context, builder, signature, args):
             return builder.bitcast(args[0], ir.DoubleType())
@@ -327,8 +342,7 @@ if numba is not None:
         candidates_out,
         mask,
         want_mask,
-        r0,
-        r1,
+        counter,
         hits,
         touched,
         ids,
@@ -338,12 +352,14 @@ if numba is not None:
         bounds,
         bits,
     ):
-        """One decode step of query rows r0 .. r1 - 1 (of R); returns the keys sampled over
-        those rows, or -1 if a row read a non-finite number.
+        """One decode step of R query rows, shared with the other threads that hold the same
+        ``counter`` ((1,) int64, 0 at the start): each thread takes the next free row
+        (:func:`_claim`) until none is left. Returns the keys sampled over the rows this thread
+        took, or -1 if one of them read a non-finite number.
 
         Each row's work and results depend on that row alone (its own buckets, read list,
-        softmax and sums, in a fixed order), so the rows can be split between threads in any
-        way, each thread with its own scratch, and the output is the same to the last bit.
+        softmax and sums, in a fixed order), so it does not matter which thread takes it: any
+        thread count gives the same output to the last bit.
 
         A row's buckets come from ``buckets`` (R, L) when it has rows (hashed elsewhere), else
         from the signs of ``proj`` (R, L*K) = q @ planes. ``read_exact``: the read list starts
@@ -355,30 +371,30 @@ if numba is not None:
         :class:`pigviz.lsh.fused._Workspace`): ``hits`` (n_idx,) uint8 and ``bits``
         (2, n_idx // 64 + 1) uint64, both all zero (and left all zero), ``touched``
         (n_idx + 1,) int32, ``ids`` (>= max(buffer_end) + 1,) int64, ``scores`` and ``tmp``
-        (same,) float32, ``acc`` (dv,) float64, ``bounds`` (3, L, 2) int64.
+        (same,) float32, ``acc`` (dv,) float64, ``bounds`` (2, L, 2) int64.
 
-        The rows run as a pipeline, so that the random reads of the tables overlap with work
-        instead of waiting in turn: while row r is walked and mixed, row r + 1's bucket
-        bounds are read (its token ids start loading) and row r + 2's buckets are found
-        (its offsets start loading)."""
-        d = q.shape[1]
+        The rows run as a pipeline, one row ahead, so that the random reads of the tables
+        overlap with work instead of waiting in turn: as a row starts, the next row's buckets
+        are found (their offsets start loading); once the row's buckets are walked, the next
+        row's bucket bounds are read (its token ids start loading) while this row's keys and
+        values are read."""
+        R, d = q.shape
         dv = out.shape[1]
         nbad = 0
         total_sampled = 0
         signs = np.empty((L * K + 63) // 64 + 1, dtype=np.uint64)
-        if r0 < r1:
-            _stage1(proj, buckets, r0, K, L, r0 // rows_per_kv, offsets, bounds[r0 % 3], signs)
-        if r0 + 1 < r1:
-            _stage1(proj, buckets, r0 + 1, K, L, (r0 + 1) // rows_per_kv, offsets, bounds[(r0 + 1) % 3], signs)
-        if r0 < r1:
-            candidates_out[r0] = _bucket_bounds(offsets, entries, L, r0 // rows_per_kv, bounds[r0 % 3])
-        for r in range(r0, r1):
+        r = _claim(counter)
+        if r < R:
+            _stage1(proj, buckets, r, K, L, r // rows_per_kv, offsets, bounds[0], signs)
+            candidates_out[r] = _bucket_bounds(offsets, entries, L, r // rows_per_kv, bounds[0])
+        turn = 0
+        while r < R:
             g = r // rows_per_kv
-            if r + 2 < r1:
-                _stage1(proj, buckets, r + 2, K, L, (r + 2) // rows_per_kv, offsets, bounds[(r + 2) % 3], signs)
-            if r + 1 < r1:
-                candidates_out[r + 1] = _bucket_bounds(offsets, entries, L, (r + 1) // rows_per_kv, bounds[(r + 1) % 3])
-            slot = bounds[r % 3]
+            slot = bounds[turn & 1]
+            ahead_slot = bounds[(turn + 1) & 1]
+            nxt = _claim(counter)
+            if nxt < R:
+                _stage1(proj, buckets, nxt, K, L, nxt // rows_per_kv, offsets, ahead_slot, signs)
             # 1-2. hit counting over the candidates, then 3-4. the read list: exact set,
             # sampled set (in token order), buffer. Unsigned indices: numba then skips its
             # negative-index guard on every access.
@@ -438,6 +454,8 @@ if numba is not None:
                     ids[np.uint64(nread)] = t  # kept only if sampled (branch-free)
                     nread += (c >= min_hits) & (t >= lo_t) & (t < hi_t)
             end_sampled = nread
+            if nxt < R:  # the next row's token ids load while this row reads its keys and values
+                candidates_out[nxt] = _bucket_bounds(offsets, entries, L, nxt // rows_per_kv, ahead_slot)
             sampled_out[r] = end_sampled - first_sampled
             total_sampled += end_sampled - first_sampled
             for t in range(n_idx, buffer_end[r]):
@@ -497,16 +515,17 @@ if numba is not None:
                 for j in range(dv):
                     out[r, j] = 0.0
                 lse[r] = -np.inf
-                nbad += 0 if finite else 1
-                continue
-            inv = 1.0 / total
-            for j in range(dv):
-                o = np.float32(acc[j] * inv)
-                out[r, j] = o
-                if not np.isfinite(o):
-                    finite = False
-            lse[r] = m + np.float32(math.log(total))
+            else:
+                inv = 1.0 / total
+                for j in range(dv):
+                    o = np.float32(acc[j] * inv)
+                    out[r, j] = o
+                    if not np.isfinite(o):
+                        finite = False
+                lse[r] = m + np.float32(math.log(total))
             nbad += 0 if finite else 1
+            r = nxt
+            turn += 1
         return -1 if nbad else total_sampled
 
     @njit(cache=True, nogil=True)

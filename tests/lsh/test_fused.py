@@ -234,8 +234,9 @@ def test_sampling_everything_matches_the_reference(step):
 @numba_only
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_every_thread_count_gives_the_same_bits(dtype):
-    """Rows are split between threads, each row computed by one thread in a fixed order: the
-    output, its log-normaliser and the counts are identical for any thread count."""
+    """Threads take rows as they become free, each row computed by one thread in a fixed
+    order: the output, its log-normaliser and the counts are identical for any thread count
+    (and for whichever thread took which row: repeated calls split them differently)."""
     q, k, v = synthetic_decode_step(heads=9, kv_heads=3, n=5000, d=64, seed=4)
     k, v = k.to(dtype), v.to(dtype)
     idx = build_index(k, K=10, L=60, seed=1)
@@ -243,7 +244,7 @@ def test_every_thread_count_gives_the_same_bits(dtype):
     idx_small = build_index(k[:, :4600], K=10, L=60, seed=1)
     ref, ref_stats = fused_attend.attend(idx_small, q, k, v, buffer_end=ends, threads=1)
     step_ref = fused_attend.decode_step(idx, q[None, :, None], k[None], v[None], min_hits=2, scale=0.125, threads=1)
-    for threads in (2, 3, 4, 9, 16):
+    for threads in (2, 3, 4, 9, 16, 2, 2):
         out, stats = fused_attend.attend(idx_small, q, k, v, buffer_end=ends, threads=threads)
         assert torch.equal(out, ref) and torch.equal(stats["lse"], ref_stats["lse"])
         for name in ("sampled", "candidates", "keys_read"):
@@ -252,17 +253,6 @@ def test_every_thread_count_gives_the_same_bits(dtype):
             idx, q[None, :, None], k[None], v[None], min_hits=2, scale=0.125, threads=threads
         )
         assert torch.equal(step[0], step_ref[0]) and step[1] == step_ref[1]
-
-
-def test_row_chunks_cover_the_rows_evenly():
-    for rows in (1, 2, 9, 32):
-        for threads in (1, 2, 3, 7, 64):
-            chunks = fused_attend.row_chunks(rows, threads)
-            assert len(chunks) == min(rows, threads)
-            assert chunks[0][0] == 0 and chunks[-1][1] == rows
-            assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
-            sizes = [b - a for a, b in chunks]
-            assert max(sizes) - min(sizes) <= 1
 
 
 def test_threads_are_checked(step, index):
