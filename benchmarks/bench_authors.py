@@ -20,8 +20,10 @@ store them), the same index and the same query hash codes, (K, L) = (10, 150):
 Both select the same sampled set in every head (checked before timing: the harness stops if
 not). Their OpenMP loops ask for 64 threads (``num_threads(64)``); each thread count runs in a
 process of its own with ``OMP_THREAD_LIMIT`` set, which caps them, and pigviz gets the same
-``threads``. Times are wall-clock medians (and minima) over interleaved calls, so load on the
-machine hits both alike; the ratio authors / pigviz is printed per row. Their kernels and
+``threads``. ``OMP_WAIT_POLICY=passive`` (``--omp-wait-policy``) lets their threads sleep
+between calls as pigviz's do: spinning, they would take the cores the next pigviz call runs on.
+Times are wall-clock medians (and minima) over interleaved calls, so load on the machine hits
+both alike; the ratio authors / pigviz is printed per row. Their kernels and
 sources stay outside this repository: without a build (``build_authors_kernels.py``), a
 compiler or their sources, this prints why and exits 0 (a skip).
 """
@@ -235,6 +237,14 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", default=",".join(f"{s}:{n}" for s, n in DEFAULT_ROWS), help="shape:n, ...")
     parser.add_argument("--repeats", type=int, default=15, help="interleaved rounds timed per row")
     parser.add_argument("--build-dir", default=None, help="the folder build_authors_kernels.py printed")
+    parser.add_argument(
+        "--omp-wait-policy",
+        choices=("passive", "active"),
+        default="passive",
+        help="their OpenMP threads' wait between regions. passive (default): they sleep, as pigviz's "
+        "workers do; active: they spin, which in interleaved timing takes the cores pigviz's "
+        "calls run on (and on a busy machine, theirs too)",
+    )
     parser.add_argument("--json", default=None, help="write the rows here")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
@@ -254,14 +264,22 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="pigviz-authors-") as tmp:
         for t in counts:
             out = Path(tmp) / f"{t}.json"
-            env = {**os.environ, "OMP_THREAD_LIMIT": str(t), "OMP_NUM_THREADS": str(t)}
+            env = {
+                **os.environ,
+                "OMP_THREAD_LIMIT": str(t),
+                "OMP_NUM_THREADS": str(t),
+                "OMP_WAIT_POLICY": args.omp_wait_policy,
+            }
             command = [sys.executable, str(Path(__file__).resolve()), "--child", str(t), "--child-out", str(out)]
             command += ["--rows", args.rows, "--repeats", str(args.repeats)]
             if args.build_dir:
                 command += ["--build-dir", args.build_dir]
             subprocess.run(command, check=True, env=env)
             rows.extend(json.loads(out.read_text(encoding="utf-8")))
-    print(f"their build: {info['commit'][:12]}, avx512_bf16 {info['avx512bf16']}; {os.cpu_count()} CPUs here")
+    print(
+        f"their build: {info['commit'][:12]}, avx512_bf16 {info['avx512bf16']}, OMP_WAIT_POLICY="
+        f"{args.omp_wait_policy}; {os.cpu_count()} CPUs here, load average {os.getloadavg()[0]:.1f}"
+    )
     print(table(rows))
     if args.json:
         from pigviz._util.io import write_json_atomic
@@ -272,6 +290,7 @@ def main(argv=None) -> int:
                 "format": "pigviz-authors-side-by-side-v1",
                 "authors_build": info,
                 "cpu_count": os.cpu_count(),
+                "omp_wait_policy": args.omp_wait_policy,
                 "load_average": list(os.getloadavg()),
                 "command": " ".join(["python benchmarks/bench_authors.py", *(argv or sys.argv[1:])]),
                 "rows": rows,
