@@ -147,7 +147,11 @@ def run_row(LSH, Server, shape: str, n: int, threads: int, repeats: int, seed: i
     def pigviz_whole_step(p):
         fused.decode_step(index, p[0][None, :, None], k[None], v[None], min_hits=2, scale=d**-0.5, threads=threads)
 
-    # The same sampled sets, head by head, before anything is timed.
+    # The same sampled sets, head by head, before anything is timed; the bytes each side must
+    # read for the first query (its floor): key and value rows, the token ids scanned (theirs
+    # int32), two offsets per table, and the per-head hit marks (their byte mask, cleared per
+    # head; pigviz's two bit sets).
+    floors_bytes = None
     for p in prepared:
         authors(p)
         _, _, sampled = fused.attend_sampled(index, p[0], p[1], k, v, min_hits=2, scale=d**-0.5, threads=threads)
@@ -157,6 +161,14 @@ def run_row(LSH, Server, shape: str, n: int, threads: int, repeats: int, seed: i
             ours = stats["read_mask"][h, lo:hi].nonzero()[:, 0].numpy() + lo
             if int(nnz[h]) != int(sampled[h]) or not np.array_equal(theirs, ours):
                 raise SystemExit(f"{shape} n={n}: head {h} samples differ (authors {int(nnz[h])}, pigviz {sampled[h]})")
+        if floors_bytes is None:
+            rows_read = int(stats["sampled"].sum()) * 2 * d * 2  # bf16 K and V rows
+            scanned = int(stats["candidates"].sum())
+            offsets_read = H * L * 2 * 4
+            floors_bytes = {
+                "authors": rows_read + scanned * 4 + offsets_read + H * n,
+                "pigviz_same_work": rows_read + scanned * index.entries.element_size() + offsets_read + H * n // 2,
+            }
     calls = {
         "authors": lambda: [authors(p) for p in prepared],
         "pigviz_same_work": lambda: [pigviz_same_work(p) for p in prepared],
@@ -181,12 +193,38 @@ def run_row(LSH, Server, shape: str, n: int, threads: int, repeats: int, seed: i
         row[f"{name}_min_ms"] = t["min_ms"] / per
     row["authors_over_pigviz"] = row["authors_ms"] / row["pigviz_same_work_ms"]
     row["authors_over_pigviz_whole_step"] = row["authors_ms"] / row["pigviz_whole_step_ms"]
+    row["bandwidth_gbs"] = bandwidth / 1e9
+    for name, nbytes in floors_bytes.items():
+        row[f"{name}_bytes"] = nbytes
+        row[f"{name}_floor_ms"] = 1e3 * nbytes / bandwidth
+        row[f"{name}_over_floor"] = row[f"{name}_ms"] / row[f"{name}_floor_ms"]
     return row
+
+
+def memory_bandwidth(threads: int, gib: float = 1.0, repeats: int = 5) -> float:
+    """Bytes per second of summing a float32 tensor with ``threads`` torch threads (best of
+    ``repeats``, wall clock): the floors' yardstick, measured in each process."""
+    import torch
+
+    torch.set_num_threads(threads)
+    x = torch.ones(int(gib * 2**30) // 4)
+    x.sum()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        x.sum()
+        best = min(best, time.perf_counter() - t0)
+    return x.nbytes / best
+
+
+bandwidth = 1.0  # set by child() before any row
 
 
 def child(args) -> int:
     import torch
 
+    global bandwidth
+    bandwidth = memory_bandwidth(args.child)
     torch.set_num_threads(args.child)
     info = find_build(args.build_dir)
     LSH, Server = _import_authors(info)
@@ -210,8 +248,8 @@ def _parse_row(spec: str) -> tuple[str, int]:
 
 def table(rows: list[dict]) -> str:
     head = (
-        f"{'shape':<18}{'n':>7}{'threads':>8}{'sampled/head':>13}{'authors ms':>11}{'pigviz ms':>10}"
-        f"{'authors/pigviz':>15}{'whole step ms':>14}{'authors/whole':>14}{'pigviz 1->t':>12}"
+        f"{'shape':<18}{'n':>7}{'threads':>8}{'sampled/head':>13}{'authors ms':>11}{'x floor':>8}{'pigviz ms':>10}"
+        f"{'x floor':>8}{'authors/pigviz':>15}{'whole step ms':>14}{'authors/whole':>14}{'pigviz 1->t':>12}"
     )
     lines = [head, "-" * len(head)]
     one = {(r["shape"], r["n"]): r for r in rows if r["threads"] == 1}
@@ -220,13 +258,15 @@ def table(rows: list[dict]) -> str:
         scaling = f"{base['pigviz_same_work_ms'] / r['pigviz_same_work_ms']:.2f}x" if base else "-"
         lines.append(
             f"{r['shape']:<18}{r['n']:>7}{r['threads']:>8}{r['sampled_per_head']:>13.0f}{r['authors_ms']:>11.3f}"
-            f"{r['pigviz_same_work_ms']:>10.3f}{r['authors_over_pigviz']:>14.2f}x{r['pigviz_whole_step_ms']:>14.3f}"
+            f"{r['authors_over_floor']:>7.1f}x{r['pigviz_same_work_ms']:>10.3f}{r['pigviz_same_work_over_floor']:>7.1f}x"
+            f"{r['authors_over_pigviz']:>14.2f}x{r['pigviz_whole_step_ms']:>14.3f}"
             f"{r['authors_over_pigviz_whole_step']:>13.2f}x{scaling:>12}"
         )
     lines.append(
         "authors = their batch_retrieve + attention_wrapper; pigviz = fused.attend_sampled on the same bucket ids\n"
         "(the same work: sample only); whole step = fused.decode_step (also hashes and reads the exact set);\n"
-        "medians of interleaved wall-clock calls; authors/pigviz > 1: pigviz is faster."
+        "medians of interleaved wall-clock calls; authors/pigviz > 1: pigviz is faster; x floor = time over the\n"
+        "bytes each must read at the sequential read bandwidth measured with as many threads (row field)."
     )
     return "\n".join(lines)
 

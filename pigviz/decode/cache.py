@@ -1,14 +1,17 @@
 """KV caches for sampled decoding: half-size storage, and MagicPIG's own CPU placement.
 
+**Written in place.** :class:`GrowingLayer` keeps a layer's keys and values in one block with
+room to grow and writes each new token into it; transformers' ``DynamicLayer`` concatenates,
+i.e. copies the whole layer, at every token (at 8k tokens of SmolLM2, 360 MB per token).
+:func:`pigviz.decode.session.new_cache` makes every method's cache of such layers.
+
 **Half-size storage.** A CPU model computes in float32, and transformers' cache keeps every
 key and value in the model's dtype. MagicPIG's authors keep the cache they sample in bfloat16
 (their CPU attention reads bf16 rows), and the compiled step reads 16-bit rows as they are, so
-a float32 cache makes it fetch twice the bytes it needs. :class:`GrowingLayer` keeps one
-layer's keys and values in a storage dtype of its own (bf16 for the sampled layers), in one
-block with room to grow: each new token is written in place, where transformers' own
-``DynamicLayer`` concatenates, i.e. copies the whole layer, at every token. Only the storage
-copy exists: the float32 states of a prefill are written into it and dropped (the prefill's own
-attention reads them before they are rounded).
+a float32 cache makes it fetch twice the bytes it needs. A :class:`GrowingLayer` can keep its
+keys and values in a storage dtype of its own (bf16 for MagicPIG's sampled layers). Only the
+storage copy exists: the float32 states of a prefill are written into it and dropped (the
+prefill's own attention reads them before they are rounded).
 
 :func:`decoding_cache` makes a cache whose chosen layers are half-size from the first token
 (``pigviz generate``); :func:`half_copy` makes one from an existing cache (the teacher-forced
@@ -68,8 +71,9 @@ def _make_classes(DynamicLayer):
     class GrowingLayer(DynamicLayer):
         """One layer's keys and values in a block of storage, written in place.
 
-        ``dtype``: the storage dtype (None: the dtype of the first states written). Grows by
-        at least ``_GROW_TOKENS`` rows or an eighth, so a decode step never copies the layer.
+        ``dtype``: the storage dtype (None: the dtype of the first states written). Keeps
+        ``_GROW_TOKENS`` spare rows and grows by an eighth, so a decode step rarely copies the
+        layer (transformers' ``DynamicLayer`` copies it at every token).
         ``keys`` / ``values`` are views ``storage[..., :length, :]``. The first update of an
         empty layer returns the states it was given (a prefill's attention reads them
         unrounded); later ones return the views, in the storage dtype."""
@@ -105,7 +109,7 @@ def _make_classes(DynamicLayer):
             if length <= self.capacity:
                 return
             n = self.keys.shape[-2]
-            cap = max(length, self.capacity + max(_GROW_TOKENS, self.capacity // 8))
+            cap = max(length + _GROW_TOKENS, self.capacity + self.capacity // 8)
             k = self._k.new_empty((*self._k.shape[:2], cap, self._k.shape[3]))
             v = self._v.new_empty((*self._v.shape[:2], cap, self._v.shape[3]))
             k[..., :n, :] = self.keys
@@ -254,17 +258,19 @@ def _make_classes(DynamicLayer):
 
 
 def decoding_cache(model, half_layers=(), dtype=None):
-    """A transformers cache for ``model`` whose layers ``half_layers`` store their keys and
-    values in ``dtype`` (a torch dtype; None: the model's) from the first token on; the
-    others are transformers' own ``DynamicLayer``."""
-    from pigviz.decode.session import new_cache  # late: session imports this module
+    """A transformers cache for ``model`` whose layers are :class:`GrowingLayer`: the layers
+    ``half_layers`` store their keys and values in ``dtype`` (a torch dtype; None: the model's)
+    from the first token on, the others in the model's dtype. A layer of another kind (a
+    sliding window) is left as transformers made it."""
+    from pigviz.decode.session import transformers_cache  # late: session imports this module
 
-    cache = new_cache(model)
+    cache = transformers_cache(model)
     Growing = layer_classes()[0]
     _fill_layers(cache, model.config.num_hidden_layers)
-    for layer in half_layers:
+    half = set(half_layers)
+    for layer in range(len(cache.layers)):
         if type(cache.layers[layer]) is _dynamic_layer():
-            cache.layers[layer] = Growing(dtype)
+            cache.layers[layer] = Growing(dtype if layer in half else None)
     return cache
 
 
@@ -290,8 +296,10 @@ def half_copy(cache, half_layers, dtype):
     out.layers = []
     half = set(half_layers)
     for i, layer in enumerate(cache.layers):
-        if i in half and layer.is_initialized and layer.keys is not None and layer.keys.numel():
-            new = Growing(dtype)
+        filled = layer.is_initialized and layer.keys is not None and layer.keys.numel()
+        if filled and (i in half or isinstance(layer, Growing)):
+            # A GrowingLayer writes in place, so even one kept in its dtype is copied, not shared.
+            new = Growing(dtype if i in half else layer.keys.dtype)
             new.update(layer.keys, layer.values)
         else:
             new = copy.copy(layer)

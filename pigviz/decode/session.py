@@ -57,6 +57,7 @@ __all__ = [
     "use_attention",
     "check_swappable",
     "new_cache",
+    "transformers_cache",
     "forward",
 ]
 
@@ -248,12 +249,11 @@ class DecodeSession:
     def new_cache(self, model):
         """An empty cache for decoding ``model`` with this session: MagicPIG's sampled layers
         keep their K/V in ``kv_dtype`` (bf16 by default) from the first token on (no float32
-        copy), every other layer as transformers keeps it."""
+        copy), every other layer in the model's dtype; all written in place (:func:`new_cache`)."""
         from pigviz.decode.cache import decoding_cache
 
         dtype = next(model.parameters()).dtype
-        half = self._half_layers(dtype)
-        return decoding_cache(model, half, self._storage_dtype(dtype)) if half else new_cache(model)
+        return decoding_cache(model, self._half_layers(dtype), self._storage_dtype(dtype))
 
     def decode_cache(self, cache):
         """The cache to decode from, given one a dense prefill filled: ``cache`` itself, or,
@@ -671,6 +671,17 @@ def use_attention(model, attention: str = "magicpig", **options):
 
 
 def new_cache(model):
+    """An empty cache for ``model`` whose layers write each new token in place
+    (:class:`pigviz.decode.cache.GrowingLayer`, in the model's dtype) where transformers'
+    ``DynamicLayer`` concatenates, i.e. copies the whole layer, at every token: every method
+    then does the same work outside attention, and none pays for that copy."""
+    from pigviz.decode.cache import decoding_cache
+
+    return decoding_cache(model)
+
+
+def transformers_cache(model):
+    """transformers' own ``DynamicCache`` for ``model`` (its layers concatenate)."""
     from transformers import DynamicCache  # heavy: transformers loads in seconds; only model code needs it
 
     try:

@@ -29,10 +29,22 @@ of smuggling a marker column through a copy of the values. Keys and values are r
 their stored dtype (float32, or float16/bfloat16 widened by the CPU as they are read): no
 converted copy of the cache is ever made.
 
+**Threads.** ``threads=`` (default: ``torch.get_num_threads()``, which ``--threads`` sets)
+runs the rows on that many threads: the caller's and lean workers that wait on a queue. The
+kernel releases the GIL; the threads take rows one at a time from a shared atomic counter, so
+a thread the OS preempts takes fewer. A row is computed by one thread, start to finish, in a
+fixed order, so the output is the same to the last bit at any thread count.
+
+**Storage.** Token ids are read as uint16 (an index of up to 65,536 tokens) or int32, offsets
+as int32 (or int64); keys and values as float32, float16 or bfloat16, from a cache with room
+to grow (its heads ``capacity`` rows apart) without a copy.
+
 Per index, the numpy views of its arrays and the kernel's scratch are kept between calls
 (``index.cache``). :func:`decode_step` is the decoding loop's entry: one decode position in
 the layout transformers hands an attention function, with no per-call checks or tensors
-beyond the output.
+beyond the output. :func:`attend_sampled` reads the LSH sample alone, given each row's
+buckets: the CPU half of MagicPIG's own placement (:mod:`pigviz.decode.offload`), which
+attends the exact tokens on the GPU.
 
 Without numba, or for tensors on a GPU, :func:`attend` falls back to the torch reference
 (same results; the read set is identical and outputs agree to ~1e-6 relative).

@@ -135,10 +135,13 @@ def test_generate_with_the_cpu_offload_reports_what_it_moved(smollm2):
     report = moved.extra["offload"]
     assert report["device"] == "cpu" and report["layers"] == list(range(1, model.config.num_hidden_layers))
     assert report["device_bytes_freed"] == report["device_bytes_before"] - report["device_bytes_after"] > 0
-    # Each offloaded layer keeps [4 sinks | 64 recent | 8 + 1 buffer rows] on the device.
+    # Each offloaded layer keeps [4 sinks | 64 recent | 8 + 1 buffer rows] on the device; the
+    # dense layer 0 its prompt and spare rows.
     config = model.config
     kv = config.num_key_value_heads * (config.hidden_size // config.num_attention_heads) * 4 * 2
-    assert report["device_bytes_after"] == kv * (PROMPT_TOKENS + 29 * (4 + 64 + 9))
+    layer0 = PROMPT_TOKENS + kv_cache._GROW_TOKENS
+    assert report["device_bytes_after"] == kv * (layer0 + 29 * (4 + 64 + 9))
+    assert report["device_bytes_before"] == kv * 30 * layer0
     half = generation.generate(model, tok, ids, "magicpig", 3, placement="cpu_offload", **kwargs)
     assert half.extra["offload"]["cpu_bytes"] == pytest.approx(report["cpu_bytes"] / 2)  # bf16 on the CPU
 
