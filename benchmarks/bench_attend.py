@@ -244,6 +244,7 @@ def run_row(
         by_threads_bf16[str(t)] = median_wall_ms(lambda q, t=t: attend(index_b, q, kb, vb, threads=t), queries)
         bw = (bandwidth_threads or {}).get(t, bandwidth)
         floors[str(t)] = {"fp32": 1e3 * touched / bw, "bf16": 1e3 * row["attend_bf16_bytes"] / bw}
+    row["attend_threads_used"] = {str(t): fused.threads_for(H, n, t) for t in kernel_threads}
     row["attend_threads_ms"] = by_threads
     row["attend_bf16_threads_ms"] = by_threads_bf16
     row["attend_threads_floor_ms"] = floors
@@ -282,7 +283,7 @@ def print_table(rows) -> None:
     counts = list(rows[0]["attend_threads_ms"]) if rows else []
     head = f"{'shape':<18}{'n':>7}{'K,L':>8}{'bf16 ms':>9}{'floor ms':>9}{'x floor':>8}{'ids':>7}"
     for t in counts:
-        head += f"{f'{t} thr fp32':>12}{'x floor':>8}{f'{t} thr bf16':>12}{'x floor':>8}{'speed-up':>9}"
+        head += f"{'used':>5}{f'{t} thr fp32':>12}{'x floor':>8}{f'{t} thr bf16':>12}{'x floor':>8}{'speed-up':>9}"
     print("\n" + head)
     print("-" * len(head))
     for r in rows:
@@ -293,15 +294,17 @@ def print_table(rows) -> None:
         for t in counts:
             fl = r["attend_threads_floor_ms"][t]
             line += (
-                f"{r['attend_threads_ms'][t]:>12.2f}{r['attend_threads_ms'][t] / fl['fp32']:>7.1f}x"
+                f"{r['attend_threads_used'][t]:>5}{r['attend_threads_ms'][t]:>12.2f}"
+                f"{r['attend_threads_ms'][t] / fl['fp32']:>7.1f}x"
                 f"{r['attend_bf16_threads_ms'][t]:>12.2f}{r['attend_bf16_threads_ms'][t] / fl['bf16']:>7.1f}x"
                 f"{r['thread_speedup_bf16'][t]:>8.2f}x"
             )
         print(line)
     print(
         "bf16 = the same step on bf16 K/V with its own index (ids = the token ids' dtype), one thread; N thr = the\n"
-        "compiled step with N threads, wall clock, against the bandwidth measured with N threads; speed-up = bf16\n"
-        "time at the first count / at N (the same output bits at every count).",
+        "compiled step with N threads, wall clock, against the bandwidth measured with N threads; used = the\n"
+        "threads it started (fewer for a small step: fused.MIN_WORK_PER_THREAD); speed-up = bf16 time at the\n"
+        "first count / at N (the same output bits at every count).",
         flush=True,
     )
 

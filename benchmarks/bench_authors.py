@@ -20,9 +20,10 @@ store them), the same index and the same query hash codes, (K, L) = (10, 150):
 Both select the same sampled set in every head (checked before timing: the harness stops if
 not). Their OpenMP loops ask for 64 threads (``num_threads(64)``); each thread count runs in a
 process of its own with ``OMP_THREAD_LIMIT`` set, which caps them, and pigviz gets the same
-``threads``. ``OMP_WAIT_POLICY=passive`` (``--omp-wait-policy``) lets their threads sleep
-between calls as pigviz's do: spinning, they would take the cores the next pigviz call runs on.
-Times are wall-clock medians (and minima) over interleaved calls, so load on the machine hits
+``threads``. Each block of calls (one side, four queries back to back) starts after a 5 ms
+pause, so that threads the other side left spinning (OpenMP spins a while after a parallel
+region unless ``OMP_WAIT_POLICY=passive``, see ``--omp-wait-policy``) do not take its cores.
+Times are wall-clock medians (and minima) over interleaved blocks, so load on the machine hits
 both alike; the ratio authors / pigviz is printed per row. Their kernels and
 sources stay outside this repository: without a build (``build_authors_kernels.py``), a
 compiler or their sources, this prints why and exits 0 (a skip).
@@ -73,11 +74,14 @@ def _import_authors(info: dict):
     return lsh.LSH, sparse_attention_cpu.SparseAttentionServer
 
 
-def _timed_median(calls, repeats: int) -> dict:
-    """Interleaved timings: each round calls every function once per query, in turn."""
+def _timed_median(calls, repeats: int, pause: float = 0.005) -> dict:
+    """Interleaved timings: each round calls every function once per query, in turn, each
+    block of calls after a short pause, so that threads left spinning by the previous block
+    (OpenMP's, torch's) are asleep again and take no core from it."""
     times = {name: [] for name in calls}
     for _ in range(repeats):
         for name, fn in calls.items():
+            time.sleep(pause)
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
@@ -184,6 +188,7 @@ def run_row(LSH, Server, shape: str, n: int, threads: int, repeats: int, seed: i
         "threads": threads,
         "K": K,
         "L": L,
+        "threads_used": fused.threads_for(H, n, threads),  # a small step starts fewer (fused.MIN_WORK_PER_THREAD)
         "sampled_per_head": float(nnz.double().mean()),
         "same_sampled_sets": True,
         "authors_bf16_build": bf16_query,
@@ -248,8 +253,9 @@ def _parse_row(spec: str) -> tuple[str, int]:
 
 def table(rows: list[dict]) -> str:
     head = (
-        f"{'shape':<18}{'n':>7}{'threads':>8}{'sampled/head':>13}{'authors ms':>11}{'x floor':>8}{'pigviz ms':>10}"
-        f"{'x floor':>8}{'authors/pigviz':>15}{'whole step ms':>14}{'authors/whole':>14}{'pigviz 1->t':>12}"
+        f"{'shape':<18}{'n':>7}{'threads':>8}{'used':>5}{'sampled/head':>13}{'authors ms':>11}{'x floor':>8}"
+        f"{'pigviz ms':>10}{'x floor':>8}{'authors/pigviz':>15}{'whole step ms':>14}{'authors/whole':>14}"
+        f"{'pigviz 1->t':>12}"
     )
     lines = [head, "-" * len(head)]
     one = {(r["shape"], r["n"]): r for r in rows if r["threads"] == 1}
@@ -257,7 +263,7 @@ def table(rows: list[dict]) -> str:
         base = one.get((r["shape"], r["n"]))
         scaling = f"{base['pigviz_same_work_ms'] / r['pigviz_same_work_ms']:.2f}x" if base else "-"
         lines.append(
-            f"{r['shape']:<18}{r['n']:>7}{r['threads']:>8}{r['sampled_per_head']:>13.0f}{r['authors_ms']:>11.3f}"
+            f"{r['shape']:<18}{r['n']:>7}{r['threads']:>8}{r['threads_used']:>5}{r['sampled_per_head']:>13.0f}{r['authors_ms']:>11.3f}"
             f"{r['authors_over_floor']:>7.1f}x{r['pigviz_same_work_ms']:>10.3f}{r['pigviz_same_work_over_floor']:>7.1f}x"
             f"{r['authors_over_pigviz']:>14.2f}x{r['pigviz_whole_step_ms']:>14.3f}"
             f"{r['authors_over_pigviz_whole_step']:>13.2f}x{scaling:>12}"
@@ -265,6 +271,7 @@ def table(rows: list[dict]) -> str:
     lines.append(
         "authors = their batch_retrieve + attention_wrapper; pigviz = fused.attend_sampled on the same bucket ids\n"
         "(the same work: sample only); whole step = fused.decode_step (also hashes and reads the exact set);\n"
+        "used = the threads pigviz started (fewer for a small step: fused.MIN_WORK_PER_THREAD);\n"
         "medians of interleaved wall-clock calls; authors/pigviz > 1: pigviz is faster; x floor = time over the\n"
         "bytes each must read at the sequential read bandwidth measured with as many threads (row field)."
     )
@@ -279,11 +286,11 @@ def main(argv=None) -> int:
     parser.add_argument("--build-dir", default=None, help="the folder build_authors_kernels.py printed")
     parser.add_argument(
         "--omp-wait-policy",
-        choices=("passive", "active"),
-        default="passive",
-        help="their OpenMP threads' wait between regions. passive (default): they sleep, as pigviz's "
-        "workers do; active: they spin, which in interleaved timing takes the cores pigviz's "
-        "calls run on (and on a busy machine, theirs too)",
+        choices=("default", "passive", "active"),
+        default="default",
+        help="OMP_WAIT_POLICY for the run (their OpenMP and torch's read it). default: unset, OpenMP spins "
+        "a while between regions, as both run in a decode loop; passive: threads sleep at once (a "
+        "torch matmul on 2 threads then waits to wake them)",
     )
     parser.add_argument("--json", default=None, help="write the rows here")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
@@ -304,12 +311,10 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="pigviz-authors-") as tmp:
         for t in counts:
             out = Path(tmp) / f"{t}.json"
-            env = {
-                **os.environ,
-                "OMP_THREAD_LIMIT": str(t),
-                "OMP_NUM_THREADS": str(t),
-                "OMP_WAIT_POLICY": args.omp_wait_policy,
-            }
+            env = {**os.environ, "OMP_THREAD_LIMIT": str(t), "OMP_NUM_THREADS": str(t)}
+            env.pop("OMP_WAIT_POLICY", None)
+            if args.omp_wait_policy != "default":
+                env["OMP_WAIT_POLICY"] = args.omp_wait_policy
             command = [sys.executable, str(Path(__file__).resolve()), "--child", str(t), "--child-out", str(out)]
             command += ["--rows", args.rows, "--repeats", str(args.repeats)]
             if args.build_dir:

@@ -30,7 +30,8 @@ their stored dtype (float32, or float16/bfloat16 widened by the CPU as they are 
 converted copy of the cache is ever made.
 
 **Threads.** ``threads=`` (default: ``torch.get_num_threads()``, which ``--threads`` sets)
-runs the rows on that many threads: the caller's and lean workers that wait on a queue. The
+runs the rows on up to that many threads, one per :data:`MIN_WORK_PER_THREAD` (row, token)
+pairs (:func:`threads_for`): the caller's and lean workers that wait on a queue. The
 kernel releases the GIL; the threads take rows one at a time from a shared atomic counter, so
 a thread the OS preempts takes fewer. A row is computed by one thread, start to finish, in a
 fixed order, so the output is the same to the last bit at any thread count.
@@ -140,9 +141,10 @@ def attend(
     with N >= index.n: tokens below ``index.n`` are read through the index (exact set +
     LSH sample); tokens ``index.n .. buffer_end[r] - 1`` are read exactly (the decode buffer;
     default: none). ``scale`` multiplies q·k (default 1/sqrt(d), as the reference).
-    ``threads``: how many threads share the rows (None: ``torch.get_num_threads()``); they take
-    the rows one at a time as they become free, and each row is computed by one thread in a
-    fixed order, so every thread count gives the same bits.
+    ``threads``: at most how many threads share the rows (None: ``torch.get_num_threads()``;
+    :func:`threads_for` starts fewer for a small step); they take the rows one at a time as
+    they become free, and each row is computed by one thread in a fixed order, so every
+    thread count gives the same bits.
 
     Returns ``(output (R, dv) in q's dtype, stats)``; ``stats`` has the reference's keys
     (``budget``, ``keys_read``, ``sampled``, ``candidates``, ``exact``, ``n``, optional
@@ -418,13 +420,25 @@ class _Pool:
 _POOL = _Pool()
 
 
+# A thread is worth starting for at least this many (row, indexed token) pairs of work: a
+# smaller step loses more to the hand-over and to the two cores' shared caches than it gains
+# (SmolLM2's 9 rows at 8k tokens ran slower on two threads than on one on the 2-core machine
+# this was measured on; Llama-3.1-8B's 32 rows at 98k ran about twice as fast).
+MIN_WORK_PER_THREAD = 2**18
+
+
+def threads_for(rows: int, n: int, threads: int) -> int:
+    """How many threads a step of ``rows`` rows over an ``n``-token index runs on, at most
+    ``threads``: one per :data:`MIN_WORK_PER_THREAD` of work, at least one, at most one a row."""
+    return max(1, min(threads, rows, (rows * n) // max(1, MIN_WORK_PER_THREAD)))
+
+
 def _launch(kernel, ws: _Workspace, head: tuple, tail: tuple, rows: int, threads: int) -> int:
-    """Run the kernel over ``rows`` rows with ``min(threads, rows)`` threads, which take the
-    rows one at a time from a shared counter: arguments ``head + tail + (counter,) +
-    scratch``. Returns the keys sampled over all rows, or -1 if a row read a non-finite
-    number."""
+    """Run the kernel over ``rows`` rows with :func:`threads_for` threads, which take the rows
+    one at a time from a shared counter: arguments ``head + tail + (counter,) + scratch``.
+    Returns the keys sampled over all rows, or -1 if a row read a non-finite number."""
     args = head + tail + (np.zeros(1, dtype=np.int64),)
-    count = max(1, min(threads, rows))
+    count = threads_for(rows, ws.n, threads)
     if count == 1:
         return kernel(*args, *ws.scratch(0))
     results = _POOL.run([(kernel, (*args, *ws.scratch(t))) for t in range(count)])

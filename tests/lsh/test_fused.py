@@ -233,10 +233,11 @@ def test_sampling_everything_matches_the_reference(step):
 # -- threads, the sample-only step, storage layouts ---------------------------------------------
 @numba_only
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_every_thread_count_gives_the_same_bits(dtype):
+def test_every_thread_count_gives_the_same_bits(dtype, monkeypatch):
     """Threads take rows as they become free, each row computed by one thread in a fixed
     order: the output, its log-normaliser and the counts are identical for any thread count
     (and for whichever thread took which row: repeated calls split them differently)."""
+    monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", 1)  # threads even for this small step
     q, k, v = synthetic_decode_step(heads=9, kv_heads=3, n=5000, d=64, seed=4)
     k, v = k.to(dtype), v.to(dtype)
     idx = build_index(k, K=10, L=60, seed=1)
@@ -253,6 +254,15 @@ def test_every_thread_count_gives_the_same_bits(dtype):
             idx, q[None, :, None], k[None], v[None], min_hits=2, scale=0.125, threads=threads
         )
         assert torch.equal(step[0], step_ref[0]) and step[1] == step_ref[1]
+
+
+def test_small_steps_start_fewer_threads(monkeypatch):
+    assert fused_attend.threads_for(9, 8192, 2) == 1  # SmolLM2 at 8k: 74k (row, token) pairs
+    assert fused_attend.threads_for(32, 98_304, 2) == 2
+    assert fused_attend.threads_for(32, 98_304, 64) == 12  # 3.1M pairs: one thread per 2^18
+    assert fused_attend.threads_for(3, 10**7, 8) == 3  # never more than a thread a row
+    monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", 1)
+    assert fused_attend.threads_for(9, 8192, 2) == 2
 
 
 def test_threads_are_checked(step, index):
