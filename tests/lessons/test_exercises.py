@@ -91,8 +91,45 @@ def test_wrong_version_fails_with_its_hint(name, i):
     with pytest.raises(AssertionError) as info:
         ex.check(name, wrong.fn)
     message = str(info.value)
-    assert wrong.hint in message
+    # A result with NaN or inf is never matched to a mistake: the failing case's hint explains it.
+    assert wrong.hint in message or ex._explained_without_matching(ex.get(name), wrong, message), message
     assert "expected:" in message and ("got:" in message or "raised:" in message)
+
+
+def test_a_broken_result_is_never_named_as_a_common_mistake():
+    """All-NaN output used to be told 'lse is a log: the weight of a part is exp(lse)' because the
+    wrong version that forgets exp also gives NaN; NaN says the arithmetic broke, not which mistake."""
+    exercise = ex.get("07.merge_partial")
+    nan_everywhere = lambda out_a, lse_a, out_b, lse_b: out_a * float("nan")  # noqa: E731
+    with pytest.raises(ex.CheckFailed) as info:
+        ex.check(exercise.name, nan_everywhere)
+    message = str(info.value)
+    assert "common mistake" not in message and "NaN or inf in your result" in message
+
+
+def test_a_failed_check_renders_as_a_message_without_a_traceback():
+    blank = ex.get("01.balance_point").blank()
+    with pytest.raises(ex.CheckFailed) as info:
+        ex.check("01.balance_point", blank)
+    lines = info.value._render_traceback_()
+    assert "01.balance_point failed case 1 of" in lines[0]
+    assert not any("Traceback" in line or "File " in line for line in lines)
+    assert "ex.use_reference('01.balance_point')" in lines[-1]
+    assert isinstance(info.value, AssertionError)
+
+
+def test_use_reference_goes_on_with_the_reference(capsys):
+    fn = ex.use_reference("01.balance_point")
+    assert fn is ex.get("01.balance_point").reference
+    assert "going on with the reference solution" in capsys.readouterr().out
+
+
+def test_markers_read_as_arena_s():
+    e = ex.get("01.balance_point")
+    if e.difficulty:  # set by the notebook pass; the format is checked for every exercise in test_notebook_style
+        line = e.markers()
+        assert line.startswith("Difficulty ") and " · Importance " in line and line.endswith(" min")
+        assert line.count("🔴") == e.difficulty and line.count("🔵") == e.importance
 
 
 def test_solution_is_source_text():

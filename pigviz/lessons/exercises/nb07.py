@@ -81,7 +81,11 @@ def _merge_cases():
     rng = np.random.default_rng(702)
     a, b = rng.standard_normal(6), rng.standard_normal(6)
     return [
-        Case("equal normalisers: the average", (np.array([1.0, 0.0]), 0.0, np.array([0.0, 1.0]), 0.0)),
+        Case(
+            "equal normalisers: the average",
+            (np.array([1.0, 0.0]), 0.0, np.array([0.0, 1.0]), 0.0),
+            "lse = 0 means a weight of exp(0) = 1 for each part, not 0: weigh the parts by exp(lse)",
+        ),
         Case(
             "part a holds 3/4 of the weight",
             (np.array([1.0, 0.0]), np.log(3.0), np.array([0.0, 1.0]), 0.0),
