@@ -364,7 +364,9 @@ def _message(ex, fn, number, total, case, expected, result) -> str:
 
 def is_finite_result(value) -> bool:
     """False when a numeric result holds NaN or inf (then no common mistake is named: many bugs
-    break the arithmetic the same way)."""
+    break the arithmetic the same way). None is no number at all, so it is not "broken"."""
+    if value is None:
+        return True
     try:
         return bool(np.isfinite(np.asarray(_as_number_or_array(value), dtype=np.float64)).all())
     except (TypeError, ValueError):
