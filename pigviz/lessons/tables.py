@@ -9,6 +9,7 @@ reads, with no float digits beyond the chosen format.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -65,7 +66,10 @@ class Table:
         return f"{self.caption}\n{body}" if self.caption else body
 
     def _repr_html_(self) -> str:
-        styler = self.text.style.hide(axis="index").set_table_styles(_STYLES)
+        # pandas gives every Styler a random id, which would make the saved HTML differ on each
+        # run; one derived from the table's text keeps it the same for the same table.
+        uuid = hashlib.sha1(repr(self).encode("utf-8")).hexdigest()[:10]
+        styler = self.text.style.hide(axis="index").set_table_styles(_STYLES).set_uuid(uuid)
         if self.caption:
             styler = styler.set_caption(html.escape(self.caption))
 

@@ -49,3 +49,9 @@ def test_bad_arguments_name_what_is_wrong(kwargs, match):
 def test_claims_table_holds_every_claim_of_the_notebook():
     t = lessons.claims_table("05a")
     assert len(t) == len(lessons.claims("05a")) and set(t.text["result"]) <= {"PASS", "FAIL"}
+
+
+def test_the_html_is_the_same_on_every_run():
+    """nbval compares saved outputs: pandas' random Styler id must not leak into them."""
+    rows = [{"m": "a", "e": 0.3}, {"m": "b", "e": 0.1}]
+    assert table(rows, highlight={"e": "min"})._repr_html_() == table(rows, highlight={"e": "min"})._repr_html_()
