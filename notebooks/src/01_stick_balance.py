@@ -9,9 +9,10 @@
 # every key and value for every new token is what makes long contexts slow.
 #
 # This notebook builds the picture behind MagicPIG's first argument (Chen et al., *MagicPIG:
-# LSH Sampling for Efficient LLM Generation*, ICLR 2025, arXiv:2410.16179: attention wants a
-# weighted average, which sampling estimates without bias and TopK does not) with one-number
-# values: attention output as the balance point of weighted sticks. With it we compare four
+# LSH Sampling for Efficient LLM Generation*, ICLR 2025, arXiv:2410.16179, Section 3: rather
+# than keep the keys with the highest scores, estimate the attention output by sampling, which
+# comes with guarantees that TopK lacks) with one-number values: attention output as the
+# balance point of weighted sticks. With it we compare four
 # ways of reading only $B$ keys: **TopK**, **sampling**, **importance sampling** and a
 # **hybrid**, and see which of them aim at the right answer.
 #
@@ -25,12 +26,13 @@
 #   importance sampling must know, for every key it draws, the probability $u$ of drawing it.
 #
 # **Prerequisites:** none among the notebooks: Python, numpy, and what a softmax is.
-# **Time in a workshop:** about 50 minutes, of which 15 for the three exercises. The five
+# **Time in a workshop:** about 55 minutes, of which 15 for the three exercises. The five
 # questions at the end, with their folded answers, take about 20 minutes more.
 #
 # **Exercises.** Three cells ask you to write a short function (its body is `...`); the cell
 # after each checks it and says what is wrong if it is. Run All stops at the first exercise you
-# have not written yet: write it, or go on with the reference (`f = ex.use_reference("01.f")`,
+# have not written yet: write it, or go on with the reference
+# (`balance_point = ex.use_reference("01.balance_point")` for the first one,
 # as the failed check says). To read the notebook first with the reference solutions standing in
 # for every blank, run `ex.enable_solutions()` after the imports.
 
@@ -140,7 +142,8 @@ folded("Solution: balance_point", f"```python\n{ex.solution('01.balance_point')}
 # * **Sampling** draws keys at random, with replacement, key $i$ with probability $w_i$, and
 #   averages the values it drew. A key drawn twice counts twice but is loaded once. It draws
 #   from the *true* weights, which a real system could know only by reading every key (§5),
-#   so we call it the **oracle** sampler: the figures label it "sampling (oracle)".
+#   so we call it, as the MagicPIG paper does, the **oracle** sampler: the figures label it
+#   "sampling (oracle)".
 #
 # How our sampler spends its budget: it keeps drawing while draws land on keys it has
 # already read (those are free), and stops at the first draw that would need a $(B+1)$-th
@@ -321,8 +324,9 @@ nb01.draws_vs_keys_table(dvk, caption=f"oracle sampling, RMS error over 20000 ru
 # %% [markdown]
 # With 12 paid draws the error sits on $\sigma_w/\sqrt B$ in every scenario, however the weight
 # is spread. With 12 distinct keys it falls below: a little in the flat scenario, where 12
-# distinct keys take about 15 draws, and far below in the peaked and sink scenarios, where the
-# heavy keys come up again and again for free and their values are pinned down. Keep this in
+# distinct keys take about 15 draws, and well below in the peaked and sink scenarios (a third
+# and two thirds of it), where the heavy keys come up again and again for free and their
+# values are pinned down. Keep this in
 # mind: it is why sampling beats $\sigma_w/\sqrt B$ in the sink scenario (§9), and why, in
 # Question 3, a proposal sharper than the true weights can win.
 #
@@ -472,7 +476,7 @@ StickBalanceWidget()
 
 # %% [markdown]
 # **Bottom line.** Only the sampling methods move when you resample; TopK's miss is the same
-# on every run, and shrinks only as the budget approaches every key.
+# on every run and changes only with the budget.
 #
 # ## 9. All methods against the budget, in the sink scenario
 
