@@ -62,6 +62,8 @@ __all__ = [
     "hybrid",
     "estimate_all",
     "repeat_estimates",
+    "repeat_fixed_draws",
+    "draws_made",
     "error_curves",
     "loglog_slope",
     "estimates_table",
@@ -370,6 +372,48 @@ def repeat_estimates(
     budget = check_int("budget", budget, 1, scenario.n)
     runs = check_int("runs", runs, 1, 1_000_000)
     return {m: _repeat(scenario, u, m, budget, rng, runs) for m in methods}
+
+
+def repeat_fixed_draws(
+    scenario: Scenario, draws: int, runs: int = 1000, seed: int = 0, methods=("sampling",), proposal=None
+) -> dict[str, np.ndarray]:
+    """Many runs of (importance) sampling with exactly ``draws`` independent draws each, every
+    repeat paid for: method -> array of estimates.
+
+    This is the textbook setting, in which oracle sampling's RMS error is sigma_w / sqrt(draws)
+    whatever the weights. ``repeat_estimates`` instead counts a budget of distinct keys, so repeat
+    draws of heavy keys come free; comparing the two shows what that rule buys.
+    Methods: ``"sampling"`` (draws from the true weights) and ``"importance"`` (draws from
+    ``proposal``, by default ``rough_proposal``, each weighed by w_i / u_i, self-normalised)."""
+    methods = [check_choice("methods", m, ("sampling", "importance")) for m in methods]
+    methods, rng, u = _check_common(scenario, methods, seed, proposal)
+    draws = check_int("draws", draws, 1, 100_000)
+    runs = check_int("runs", runs, 1, 1_000_000)
+    v, w = scenario.values, scenario.weights
+    ratio = np.divide(w, u, out=np.zeros_like(u), where=u > 0)
+    chunk = max(1, 2_000_000 // draws)
+
+    def batch(method, r):
+        p = w if method == "sampling" else u
+        idx = rng.choice(scenario.n, size=(r, draws), p=p)
+        if method == "sampling":
+            return v[idx].mean(axis=1)
+        return (ratio[idx] * v[idx]).sum(axis=1) / ratio[idx].sum(axis=1)
+
+    return {m: np.concatenate([batch(m, min(chunk, runs - s)) for s in range(0, runs, chunk)]) for m in methods}
+
+
+def draws_made(scenario: Scenario, budget: int, runs: int = 1000, seed: int = 0, proposal=None) -> np.ndarray:
+    """How many draws each of ``runs`` runs makes before it would need a (budget+1)-th distinct
+    key (the rule of ``sampling``; from ``proposal`` when given, as ``importance_sampling`` draws).
+    At least ``budget``; ``inf`` when budget is every key (nothing can stop the run)."""
+    if not isinstance(scenario, Scenario):
+        raise TypeError(f"scenario must be a Scenario (see make_scenario), got {type(scenario).__name__}")
+    budget = check_int("budget", budget, 1, scenario.n)
+    runs = check_int("runs", runs, 1, 1_000_000)
+    rng = np.random.default_rng(check_int("seed", seed, 0, 2**63 - 1))
+    p = scenario.weights if proposal is None else _check_proposal(proposal, scenario.weights)
+    return _draw_counts(p, budget, rng, runs)[2]
 
 
 def error_curves(
