@@ -218,7 +218,7 @@ Markdown(nb07.repeat_story(counts, generations))
 # %% [markdown]
 # The top panel below shows how much of the cache MagicPIG read at each step
 # (log axis; dense reads everything). The bottom panel shows the wall time of each step on
-# this CPU (noisy: other jobs shared the machine). MagicPIG's first step also fills the
+# this CPU (noisy: wall time on a machine shared with other jobs). MagicPIG's first step also fills the
 # lookup tables and scratch buffers that later steps reuse.
 
 # %%
