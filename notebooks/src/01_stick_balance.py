@@ -507,7 +507,7 @@ error_curves_figure(sink_curves, budget=BUDGET)
 # here.
 
 # %%
-nb01.claims_table()
+lessons.claims_table("01")
 
 # %% [markdown]
 # ## Questions to try

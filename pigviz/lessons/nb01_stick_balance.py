@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
 import math
-import re
 
 import numpy as np
 
@@ -37,7 +35,6 @@ from pigviz.toy.stick_balance import (
 __all__ = [
     "claims",
     "table",
-    "claims_table",
     "markdown_table",
     "estimates_table",
     "runs_table",
@@ -59,32 +56,9 @@ SHARPNESS = (0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 8.0)
 # ----------------------------------------------------------------------------- tables
 
 
-class _StableTable(tables.Table):
-    """A ``lessons.Table`` whose HTML is the same on every run.
-
-    pandas gives every Styler a random id (``T_1a2b3``) that its CSS and cells carry; nbval
-    compares a cell's HTML too, so that id would fail every re-run. Here it becomes a hash of the
-    table's text: the same table, the same HTML."""
-
-    def _repr_html_(self) -> str:
-        html = super()._repr_html_()
-        found = re.search(r'<table id="T_([0-9A-Za-z]+)"', html)
-        if not found:
-            return html
-        stable = hashlib.sha256(repr(self).encode()).hexdigest()[:10]
-        return html.replace(f"T_{found.group(1)}", f"T_nb01{stable}")
-
-
 def table(rows, **kwargs) -> tables.Table:
-    """``lessons.table(rows, **kwargs)`` with HTML that does not change from run to run."""
-    t = tables.table(rows, **kwargs)
-    return _StableTable(t.frame, t.text, t.highlights, t.caption)
-
-
-def claims_table() -> tables.Table:
-    """Notebook 01's claims as the table its last section shows: claim, value now, PASS/FAIL."""
-    rows = [{"claim": c.text, "value now": c.value, "result": "PASS" if c.passed else "FAIL"} for c in claims()]
-    return table(rows, fail_where={"result": "FAIL"})
+    """``lessons.table``, under the name this notebook's cells use."""
+    return tables.table(rows, **kwargs)
 
 
 def markdown_table(t: tables.Table) -> str:
