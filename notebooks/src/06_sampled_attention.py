@@ -264,7 +264,8 @@ print(findings.setup_text(results))
 #   authors' own figure.
 # * **Quest's budget over all layers** (the column `Quest budget`): Quest as its authors run it
 #   reads every key in layers 0 and 1, which count at 100% in its mean; in layers 2-29 it reads
-#   the matched budget. Quest is compared with the others in layers 2-29 (section 8, the claims).
+#   the matched budget, in whole pages. Quest is compared with the others in layers 2-29
+#   (section 8, the claims).
 # * **bytes read** (`bytes_share`, Part 2): everything a step reads, the reads that choose the
 #   keys included (every key, for TopK), per query head with nothing shared within a
 #   grouped-query group, over what dense attention reads. Sections 9 to 11 compare methods at
@@ -334,8 +335,8 @@ from pigviz.widgets.study import StudyExplorer
 StudyExplorer()
 
 # %% [markdown]
-# **Bottom line:** head by head the picture is the same as on average; the few heads where
-# MagicPIG's curve dips below TopK's are the subject of section 4.
+# **Bottom line:** in most heads TopK's curve lies below MagicPIG's, as it does on average;
+# section 4 counts the heads where it does not, and finds where they are.
 #
 # ## 4. Where MagicPIG loses, and where it wins
 #
@@ -635,8 +636,8 @@ Markdown(lesson.suggests_text(results, step))
 lessons.claims_table("06")
 
 # %% [markdown]
-# **Bottom line:** every headline sentence of this notebook passes its check on the shipped
-# data (a FAIL would show in red).
+# **Bottom line:** each claim above was re-derived from the shipped data as this notebook ran;
+# a FAIL would show in red.
 #
 # ## Recap
 #

@@ -427,7 +427,7 @@ def study_bottom_line(results: dict) -> str:
         f"MagicPIG's own curve is not a function of the budget alone: (11, 240) reads {a11['budget']:.2%} of the "
         f"keys with error {a11['error']:.4f}, (10, 150) reads {a10['budget']:.2%} with {a10['error']:.4f}"
         + (
-            " (fewer keys, lower error; section 8's K/L sweep shows why)."
+            " (fewer keys, lower error; section 8's K/L sweep shows how K and L trade)."
             if a11["budget"] < a10["budget"] and a11["error"] < a10["error"]
             else "."
         )
@@ -811,12 +811,15 @@ def sampled_share_table(share: dict) -> Table:
 def sampled_share_bottom_line(share: dict) -> str:
     """What the head dimension and the real keys' spread do to the sampled share; section 8's bottom line."""
     iso = share["isotropic"]
-    halving = (
-        f"d = 128 instead of 64 divides the random-direction share by {iso[64] / iso[128]:.2f}; " if 128 in iso else ""
+    real = (
+        f"layer {share['layer']}'s real keys sample {share['real'] / iso[64]:.1f}x the random-direction share at d = 64"
     )
+    if 128 in iso:
+        head = f"Doubling d from 64 to 128 divides the random-direction share by {iso[64] / iso[128]:.2f}; {real}."
+    else:
+        head = f"{real[0].upper()}{real[1:]}."
     return (
-        f"{halving}the real keys of layer {share['layer']} sample {share['real'] / iso[64]:.1f}x the random-direction "
-        "share at the same d. Doubling the head dimension alone would shrink the sampled share, and the real keys' "
+        f"{head} Doubling the head dimension alone would shrink the sampled share, and the real keys' "
         "wider spread matters even more, so neither the budget nor the error carries over from one model to "
         "another: measure on the model you have.\n\n"
         "**Bottom line:** MagicPIG loses on this model in its proposal (the keys the tables hand over), not in its "
