@@ -6,14 +6,16 @@ import math
 
 import numpy as np
 
-from pigviz.keys.geometry import head_view, shipped_capture
-from pigviz.keys.hashing import scanned_entries, shipped_real_scurve
+from pigviz.keys.geometry import EXACT_RECENT, EXACT_SINKS, head_view, shipped_capture
+from pigviz.keys.hashing import RealSCurve, ScannedEntries, scanned_entries, shipped_real_scurve
+from pigviz.lessons.tables import Table, table
 from pigviz.lessons.verify import Claim
 from pigviz.lsh.simhash import (
     CHECK_ANGLES_DEG,
     DEFAULT_K,
     DEFAULT_L,
     MARKER_COS,
+    MAX_L,
     NAPKIN_TOKENS,
     collision_probability,
     cos_to_degrees,
@@ -23,9 +25,82 @@ from pigviz.lsh.simhash import (
     log_inclusion_probability,
     transition_width_deg,
 )
-from pigviz.lsh.simhash_checks import monte_carlo_bit_agreement, monte_carlo_inclusion
+from pigviz.lsh.simhash_checks import monte_carlo_bit_agreement, monte_carlo_inclusion, plane_demo
 
-__all__ = ["claims"]
+__all__ = [
+    "claims",
+    "half_point_deg",
+    "l_for_half_point",
+    "closed_form_verdict",
+    "real_query_table",
+    "scan_table",
+]
+
+
+# --------------------------------------------------------------------------- the notebook's helpers
+
+
+def half_point_deg(K: int, L: int, min_hits: int = 2) -> float:
+    """The angle (degrees) at which u = 50% under "at least ``min_hits`` of L tables of K bits"."""
+    return cos_to_degrees(crossing_cos(K, L, min_hits))
+
+
+def l_for_half_point(K: int, goal_deg: float) -> int:
+    """Smallest L whose 50% point is at least ``goal_deg`` degrees. The 50% point grows with L:
+    double L until it is reached, then bisect (each step costs a binomial sum over L terms, so
+    the search never evaluates an L much larger than the answer)."""
+    lo, hi = 2, 2
+    while half_point_deg(K, hi) < goal_deg:
+        if hi >= MAX_L:
+            raise ValueError(f"goal_deg = {goal_deg} needs more than {MAX_L:,} tables at K = {K}")
+        lo, hi = hi + 1, min(2 * hi, MAX_L)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if half_point_deg(K, mid) < goal_deg else (lo, mid)
+    return lo
+
+
+def closed_form_verdict(closed: float, stable: float) -> str:
+    """How the closed form 1 - P(0) - P(1) fares against the stable value, in words that read the
+    same on every CPU (its rounding noise is reported as a bound, never printed)."""
+    if abs(closed - stable) <= 1e-3 * stable:
+        return "agrees to 0.1%"
+    if abs(closed) < 1e-12:
+        return "lost in rounding noise below 1e-12"
+    return "wrong by more than 0.1%"
+
+
+def real_query_table(curve: RealSCurve) -> Table:
+    """What notebook 04 says about its real query, one row per fact, rounded to stable digits."""
+    best = int(curve.cos.argmax())
+    half_cos = crossing_cos(curve.K, curve.L, curve.min_hits)
+    n_all = len(curve.cos_all)
+    rows = [
+        ("query", f"layer {curve.layer}, head {curve.head}, position {curve.position}"),
+        ("hashed keys", f"{n_all:,} (all but the first {EXACT_SINKS} and the last {EXACT_RECENT}), centred"),
+        ("cos(query, centred key)", f"{curve.cos_all.min():+.2f} to {curve.cos_all.max():+.2f}"),
+        ("counted", f"{len(curve.keys)} keys over {curve.n_hashings} hashings at (K, L) = ({curve.K}, {curve.L})"),
+        (
+            "closest key",
+            f"cos {curve.cos[best]:.2f}: formula u = {curve.formula[best]:.2f}, "
+            f"sampled in {curve.counted[best]:.0%} of the hashings",
+        ),
+        ("counted keys whose 99% interval contains u", f"{curve.coverage():.1%}"),
+        ("keys the formula expects sampled per hashing (sum of u)", f"{curve.expected_sampled:,.0f} of {n_all:,}"),
+        (f"keys past the 50% point (cos {half_cos:.2f})", f"{int(np.sum(curve.cos_all > half_cos))} of {n_all:,}"),
+    ]
+    return table([{"what": what, "value": value} for what, value in rows])
+
+
+def scan_table(scan: ScannedEntries) -> Table:
+    """Entries one real query scans (one draw) against the formula and evenly filled buckets."""
+    rows = [
+        {"keys": v, "entries scanned (one draw)": scan.counted[v], "formula L sum p^K": scan.formula[v]}
+        for v in scan.counted
+    ]
+    rows.append({"keys": "evenly filled buckets", "entries scanned (one draw)": None, "formula L sum p^K": scan.even})
+    fmt = "{:,.0f}"
+    return table(rows, formats={"entries scanned (one draw)": fmt, "formula L sum p^K": fmt})
 
 
 def claims() -> list:
@@ -36,6 +111,16 @@ def claims() -> list:
 def formula_claims() -> list:
     K, L = DEFAULT_K, DEFAULT_L
     out = []
+    demo = plane_demo(K=3, L=150, min_hits=2, seed=0)
+    same, found = int(demo.same_bucket.sum()), int(demo.included.sum())
+    out.append(
+        Claim(
+            "04",
+            "The plane picture: more of its 30 keys are found in at least 2 of 150 tables than in the one drawn",
+            found > same,
+            f"{same} of {len(demo.keys)} in table 1, {found} in >= 2 of {demo.L}",
+        )
+    )
     p0 = collision_probability(0.0)
     out.append(
         Claim(
@@ -153,6 +238,21 @@ def formula_claims() -> list:
         )
     )
 
+    def closed_form(angle):
+        P = collision_probability(math.cos(math.radians(angle))) ** K
+        return 1.0 - (1.0 - P) ** L - L * P * (1.0 - P) ** (L - 1)
+
+    u140, u160 = (inclusion_probability(collision_probability(math.cos(math.radians(a))), K, L) for a in (140, 160))
+    out.append(
+        Claim(
+            "04",
+            "1 - P(0) - P(1) holds to 0.1% at 140 degrees and is lost in rounding noise (below 1e-12) at 160",
+            closed_form_verdict(closed_form(140), u140) == "agrees to 0.1%"
+            and closed_form_verdict(closed_form(160), u160).startswith("lost"),
+            f"u = {u140:.1e} at 140 deg, {u160:.1e} at 160 deg",
+        )
+    )
+
     cand = expected_candidates(NAPKIN_TOKENS, K, L)
     out.append(
         Claim(
@@ -174,7 +274,10 @@ def real_query_claims() -> list:
     best = int(np.argmax(curve.formula))
     independent_var = np.sum(curve.formula * (1 - curve.formula)) / len(curve.keys) ** 2
     ratio = float(curve.per_hashing.var(ddof=1) / independent_var)
-    past_half = int(np.sum(curve.cos_all > crossing_cos(curve.K, curve.L, curve.min_hits)))
+    half_cos = crossing_cos(curve.K, curve.L, curve.min_hits)
+    past_half = int(np.sum(curve.cos_all > half_cos))
+    u_all = inclusion_probability(collision_probability(curve.cos_all), curve.K, curve.L, curve.min_hits)
+    below_share = float(u_all[curve.cos_all <= half_cos].sum() / u_all.sum())
     view = head_view(shipped_capture(), curve.layer, curve.head)
     scan = scanned_entries(view, curve.query_index, curve.K, curve.L)
     cen, raw = scan.counted["centred"], scan.counted["raw"]
@@ -196,6 +299,12 @@ def real_query_claims() -> list:
             "u is an inclusion probability: sum over the query's hashed keys >> 1",
             curve.expected_sampled > 10,
             f"sum u = {curve.expected_sampled:,.1f} over {len(curve.cos_all):,} keys",
+        ),
+        Claim(
+            "04",
+            "Almost all of the expected S comes from keys below the 50% point (each in S less than half the time)",
+            below_share > 0.95,
+            f"{below_share:.0%} of sum u",
         ),
         Claim(
             "04",

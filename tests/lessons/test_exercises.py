@@ -407,6 +407,19 @@ def inclusion_torch(p, K, L):
     return torch.exp(_torch_log_inclusion(p, K, L))
 
 
+def log_inclusion_torch(p, K, L):
+    """log u in torch; where u = 0 every term is -inf, and so is their logsumexp."""
+    p = _t(p)
+    k = torch.arange(2, L + 1, dtype=torch.float64)
+    log_comb = torch.lgamma(torch.tensor(L + 1.0, dtype=torch.float64)) - torch.lgamma(k + 1) - torch.lgamma(L - k + 1)
+    log_hit = K * torch.log(p)
+    terms = log_comb + k * log_hit[..., None] + (L - k) * torch.log(-torch.expm1(log_hit))[..., None]
+    terms = torch.where(torch.isnan(terms), -math.inf, terms)
+    if L >= 2:
+        terms[..., -1] = torch.where(p == 1, torch.zeros_like(p), terms[..., -1])
+    return torch.logsumexp(terms, dim=-1).clamp(max=0.0)
+
+
 def inclusion_head_or_tail(p, K, L):
     """1 - P(0) - P(1) where that is safe (u not small), the tail sum where it is not."""
     p = np.asarray(p, dtype=float)
@@ -531,6 +544,7 @@ ALTERNATIVES = [
     ("04.inclusion_probability", inclusion_loop),
     ("04.inclusion_probability", inclusion_torch),
     ("04.inclusion_probability", inclusion_head_or_tail),
+    ("04.log_inclusion_probability", log_inclusion_torch),
     ("05.kv_bytes_per_token", kv_bytes_math),
     ("05.candidates_per_query", candidates_loop),
     ("05.candidates_per_query", candidates_numpy),
@@ -610,12 +624,15 @@ def test_alternatives_cover_every_exercise():
 
 def test_reference_values_against_known_numbers():
     """Values computed independently (pigviz.lsh.simhash, pigviz.memory.budget, hand arithmetic)."""
-    ip = ex.get("04.inclusion_probability").reference
-    assert ip(0.001, 10, 150) == pytest.approx(1.1175e-56, rel=1e-9)  # ~ C(150, 2) p^20
-    assert ip(0.3, 10, 150) == pytest.approx(3.894212151278535e-07, rel=1e-9)
+    ip = ex.get("04.inclusion_probability").reference  # the closed form, as the formula reads
+    assert ip(0.3, 10, 150) == pytest.approx(3.894212151278535e-07, rel=1e-7)  # it still holds here
     assert ip(0.9, 10, 150) == pytest.approx(1.0, abs=1e-12) and ip(0.9, 10, 150) <= 1.0
-    assert ip(0.0, 10, 150) == 0.0 and ip(1.0, 10, 150) == 1.0 and ip(0.7, 3, 1) == 0.0
+    assert ip(0.0, 10, 150) == 0.0 and ip(1.0, 10, 150) == 1.0 and ip(0.7, 3, 1) == pytest.approx(0.0, abs=1e-15)
     assert isinstance(ip(0.5, 10, 150), float) and ip(np.array([0.5, 0.6]), 10, 150).shape == (2,)
+    lip = ex.get("04.log_inclusion_probability").reference  # in log space: accurate for tiny u too
+    assert math.exp(lip(0.001, 10, 150)) == pytest.approx(1.1175e-56, rel=1e-9)  # ~ C(150, 2) p^20
+    assert math.exp(lip(0.3, 10, 150)) == pytest.approx(3.894212151278535e-07, rel=1e-9)
+    assert lip(0.0, 10, 150) == -math.inf and lip(1.0, 10, 150) == 0.0 and lip(0.7, 3, 1) == -math.inf
     assert ex.get("05.kv_bytes_per_token").reference(80, 8, 128, 2) == 327_680  # Llama-3.1-70B, fp16
     assert ex.get("05.paged_waste").reference(np.array([17]), 16) == 15 / 32
     cands = ex.get("05.candidates_per_query").reference
