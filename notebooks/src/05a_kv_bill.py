@@ -228,7 +228,7 @@ nb05a.Collapsed("Solution", ex.solution("05.candidates_per_query"))
 
 # %% [markdown]
 # $K$ bits make $2^K$ buckets of $n / 2^K$ tokens each, so the query scans about $L n / 2^K$
-# entries. Your function and the report of section 3 agree. The count leaves out hashing the
+# entries. Your function and the library agree. The count leaves out hashing the
 # query, counting repeated hits, and reading the chosen keys and values.
 
 # %%
@@ -240,10 +240,10 @@ print(f"full attention reads {report['key_bytes_per_head']:,} B of keys per (lay
       f"the scan is {report['candidate_share_of_key_bytes']:.2%} of that")
 
 # %% [markdown]
-# That count is a **low estimate**. Real buckets are uneven, and a query tends to land where keys are
-# dense: if it falls into bucket $b$ as often as a key does ($n_b / n$ of the time), it scans
-# $\sum_b n_b^2 / n$ entries per table on average, which is never less than $n / 2^K$ and equals it only
-# when every bucket holds the same count. The shipped CPU benchmark (`pigviz/data/bench_attend_cpu.json`,
+# That count is a **low estimate**. Real buckets are uneven. If a query falls into bucket $b$ as often
+# as a key does ($n_b / n$ of the time), so that a crowded bucket is also the likelier one to be read,
+# it scans $\sum_b n_b^2 / n$ entries per table on average, which is never less than $n / 2^K$ and equals
+# it only when every bucket holds the same count. The shipped CPU benchmark (`pigviz/data/bench_attend_cpu.json`,
 # made by the repository's `benchmarks/bench_attend.py` on synthetic keys with a real-model-like cone, a
 # sink key and a few planted keys) counted the entries a query actually scans, per query head:
 

@@ -19,8 +19,8 @@
 #   (evictions and re-prefills), and where the edge lies.
 #
 # **Prerequisites:** notebook 05a (bytes per token); reading Python and numpy. Having served a model
-# helps but is not needed. **Time in a workshop:** about 50 minutes, of which 12 for the two exercises
-# (appendix A, "Going further", not counted).
+# helps but is not needed. **Time in a workshop:** about 55 minutes, of which 12 for the two exercises
+# (the "Going further" appendix at the end not counted).
 #
 # **Exercises.** Two cells ask you to write a short function (its body is `...`); the cell after each
 # checks it and says what is wrong if it is. Run All stops at the first exercise you have not written
@@ -321,13 +321,11 @@ grid = np.unique(np.rint(np.logspace(np.log10(128), np.log10(131_072), 25)).asty
 plots.break_even_context_figure(budget.break_even_over_context(big, grid, nb05b.N_PARAMS_70B, tps=(4, 8)), tiers)
 
 # %% [markdown]
-# The verdict columns use the TP4 break-even. Fetching from host memory or over RDMA wins at every
-# length; object storage loses at every length the model supports. Local NVMe is the interesting
-# one: for short prefixes it is slower than recomputing (the instinct that a disk cache always
-# helps is wrong there, because KV is so large next to the compute that produces it), but
-# attention makes long prefixes expensive enough to recompute that NVMe wins past the length
-# printed above. More GPUs per replica (TP8) recompute faster and push every break-even up; at TP8
-# NVMe would need a prefix longer than the model accepts.
+# The verdict columns use the TP4 break-even. Host memory and RDMA win at every length; object storage
+# loses at every length the model supports. Local NVMe is the interesting one: for short prefixes it is
+# slower than recomputing (KV is large next to the compute that produces it), but attention makes long
+# prefixes dear enough to recompute that NVMe wins past the length printed above. TP8 recomputes faster
+# and pushes every break-even up; there NVMe would need a prefix longer than the model accepts.
 
 # %%
 Markdown(nb05b.length_story(rows_ctx))
@@ -347,8 +345,8 @@ nb05b.utilisation_table(nb05b.utilisation_rows())
 
 # %%
 Markdown(f"Below **{nb05b.nvme_utilisation_threshold():.0%}** of the dense peak, local NVMe beats "
-         f"recomputing at every prefix length: the verdict of the last two tables flips with a number "
-         f"you have to measure on your own replica.")
+         f"recomputing at every prefix length: its verdict in the tables above flips with a number you "
+         f"have to measure on your own replica.")
 
 # %% [markdown]
 # One more assumption sits in every table of this section: one link's bandwidth is set against the
@@ -480,14 +478,6 @@ nb05b.disaggregation_table(nb05b.disaggregation_rows())
 #
 # **Bottom line:** FP8 KV halves every break-even (4.63 GB/s short, 2.08 GB/s at 128k), so local NVMe wins at
 # every length; a 128k prompt's 40 GiB take 1.72 s over 200 GbE, on top of a 10.33 s prefill.
-#
-# ## Presenter summary: what to say, in order
-#
-# The same story in six lines, each number computed by the lesson module from the same functions as
-# the cells above:
-
-# %%
-Markdown(nb05b.presenter_summary(mix))
 
 # %% [markdown]
 # ## 10. The headline numbers, recomputed
@@ -566,3 +556,12 @@ Markdown(nb05b.rules_story(mix))
 # **Bottom line:** the loose rule reports less waste because a sequence counted past its slot's end
 # fills, on paper, room that other slots leave empty; capped at its slot, as memory is, most of the gap
 # closes.
+
+# %% [markdown]
+# ### B. Presenter summary: what to say, in order
+#
+# The same story in six lines, each number computed by the lesson module from the same functions as
+# the cells above:
+
+# %%
+Markdown(nb05b.presenter_summary(mix))

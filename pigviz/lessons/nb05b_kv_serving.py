@@ -445,8 +445,17 @@ def against_prediction(sweep: list[dict], first_target=None, preemptions_at_100=
     )
     lines = ["| | your guess | measured |", "|---|---|---|"]
     for label, value, spec, guess in measured:
-        lines.append(f"| {label} | {'not written' if guess is None else spec.format(guess)} | {spec.format(value)} |")
+        lines.append(f"| {label} | {_guess_text(guess, spec)} | {spec.format(value)} |")
     return "\n".join(lines)
+
+
+def _guess_text(guess, spec: str) -> str:
+    if guess is None:
+        return "not written"
+    try:
+        return spec.format(guess)
+    except (TypeError, ValueError):  # a guess written as text, "85%" say: shown as written
+        return str(guess)
 
 
 # --------------------------------------------------------------------------- 8. one table

@@ -132,6 +132,7 @@ def test_prediction_table_sets_guesses_beside_the_measurement():
     assert blank.count("not written") == 3 and "668" in blank and "97%" in blank
     mine = nb05b.against_prediction(sweep, 0.85, 50, 0.2)
     assert "85%" in mine and "| 50 |" in mine and "+20.0%" in mine and "not written" not in mine
+    assert "| about 90% |" in nb05b.against_prediction(sweep, "about 90%")
 
 
 def test_paragraphs_state_the_measured_numbers(mix):
