@@ -15,11 +15,18 @@
 # * count the table entries a query scans, and say why that scan is cheap in bytes.
 #
 # **Prerequisites:** notebooks 01–04 (what decoding reads, SimHash tables with $K$ bits and $L$ tables);
-# reading Python and numpy. **Workshop time:** about 35 minutes, of which 10 for the two exercises.
+# reading Python and numpy. **Time in a workshop:** about 35 minutes, of which 8 for the two exercises.
+#
+# **Exercises.** Two cells ask you to write a short function (its body is `...`); the cell after each
+# checks it and says what is wrong if it is. Run All stops at the first exercise you have not written
+# yet: write it, or go on with the reference (`kv_bytes_per_token = ex.use_reference("05.kv_bytes_per_token")`,
+# as the failed check says). To read the notebook first with the reference solutions standing in for
+# every blank, run `ex.enable_solutions()` after the imports.
 #
 # Every number printed below comes from `pigviz.memory` (`budget`, `model_shapes`) or from this notebook's
-# lesson module `pigviz.lessons.nb05a_kv_bill` (the answers and the claims, which call `budget`); the same
-# functions back `pigviz verify`, which re-derives the claims printed at the end.
+# lesson module `pigviz.lessons.nb05a_kv_bill` (its tables, the answers and the claims, which call
+# `budget`); the same functions back `pigviz verify`, which re-derives the headline numbers in the table
+# at the end.
 
 # %%
 # Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
@@ -59,12 +66,23 @@ from pigviz.widgets.budget import KVBudgetWidget
 #
 # ### Your turn: bytes per token
 #
-# Write the formula as a function. The check runs it on several model shapes, including the edge cases.
+# Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~3 min
+#
+# Write the formula as a function. All four arguments are positive integers (`dtype_bytes` is 4 for
+# fp32, 2 for fp16 or bf16, 1 for fp8); return bytes, as an integer. The check runs it on five model
+# shapes, from one layer of one head with one number up to a 126-layer model, in fp32, fp16 and fp8.
+#
+# <details><summary>Hint</summary>
+#
+# 2 (K and V) x layers x kv_heads x head_dim x dtype_bytes
+#
+# </details>
 
 # %%
 def kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes):
     """Bytes one token adds to the KV cache: a key and a value vector of head_dim numbers
-    of dtype_bytes bytes, in every layer and every KV head."""
+    of dtype_bytes bytes, in every layer and every KV head. Positive integers in, an integer
+    count of bytes out."""
     ...
 
 # %%
@@ -92,10 +110,9 @@ print(f"{context:,} tokens -> {budget.format_bytes(budget.kv_bytes(llama8, conte
 # to the cache: it is set by layers, KV heads and head size, not by how wide the MLPs are.
 
 # %%
-print(budget.model_table(context))
-print()
 for pair in (("Mistral-7B-v0.1", "Qwen2.5-7B"), ("SmolLM2-135M", "Qwen2.5-0.5B")):
     print(budget.cache_vs_size(*pair)["text"])
+nb05a.model_table(context)
 
 # %% [markdown]
 # Mistral-7B and Qwen2.5-7B are nearly the same size, but Qwen2.5 keeps half as many KV heads
@@ -114,6 +131,9 @@ plots.kv_vs_context_figure(curves, reference_gib={f"one H100 ({budget.format_byt
                                                   budget.H100_MEMORY_BYTES / budget.GIB})
 
 # %% [markdown]
+# **Bottom line:** Llama-3.1-8B caches 128 KiB per token, 12 GiB for the 96k-token document; how much a
+# model caches per token follows its layers, KV heads and head size, not its parameter count.
+#
 # ## 2. Reading the cache, once per generated token
 #
 # Full attention reads every cached key (to score it) and every value (to average it) for
@@ -131,6 +151,9 @@ print(f"{budget.format_bytes(kv96)} / 1 TB/s = {budget.read_time_s(kv96, 1e12) *
 # The one exception comes in notebook 05b (section 5): sequences that begin with the same tokens
 # have the same KV for that prefix, so a paged cache can store it once. Each sequence still reads
 # those shared pages for itself at every step; sharing saves memory, not reading.
+#
+# **Bottom line:** at 1 TB/s, reading Llama-3.1-8B's 12 GiB once takes about 13 ms, for every token it
+# generates, and the time grows with the context.
 
 # %% [markdown]
 # ## 3. The LSH bill at (K, L) = (10, 150)
@@ -142,7 +165,7 @@ print(f"{budget.format_bytes(kv96)} / 1 TB/s = {budget.read_time_s(kv96, 1e12) *
 
 # %%
 report = budget.budget_report("Llama-3.1-8B", context, K=10, L=150)
-print(budget.format_report(report))
+nb05a.report_table(report)
 
 # %% [markdown]
 # The tables are *bigger than the cache they index*: 150 tables × 4 bytes is more than the
@@ -157,31 +180,43 @@ plots.index_bill_figure(rows, highlight="Llama-3.1-8B", title="96k tokens, (K, L
 # Llama-3.1-8B at the same context:
 
 # %%
-settings = [(8, 75), (10, 150), (12, 150), (14, 150), (16, 150)]
-rows_kl = [dict(label=f"K={k}, L={l}", **budget.index_bill(llama8, context, K=k, L=l)) for k, l in settings]
-for row in rows_kl:
-    print(f"{row['label']:<12} tables {budget.format_bytes(row['table_bytes']):>9}   "
-          f"bucket offsets {budget.format_bytes(row['bucket_metadata_bytes']):>9}")
+rows_kl = [dict(label=f"K={k}, L={l}", **budget.index_bill(llama8, context, K=k, L=l)) for k, l in nb05a.BIT_SETTINGS]
 plots.index_bill_figure(rows_kl, highlight="K=10, L=150", x_title="SimHash bits K and tables L",
                         title="Llama-3.1-8B at 96k tokens: the index per (K, L)")
+
+# %%
+nb05a.bits_table(llama8, context)
+
+# %% [markdown]
+# **Bottom line:** at (10, 150) the table entries (14.1 GiB) outweigh the 12 GiB of KV they index; the
+# bucket offsets are 1% of the entries at $K = 10$ and two thirds of them at $K = 16$.
 
 # %% [markdown]
 # ## 4. Candidates are cheap in bytes
 #
 # A query hashes itself with each table's $K$ hyperplanes and reads the one bucket its own
 # code picks, in each of the $L$ tables. How many table entries is that? Suppose the $n$ cached
-# tokens spread evenly over a table's buckets. Real buckets are uneven, so read the answer as a
-# typical figure, not a bound.
+# tokens spread evenly over a table's buckets (the end of this section measures what uneven buckets do).
 #
 # ### Your turn: the entries a query scans
 #
-# Count the entries in one bucket, then over all the tables. It is an expected count, so it need
-# not be a whole number.
+# Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~5 min
+#
+# Count the entries in one bucket, then over all the tables. It is an expected count, so return a
+# float: it need not be a whole number. The check also passes an empty cache ($n = 0$), an $n$ that
+# does not divide evenly, and fewer tokens than buckets.
+#
+# <details><summary>Hint</summary>
+#
+# K bits make 2^K buckets, so a bucket holds n / 2^K tokens; the query reads one bucket per table: L n / 2^K
+#
+# </details>
 
 # %%
 def candidates_per_query(n, K, L):
     """Table entries a query scans in all: its own bucket in each of L SimHash tables of K bits,
-    when the n cached tokens spread evenly over a table's buckets (need not be whole)."""
+    when the n cached tokens (n >= 0) spread evenly over a table's buckets. A float: the
+    expected count need not be whole."""
     ...
 
 # %%
@@ -193,7 +228,7 @@ nb05a.Collapsed("Solution", ex.solution("05.candidates_per_query"))
 
 # %% [markdown]
 # $K$ bits make $2^K$ buckets of $n / 2^K$ tokens each, so the query scans about $L n / 2^K$
-# entries. Your function and the report of section 3 agree. The count leaves out hashing the
+# entries. Your function and the library agree. The count leaves out hashing the
 # query, counting repeated hits, and reading the chosen keys and values.
 
 # %%
@@ -205,11 +240,25 @@ print(f"full attention reads {report['key_bytes_per_head']:,} B of keys per (lay
       f"the scan is {report['candidate_share_of_key_bytes']:.2%} of that")
 
 # %% [markdown]
+# That count is a **low estimate**. Real buckets are uneven. If a query falls into bucket $b$ as often
+# as a key does ($n_b / n$ of the time), so that a crowded bucket is also the likelier one to be read,
+# it scans $\sum_b n_b^2 / n$ entries per table on average, which is never less than $n / 2^K$ and equals
+# it only when every bucket holds the same count. The shipped CPU benchmark (`pigviz/data/bench_attend_cpu.json`,
+# made by the repository's `benchmarks/bench_attend.py` on synthetic keys with a real-model-like cone, a
+# sink key and a few planted keys) counted the entries a query actually scans, per query head:
+
+# %%
+nb05a.uneven_bucket_table()
+
+# %% [markdown]
 # A large index that is cheap to consult. MagicPIG's aim is to save GPU memory: most of the cached
 # keys and values, the tables and the sampled attention itself move to the CPU, while the GPU runs
 # the model, computes the hashes and handles a small exact subset. The price is more memory in total
 # and a dependence on CPU bandwidth; a scan this small per query is what keeps that dependence
 # affordable.
+#
+# **Bottom line:** a query scans about $L n / 2^K$ = 14,400 entries at 96k tokens, 0.23% of one head's key
+# bytes; uneven buckets make it 14–34% more on the benchmark's keys, still a sliver of the keys.
 #
 # ## 5. Try it
 #
@@ -220,13 +269,17 @@ print(f"full attention reads {report['key_bytes_per_head']:,} B of keys per (lay
 KVBudgetWidget()
 
 # %% [markdown]
-# ## 6. Headline numbers, re-derived
+# **Bottom line:** the cache grows with the context and the number format; the table entries with the
+# context and $L$, whatever the number format; the bucket offsets with $2^K$ and $L$, whatever the context.
+
+# %% [markdown]
+# ## 6. The headline numbers, recomputed
 #
-# Each sentence below is checked by `pigviz verify` with the same code that printed the
-# numbers above.
+# The table holds the headline numbers of this notebook, not every number: each sentence is re-derived
+# now, with the same code that printed the numbers above, and `pigviz verify` checks the same ones.
 
 # %%
-lessons.print_claims("05a")
+lessons.claims_table("05a")
 
 # %% [markdown]
 # ## Recap
@@ -237,7 +290,8 @@ lessons.print_claims("05a")
 #   decoding time that grows with the context. Batching shares the read of the weights, not of the caches.
 # * MagicPIG's $L$ tables hold one token index per table for every token, in every layer and KV head: at
 #   (10, 150) they outweigh the cache they index, and the bucket offsets double with every extra bit.
-# * A query scans about $L n / 2^K$ of those entries: a large index that is cheap to consult.
+# * A query scans about $L n / 2^K$ of those entries, a low estimate (uneven buckets scan 14–34% more on the
+#   benchmark's keys): a large index that is cheap to consult.
 #
 # ## What comes next
 #
@@ -257,9 +311,12 @@ nb05a.answer(1)
 
 # %% [markdown]
 # 2. **MLA.** Multi-head latent attention caches one shared latent vector per layer (plus a
-#    small rotary part) instead of per-head keys and values. Build a `ModelShape` with one KV
-#    "head" whose `2 * head_dim` equals that latent width and compare bytes per token. What
-#    would LSH tables over a latent even index?
+#    small rotary key) instead of per-head keys and values. DeepSeek-V3 has 61 layers, a 512-wide
+#    latent and a 64-wide rotary key, so it caches 576 numbers per layer and token. Build a
+#    `model_shapes.ModelShape` with 61 layers and one KV "head" of `head_dim` 288 (so that
+#    `2 * head_dim` is 576; `attention_heads` and `hidden_size` do not enter the bytes, DeepSeek-V3 has
+#    128 and 7,168; `params` and `max_context` may be `None`), and compare its bytes per token in 16-bit
+#    with Llama-3.1-70B's. What would LSH tables over a latent even index?
 
 # %%
 nb05a.answer(2)

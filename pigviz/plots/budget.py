@@ -356,9 +356,9 @@ def preemption_figure(
             text=[f"{s['preemptions']:,}" for s in sweep],
             textposition="outside",
             cliponaxis=False,
-            customdata=[[s["preemptions"], s["reprefill_tokens"], s["reprefill_gpu_s"]] for s in sweep],
+            customdata=[[s["preemptions"], s["reprefill_tokens"], s["reprefill_s"]] for s in sweep],
             hovertemplate="target %{x}: %{customdata[0]:,} preemptions, %{customdata[1]:,} tokens "
-            "re-prefilled (%{customdata[2]:.1f} GPU-s)<extra></extra>",
+            "re-prefilled (%{customdata[2]:.1f} s of the replica)<extra></extra>",
         ),
         secondary_y=False,
     )

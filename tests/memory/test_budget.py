@@ -122,7 +122,7 @@ def test_break_even_by_hand():
 
 def test_replica_memory_adds_up_in_one_unit():
     m = budget.replica_memory()
-    # four H100s of 80 GiB; Llama-3.1-70B's bf16 weights; the KV-cache lesson's 172.5 GiB for KV
+    # four H100s of 80 GiB; Llama-3.1-70B's bf16 weights; the assumed 172.5 GiB for KV
     assert m["total_bytes"] == 4 * 80 * GIB == 4 * budget.H100_MEMORY_BYTES
     assert m["weight_bytes"] == 2 * get_model_shape("Llama-3.1-70B").params
     assert m["kv_budget_bytes"] == budget.REPLICA_KV_BUDGET_BYTES == int(172.5 * GIB)
