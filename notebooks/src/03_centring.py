@@ -514,7 +514,7 @@ folded("Answer 5", f"Layer 19, head 6, last query, centred keys at ({K}, {L}): t
 #
 # ## Going further: one draw of hyperplanes against the formula
 #
-# *Optional, about 10 minutes: the densest statistics of the first four notebooks.*
+# *Optional, about 10 minutes: the most statistical part of this notebook.*
 #
 # Look at the first table of §3 again. For centred keys the counted rates sit close to the
 # formula. For raw keys they do not: in the sink layers the counted >= 1 rates are off by a
