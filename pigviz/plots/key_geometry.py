@@ -21,6 +21,7 @@ __all__ = [
     "key_cloud_traces",
     "key_cloud_title",
     "key_cloud_figure",
+    "key_cloud_pair_figure",
     "collision_bars_figure",
     "collision_grid_figure",
     "weight_share_figure",
@@ -305,6 +306,62 @@ def key_cloud_figure(cloud, d: int = 64, n_hashed: int | None = None, height: in
         scaleanchor="x",
         scaleratio=1,
         constrain="domain",
+    )
+    return fig
+
+
+def key_cloud_pair_figure(
+    clouds, d: int = 64, n_hashed: int | None = None, height: int = 560, width: int = 1000
+) -> go.Figure:
+    """Two key clouds side by side on identical axes (``clouds``: a dict with "raw" and
+    "centred", or any two ``KeyCloud`` of the same query): the cone sliding onto the origin."""
+    pair = list(clouds.values()) if isinstance(clouds, dict) else list(clouds)
+    if len(pair) != 2:
+        raise ValueError(f"clouds must hold two key clouds, got {len(pair)}")
+    r = max(c.extent for c in pair)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[f"{c.variant} keys" for c in pair], horizontal_spacing=0.08)
+    named = set()  # one legend entry per kind of trace, from the first panel that draws any of it
+    for col, cloud in enumerate(pair, start=1):
+        for trace in key_cloud_traces(cloud, d, n_hashed):
+            show = trace["name"] not in named and len(trace["x"]) > 0
+            named |= {trace["name"]} if show else set()
+            fig.add_trace(dict(trace, showlegend=show, legendgroup=trace["name"]), row=1, col=col)
+        axis = "" if col == 1 else str(col)
+        fig.update_xaxes(
+            range=[-r, r],
+            title_text="along the mean key",
+            zeroline=True,
+            zerolinecolor="#cccccc",
+            constrain="domain",
+            row=1,
+            col=col,
+        )
+        fig.update_yaxes(
+            range=[-r, r],
+            title_text="across it, towards the query" if col == 1 else None,
+            zeroline=True,
+            zerolinecolor="#cccccc",
+            scaleanchor=f"x{axis}",
+            scaleratio=1,
+            constrain="domain",
+            row=1,
+            col=col,
+        )
+    first = pair[0]
+    fig.update_annotations(yshift=4)  # the subplot titles, clear of the subtitle
+    fig.update_layout(
+        **dict(_LAYOUT, margin=dict(l=70, r=30, t=120, b=60)),
+        height=height,
+        width=width,
+        title=dict(
+            text=f"Layer {first.layer}, head {first.head}: the same keys, raw and centred",
+            x=0.5,
+            subtitle=dict(
+                text=f"2-D projection of {d}-d keys, query at position {first.position}; "
+                "dashed lines: where the same hyperplanes cut this plane"
+            ),
+        ),
+        legend=dict(orientation="h", yanchor="top", y=-0.13, x=0, font=dict(size=11)),
     )
     return fig
 
