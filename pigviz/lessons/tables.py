@@ -70,6 +70,7 @@ class Table:
         # run; one derived from the table's text keeps it the same for the same table.
         uuid = hashlib.sha1(repr(self).encode("utf-8")).hexdigest()[:10]
         styler = self.text.style.hide(axis="index").set_table_styles(_STYLES).set_uuid(uuid)
+        styler = styler.format(escape="html")  # a claim's "<" or "x <= y" is text, not markup
         if self.caption:
             styler = styler.set_caption(html.escape(self.caption))
 

@@ -55,3 +55,8 @@ def test_the_html_is_the_same_on_every_run():
     """nbval compares saved outputs: pandas' random Styler id must not leak into them."""
     rows = [{"m": "a", "e": 0.3}, {"m": "b", "e": 0.1}]
     assert table(rows, highlight={"e": "min"})._repr_html_() == table(rows, highlight={"e": "min"})._repr_html_()
+
+
+def test_cell_text_is_escaped_in_the_html():
+    html = table([{"claim": "error < 0.1 and a <= b", "tag": "<b>"}])._repr_html_()
+    assert "error &lt; 0.1 and a &lt;= b" in html and "&lt;b&gt;" in html and "<b>" not in html
