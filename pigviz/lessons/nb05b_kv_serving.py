@@ -299,7 +299,7 @@ def drive_story(model=MODEL, n_params: float = N_PARAMS_70B, tp: int = 4) -> str
     verdict = "fetching wins at every prefix length" if fast == 1 else f"fetching wins from {fast:,} tokens"
     return (
         f"These bandwidths are assumed nominal peaks, not measurements: a real transfer sustains less, and "
-        f"another part gives another figure. Local NVMe's verdict flips with the drive: a PCIe 5.0 drive reading "
+        f"other hardware gives other figures. Local NVMe's verdict flips with the drive: a PCIe 5.0 drive reading "
         f"about {PCIE5_NVME_GBPS:g} GB/s is above the largest TP{tp} break-even ({top:.2f} GB/s, at the shortest "
         f"prefix), so with it {verdict}, even at 100% of the dense peak."
     )
