@@ -128,8 +128,9 @@ display(lessons.table(
 plots.bit_agreement_figure(angles, p_curve, bits)
 
 # %% [markdown]
-# The `z` column is the gap in standard errors. Values within about ±3 are what chance
-# alone produces, so the straight line holds.
+# The `z` column is the gap in standard errors. Chance alone pushes a `z` past ±3 at about
+# one angle in 370; every `z` here lies within ±3 (the headline claim at the end tests
+# |z| < 3), so the straight line holds.
 #
 # ### Your turn: one bit
 #
@@ -137,8 +138,8 @@ plots.bit_agreement_figure(angles, p_curve, bits)
 #
 # Write the chance that one random-hyperplane bit agrees for two vectors whose cosine is
 # `cos`: $p = 1 - \theta/\pi$ with $\theta = \arccos(\cos)$. It should work elementwise on
-# arrays of any shape, and a float should give a float. One trap: a cosine computed in
-# floating point (a dot product of two unit vectors) can round a hair past ±1, to
+# arrays of any shape (for a float it may return a float or a 0-d array). One trap: a cosine
+# computed in floating point (a dot product of two unit vectors) can round a hair past ±1, to
 # 1.0000000000000002, and `arccos` is not defined there. Clip the cosines to [−1, 1] first;
 # the check feeds such values.
 #
@@ -220,12 +221,14 @@ lessons.table([{"L p^K": a, "p": p, "u_1": sh.inclusion_probability(p, K, L, 1)}
 #
 # To judge the gaps we use an exact binomial test rather than standard errors: far from the
 # query a key is expected in well under one of the 300 hashings, and there a single hit
-# would look like a "5 sigma" event while being quite ordinary. The p-value printed is the
-# chance of a count at least as far from the formula as the one seen, if the formula is
-# right. With 25 angles per curve, the smallest of them lands below 0.01 now and then by
-# luck alone; a wrong formula drives it to zero.
+# would look like a "5 sigma" event while being quite ordinary. The p-value is the chance of
+# a count at least as far from the formula as the one seen, if the formula is right. The table
+# above the figure gives, for each curve, how many of its angles can test the formula at all,
+# and the smallest p-value among them, with its angle and counts.
 
 # %%
+from pigviz.lessons import nb04_simhash as nb04
+
 counted = {m: simhash_checks.monte_carlo_inclusion(sh.MARKER_COS, K, L, m, n_trials=300, seed=m) for m in (1, 2)}
 curves = [
     ("one table: p^K", p_curve**K, plots.COLORS["one_table"], "dot"),
@@ -233,16 +236,16 @@ curves = [
     (">= 2 of L tables", simhash_checks.inclusion_curve(angles, K, L, 2), plots.COLORS["hits2"], "solid"),
 ]
 markers = [(f"counted, >= {m} (300 hashings)", counted[m], plots.COLORS[f"hits{m}"]) for m in (1, 2)]
-for m in (1, 2):
-    print(f">= {m} of L: smallest p-value over {len(sh.MARKER_COS)} angles = {np.min(counted[m].p_values()):.3f}")
+display(nb04.marker_test_table(counted))
 plots.scurve_figure(angles, curves, markers, K=K, L=L)
+
+# %%
+Markdown(nb04.marker_story(counted))
 
 # %% [markdown]
 # Where each curve crosses 50%, and how many degrees its climb from 10% to 90% takes:
 
 # %%
-from pigviz.lessons import nb04_simhash as nb04
-
 lessons.table(
     [{"rule": f">= {m} of {L}", "50% point: cos": sh.crossing_cos(K, L, m), "50% point (deg)": nb04.half_point_deg(K, L, m),
       "10% -> 90% climb (deg)": sh.transition_width_deg(K, L, m)} for m in (1, 2)],
@@ -256,10 +259,11 @@ lessons.table(
 # Write `u` for a key whose per-bit agreement is `p`: the chance that it shares the query's
 # bucket in at least 2 of `L` tables of `K` bits. One table collides with probability
 # $P = p^K$ and the number of colliding tables is Binomial($L$, $P$). Write it as the formula
-# above reads; it should work elementwise on arrays of `p`, and a float should give a float.
-# The check asks for a relative error below 1e-3 on keys whose `u` is 0, 1 or above about
-# 1e-7, where the formula as written is far more accurate than that. Far keys, whose `u` is
-# tiny, are the third exercise's, after the section that shows what goes wrong there.
+# above reads; it should work elementwise on arrays of `p` (a float may come back as a float or
+# a 0-d array). The check asks for a relative error below 1e-3 on keys whose `u` is 0, 1 or
+# above about 1e-7, where the formula as written is far more accurate than that. Far keys,
+# whose `u` is tiny, are the third exercise's, after the section that shows what goes wrong
+# there.
 #
 # <details><summary>Hint</summary>
 #
@@ -323,7 +327,8 @@ print(f"K 5 -> 20 (L = 150): the 50% point moves {half[3] - half[4]:.0f} deg clo
 # sampled key's `u` from its cosine with the query alone, and can divide by it. Mind what
 # that `u` is: the probability, over the random choice of hyperplanes, that the key is
 # sampled. MagicPIG hashes with one fixed draw, so the correction is right on average over
-# draws, not draw by draw (notebook 03, §3b, shows how far one draw can stray).
+# draws, not draw by draw (notebook 03's last part, "Going further: one draw of hyperplanes
+# against the formula", shows how far one draw can stray).
 #
 # Notice what kind of probability `u` is. Notebook 01's sampler drew keys one at a time from a
 # distribution over keys, whose probabilities add up to 1. The hash does something else: it
@@ -366,8 +371,8 @@ lessons.table(rows, formats={"u (stable)": "{:.3e}", "log u": "{:.2f}"})
 # Difficulty 🔴🔴🔴🔴⚪ · Importance 🔵🔵🔵⚪⚪ · ~10 min
 #
 # Write `log_inclusion_probability(p, K, L)`: $\log u$ for the same $u$, elementwise on arrays
-# of `p` (a float for a float), within $10^{-3} + 10^{-4}\,|\log u|$ of the true value for
-# every `p` in [0, 1] and `L` up to 1000. The check includes far keys like those the table
+# of `p` (a float may come back as a float or a 0-d array), within
+# $10^{-3} + 10^{-4}\,|\log u|$ of the true value for every `p` in [0, 1] and `L` up to 1000. The check includes far keys like those the table
 # above loses, `u` about 4e-13 (p = 0.15, K = 10, L = 150) and 1e-56 (p = 0.001), and wants
 # $\log u = -\infty$ where $u = 0$ (p = 0, or L = 1) and 0 at p = 1. The terms of "at least
 # 2" are $\binom{L}{k} P^k (1-P)^{L-k}$ for $k = 2, \dots, L$; `math.lgamma(n + 1)` is
@@ -526,8 +531,8 @@ lessons.claims_table("04")
 # ### What a query scans: L n / 2^K
 #
 # Each table has `2^K` buckets. If the `n` keys spread evenly, the query's bucket in one
-# table holds `n / 2^K` keys, and the query looks in `L` tables. For the 96k-token context
-# (n = 98,304) at (10, 150):
+# table holds `n / 2^K` keys, and the query looks in `L` tables. For a 96k-token context
+# (96 × 1,024 = 98,304 tokens, the one notebook 05a follows) at (10, 150):
 
 # %%
 n = sh.NAPKIN_TOKENS

@@ -4,9 +4,10 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/05a_kv_bill.ipynb)
 #
 # Every generated token asks each attention head to look back over everything cached so far.
-# That cache is the one data structure whose size grows with the conversation, and at long
-# context it, not the weights, decides what fits on a GPU and how fast a token comes out. This
-# notebook does the bill for one sequence; notebook 05b takes it to a serving replica.
+# That cache is the one data structure whose size grows with the conversation. For a batch of
+# sequences, or past about 122.5k tokens for a single Llama-3.1-8B sequence, it outweighs the
+# weights, and then it, not the weights, decides what fits on a GPU and how fast a token comes
+# out. This notebook does the bill for one sequence; notebook 05b takes it to a serving replica.
 #
 # **You will be able to**
 #
@@ -46,7 +47,7 @@ import pigviz
 
 pigviz.setup_notebook()
 
-import numpy as np
+from IPython.display import display
 
 from pigviz import lessons
 from pigviz.lessons import exercises as ex
@@ -118,21 +119,31 @@ nb05a.model_table(context)
 # Mistral-7B and Qwen2.5-7B are nearly the same size, but Qwen2.5 keeps half as many KV heads
 # in fewer layers. SmolLM2-135M has 30 layers of 3 KV heads, so it caches more per token than
 # Qwen2.5-0.5B, whose 24 layers share only 2.
+#
+# The last column marks what the arithmetic hides. 98,304 tokens is past the maximum context of
+# three of these models, so their rows say what such a cache would weigh, not what the model can
+# use. Mistral-7B-v0.1 also attends only to its last 4,096 tokens (a sliding window): older keys
+# are never read again, so a rolling cache that keeps only the window would do, far smaller than
+# its 12 GiB row.
 
 # %% [markdown]
 # Bytes grow linearly with context, so on log–log axes every model is a straight line with the
-# same slope; only the offset (bytes per token) differs. The dashed line is the memory of one
-# H100 GPU, before a single weight is loaded.
+# same slope; only the offset (bytes per token) differs. Each line ends at its model's maximum
+# context. Mistral-7B-v0.1 is drawn with a rolling cache, which stops growing at its 4,096-token
+# window (cached whole it would follow Llama-3.1-8B's line: both cache 128 KiB per token). The
+# dashed line is the memory of one H100 GPU, before a single weight is loaded.
 
 # %%
-contexts = np.unique(np.logspace(3, 6, 13).astype(int))
-curves = {name: (contexts, [budget.kv_bytes(name, int(n)) for n in contexts]) for name in model_shapes.known_models()}
-plots.kv_vs_context_figure(curves, reference_gib={f"one H100 ({budget.format_bytes(budget.H100_MEMORY_BYTES)})":
-                                                  budget.H100_MEMORY_BYTES / budget.GIB})
+curves = nb05a.kv_curves()
+plots.kv_vs_context_figure(curves, title="KV cache per sequence, each model up to its maximum context",
+                           reference_gib={f"one H100 ({budget.format_bytes(budget.H100_MEMORY_BYTES)})":
+                                          budget.H100_MEMORY_BYTES / budget.GIB})
 
 # %% [markdown]
 # **Bottom line:** Llama-3.1-8B caches 128 KiB per token, 12 GiB for the 96k-token document; how much a
-# model caches per token follows its layers, KV heads and head size, not its parameter count.
+# model caches per token follows its layers, KV heads and head size, not its parameter count. Within
+# its maximum context no model here fills one H100 with one sequence (the largest, Llama-3.1-70B at
+# 131,072 tokens, holds 40 GiB).
 #
 # ## 2. Reading the cache, once per generated token
 #
@@ -143,17 +154,29 @@ plots.kv_vs_context_figure(curves, reference_gib={f"one H100 ({budget.format_byt
 # %%
 kv96 = budget.kv_bytes(llama8, context)
 print(f"{budget.format_bytes(kv96)} / 1 TB/s = {budget.read_time_s(kv96, 1e12) * 1e3:.1f} ms per generated token")
+print(f"one sequence's KV outweighs the bf16 weights from {nb05a.kv_overtakes_weights_at(llama8):,} tokens")
+nb05a.read_floor_table(llama8, context)
 
 # %% [markdown]
-# This is a bandwidth estimate for one sequence, not a measured decoding time: real kernels
-# overlap work. Batching lets many sequences share one read of the *weights*; it does not
-# share their *caches*, because each sequence's keys and values depend on its own tokens.
-# The one exception comes in notebook 05b (section 5): sequences that begin with the same tokens
-# have the same KV for that prefix, so a paged cache can store it once. Each sequence still reads
-# those shared pages for itself at every step; sharing saves memory, not reading.
+# This is a floor, not a measured decoding time: a token cannot come out before its step has read
+# the bytes it needs, and no kernel reads them faster than the memory delivers; real kernels reach
+# only part of that bandwidth and compute besides. The 12.9 ms is also only the KV part of the
+# floor. The same step reads the weights, which add about 16 ms (the table); for one sequence at
+# 96k tokens they still weigh more than the cache, which overtakes them only past the length
+# printed above.
 #
-# **Bottom line:** at 1 TB/s, reading Llama-3.1-8B's 12 GiB once takes about 13 ms, for every token it
-# generates, and the time grows with the context.
+# Batching is where the cache takes over. Many sequences share one read of the *weights*; they do
+# not share their *caches*, because each sequence's keys and values depend on its own tokens. The
+# one exception comes in notebook 05b (section 5): sequences that begin with the same tokens have
+# the same KV for that prefix, so a paged cache can store it once. With a standard paged attention
+# kernel (vLLM's PagedAttention, Kwon et al., SOSP 2023) each sequence still reads those shared pages
+# for itself at every step, so sharing saves memory, not reading; kernels built for shared prefixes
+# (FlashInfer's cascade attention; Hydragen, Juravsky et al., 2024, arXiv:2402.05099) read the shared
+# KV once for the whole batch.
+#
+# **Bottom line:** at 1 TB/s, reading Llama-3.1-8B's 12 GiB of KV takes about 13 ms for every token it
+# generates, on top of about 16 ms for its weights; the KV part grows with the context and, unlike the
+# weights' part, with the batch.
 
 # %% [markdown]
 # ## 3. The LSH bill at (K, L) = (10, 150)
@@ -161,19 +184,26 @@ print(f"{budget.format_bytes(kv96)} / 1 TB/s = {budget.read_time_s(kv96, 1e12) *
 # MagicPIG avoids reading every key by hashing them into $L$ SimHash tables of $K$ bits each.
 # A table entry is a token index; with 32-bit indices each table stores 4 bytes per token, in
 # every layer and KV head. Then each table needs a list of where its $2^K$ buckets start:
-# one offset per bucket, which does not depend on the context at all.
+# one offset per bucket, which does not depend on the context at all. That is pigviz's layout;
+# the second table below sets it beside the one MagicPIG's released code uses.
 
 # %%
 report = budget.budget_report("Llama-3.1-8B", context, K=10, L=150)
-nb05a.report_table(report)
+display(nb05a.report_table(report))
+nb05a.layout_table(llama8, context)
 
 # %% [markdown]
 # The tables are *bigger than the cache they index*: 150 tables × 4 bytes is more than the
-# 2 × 128 × 2 bytes of one key–value pair. Across models at 96k tokens:
+# 2 × 128 × 2 bytes of one key–value pair. MagicPIG's code (github.com/Infini-AI-Lab/MagicPIG, the
+# reference configuration for Llama-3.1-8B) keeps layers 0 and 16 dense, with no tables, and stores
+# a start and an end for every bucket: fewer entries, nearly twice the offsets, and the index still
+# outweighs the cache. Across models at 96k tokens (a dagger marks a model whose maximum context is
+# shorter):
 
 # %%
-rows = [dict(label=name, **budget.index_bill(name, context)) for name in model_shapes.known_models()]
-plots.index_bill_figure(rows, highlight="Llama-3.1-8B", title="96k tokens, (K, L) = (10, 150): KV vs its LSH index")
+rows = nb05a.index_bill_rows(context)
+plots.index_bill_figure(rows, highlight="Llama-3.1-8B", title="96k tokens, (K, L) = (10, 150): KV vs its LSH index",
+                        note=nb05a.past_context_note(context))
 
 # %% [markdown]
 # The bucket offsets are a sliver at $K = 10$, but they double with every extra bit. For
@@ -236,8 +266,10 @@ print(f"yours: {candidates_per_query(report['context'], report['K'], report['L']
       f"library: {report['candidates_per_query']:,.0f}")
 print(f"L n / 2^K = {report['L']} x {report['context']:,} / {2 ** report['K']:,} "
       f"= {report['candidates_per_query']:,.0f} entries = {report['candidate_index_bytes']:,.0f} B of indices")
-print(f"full attention reads {report['key_bytes_per_head']:,} B of keys per (layer, KV head): "
-      f"the scan is {report['candidate_share_of_key_bytes']:.2%} of that")
+scan = nb05a.group_scan(report)
+print(f"full attention reads {report['key_bytes_per_head']:,} B of keys per (layer, KV head); its "
+      f"{scan['query_heads']} query heads each scan their own buckets: {scan['query_heads']} x "
+      f"{report['candidate_index_bytes']:,.0f} B = {scan['index_bytes']:,.0f} B, {scan['share_of_key_bytes']:.2%} of that")
 
 # %% [markdown]
 # That count is a **low estimate**. Real buckets are uneven. If a query falls into bucket $b$ as often
@@ -257,8 +289,9 @@ nb05a.uneven_bucket_table()
 # and a dependence on CPU bandwidth; a scan this small per query is what keeps that dependence
 # affordable.
 #
-# **Bottom line:** a query scans about $L n / 2^K$ = 14,400 entries at 96k tokens, 0.23% of one head's key
-# bytes; uneven buckets make it 14–34% more on the benchmark's keys, still a sliver of the keys.
+# **Bottom line:** a query scans about $L n / 2^K$ = 14,400 entries at 96k tokens; the 4 query heads that
+# share one KV head scan 0.92% of its key bytes between them, and uneven buckets make it 14–34% more on
+# the benchmark's keys: still a sliver of the keys.
 #
 # ## 5. Try it
 #
@@ -287,7 +320,9 @@ lessons.claims_table("05a")
 # * A cached token costs 2 × layers × KV heads × head_dim × bytes; GQA and the number format set it, not
 #   the parameter count.
 # * Full attention reads the whole cache for every generated token, so the cache puts a floor under
-#   decoding time that grows with the context. Batching shares the read of the weights, not of the caches.
+#   decoding time that grows with the context, beside the weights' read (for one Llama-3.1-8B sequence at
+#   96k tokens the weights are still the larger part). Batching shares the read of the weights, not of the
+#   sequences' own caches.
 # * MagicPIG's $L$ tables hold one token index per table for every token, in every layer and KV head: at
 #   (10, 150) they outweigh the cache they index, and the bucket offsets double with every extra bit.
 # * A query scans about $L n / 2^K$ of those entries, a low estimate (uneven buckets scan 14–34% more on the
@@ -296,8 +331,8 @@ lessons.claims_table("05a")
 # ## What comes next
 #
 # Notebook 05b puts the bill to work on a serving replica: a Llama-70B shape on four GPUs with a fixed KV
-# budget, where contiguous or paged allocation, prefix sharing, fetching or recomputing a cached prefix,
-# and preemption decide how many sequences run at once.
+# budget, where contiguous or paged allocation, prefix sharing and preemption decide how many sequences
+# run at once, and where fetching or recomputing a cached prefix decides how long its prefill takes.
 #
 # ## Questions to try
 #

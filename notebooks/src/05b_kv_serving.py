@@ -52,7 +52,7 @@ import pigviz
 pigviz.setup_notebook()
 
 import numpy as np
-from IPython.display import Markdown
+from IPython.display import Markdown, display
 
 from pigviz import lessons
 from pigviz.lessons import exercises as ex
@@ -65,7 +65,7 @@ from pigviz.widgets.budget import AllocatorWidget
 # ## 1. From one sequence to a serving replica
 #
 # This notebook serves a Llama-70B shape (80 layers, 8 KV heads, head_dim 128, 16-bit KV) on one
-# *replica* of four H100 GPUs. The model is split across them by **tensor parallelism (TP)**: every
+# *replica* of four H100 GPUs (the SXM version; section 6 prints how the PCIe card differs). The model is split across them by **tensor parallelism (TP)**: every
 # layer's weight matrices are cut into four slices, one per GPU, and the four GPUs work on every token
 # together. A replica split over $t$ GPUs is called TP$t$; this one is **TP4**. The weights take their
 # share of the memory. Of the rest we set a fixed 172.5 GiB aside for the KV cache (an assumed figure,
@@ -126,7 +126,7 @@ nb05b.contiguous_table(mix)
 # %% [markdown]
 # Reserve little and some requests are turned away or cut off; reserve enough for the tail and
 # most of the memory sits empty, held by sequences that will never fill it. How the waste is counted
-# matters: a common textbook accounting gives the first requests in line a slot each, whatever their
+# matters: a looser accounting gives the first requests in line a slot each, whatever their
 # length, and counts each at its full length even past its slot's end; it reports less waste on the
 # same mix (34.4% at 2k instead of 50.7%). Appendix A at the end takes the two apart.
 #
@@ -233,9 +233,11 @@ print(f"largest gap: {gap['gap_points']:.1f} percentage points, at a {gap['prefi
       f"({gap['saved_fraction']:.1%} vs {gap['formula_saved_fraction']:.1%}, {gap['cow_copies']} copies on write)")
 
 # %% [markdown]
-# This saves *memory*, not reading: each of the 64 requests still reads the shared pages for itself at
-# every step. Saving the prefill *compute* too needs the cached prefix to outlive the requests, which
-# raises the next question.
+# With a standard paged attention kernel (vLLM's) this saves *memory*, not reading: each of the 64
+# requests still reads the shared pages for itself at every step. Kernels built for shared prefixes
+# (FlashInfer's cascade attention; Hydragen, Juravsky et al., 2024, arXiv:2402.05099) read them once
+# for the whole batch; section 8 counts the standard kernel. Saving the prefill *compute* too needs the
+# cached prefix to outlive the requests, which raises the next question.
 #
 # **Bottom line:** a 4k system prompt shared by 64 requests saves 89% of their KV, and the real allocator,
 # copies on write included, stays within a point of the formula.
@@ -278,21 +280,24 @@ _ = ex.check("05.break_even_bandwidth", break_even_bandwidth)
 nb05b.Collapsed("Solution", ex.solution("05.break_even_bandwidth"))
 
 # %% [markdown]
-# With a round $N$ (the first line below prints it beside the shape's own count) and an H100's
+# With a round $N$ (the first line below prints it beside the shape's own count) and an H100 SXM's
 # dense BF16 rate (the datasheet's larger figure assumes 2:4 sparsity, which dense weights do not have):
 
 # %%
 print(f"N = {nb05b.N_PARAMS_70B / 1e9:.0f} x 10^9, rounded from the shape's {big.params / 1e9:.2f} x 10^9 parameters")
-print(f"dense BF16: {budget.H100_DENSE_BF16_FLOPS / 1e12:.1f} TFLOP/s per GPU "
-      f"(the 2:4-sparse headline is {budget.H100_SPARSE_BF16_FLOPS / 1e12:,.0f})")
+print(f"H100 SXM, dense BF16: {budget.H100_DENSE_BF16_FLOPS / 1e12:.1f} TFLOP/s per GPU "
+      f"(the 2:4-sparse headline is {budget.H100_SPARSE_BF16_FLOPS / 1e12:,.0f}; the PCIe card: "
+      f"{nb05b.H100_PCIE_DENSE_BF16_FLOPS / 1e12:.0f} TFLOP/s, {nb05b.H100_PCIE_HBM_BYTES_PER_S / 1e12:g} TB/s of HBM)")
 print(f"yours at TP4: {break_even_bandwidth(per70, nb05b.N_PARAMS_70B, budget.H100_DENSE_BF16_FLOPS, 4) / 1e9:.2f} GB/s")
 nb05b.break_even_tp_table(per70)
 
 # %% [markdown]
-# Each place a cached prefix could come from, against the TP4 break-even:
+# Each place a cached prefix could come from, against the TP4 break-even. The bandwidths are assumed
+# nominal peaks (the third column says what each stands for), not measurements:
 
 # %%
-nb05b.tier_table(per70)
+display(nb05b.tier_table(per70))
+Markdown(nb05b.drive_story())
 
 # %% [markdown]
 # In this form both sides grow with the prefix length, so the length cancels. But it leaves out
@@ -354,8 +359,9 @@ Markdown(f"Below **{nb05b.nvme_utilisation_threshold():.0%}** of the dense peak,
 # or network card, the fetch bandwidth doubles too and the break-even does not move.
 #
 # **Bottom line:** at 100% of the dense peak, fetching beats recomputing above 9.26 GB/s at TP4 for short
-# prefixes and above 4.16 GB/s at 128k tokens, so local NVMe loses below 34,545 tokens; at any
-# utilisation under about 76% it wins at every length.
+# prefixes and above 4.16 GB/s at 128k tokens, so local NVMe (an assumed 7 GB/s PCIe 4.0 drive) loses
+# below 34,545 tokens; at any utilisation under about 76% it wins at every length, and so does a PCIe
+# 5.0 drive at full utilisation.
 #
 # ## 7. Preemption is a cliff
 #
@@ -414,8 +420,9 @@ Markdown(nb05b.against_prediction(sweep, my_first_preempting_target, my_preempti
 # one physical byte serves several sequences. The contiguous rows count as section 3 does.
 #
 # What does a batch buy? A decode step reads the weights once for the whole batch and every sequence's
-# own cache, and computes $2N$ FLOPs per sequence plus its attention. At 100% of the H100's peaks (3.35
-# TB/s of HBM, the dense BF16 FLOP/s) on the TP4 replica, the step takes at least the larger of the two
+# own cache (a shared prefix once per sequence, as a standard paged kernel reads it), and computes $2N$
+# FLOPs per sequence plus its attention. At 100% of the H100 SXM's peaks (3.35 TB/s of HBM, the dense
+# BF16 FLOP/s) on the TP4 replica, the step takes at least the larger of the two
 # times; the tokens per second are the batch over that floor. The table counts every sequence at its
 # final length, where its cache is largest, and also half-way through its answer.
 
@@ -441,8 +448,9 @@ AllocatorWidget()
 
 # %% [markdown]
 # **Bottom line:** paging runs 6.0x the batch of 8k slots but, at final lengths, 3.1x the tokens per
-# second; a shared 2k prompt runs 15.7x the batch and 4.3x the tokens per second, if every request
-# starts with it.
+# second. Sharing 2,048 tokens runs 15.7x the batch and 4.3x the tokens per second only if the first
+# 2,048 tokens of every prompt (all of a shorter one) are identical; a 2k system prompt put in front of
+# every prompt, shared, fits 416 sequences against 162 unshared, about the 417 that fit without it.
 #
 # ## 9. Two extensions, computed
 #
@@ -465,8 +473,10 @@ nb05b.fp8_table()
 # network before the decode side can produce token 2. The transfer therefore delays token 2, not the
 # first token. The link speeds and the budget for token 2 below are **example numbers**, picked for
 # illustration (a 200 GbE link, the RDMA tier above, a 400 Gb/s link, and a 2-second budget), not
-# measurements; the prefill times are at 100% of the dense peak on the TP4 replica, and "token 2 after"
-# leaves out the decode step itself:
+# measurements; the prefill times are at 100% of the dense peak on the TP4 replica. "Token 2 by, at
+# most" adds the transfer to the prefill, an upper bound: a system that streams the KV layer by layer
+# as the prefill produces it overlaps the two, and token 2 then comes between the larger of the two
+# times and their sum. It leaves out the decode step itself:
 
 # %%
 nb05b.disaggregation_table(nb05b.disaggregation_rows())
@@ -474,10 +484,11 @@ nb05b.disaggregation_table(nb05b.disaggregation_rows())
 # %% [markdown]
 # The transfer grows with the prompt exactly as the KV does, and at long prompts it takes a large
 # share of the example budget by itself. At the longest prompt the prefill alone already exceeds
-# that budget: disaggregation adds its transfer on top of a prefill that was never going to fit.
+# that budget: disaggregation adds at most its transfer to a prefill that was never going to fit.
 #
 # **Bottom line:** FP8 KV halves every break-even (4.63 GB/s short, 2.08 GB/s at 128k), so local NVMe wins at
-# every length; a 128k prompt's 40 GiB take 1.72 s over 200 GbE, on top of a 10.33 s prefill.
+# every length; a 128k prompt's 40 GiB take 1.72 s over 200 GbE, at most on top of a 10.33 s prefill
+# (streamed layer by layer, the transfer overlaps it).
 
 # %% [markdown]
 # ## 10. The headline numbers, recomputed
@@ -542,7 +553,7 @@ nb05b.answer(3)
 # Section 3's waste is the share of the reserved slots that no stored token fills. Two choices move it:
 # who gets a slot, and how far a sequence counts. This notebook's **strict** rule gives a slot only to a
 # prompt that fits it, and counts a cut-off sequence up to the end of its slot, because that is all it
-# can store. A common textbook accounting, the **loose** rule, makes both choices the other way: it gives
+# can store. A looser accounting, the **loose** rule, makes both choices the other way: it gives
 # the first requests in line a slot each, whatever their length, and counts each at its full length, even
 # past the end of its slot. The same mix under each of the four combinations:
 

@@ -57,7 +57,13 @@ __all__ = [
     "LINKS_GBPS",
     "SECOND_TOKEN_BUDGET_S",
     "PAGE_SIZES",
-    "TEXTBOOK_PREEMPTION_ONSET",
+    "ASSUMED_PREEMPTION_ONSET",
+    "TIER_FIGURES",
+    "PCIE5_NVME_GBPS",
+    "H100_PCIE_DENSE_BF16_FLOPS",
+    "H100_PCIE_HBM_BYTES_PER_S",
+    "drive_story",
+    "prepended_prompt",
     "UTILISATIONS",
     "NVME_GBPS",
     "first_prefill_seconds",
@@ -99,9 +105,22 @@ NVME_GBPS = STORAGE_TIERS_GBPS["local NVMe"]
 LINKS_GBPS = {"200 GbE": 25.0, "400 Gb/s": 50.0}
 SECOND_TOKEN_BUDGET_S = 2.0
 PAGE_SIZES = (16, 32, 64, 128, 256, 512, 1_024, 2_048, 4_096)  # question 2's page sizes
-# A common rule of thumb models preemption as a probability that starts at this occupancy;
-# section 7 measures the edge instead.
-TEXTBOOK_PREEMPTION_ONSET = 0.85
+# A threshold one might assume: preemption as a probability that starts at this occupancy.
+# Section 7 measures the edge instead.
+ASSUMED_PREEMPTION_ONSET = 0.85
+# What each storage tier's bandwidth (budget.STORAGE_TIERS_GBPS) stands for: assumed nominal
+# peaks, not measurements.
+TIER_FIGURES = {
+    "GPU HBM (H100)": "an H100 SXM's HBM3 peak",
+    "host DRAM over PCIe 5": "PCIe 5.0 x16, raw rate, one direction",
+    "RDMA / 200 GbE": "200 GbE line rate",
+    "local NVMe": "one PCIe 4.0 drive",
+    "object storage": "a round figure for one stream",
+}
+PCIE5_NVME_GBPS = 14.0  # what a PCIe 5.0 NVMe drive reads, nominally: the drive NVMe's verdict hangs on
+# The PCIe H100's datasheet figures, beside the SXM ones the notebook computes with.
+H100_PCIE_DENSE_BF16_FLOPS = 756e12
+H100_PCIE_HBM_BYTES_PER_S = 2.0e12
 # Shares of the dense peak a prefill might reach (model FLOPs utilisation), for section 6.
 UTILISATIONS = (1.0, 0.9, 0.75, 0.6, 0.5, 0.4)
 
@@ -263,12 +282,42 @@ def tier_table(bytes_per_token: int, n_params: float = N_PARAMS_70B, tp: int = 4
         {
             "tier": v["tier"],
             "GB/s": v["GBps"],
+            "the figure (assumed)": TIER_FIGURES.get(v["tier"], "-"),
             f"vs TP{tp} break-even": v["vs_break_even"],
             "verdict": "fetch" if v["fetch_wins"] else "recompute",
         }
         for v in tier_verdicts(be)
     ]
     return table(rows, formats={"GB/s": "{:g}", f"vs TP{tp} break-even": "{:.2f}x"})
+
+
+def drive_story(model=MODEL, n_params: float = N_PARAMS_70B, tp: int = 4) -> str:
+    """How NVMe's verdict hangs on the drive (markdown): a PCIe 5.0 drive against the largest
+    break-even, the one of the shortest prefix."""
+    top = break_even_at(model, 1, n_params, tp=tp) / 1e9
+    fast = crossover_prefix(model, PCIE5_NVME_GBPS * 1e9, n_params, tp=tp)
+    verdict = "fetching wins at every prefix length" if fast == 1 else f"fetching wins from {fast:,} tokens"
+    return (
+        f"These bandwidths are assumed nominal peaks, not measurements: a real transfer sustains less, and "
+        f"other hardware gives other figures. Local NVMe's verdict flips with the drive: a PCIe 5.0 drive reading "
+        f"about {PCIE5_NVME_GBPS:g} GB/s is above the largest TP{tp} break-even ({top:.2f} GB/s, at the shortest "
+        f"prefix), so with it {verdict}, even at 100% of the dense peak."
+    )
+
+
+def prepended_prompt(requests=None, prefix: int = 2_048, page_tokens: int = 16) -> dict:
+    """Batches when a ``prefix``-token system prompt is put in front of every request's own prompt:
+    without sharing, shared, and with no system prompt at all (the paged formula of section 4)."""
+    reqs = request_mix() if requests is None else np.asarray(requests)
+    longer = reqs.copy()
+    longer[:, 0] += prefix
+    return {
+        "prefix": prefix,
+        "unshared": paged_allocation(longer, page_tokens).batch,
+        "shared": paged_allocation(longer, page_tokens, shared_prefix=prefix).batch,
+        "allocator": paged_admission_with_allocator(longer, page_tokens, shared_prefix=prefix).batch,
+        "no_prompt": paged_allocation(reqs, page_tokens).batch,
+    }
 
 
 def break_even_context_table(rows: list[dict], tiers: dict) -> Table:
@@ -303,8 +352,8 @@ def length_story(rows: list[dict]) -> str:
     be4 = break_even_bandwidth(replica_bytes_per_token(), N_PARAMS_70B, tp=4) / 1e9
     nvme = crossovers()["nvme_tp4"]
     return (
-        f"A common back-of-envelope counts only the $2N$ weight FLOPs. Then the bytes and the FLOPs both grow "
-        f"like the prefix, the length cancels, one break-even ({be4:.2f} GB/s at TP4) decides every tier once for "
+        f"Count only the $2N$ weight FLOPs, as a back-of-envelope does, and the bytes and the FLOPs both grow "
+        f"like the prefix: the length cancels, one break-even ({be4:.2f} GB/s at TP4) decides every tier once for "
         f"all lengths, and local NVMe ({NVME_GBPS:g} GB/s) is always slower than recomputing. With attention "
         f"counted, the length does not cancel: the TP4 break-even falls from {at[shortest]:.2f} GB/s at a "
         f"{shortest:,}-token prefix to {at[longest]:.2f} GB/s at {longest:,} tokens, and local NVMe wins from "
@@ -428,8 +477,8 @@ def preemption_story(sweep: list[dict], requests=None, tp: int = 4) -> str:
         f"({tp * full['reprefill_s']:.0f} GPU-seconds), next to {first_s:.0f} s for the first prefills. In "
         f"exchange the mean batch is {full['mean_batch']:.0f} instead of {by[quiet]['mean_batch']:.0f}: "
         f"**{f['gain']:.1%}** more. Nothing happens, then a lot does, for a small gain.\n\n"
-        f"A common rule of thumb models preemption as a probability that starts at about "
-        f"{TEXTBOOK_PREEMPTION_ONSET:.0%} occupancy. This simulation measures none up to a {quiet:.0%} target "
+        f"One might assume a threshold instead: preemption as a probability that sets in at about "
+        f"{ASSUMED_PREEMPTION_ONSET:.0%} occupancy. This simulation measures none up to a {quiet:.0%} target "
         f"(whose pool peaks at {by[quiet]['peak_occupancy']:.1%}) and the first between {quiet:.0%} and "
         f"{f['first']:.0%}: the edge is set by how much the running sequences still grow, not by a fixed share."
     )
@@ -535,26 +584,33 @@ def assembly_story(requests=None) -> str:
     paged, shared = rows[2], rows[3]
     weights = paged["final"]["weight_bytes"] / GIB
     cover = prefix_coverage(reqs, 2048, shared["allocation"].batch)
+    pre = prepended_prompt(reqs, 2048)
     bound = {r["final"]["bound"] for r in rows} | {r["half"]["bound"] for r in rows}
     return (
         f"**The batch is not the throughput.** Every sequence reads its own cache at every step (a shared "
-        f"prefix too: sharing saves memory, not reading), and at final lengths the paged batch reads "
+        f"prefix too, with a standard paged attention kernel: sharing saves memory, not reading; a kernel built "
+        f"for shared prefixes, such as FlashInfer's cascade attention or Hydragen, would read it once per step), "
+        f"and at final lengths the paged batch reads "
         f"{paged['final']['kv_read_bytes'] / GIB:.0f} GiB of KV per step beside {weights:.0f} GiB of weights. "
         f"So {paged['batch_x']:.1f}x the batch buys {paged['tokens_x']:.1f}x the tokens per second "
         f"({paged['tokens_x_half']:.1f}x with every sequence half-way through its answer, its prompt cached whole), "
         f"and the shared "
         f"prefix's {shared['batch_x']:.1f}x the batch buys {shared['tokens_x']:.1f}x "
-        f"({shared['tokens_x_half']:.1f}x). The step floor is the larger of two times at 100% of the H100's "
+        f"({shared['tokens_x_half']:.1f}x). The step floor is the larger of two times at 100% of the H100 SXM's "
         f"peaks (HBM bandwidth; dense BF16 FLOP/s): every row here is "
         + ("memory-bound" if bound == {"memory"} else "memory-bound or compute-bound")
         + f", though at a batch of {shared['allocation'].batch:,} the FLOPs alone take "
         f"{1e3 * shared['final']['compute_s']:.0f} of its {1e3 * shared['final']['step_s']:.0f} ms: close to the "
         f"compute roof.\n\n"
-        f"The last row assumes that every request starts with the same {cover['shared_prefix']:,}-token system "
-        f"prompt, and counts a shorter prompt as lying wholly inside it: {cover['share_within_prefix']:.1%} of the "
-        f"{cover['batch']:,} admitted prompts hold no private prompt token, and only "
-        f"{cover['private_prompt_token_share']:.1%} of their prompt tokens are private. Its "
-        f"{shared['batch_x']:.1f}x holds only under that assumption."
+        f"The last row assumes that the first {cover['shared_prefix']:,} tokens of every prompt (all of a shorter "
+        f"one) are identical: {cover['share_within_prefix']:.1%} of the {cover['batch']:,} admitted prompts then "
+        f"hold no private prompt token, and only {cover['private_prompt_token_share']:.1%} of their prompt tokens "
+        f"are private. Its {shared['batch_x']:.1f}x holds only under that assumption. Put a "
+        f"{pre['prefix']:,}-token system prompt in front of every request's own prompt instead, as in section 5: "
+        f"unshared, {pre['unshared']:,} sequences fit; shared, {pre['shared']:,} (the refcounting allocator: "
+        f"{pre['allocator']:,}), about the {pre['no_prompt']:,} that fit with no system prompt at all. Sharing "
+        f"then buys back what the system prompt costs, {pre['shared'] / pre['unshared']:.1f}x the unshared batch, "
+        f"not {shared['batch_x']:.1f}x the baseline's."
     )
 
 
@@ -602,7 +658,7 @@ def disaggregation_table(rows: list[dict]) -> Table:
         }
         row.update({f"transfer over {k} (s)": r[k] for k in LINKS_GBPS})
         row[f"transfer / {SECOND_TOKEN_BUDGET_S:g} s budget ({first})"] = r[first] / SECOND_TOKEN_BUDGET_S
-        row[f"token 2 after ({first}, s)"] = r["prefill_s"] + r[first]
+        row[f"token 2 by, at most ({first}, s)"] = r["prefill_s"] + r[first]
         out.append(row)
     formats = {k: "{:.2f}" for k in out[0] if k.endswith("s)")}
     formats.update({"prompt": "{:,}", f"transfer / {SECOND_TOKEN_BUDGET_S:g} s budget ({first})": "{:.0%}"})
@@ -624,6 +680,7 @@ def presenter_summary(requests=None) -> str:
     nvme = crossovers()["nvme_tp4"]
     fp8_nvme = crossover_prefix(big, NVME_GBPS * 1e9, N_PARAMS_70B, dtype_bytes=1, tp=4)
     f = _sweep_facts(preemption_sweep())
+    pre = prepended_prompt(reqs, 2048)
     lines = [
         f"A Llama-70B token costs {format_bytes(per70)} of KV; one 131,072-token request is "
         f"{131_072 * per70 / KV_BUDGET_BYTES:.0%} of the replica's KV budget. The cache limits the batch.",
@@ -631,7 +688,9 @@ def presenter_summary(requests=None) -> str:
         f"{c2.waste_fraction:.0%} and still turns away or cuts off {c2.rejected + c2.overflow} requests.",
         f"Pages waste {paged['allocation'].waste_fraction:.1%} and run {paged['batch_x']:.1f}x the batch of 8k slots, "
         f"which buys {paged['tokens_x']:.1f}x the tokens per second; they also make prefix sharing possible "
-        f"({shared['batch_x']:.1f}x the batch if every request starts with the same 2k system prompt).",
+        f"({shared['batch_x']:.1f}x the batch if the first 2,048 tokens of every prompt, all of a shorter one, are "
+        f"identical; a 2k system prompt put in front of every prompt, shared, costs almost nothing: "
+        f"{pre['shared']:,} sequences against {pre['no_prompt']:,} without it).",
         f"At 100% of the dense peak, fetching a cached prefix at TP4 beats recomputing it above {at[4_096]:.1f} GB/s "
         f"at 4k tokens and {at[131_072]:.1f} GB/s at 128k, so local NVMe loses below {nvme:,} tokens; below "
         f"{nvme_utilisation_threshold():.0%} utilisation it wins at every length.",
@@ -831,6 +890,15 @@ def claims() -> list[Claim]:
         near(nvme, 34_545, 0.001) and not before and after,
         f"from {nvme:,} tokens",
     )
+    top = break_even_at(big, 1, N_PARAMS_70B, tp=4) / 1e9
+    claim(
+        "the tier bandwidths are assumed nominal peaks: a PCIe 5.0 NVMe drive (~14 GB/s) is above the largest "
+        "TP4 break-even (~9.26 GB/s), so with it fetching wins at every length",
+        PCIE5_NVME_GBPS > top
+        and near(top, 9.26, 0.001)
+        and crossover_prefix(big, PCIE5_NVME_GBPS * 1e9, N_PARAMS_70B, tp=4) == 1,
+        f"{top:.2f} GB/s",
+    )
     flips = tier_verdict_changes(per70, N_PARAMS_70B, 4, 8)
     claim(
         "TP8 doubles the break-even; at short prefixes no storage tier changes its verdict",
@@ -845,10 +913,10 @@ def claims() -> list[Claim]:
     util = {r["MFU"]: r for r in utilisation_rows()}
     threshold = nvme_utilisation_threshold()
     claim(
-        "every break-even scales with the utilisation: at 75% of the dense peak the short-prefix TP4 "
-        "break-even is ~6.95 GB/s and local NVMe wins at every length",
+        "every break-even scales with the utilisation: at 75% of the dense peak the TP4 break-even at a "
+        "128-token prefix is ~6.94 GB/s and local NVMe wins at every length",
         near(util[0.75]["break-even at 128 tokens"], 0.75 * at[128], 1e-9)
-        and near(break_even_bandwidth(per70, N_PARAMS_70B, 0.75 * H100_DENSE_BF16_FLOPS, 4) / 1e9, 6.95, 0.002)
+        and near(util[0.75]["break-even at 128 tokens"], 6.94, 0.001)
         and util[0.75]["nvme_from"] == 1,
         f"{util[0.75]['break-even at 128 tokens']:.2f} GB/s; NVMe from {util[0.75]['nvme_from']:,} token",
     )
@@ -865,8 +933,8 @@ def claims() -> list[Claim]:
     quiet = [t for t, s in sweep.items() if s["preemptions"] == 0]
     claim(
         "simulated with the page pool, admitting up to a 95% target never preempts "
-        f"(a common rule of thumb puts the onset at {TEXTBOOK_PREEMPTION_ONSET:.0%})",
-        max(quiet) == 0.95 and all(t in quiet for t in sweep if t <= 0.95) and max(quiet) > TEXTBOOK_PREEMPTION_ONSET,
+        f"(a threshold one might assume puts the onset at {ASSUMED_PREEMPTION_ONSET:.0%})",
+        max(quiet) == 0.95 and all(t in quiet for t in sweep if t <= 0.95) and max(quiet) > ASSUMED_PREEMPTION_ONSET,
         f"0 preemptions at {', '.join(f'{t:.0%}' for t in sorted(quiet))}",
     )
     overshoot = sweep[0.95]["peak_occupancy"] - 0.95
@@ -918,16 +986,24 @@ def claims() -> list[Claim]:
         f"{ratios[3]:.2f}x",
     )
     claim(
-        "same hardware, same requests: the batch grows ~15.7x from the baseline",
+        "same hardware, same requests: if the first 2,048 tokens of every prompt (all of a shorter one) are "
+        "identical, the batch grows ~15.7x from the baseline",
         round(rows[3].batch / rows[0].batch, 1) == 15.7,
         f"{rows[0].batch} -> {rows[3].batch}",
     )
     cover = prefix_coverage(reqs, 2048, rows[3].batch)
     claim(
-        "...assuming every prompt starts with the shared 2k prefix: ~88% of the admitted prompts lie wholly inside it",
+        "...and under that assumption ~88% of the admitted prompts lie wholly inside the shared 2,048 tokens",
         near(cover["share_within_prefix"], 0.883, 0.005) and near(cover["private_prompt_token_share"], 0.156, 0.01),
         f"{cover['prompts_within_prefix']:,} of {cover['batch']:,}; "
         f"{cover['private_prompt_token_share']:.1%} of prompt tokens private",
+    )
+    pre = prepended_prompt(reqs, 2048)
+    claim(
+        "a 2k system prompt put in front of every prompt instead: shared, ~416 sequences fit against ~162 "
+        "unshared, about the 417 with no system prompt",
+        (pre["shared"], pre["allocator"], pre["unshared"], pre["no_prompt"]) == (416, 416, 162, 417),
+        f"{pre['shared']} (allocator {pre['allocator']}) vs {pre['unshared']}; {pre['no_prompt']} without",
     )
     tput = throughput_rows(reqs)
     paged_t, shared_t = tput[2], tput[3]
@@ -990,7 +1066,7 @@ def claims() -> list[Claim]:
         f"{r2[1].waste_fraction:.1%}",
     )
     claim(
-        "the loose textbook rule (first requests in line, each at its full length) reports ~34.4% at 2k "
+        "the loose rule (first requests in line, each at its full length) reports ~34.4% at 2k "
         "and ~5.65x held/logical at 8k on this mix",
         round(r2[3].waste_fraction, 3) == 0.344 and round(r8[3].held_over_logical, 2) == 5.65,
         f"{r2[3].waste_fraction:.1%}, {r8[3].held_over_logical:.2f}x",

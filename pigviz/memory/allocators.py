@@ -3,8 +3,8 @@
 One replica (a Llama-70B shape on 4x H100 with the KV budget of :func:`budget.replica_memory`)
 serves one seeded request mix. Admission is first-come-first-served: the paged allocators stop at
 the first request that does not fit, as a simple scheduler would; the contiguous one turns away a
-request whose prompt alone exceeds a slot and cuts off one whose answer outgrows it (a common
-looser accounting is one switch away: :data:`CONTIGUOUS_RULES`).
+request whose prompt alone exceeds a slot and cuts off one whose answer outgrows it (a looser
+accounting is one switch away: :data:`CONTIGUOUS_RULES`).
 ``held`` is physical KV bytes; ``logical`` is what the admitted sequences' tokens occupy,
 unshared and unrounded. :func:`simulate_serving` runs the paged allocator through time,
 with evictions, to measure what running the pool full costs.
@@ -132,7 +132,7 @@ def contiguous_allocation(
     rejected and the slot goes to the next request. One whose answer outgrows the slot fills it
     and is cut off there: it holds (and uses) exactly ``reserve_tokens`` and cannot finish.
 
-    A common textbook accounting counts otherwise: ``reject_long_prompts=False`` gives the first
+    A looser accounting counts otherwise: ``reject_long_prompts=False`` gives the first
     ``budget // slot`` requests a slot each, whatever their length, and ``cap_at_slot=False``
     counts every admitted sequence at its full length (prompt + output), even past its slot."""
     reqs = _requests(requests)
@@ -169,12 +169,12 @@ def contiguous_allocation(
 
 
 # (name, who gets a slot, what a sequence counts, reject_long_prompts, cap_at_slot): from this
-# package's accounting to the common textbook one (first in line, every sequence at full length)
+# package's accounting to the loosest one (first in line, every sequence at full length)
 CONTIGUOUS_RULES = (
     ("strict (this notebook)", "prompts that fit", "up to its slot", True, True),
     ("", "prompts that fit", "full length", True, False),
     ("", "first in line", "up to its slot", False, True),
-    ("loose (textbook)", "first in line", "full length", False, False),
+    ("loose", "first in line", "full length", False, False),
 )
 
 

@@ -65,8 +65,8 @@ KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 DTYPE_BYTES_CHOICES = (4, 2, 1)  # fp32, fp16/bf16, fp8/int8
 MAX_CONTEXT = 10**9
 MAX_K, MAX_L = 30, 100_000
-H100_DENSE_BF16_FLOPS = 989.5e12  # per GPU, dense: what LLM weights actually get
-H100_SPARSE_BF16_FLOPS = 1979e12  # the datasheet headline, which assumes 2:4 sparsity
+H100_DENSE_BF16_FLOPS = 989.5e12  # an H100 SXM, per GPU, dense: what LLM weights actually get
+H100_SPARSE_BF16_FLOPS = 1979e12  # the H100 SXM datasheet headline, which assumes 2:4 sparsity
 H100_MEMORY_BYTES = 80 * GIB  # an H100's 80 GiB of HBM: the "80 GB" of its name, in binary units
 REPLICA_GPUS = 4  # the serving replica of notebook 05b: four H100s, tensor-parallel (TP4)
 H100_HBM_BYTES_PER_S = 3.35e12  # an H100 SXM's peak HBM3 bandwidth, per GPU
@@ -75,7 +75,10 @@ H100_HBM_BYTES_PER_S = 3.35e12  # an H100 SXM's peak HBM3 bandwidth, per GPU
 # the rest (about 16 GiB).
 REPLICA_KV_BUDGET_GIB = 172.5
 REPLICA_KV_BUDGET_BYTES = int(REPLICA_KV_BUDGET_GIB * GIB)
-# Sustained read bandwidth of places a cached prefix could come from, in GB/s (1e9 B/s).
+# Read bandwidths of places a cached prefix could come from, in GB/s (1e9 B/s): assumed nominal
+# peaks, not measurements, and no transfer sustains them. HBM is an H100 SXM's; 64 is PCIe 5.0 x16's
+# raw rate in one direction; 25 is 200 GbE's line rate; 7 is one PCIe 4.0 NVMe drive (a PCIe 5.0
+# drive reads about 14); 1 is a round figure for one object-storage stream.
 STORAGE_TIERS_GBPS = {
     "GPU HBM (H100)": 3350.0,
     "host DRAM over PCIe 5": 64.0,
@@ -109,7 +112,7 @@ def kv_bytes(model, context: int, dtype_bytes: int = 2) -> int:
 
 
 def read_time_s(nbytes: float, bandwidth_bytes_per_s: float = 1e12) -> float:
-    """Seconds to stream ``nbytes`` once at a sustained bandwidth (a floor, not a measurement)."""
+    """Seconds to stream ``nbytes`` once at a bandwidth (a floor, not a measurement)."""
     nbytes = check_float("nbytes", nbytes, 0)
     bandwidth = check_float("bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
     return nbytes / bandwidth

@@ -61,3 +61,21 @@ def test_scan_table_shows_every_variant_and_the_even_count():
     text = repr(nb04.scan_table(scan))
     assert "raw" in text and "1,764" in text and "1,830" in text and "1,190" in text
     assert text.splitlines()[-1].split()[-2:] == ["-", "1,190"]
+
+
+def test_marker_test_names_the_worst_informative_angle_and_bounds_its_luck():
+    from pigviz.lsh.simhash_checks import MonteCarloEstimate
+
+    cos = np.cos(np.radians([0.0, 80.0, 90.0, 100.0, 180.0]))
+    expected = np.array([1.0, 0.3, 0.1, 0.002, 0.0])
+    freq = np.array([300, 96, 36, 4, 0]) / 300  # 80, 90 and 100 degrees all above the formula
+    mc = MonteCarloEstimate(cos, expected, freq, 300)
+    (row,) = nb04.marker_test_rows({2: mc})
+    assert row["with 0.001 < u < 0.999"] == 3  # 0 and 180 degrees cannot test the formula
+    assert row["at (deg)"] == pytest.approx(100.0) and row["hits counted"] == 4
+    assert row["hits expected"] == pytest.approx(0.6)
+    assert row["smallest p-value"] == pytest.approx(float(np.min(mc.p_values())))
+    story = nb04.marker_story({2: mc})
+    assert "Only 3 of the 5 angles" in story and "4 hits where 0.60 were expected" in story
+    assert "80, 90 and 100 degrees all came out above the formula" in story
+    assert "at most 3% of the time (3 x 0.01" in story

@@ -14,7 +14,7 @@ from pigviz.lessons.exercises._framework import failure
 from pigviz.memory import allocators as al
 from pigviz.memory import budget
 from pigviz.memory.budget import GIB
-from pigviz.memory.model_shapes import get_model_shape
+from pigviz.memory.model_shapes import get_model_shape, known_models
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +58,61 @@ def test_sum_of_squared_bucket_counts_is_never_below_the_even_figure():
     for _ in range(20):
         counts = np.bincount(rng.integers(0, buckets, n), minlength=buckets)
         assert (counts**2).sum() / n > n / buckets
+
+
+def test_05a_model_table_marks_what_the_context_hides():
+    t = nb05a.model_table()
+    notes = dict(zip(t.frame["model"], t.frame["at 98,304 tokens"]))
+    assert notes["Llama-3.1-8B"] == "-"
+    assert notes["SmolLM2-135M"] == "past its 8,192-token context"
+    assert notes["Mistral-7B-v0.1"] == (
+        "past its 32,768-token context; sliding window 4,096: a rolling cache holds 512 MiB"
+    )
+    # within its context and its window, a model needs no note
+    assert nb05a.context_note(get_model_shape("Mistral-7B-v0.1"), 4_096) == "-"
+
+
+def test_kv_curves_end_at_each_models_context_and_roll_a_sliding_window():
+    curves = nb05a.kv_curves()
+    per8 = budget.kv_bytes_per_token("Llama-3.1-8B")
+    x, y = curves["Llama-3.1-8B"]
+    assert x[-1] == 131_072 and y[-1] == 131_072 * per8 and list(x) == sorted(x)
+    assert curves["SmolLM2-135M"][0][-1] == 8_192
+    x, y = curves["Mistral-7B-v0.1 (rolling 4,096-token cache)"]
+    assert x[-1] == 32_768 and 4_096 in x and max(y) == 4_096 * per8 == 512 * 2**20
+    assert "Mistral-7B-v0.1" not in curves
+
+
+def test_read_floor_adds_the_weights_and_the_kv_overtakes_them_where_bytes_say():
+    w = nb05a.weight_bytes("Llama-3.1-8B")
+    assert w == 2 * get_model_shape("Llama-3.1-8B").params
+    n = nb05a.kv_overtakes_weights_at("Llama-3.1-8B")
+    per = budget.kv_bytes_per_token("Llama-3.1-8B")
+    assert (n - 1) * per <= w < n * per
+    t = nb05a.read_floor_table()
+    assert list(t.frame["ms at 1 TB/s"].round(1)) == [12.9, 16.1, 28.9]
+
+
+def test_magicpig_layout_drops_its_dense_layers_and_doubles_the_offsets():
+    pig, mp = nb05a.layout_rows()
+    assert mp["table entries"] * 32 == pig["table entries"] * 30
+    assert mp["bucket offsets"] * 32 == 2 * pig["bucket offsets"] * 30
+    assert mp["index / KV"] > 1  # still bigger than the cache
+    assert "13.2 GiB" in repr(nb05a.layout_table()) and "281 MiB" in repr(nb05a.layout_table())
+
+
+def test_index_bill_rows_mark_models_past_their_context():
+    labels = [r["label"] for r in nb05a.index_bill_rows()]
+    assert "Llama-3.1-8B" in labels and "SmolLM2-135M †" in labels and "Mistral-7B-v0.1 †" in labels
+    assert [r["label"] for r in nb05a.index_bill_rows(4_096)] == known_models()
+    assert "last 4,096 tokens" in nb05a.past_context_note()
+
+
+def test_group_scan_counts_every_query_head_of_a_kv_head():
+    r = budget.budget_report("Llama-3.1-8B", nb05a.CONTEXT)
+    g = nb05a.group_scan(r)
+    assert g["query_heads"] == 4 and g["index_bytes"] == 4 * 57_600
+    assert g["share_of_key_bytes"] == pytest.approx(4 * r["candidate_share_of_key_bytes"])
 
 
 def test_05a_tables_follow_the_library():
@@ -142,7 +197,8 @@ def test_paragraphs_state_the_measured_numbers(mix):
     rows = budget.break_even_over_context(get_model_shape("Llama-3.1-70B"), nb05b.CONTEXTS, 70e9, tps=(4,))
     assert "34,545" in nb05b.length_story(rows) and "cancel" in nb05b.length_story(rows)
     summary = nb05b.presenter_summary(mix)
-    assert summary.count("\n") == 5 and "if every request starts with the same 2k system prompt" in summary
+    assert summary.count("\n") == 5 and "if the first 2,048 tokens of every prompt" in summary
+    assert "416 sequences against 417 without it" in summary
     assert "3.1x the tokens per second" in nb05b.assembly_story(mix)
     assert "16,782" in nb05b.rules_story(mix)
 
@@ -159,9 +215,27 @@ def test_05b_tables_hold_the_library_numbers(mix):
     assert "recompute" in repr(nb05b.tier_table(al.replica_bytes_per_token()))
     assert set(nb05b.fp8_table().text["local NVMe (7 GB/s), FP8"]) == {"fetch"}
     d = nb05b.disaggregation_table(nb05b.disaggregation_rows())
-    assert d.frame["token 2 after (200 GbE, s)"].iloc[-1] == pytest.approx(12.04, abs=0.01)
+    assert d.frame["token 2 by, at most (200 GbE, s)"].iloc[-1] == pytest.approx(12.04, abs=0.01)
     rules = nb05b.rules_table(mix)
-    assert list(rules.text["rule"])[::3] == ["strict (this notebook)", "loose (textbook)"]
+    assert list(rules.text["rule"])[::3] == ["strict (this notebook)", "loose"]
+
+
+def test_a_prepended_system_prompt_shared_costs_about_nothing(mix):
+    pre = nb05b.prepended_prompt(mix, 2048)
+    assert pre["unshared"] < pre["shared"] <= pre["no_prompt"]
+    assert pre["shared"] == pre["allocator"]  # a page-aligned prefix: no copy on write
+    # by hand: the unshared run holds every prompt 2,048 tokens longer
+    longer = mix.copy()
+    longer[:, 0] += 2048
+    assert pre["unshared"] == al.paged_allocation(longer, 16).batch
+    assert "416" in nb05b.assembly_story(mix) and "162" in nb05b.assembly_story(mix)
+
+
+def test_drive_story_names_the_drive_and_the_break_even():
+    text = nb05b.drive_story()
+    assert "14 GB/s" in text and "9.26 GB/s" in text and "every prefix length" in text
+    assert set(nb05b.TIER_FIGURES) == set(budget.STORAGE_TIERS_GBPS)
+    assert "PCIe 4.0" in repr(nb05b.tier_table(al.replica_bytes_per_token()))
 
 
 def test_transfer_delays_token_2_not_token_1():

@@ -233,6 +233,9 @@ def test_budget_figures_have_titles_units_and_no_nan():
     assert [t.name for t in fig.data[:3]] == ["KV cache (keys + values)", "LSH table entries", "bucket offsets"]
     assert any("<b>" in x for x in fig.data[0].x)
     _finite(fig)
+    noted = pb.index_bill_figure(rows, title="T", note="† a footnote")
+    assert noted.layout.title.text == "T<br><sup>† a footnote</sup>"
+    assert pb.index_bill_figure(rows, title="T").layout.title.text == "T"
     ctx = np.array([1_000, 10_000, 100_000])
     curves = {m: (ctx, [budget.kv_bytes(m, int(c)) for c in ctx]) for m in known_models()}
     fig = pb.kv_vs_context_figure(curves, reference_gib={"80 GB": 74.5})

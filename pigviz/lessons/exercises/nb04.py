@@ -225,9 +225,9 @@ EXERCISES = [
         name="04.bit_agreement",
         signature="bit_agreement(cos) -> float or ndarray",
         task="The chance that one random-hyperplane bit agrees for two vectors whose cosine is `cos`: "
-        "p = 1 - theta/pi with theta = arccos(cos). Works elementwise on arrays of any shape; a float gives "
-        "a float. Cosines computed in floating point can round a hair past +-1 (1.0000000000000002): "
-        "clip them to [-1, 1] first (the check feeds such values).",
+        "p = 1 - theta/pi with theta = arccos(cos). Works elementwise on arrays of any shape; for a float "
+        "it may return a float or a 0-d array. Cosines computed in floating point can round a hair past "
+        "+-1 (1.0000000000000002): clip them to [-1, 1] first (the check feeds such values).",
         reference=bit_agreement,
         make_cases=_bit_cases,
         output=ARRAY,
@@ -267,8 +267,8 @@ EXERCISES = [
         signature="inclusion_probability(p, K, L) -> float or ndarray",
         task="The chance u that a key whose per-bit agreement is p shares the query's bucket in at "
         "least 2 of L tables of K bits: one table collides with probability P = p**K, and the "
-        "number of colliding tables is Binomial(L, P). Elementwise in p; a float p gives a float. The "
-        "formula as it reads is fine here: the check uses keys whose u is 0, 1 or above about 1e-7 "
+        "number of colliding tables is Binomial(L, P). Elementwise in p; a float p may give a float or "
+        "a 0-d array. The formula as it reads is fine here: the check uses keys whose u is 0, 1 or above about 1e-7 "
         "(relative error 1e-3); tiny u comes later.",
         reference=inclusion_probability,
         make_cases=_closed_form_cases,
@@ -315,7 +315,8 @@ EXERCISES = [
         task="log u, for the same u as inclusion_probability (at least 2 of L tables of K bits, P = p**K), "
         "within 1e-3 + 1e-4 |log u| of the true log u for every p in [0, 1] and L up to 1000: also where u "
         "is tiny (u = 4e-13 at p = 0.15, K = 10, L = 150; 1e-56 at p = 0.001), where 1 - P(0) - P(1) cancels. "
-        "log u = -inf where u = 0 (p = 0, or L = 1), 0 at p = 1. Elementwise in p; a float p gives a float.",
+        "log u = -inf where u = 0 (p = 0, or L = 1), 0 at p = 1. Elementwise in p; a float p may give a float or a 0-d "
+        "array.",
         reference=log_inclusion_probability,
         make_cases=_log_cases,
         output=ARRAY,
