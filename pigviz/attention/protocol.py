@@ -246,15 +246,21 @@ class LibraryEstimator:
         n = keys.shape[0]
         opts = dict(self.options)
         if self.page is not None:
-            opts["page"] = min(self.page, n)
+            opts["page"] = self.last_page = self.page_for(n, budget)
         return self.function(q[None], keys[None], values[None], min(budget, n) / n, **opts)
+
+    def page_for(self, n: int, budget: int) -> int:
+        """The page size used on a row: ``page``, but no larger than the row or the budget
+        (Quest always reads at least one whole page, which must fit)."""
+        return max(1, min(self.page, n, budget))
 
     def __call__(self, q, keys, values, budget):
         out, stats = self.run(q, keys, values, budget)
         return out[0], stats["read_mask"][0].nonzero()[:, 0]
 
     def bytes_read(self, n, d, dv, keys_read):
-        page = {"page": min(self.page, n)} if self.page is not None else {}
+        """Bytes of the last call (for a page-based method, at the page size it used)."""
+        page = {"page": min(getattr(self, "last_page", self.page), n)} if self.page is not None else {}
         return cost.bytes_read(self.cost_method, n=n, d=d, dv=dv, keys_read=keys_read, **page)
 
 
@@ -288,7 +294,8 @@ def topk(name: str = "topk") -> LibraryEstimator:
 
 def quest(page: int = 16, name: str = "quest") -> LibraryEstimator:
     """Quest as its authors run it (:func:`pigviz.attention.quest_attention`): the current
-    page always read, then pages by their bound while they fit the budget."""
+    page always read, then pages by their bound while they fit the budget. A budget smaller
+    than a page shrinks the pages to the budget, so that the current page fits."""
     page = check_int("page", page, 1)
     return LibraryEstimator(name, baselines.quest_attention, "quest", page=page)
 

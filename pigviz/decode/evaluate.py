@@ -235,7 +235,7 @@ def quality_eval(
             "sinks": sinks,
             "recent": recent,
             "dense_layers": list(dense_layers),
-            "baselines": list(baselines),
+            "baselines": [estimator_name(b) if callable(b) else b for b in baselines],
             "text_source": texts.text_source_description(),
             "text_sha256": text_sha,
             "token_ids_sha256": hashlib.sha256(ids.numpy().astype("<i8").tobytes()).hexdigest(),

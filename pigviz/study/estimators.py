@@ -37,12 +37,16 @@ from pigviz.study.run import cached_capture
 
 __all__ = [
     "BASELINES",
+    "LABELS",
     "DEFAULT_BUDGETS",
     "ROW_FIELDS",
     "library_estimator",
     "evaluate_estimator",
     "summary",
     "ranking",
+    "shipped_row",
+    "shipped_queries",
+    "token_reads",
 ]
 
 DEFAULT_BUDGETS = (0.02, 0.05)
@@ -98,6 +102,20 @@ BASELINES = {
     "vattention": _vattention,
     "sparq": _sparq,
     "exact": protocol.exact,
+}
+# How tables and figures name them (Quest is sparse in every layer here: the budget binds everyone).
+LABELS = {
+    "topk": "TopK",
+    "magicpig": "MagicPIG (10, 150)",
+    "quest": "Quest (pages of 16)",
+    "quest_rank_all": "Quest, every page ranked",
+    "oracle": "oracle sampling",
+    "hybrid": "hybrid (TopK + sampling)",
+    "streaming": "StreamingLLM",
+    "mp_exact_top": "MagicPIG + exact top",
+    "vattention": "vAttention-style",
+    "sparq": "SparQ",
+    "exact": "exact",
 }
 _NEEDS_HEADS = ("magicpig", "mp_exact_top")  # their hyperplanes are shared by a layer's query heads
 
@@ -281,9 +299,9 @@ def evaluate_estimator(
     return rows
 
 
-def _arrays(cap, units, first):
+def _arrays(cap, units, first, exact: bool = True):
     """Per unit: q (T, d), keys, values (N, d) float64 numpy, torch views of the same
-    memory, and the exact outputs (T, dv)."""
+    memory, and the exact outputs (T, dv) (None unless ``exact``)."""
     import torch  # heavy: torch loads in ~1 s; the capture is stored as torch tensors
 
     out, kv = [], {}
@@ -294,7 +312,7 @@ def _arrays(cap, units, first):
             kv[(row, col)] = (k, v, torch.from_numpy(k), torch.from_numpy(v))
         k, v, kt, vt = kv[(row, col)]
         q = cap.queries[row, j].to(torch.float64).numpy()
-        out.append((q, k, v, kt, vt, torch.from_numpy(q), _exact(q, k, v, first)))
+        out.append((q, k, v, kt, vt, torch.from_numpy(q), _exact(q, k, v, first) if exact else None))
     return out
 
 
@@ -356,3 +374,78 @@ def ranking(rows, reference: str = "topk") -> list[dict]:
                 )
             )
     return out
+
+
+# --------------------------------------------------------------------------- which tokens each method reads
+
+
+def shipped_row(row: int = 0, head: int = 0, position: int = 63):
+    """One row of the shipped capture as an estimator sees it: ``(q (d,), keys (n, d),
+    values (n, dv))`` float64 numpy, the keys up to the query's own token. ``row``: the
+    shipped layer (0..3, layers 2, 13, 19, 25); ``head``: its query head (0..2);
+    ``position``: the query (0..63 of the last 64)."""
+    cap = shipped.load_shipped_capture()
+    row = check_int("row", row, 0, len(cap.layers) - 1)
+    head = check_int("head", head, 0, cap.queries.shape[1] - 1)
+    position = check_int("position", position, 0, cap.last - 1)
+    (unit,) = [u for u in _heads(cap, [row]) if u[5] == head]
+    (arrays,) = _arrays(cap, [unit], cap.n_tokens - cap.last, exact=False)
+    q, k, v = arrays[:3]
+    n = cap.n_tokens - cap.last + position + 1
+    return q[position].copy(), k[:n], v[:n]
+
+
+def shipped_queries(row: int = 0, head: int = 0):
+    """All the captured queries of one shipped head with its keys and values: ``(q (T, d),
+    keys (N, d), values (N, dv))`` float64 numpy; query t sees keys 0 .. N - T + t."""
+    cap = shipped.load_shipped_capture()
+    row = check_int("row", row, 0, len(cap.layers) - 1)
+    head = check_int("head", head, 0, cap.queries.shape[1] - 1)
+    (unit,) = [u for u in _heads(cap, [row]) if u[5] == head]
+    (arrays,) = _arrays(cap, [unit], cap.n_tokens - cap.last, exact=False)
+    return arrays[:3]
+
+
+def token_reads(
+    row: int = 0, head: int = 0, position: int = 63, fraction: float = 0.02, methods=("topk", "magicpig", "quest")
+) -> dict:
+    """For one query of the shipped capture, the keys each method reads at the same budget.
+
+    ``row``: the shipped layer (0..3, layers 2, 13, 19, 25); ``head``: its query head (0..2);
+    ``position``: the query (0..63 of the last 64). ``methods``: names of :data:`BASELINES`
+    or estimators. Returns ``{"layer", "head" (the model's), "position" (the token's), "n",
+    "budget", "weights" (n,) true attention weights, "methods": {name: {"read" (sorted
+    indices), "weight_read" (their share of the true weight), "error"}}}``."""
+    cap = shipped.load_shipped_capture()
+    row = check_int("row", row, 0, len(cap.layers) - 1)
+    head = check_int("head", head, 0, cap.queries.shape[1] - 1)
+    position = check_int("position", position, 0, cap.last - 1)
+    fraction = check_float("fraction", fraction, 0.0, 1.0, lo_open=True)
+    (unit,) = [u for u in _heads(cap, [row]) if u[5] == head]
+    (arrays,) = _arrays(cap, [unit], cap.n_tokens - cap.last)
+    q, k, v, kt, vt, qt, exact = arrays
+    n = cap.n_tokens - cap.last + position + 1
+    scores = k[:n] @ q[position] / math.sqrt(q.shape[1])
+    w = np.exp(scores - scores.max())
+    w /= w.sum()
+    budget = protocol.keys_for(fraction, n)
+    heads = int(cap.metadata["n_model_heads"])
+    out = {}
+    for m in methods:
+        est = library_estimator(m, **({"heads": heads} if m in _NEEDS_HEADS else {})) if isinstance(m, str) else m
+        if protocol.wants_torch(est):
+            o, read = protocol.call(est, qt[position], kt[:n], vt[:n], budget)
+        else:
+            o, read = protocol.call(est, q[position], k[:n], v[:n], budget)
+        err = float(np.linalg.norm(o - exact[position]) / np.linalg.norm(exact[position]))
+        out[protocol.estimator_name(est)] = {"read": read, "weight_read": float(w[read].sum()), "error": err}
+    return {
+        "layer": unit[1],
+        "head": unit[3],
+        "position": n - 1,
+        "n": n,
+        "budget": budget,
+        "fraction": fraction,
+        "weights": w,
+        "methods": out,
+    }
