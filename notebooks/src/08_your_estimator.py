@@ -25,10 +25,10 @@
 #
 # **Prerequisites:** notebooks 01 (TopK, sampling, the n/m and 1/u corrections), 04 (`u`)
 # and 06 (MagicPIG on every head of this model; Part 2, estimators a system can afford and
-# bytes read). **Time in a workshop:** about 45 minutes, of which 25 for the 2 exercises.
+# bytes read). **Time in a workshop:** about 45 minutes, of which 25 for the 3 exercises.
 #
-# **Exercises.** Two cells ask you to write a short function (its body is `...`); the cell
-# after each checks it and says what is wrong if it is. The second is open: any estimator
+# **Exercises.** Three cells ask you to write a short function (its body is `...`); the cell
+# after each checks it and says what is wrong if it is. The third is open: any estimator
 # that keeps to its budget passes, and the cell after it measures it. Run All stops at the
 # first exercise you have not written yet: write it, or go on with the reference
 # (`corrected_sample = ex.use_reference("08.corrected_sample")`, as the failed check says;
@@ -222,6 +222,56 @@ print(nb08.correction_line(rows, plain))
 #
 # ## 3. Your estimator
 #
+# ### Before you design: what a read set leaves out
+#
+# Notebook 01 put TopK's miss in one line: the weight of the keys it drops, times the gap
+# between the kept keys' mean value and the dropped keys'. The first factor is easy to
+# measure for any read set.
+#
+# ### Your turn: dropped_weight
+#
+# For **one** query `q` (shape `(d,)`) and `keys` `(n, d)`, `read` is an integer index array
+# of the keys an estimator read (it may be empty, and an index may repeat: a key read twice
+# counts once). Take the true attention weights, `softmax(keys @ q / sqrt(d))` over all `n`
+# keys (subtract the largest score first: a check feeds scores past a thousand), and return
+# the share left out, `1 −` the weight of the distinct keys read: a float in `[0, 1]`.
+#
+# Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~5 min
+#
+# <details><summary>Hint</summary>
+#
+# w = exp(s - s.max()) with s = keys @ q / sqrt(d); w = w / w.sum(); return 1 - w[np.unique(read)].sum()
+#
+# </details>
+
+# %%
+def dropped_weight(q, keys, read):
+    """The share of the true attention weight of q over keys that the read set leaves out."""
+    ...
+
+# %%
+dropped_weight = ex.reference_or("08.dropped_weight", dropped_weight)
+_ = ex.check("08.dropped_weight", dropped_weight)
+
+# %%
+folded("Solution: dropped_weight", f"```python\n{ex.solution('08.dropped_weight')}```")
+
+# %% [markdown]
+# On the row of §1, at the same budget:
+
+# %%
+peers = {"TopK": protocol.topk(), "MagicPIG": library.magicpig(heads=9), "Quest": protocol.quest()}
+reads = {name: protocol.call(est, q, keys, values, budget)[1] for name, est in peers.items()}
+lessons.table([{"estimator": name, "keys read": r.size, "weight left out": dropped_weight(q, keys, r)}
+               for name, r in reads.items()], formats={"weight left out": "{:.0%}"})
+
+# %% [markdown]
+# TopK leaves out the least weight by construction: it reads the highest scores. What is
+# left of its error is that weight, with the dropped keys' values missing. (The token view
+# at the end of this section shows which words a read set holds.)
+#
+# ### Your turn: my_estimator
+#
 # Now the open exercise: any estimator of the protocol. Ideas drawn from notebook 06's
 # Part 2, each a few lines:
 #
@@ -239,7 +289,7 @@ print(nb08.correction_line(rows, plain))
 # `my_estimator.bytes_read = protocol.costs_like("topk")` for an estimator that scores every
 # key. A worked example is folded below the results.
 #
-# Difficulty 🔴🔴🔴⚪⚪ · Importance 🔵🔵🔵🔵🔵 · ~15 min
+# Difficulty 🔴🔴🔴⚪⚪ · Importance 🔵🔵🔵🔵🔵 · ~10 min
 #
 # <details><summary>Hint</summary>
 #
@@ -270,6 +320,21 @@ plots.error_budget_figure(nb08.summary(everything), highlight=[name], labels=nb0
 
 # %%
 folded("Worked example: topk_plus_tail", nb08.worked_example_text(mine))
+
+# %% [markdown]
+# The words it reads, on the row of §1 (layer 2, head 6, the last query), beside TopK: each
+# token shaded by its true attention weight (log scale), underlined where the estimator
+# read it, and the tokens that carry the most weight listed with who read them. The worked
+# example's panel is TopK's: it reads the same keys, and differs only in the weight it gives
+# to the keys it did not read.
+
+# %%
+from pigviz.model.tokens import load_tokens
+from pigviz.plots.tokens import reading_view
+from pigviz.study.estimators import token_reads
+
+words = token_reads(row=0, head=0, position=63, fraction=0.02, methods=("topk", my_estimator))
+reading_view(words, load_tokens(), nb08.labels(everything))
 
 # %% [markdown]
 # ## 4. Where it stands, in bytes

@@ -8,8 +8,8 @@
 * ``kernels``: the numba loops behind ``fused`` and the fast index build.
 * ``estimators``: MagicPIG and the affordable estimators in the estimator protocol (:mod:`pigviz.attention.protocol`).
 
-``index``, ``magicpig``, ``fused``, ``kernels`` and ``estimators`` import torch (and numba where installed); import
-them as ``from pigviz.lsh import magicpig``.
+``index``, ``magicpig``, ``fused`` and ``kernels`` import torch (and numba where installed); import
+them as ``from pigviz.lsh import magicpig``. ``estimators`` loads them on its first call.
 """
 
 from pigviz.lsh import simhash, simhash_checks

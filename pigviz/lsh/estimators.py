@@ -21,21 +21,17 @@ keys it sampled, the table entries it scanned.
 
 :func:`magicpig_exact_top` (the same reads, the top of the sample trusted as exact),
 :func:`vattention` and :func:`sparq` wrap :mod:`pigviz.lsh.affordable`'s estimators the same
-way. Each returns its library function's output and read set on the row.
+way. Each returns its library function's output and read set on the row. torch and the
+LSH modules load on the first call, so importing this module is cheap.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
-import torch
-
 from pigviz._util.validate import check_float, check_int
 from pigviz.attention import baselines, cost
 from pigviz.attention.protocol import LibraryEstimator
-from pigviz.lsh import affordable
-from pigviz.lsh.index import build_index, grow_index
-from pigviz.lsh.magicpig import attend
 
 __all__ = ["MagicPIGEstimator", "magicpig", "magicpig_exact_top", "vattention", "sparq", "KEPT_TABLES"]
 
@@ -77,9 +73,13 @@ class MagicPIGEstimator:
     def __repr__(self) -> str:
         return f"<estimator {self.name!r}: MagicPIG K={self.K} L={self.L} min_hits>={self.min_hits}>"
 
-    def tables(self, keys: torch.Tensor):
-        """The LSH index over ``keys`` (n, d): kept from an earlier call on the same prompt
-        (at most ``recent`` keys ago), else built now."""
+    def tables(self, keys):
+        """The LSH index over ``keys`` (n, d), a torch tensor: kept from an earlier call on the
+        same prompt (at most ``recent`` keys ago), else built now."""
+        import torch  # heavy: torch loads in ~1 s; only a call needs it
+
+        from pigviz.lsh.index import build_index, grow_index  # heavy: imports torch
+
         n = keys.shape[0]
         where = (keys.data_ptr(), keys.stride(0), keys.shape[1], keys.dtype, str(keys.device))
         kept = self._tables.get(where)
@@ -101,6 +101,8 @@ class MagicPIGEstimator:
         return index
 
     def __call__(self, q, keys, values, budget):
+        from pigviz.lsh.magicpig import attend  # heavy: imports torch
+
         n = keys.shape[0]
         m = min(check_int("budget", budget, 1), n)
         if n <= self.sinks + self.recent or m < self.sinks + self.recent:
@@ -115,7 +117,9 @@ class MagicPIGEstimator:
             return self._streaming(q, keys, values, m)
         read = stats["read_mask"][0]
         if self.top_fraction is not None:
-            out, _ = affordable.magicpig_exact_top(index, q1, k1, v1, top_fraction=self.top_fraction, min_hits=min_hits)
+            from pigviz.lsh.affordable import magicpig_exact_top  # heavy: imports torch
+
+            out, _ = magicpig_exact_top(index, q1, k1, v1, top_fraction=self.top_fraction, min_hits=min_hits)
         self.last_call = {
             "min_hits": min_hits,
             "sampled": int(stats["sampled"][0]),
@@ -169,19 +173,21 @@ class _VAttention(LibraryEstimator):
     set is cut to the budget when the budget is smaller."""
 
     def run(self, q, keys, values, budget):
+        from pigviz.lsh.affordable import vattention  # heavy: imports torch
+
         n = keys.shape[0]
         m = min(budget, n)
         sinks = min(self.options["sinks"], m)
         recent = min(self.options["recent"], m - sinks)
         opts = dict(self.options, sinks=sinks, recent=recent, page=min(self.page, n))
-        return affordable.vattention(q[None], keys[None], values[None], m / n, **opts)
+        return vattention(q[None], keys[None], values[None], m / n, **opts)
 
 
 def vattention(sinks: int = 4, recent: int = 64, page: int = 16, seed: int = 0, name: str = "vattention"):
     """vAttention-style (:func:`pigviz.lsh.affordable.vattention`) at the budget."""
     est = _VAttention(
         name,
-        affordable.vattention,
+        _library("vattention"),
         "vattention",
         page=check_int("page", page, 1),
         sinks=check_int("sinks", sinks, 0),
@@ -193,15 +199,30 @@ def vattention(sinks: int = 4, recent: int = 64, page: int = 16, seed: int = 0, 
 
 class _SparQ(LibraryEstimator):
     def run(self, q, keys, values, budget):
+        from pigviz.lsh.affordable import sparq  # heavy: imports torch
+
         n = keys.shape[0]
-        return affordable.sparq(q[None], keys[None], values[None], min(budget, n) / n, r=self.options["r"])
+        return sparq(q[None], keys[None], values[None], min(budget, n) / n, r=self.options["r"])
 
     def bytes_read(self, n, d, dv, keys_read):
-        r = self.options["r"] or affordable.sparq_channels(d)
+        r = self.options["r"] or max(1, d // 8)  # SparQ's default, pigviz.lsh.affordable.sparq_channels
         return cost.bytes_read("sparq", n=n, d=d, dv=dv, keys_read=keys_read, r=r)
 
 
 def sparq(r: int | None = None, name: str = "sparq"):
     """SparQ (:func:`pigviz.lsh.affordable.sparq`): the top keys by ``r`` query channels
     (default d // 8), exact attention over them, mixed with the mean value."""
-    return _SparQ(name, affordable.sparq, "sparq", r=None if r is None else check_int("r", r, 1))
+    return _SparQ(name, _library("sparq"), "sparq", r=None if r is None else check_int("r", r, 1))
+
+
+def _library(name: str):
+    """A stand-in for an affordable estimator's function (``LibraryEstimator.function``) that
+    imports pigviz.lsh.affordable only when called."""
+
+    def call(*args, **kwargs):
+        import pigviz.lsh.affordable  # heavy: imports torch
+
+        return getattr(pigviz.lsh.affordable, name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call

@@ -20,6 +20,7 @@ import numpy as np
 import pigviz
 from pigviz._util.io import sha256_file, write_json_atomic
 from pigviz.model import shipped, texts
+from pigviz.model.loading import load_model
 
 __all__ = ["TOKENS_FILE", "TOKENS_COMMAND", "FORMAT", "token_ids_sha256", "build_tokens", "write_tokens", "load_tokens"]
 
@@ -56,8 +57,6 @@ def build_tokens(tokenizer, n: int = shipped.SHIPPED_N_TOKENS) -> dict:
 def write_tokens(out_dir=None, *, progress: bool = True):
     """Build the tokens of the shipped capture with the bundled tokenizer, refuse them unless
     their ids are the capture's, write the JSON and its manifest entry. Returns the path."""
-    from pigviz.model.loading import load_model  # heavy: transformers loads in seconds
-
     _, tokenizer = load_model(shipped.SHIPPED_MODEL, device="cpu", progress=progress)
     data = build_tokens(tokenizer)
     entry = shipped.read_manifest(out_dir)["files"].get(shipped.CAPTURE_FILE, {})

@@ -26,12 +26,12 @@ _SHADE_RGB = (230, 159, 0)  # a light amber: the weight, not a method
 
 def shade(weight: float) -> str:
     """CSS background for a token of true weight ``weight``: transparent at LOG_FLOOR and
-    below, strongest at 1, on a log scale."""
+    below, strongest at 1, on a log scale (``#RRGGBBAA``, short: a view holds many tokens)."""
     if not (weight > LOG_FLOOR):
         return "transparent"
     level = min(1.0, math.log10(weight / LOG_FLOOR) / -math.log10(LOG_FLOOR))
     r, g, b = _SHADE_RGB
-    return f"rgba({r}, {g}, {b}, {0.08 + 0.8 * level:.2f})"
+    return f"#{r:02x}{g:02x}{b:02x}{round(255 * (0.08 + 0.8 * level)):02x}"
 
 
 def _show(token: str) -> str:
@@ -75,12 +75,11 @@ def _panel(name: str, label: str, info: dict, weights: np.ndarray, tokens, query
         if i or a > 0:
             parts.append("<span style='color:#999'> … </span>")
         for p in range(a, b):
-            border = f"border-bottom:2px solid {color};font-weight:600;" if is_read[p] else ""
+            border = f";border-bottom:2px solid {color}" if is_read[p] else ""
             if p == query:
-                border += "outline:1px dashed #333;"
-            title = f"position {p}: weight {weights[p]:.2e}" + (" (read)" if is_read[p] else "")
+                border += ";outline:1px dashed #333"
             parts.append(
-                f"<span title='{html.escape(title)}' style='background:{shade(weights[p])};{border}'>"
+                f"<span title='{p}: {weights[p]:.1e}' style='background:{shade(weights[p])}{border}'>"
                 f"{_show(tokens[p])}</span>"
             )
     head = (
@@ -135,7 +134,7 @@ def reading_view(result: dict, tokens, labels: dict | None = None, *, top: int =
     legend = (
         "<div style='font-size:0.85em;color:#555'>Shade: the true attention weight of each token, log scale "
         f"from {LOG_FLOOR:g} (none) to 1 (strongest). Underlined: read by the method. Dashed box: the query's "
-        "own token. Hover a token for its weight.</div>"
+        "own token. Hover a token for its position and weight.</div>"
     )
     panels = [
         _panel(m, labels.get(m, m), info, result["weights"], tokens, query, style.method_color(m))

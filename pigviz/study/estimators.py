@@ -32,6 +32,7 @@ import numpy as np
 
 from pigviz._util.validate import check_float, check_int
 from pigviz.attention import cost, protocol
+from pigviz.lsh import estimators as lsh_estimators
 from pigviz.model import shipped
 from pigviz.study.run import cached_capture
 
@@ -65,42 +66,18 @@ ROW_FIELDS = (
 )
 
 
-def _magicpig(**options):
-    from pigviz.lsh import estimators  # heavy: imports torch
-
-    return estimators.magicpig(**options)
-
-
-def _mp_exact_top(**options):
-    from pigviz.lsh import estimators  # heavy: imports torch
-
-    return estimators.magicpig_exact_top(**options)
-
-
-def _vattention(**options):
-    from pigviz.lsh import estimators  # heavy: imports torch
-
-    return estimators.vattention(**options)
-
-
-def _sparq(**options):
-    from pigviz.lsh import estimators  # heavy: imports torch
-
-    return estimators.sparq(**options)
-
-
 # name -> factory of the library's estimator (each takes its options as keywords)
 BASELINES = {
     "topk": protocol.topk,
-    "magicpig": _magicpig,
+    "magicpig": lsh_estimators.magicpig,
     "quest": protocol.quest,
     "quest_rank_all": protocol.quest_rank_all,
     "oracle": protocol.oracle,
     "hybrid": protocol.hybrid,
     "streaming": protocol.streaming,
-    "mp_exact_top": _mp_exact_top,
-    "vattention": _vattention,
-    "sparq": _sparq,
+    "mp_exact_top": lsh_estimators.magicpig_exact_top,
+    "vattention": lsh_estimators.vattention,
+    "sparq": lsh_estimators.sparq,
     "exact": protocol.exact,
 }
 # How tables and figures name them (Quest is sparse in every layer here: the budget binds everyone).

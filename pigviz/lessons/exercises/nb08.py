@@ -1,4 +1,5 @@
-"""Notebook 08, your estimator: the warm-up, a uniform sample corrected by (keys left) / (keys drawn).
+"""Notebook 08, your estimator: the warm-up, a uniform sample corrected by (keys left) / (keys
+drawn), and the share of the true attention weight an estimator's read set leaves out.
 
 An estimator reads a few keys exactly (``exact``: the sinks and the recent window) and draws
 the rest of its budget uniformly, without replacement, from the other keys (``sampled``). The
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pigviz.lessons.exercises._framework import ARRAY, Case, Exercise, Wrong
+from pigviz.lessons.exercises._framework import ARRAY, FLOAT, Case, Exercise, Wrong
 
 # --------------------------------------------------------------------------- reference
 
@@ -25,6 +26,14 @@ def corrected_sample(q, keys, values, exact, sampled):
     logits = np.concatenate([scores[exact], scores[sampled] + log_scale])
     w = np.exp(logits - logits.max())
     return w @ np.concatenate([values[exact], values[sampled]]) / w.sum()
+
+
+def dropped_weight(q, keys, read):
+    q, keys = np.asarray(q, float), np.asarray(keys, float)
+    scores = keys @ q / np.sqrt(len(q))
+    w = np.exp(scores - scores.max())
+    w /= w.sum()  # the true attention weights
+    return float(1.0 - w[np.unique(np.asarray(read, dtype=int))].sum())  # a key read twice counts once
 
 
 # --------------------------------------------------------------------------- cases
@@ -85,6 +94,32 @@ def _cases():
     return cases
 
 
+def _dropped_cases():
+    q, k, _, _, _ = _row(811)
+    q2, k2, _, _, _ = _row(812, n=300, d=64)
+    return [
+        Case(
+            "2-D: three keys, the first one read",
+            (np.array([1.0, 0.0]), np.array([[2.0, 0.0], [0.0, 1.0], [-2.0, 0.0]]), np.array([0])),
+            "weights softmax([2, 0, -2] / sqrt(2)) over all three keys; the two unread ones are left out",
+        ),
+        Case("60 keys, d = 16, 5 read", (q, k, np.array([0, 3, 17, 40, 59]))),
+        Case("300 keys, d = 64, 12 read", (q2, k2, np.arange(0, 300, 25))),
+        Case(
+            "a read list with repeats",
+            (q, k, np.array([3, 3, 17, 17, 17])),
+            "a key read twice counts once: take the distinct indices",
+        ),
+        Case("nothing read", (q, k, np.array([], dtype=int)), "with nothing read, all the weight is left out: 1"),
+        Case("every key read", (q, k, np.arange(60)), "with every key read, nothing is left out: 0"),
+        Case(
+            "a long query: scores past a thousand",
+            (200.0 * q, k, np.array([0, 5])),
+            "scores past 709 overflow exp: subtract the largest score before exp",
+        ),
+    ]
+
+
 # --------------------------------------------------------------------------- wrong versions
 
 
@@ -137,6 +172,37 @@ def _no_max(q, keys, values, exact, sampled):
     return w @ np.concatenate([values[exact], values[sampled]]) / w.sum()
 
 
+def _weights(q, keys, scale=None, normalise=True, shift=True):
+    q, keys = np.asarray(q, float), np.asarray(keys, float)
+    s = keys @ q / (np.sqrt(len(q)) if scale is None else scale)
+    w = np.exp(s - s.max()) if shift else np.exp(s)
+    return w / w.sum() if normalise else w
+
+
+def _dropped_repeats(q, keys, read):
+    return float(1.0 - _weights(q, keys)[np.asarray(read, dtype=int)].sum())
+
+
+def _dropped_kept(q, keys, read):
+    return float(_weights(q, keys)[np.unique(np.asarray(read, dtype=int))].sum())
+
+
+def _dropped_no_sqrt_d(q, keys, read):
+    return float(1.0 - _weights(q, keys, scale=1.0)[np.unique(np.asarray(read, dtype=int))].sum())
+
+
+def _dropped_unnormalised(q, keys, read):
+    return float(1.0 - _weights(q, keys, normalise=False)[np.unique(np.asarray(read, dtype=int))].sum())
+
+
+def _dropped_one_based(q, keys, read):
+    return float(1.0 - _weights(q, keys)[np.unique(np.asarray(read, dtype=int)) - 1].sum())
+
+
+def _dropped_no_max(q, keys, read):
+    return float(1.0 - _weights(q, keys, shift=False)[np.unique(np.asarray(read, dtype=int))].sum())
+
+
 EXERCISES = [
     Exercise(
         name="08.corrected_sample",
@@ -184,6 +250,46 @@ EXERCISES = [
                 "exp without subtracting the largest logit",
                 _no_max,
                 "scores past 709 overflow exp: subtract the largest logit before exp",
+            ),
+        ),
+    ),
+    Exercise(
+        name="08.dropped_weight",
+        signature="dropped_weight(q, keys, read) -> float",
+        task="The share of ONE query's true attention weight that an estimator leaves out: q (d,), keys (n, d), "
+        "read an integer index array of the keys it read (it may be empty, and an index may repeat: a key read "
+        "twice counts once). The weights are softmax(keys @ q / sqrt(d)) over all n keys (subtract the largest "
+        "score first: scores may pass a thousand); return 1 - the sum of the weights of the distinct keys read, "
+        "a float in [0, 1].",
+        reference=dropped_weight,
+        make_cases=_dropped_cases,
+        output=FLOAT,
+        rtol=1e-9,
+        atol=1e-12,
+        hint="w = exp(s - s.max()) with s = keys @ q / sqrt(d); w = w / w.sum(); return 1 - w[np.unique(read)].sum()",
+        difficulty=1,
+        importance=3,
+        minutes=5,
+        wrong=(
+            Wrong(
+                "repeats counted twice",
+                _dropped_repeats,
+                "a key read twice counts once: sum the weights of np.unique(read)",
+            ),
+            Wrong("the weight kept", _dropped_kept, "return what is left out, 1 - (the weight of the keys read)"),
+            Wrong("no 1/sqrt(d)", _dropped_no_sqrt_d, "the scores are q.k / sqrt(d), as in the model's attention"),
+            Wrong(
+                "weights not normalised",
+                _dropped_unnormalised,
+                "exp(score) are not weights until divided by their sum over all n keys",
+            ),
+            Wrong(
+                "1-based indices", _dropped_one_based, "read holds 0-based positions: keys[read], not keys[read - 1]"
+            ),
+            Wrong(
+                "exp without subtracting the largest score",
+                _dropped_no_max,
+                "scores past 709 overflow exp: subtract the largest score before exp",
             ),
         ),
     ),
