@@ -402,8 +402,9 @@ lessons.claims_table("08")
 # * Every estimator in pigviz, yours included, is one function of one row,
 #   `estimator(q, keys, values, budget) -> (output, read)`; the budget counts distinct keys
 #   and is checked on every call. What it scans to choose them is its index, counted in bytes.
-# * A uniform sample needs the n/m correction to stand beside an exact set, and still trails
-#   TopK far on these peaked heads.
+# * The n/m correction makes a uniform sample unbiased beside an exact set; on these peaked
+#   heads it lowers the mean error only when there are enough draws (the claims table says
+#   at which budget), and the sample trails TopK far either way.
 # * `evaluate_estimator` puts any idea on the same rows as TopK, MagicPIG and Quest, in
 #   seconds; the worked example shows that the weight TopK drops, given to the dropped keys'
 #   mean value, beats TopK at the same keys, though not at fewer bytes.

@@ -98,7 +98,7 @@ def topk_plus_tail(q, keys, values, budget):
 
 def _topk_plus_tail_bytes(n, d, dv, keys_read):
     """TopK's bytes (every key scored, the kept values read) plus the running sum, one vector."""
-    return cost.bytes_read("topk", n=n, d=d, dv=dv, keys_read=keys_read) + 2 * dv
+    return protocol.costs_like("topk")(n, d, dv, keys_read) + 2 * dv
 
 
 topk_plus_tail.bytes_read = _topk_plus_tail_bytes
@@ -381,7 +381,7 @@ def per_layer_answer(rows) -> str:
         out.append(
             f"**at {f:.0%}**: "
             + ", ".join(
-                f"layer {x} {t:.3f} -> {w:.3f} (TopK drops {drop[x]:.2%} of the weight)" for x, (t, w) in pairs.items()
+                f"layer {x} {t:.4f} -> {w:.4f} (TopK drops {drop[x]:.2%} of the weight)" for x, (t, w) in pairs.items()
             )
             + f". TopK errs most in layer {worst}, where the worked example takes "
             f"{1 - pairs[worst][1] / pairs[worst][0]:.1%} off its error; it takes off most, "
