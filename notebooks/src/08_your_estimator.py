@@ -25,7 +25,7 @@
 #
 # **Prerequisites:** notebooks 01 (TopK, sampling, the n/m and 1/u corrections), 04 (`u`)
 # and 06 (MagicPIG on every head of this model; Part 2, estimators a system can afford and
-# bytes read). **Time in a workshop:** about 45 minutes, of which 25 for the 3 exercises.
+# bytes read). **Time in a workshop:** about 50 minutes, of which 25 for the 3 exercises.
 #
 # **Exercises.** Three cells ask you to write a short function (its body is `...`); the cell
 # after each checks it and says what is wrong if it is. The third is open: any estimator
