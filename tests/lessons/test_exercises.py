@@ -526,6 +526,43 @@ def perplexity_torch(logits, targets):
     return torch.exp(nll).item()
 
 
+# 08
+def corrected_sample_torch(q, keys, values, exact, sampled):
+    q, keys, values = _t(q), _t(keys), _t(values)
+    exact, sampled = torch.as_tensor(exact, dtype=torch.long), torch.as_tensor(sampled, dtype=torch.long)
+    s = keys @ q / math.sqrt(q.shape[0])
+    shift = math.log((keys.shape[0] - exact.numel()) / sampled.numel()) if sampled.numel() else 0.0
+    w = torch.softmax(torch.cat([s[exact], s[sampled] + shift]), 0)
+    return w @ torch.cat([values[exact], values[sampled]])
+
+
+def corrected_sample_loop(q, keys, values, exact, sampled):
+    """Key by key: the drawn keys' weights multiplied by (n - e) / m after the shift, not in log space."""
+    d, n = len(q), len(keys)
+    scores = [float(keys[i] @ q) / math.sqrt(d) for i in list(exact) + list(sampled)]
+    top = max(scores)
+    factor = (n - len(exact)) / len(sampled) if len(sampled) else 1.0
+    w = [math.exp(s - top) * (factor if j >= len(exact) else 1.0) for j, s in enumerate(scores)]
+    rows = [values[i] for i in list(exact) + list(sampled)]
+    return sum(wi * v for wi, v in zip(w, rows)) / sum(w)
+
+
+def dropped_weight_torch(q, keys, read):
+    w = torch.softmax(_t(keys) @ _t(q) / math.sqrt(len(q)), 0)
+    kept = torch.zeros_like(w, dtype=torch.bool)
+    kept[torch.as_tensor(read, dtype=torch.long)] = True
+    return float(w[~kept].sum())  # the weight outside the read set, summed directly
+
+
+def dropped_weight_logsumexp(q, keys, read):
+    """In log space: 1 - exp(logsumexp(read scores) - logsumexp(all scores))."""
+    s = torch.as_tensor(np.asarray(keys) @ np.asarray(q) / math.sqrt(len(q)))
+    read = sorted({int(i) for i in read})
+    if not read:
+        return 1.0
+    return float(-torch.expm1(torch.logsumexp(s[read], 0) - torch.logsumexp(s, 0)))
+
+
 ALTERNATIVES = [
     ("01.topk_estimate", topk_loop),
     ("01.topk_estimate", topk_torch),
@@ -560,6 +597,10 @@ ALTERNATIVES = [
     ("07.merge_partial", merge_logaddexp),
     ("07.merge_partial", merge_sigmoid_torch),
     ("07.perplexity", perplexity_torch),
+    ("08.corrected_sample", corrected_sample_torch),
+    ("08.corrected_sample", corrected_sample_loop),
+    ("08.dropped_weight", dropped_weight_torch),
+    ("08.dropped_weight", dropped_weight_logsumexp),
 ]
 
 

@@ -35,7 +35,7 @@ import difflib
 import os
 import sys
 
-from pigviz.lessons.exercises import nb01, nb02, nb03, nb04, nb05, nb06, nb07
+from pigviz.lessons.exercises import nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08
 from pigviz.lessons.exercises._framework import (
     Case,
     Exercise,
@@ -87,10 +87,11 @@ NOTEBOOKS = {
     "05b": "05b_kv_serving",
     "06": "06_sampled_attention",
     "07": "07_sampled_decoding",
+    "08": "08_your_estimator",
 }
 
 _REGISTRY: dict[str, Exercise] = {}
-for _module in (nb01, nb02, nb03, nb04, nb05, nb06, nb07):
+for _module in (nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08):
     for _ex in _module.EXERCISES:
         if _ex.name in _REGISTRY:
             raise RuntimeError(f"exercise {_ex.name} is defined twice")
