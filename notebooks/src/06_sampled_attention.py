@@ -359,6 +359,39 @@ plots.head_ratio_figure(ratio, results["layers"], title="MagicPIG error / TopK e
 Markdown(lesson.layer0_text(results))
 
 # %% [markdown]
+# ### The words each method reads
+#
+# The tables count keys; here are the words behind them. For one query of a shipped head of
+# layer 2, the text around every position that TopK, MagicPIG and Quest read, at the same budget of 2% of the keys. Each
+# token is shaded by its true attention weight (log scale) and underlined where the method
+# read it; the table under the panels lists the tokens that carry the most weight and who
+# read them. TopK reads the highest scores wherever they sit, MagicPIG the keys its tables
+# return (close in angle to the query, not always heavy), Quest whole pages of 16 tokens.
+
+# %%
+from pigviz.model.tokens import load_tokens
+from pigviz.plots.tokens import reading_view
+from pigviz.study.estimators import token_reads
+from pigviz.widgets.tokens import LABELS, TokenReader
+
+reads = token_reads(row=0, head=0, position=63, fraction=0.02)  # layer 2, head 6, the last query
+reading_view(reads, load_tokens(), LABELS)
+
+# %% [markdown]
+# Pick another head, query position or budget (the widget needs a running kernel; on the
+# static site the view above stands in for it):
+
+# %%
+TokenReader()
+
+# %%
+held = {LABELS[m]: info["weight_read"] for m, info in reads["methods"].items()}
+best = max(held, key=held.get)
+Markdown(f"**Bottom line:** at the same {reads['budget']} keys, the keys each method reads hold "
+         + ", ".join(f"{name} {share:.0%}" for name, share in held.items())
+         + f" of this query's true attention weight: {best} holds the most, the words the query leans on.")
+
+# %% [markdown]
 # ## 5. A live run on one layer
 #
 # The shipped capture keeps four (layer, KV head) pairs in fp16. `experiments.live_run` runs
