@@ -165,10 +165,16 @@ sticks_figure(peaked, shown, BUDGET)
 # Here TopK does well: the sticks it leaves out are so short that dropping them moves the
 # balance point very little. The sampler read the same number of keys but made many more
 # draws, because the tall sticks keep coming up again.
-#
-# **Bottom line.** When the keys TopK leaves out hold almost no weight, TopK is close (a miss
-# of +0.004 here), and one run of oracle sampling is about as close (+0.014).
-#
+
+# %% jupyter={"source_hidden": true}
+peaked_rms = sb.error_curves(peaked, [BUDGET], n_seeds=2000, seed=5, methods=("sampling",)).errors["sampling"][0]
+topk_miss, one_run = est["topk"].value - peaked.truth, est["sampling"].value - peaked.truth
+Markdown(f"**Bottom line.** When the keys TopK leaves out hold almost no weight, TopK is close: it misses by "
+         f"{topk_miss:+.3f} here. Oracle sampling's typical miss is larger, about {peaked_rms:.2f} (its RMS error "
+         f"over 2000 runs, {peaked_rms / abs(topk_miss):.0f} times TopK's miss); this run's {one_run:+.3f} is one "
+         "draw of it.")
+
+# %% [markdown]
 # ## 3. The sink trap
 #
 # Real models often park a large share of a head's weight on one token, usually the first
@@ -212,7 +218,7 @@ sticks_figure(sink, shown, BUDGET)
 #
 # <details><summary>Hint</summary>
 #
-# sort the keys by weight, keep the first `budget`, return sum(w v) / sum(w) over those
+# sort by decreasing weight (np.argsort(-w)), keep the first `budget`, return sum(w v) / sum(w) over those
 #
 # </details>
 
@@ -231,12 +237,13 @@ print(f"sink scenario, budget {BUDGET}: your TopK {topk_estimate(sink.weights, s
 # %%
 folded("Solution: topk_estimate", f"```python\n{ex.solution('01.topk_estimate')}```")
 
-# %% [markdown]
-# TopK grabs the sink and a handful of its flat neighbours. Rescaling their weights to add
-# up to 1 gives the sink far more than its true half of the say, so the balance point slides
-# towards 0. No amount of luck helps: TopK is deterministic, and it misses the same way
-# every time. Sampling misses too on any single run, but its misses scatter on both sides
-# of the truth. Run each estimator many times and look where the estimates land:
+# %% jupyter={"source_hidden": true}
+flat_kept = int(np.sum(est["topk"].read != sink.sink_index))
+Markdown(f"TopK keeps the sink and the {flat_kept} tallest of the {sink.n - 1} flat keys (barely taller than the "
+         "flat keys it drops). Rescaling their weights to add up to 1 gives the sink far more than its true half "
+         "of the say, so the balance point slides towards 0. No amount of luck helps: TopK is deterministic, and "
+         "it misses the same way every time. Sampling misses too on any single run, but its misses scatter on "
+         "both sides of the truth. Run each estimator many times and look where the estimates land:")
 
 # %%
 runs = sb.repeat_estimates(sink, BUDGET, runs=4000, seed=1, methods=("topk", "sampling"))
@@ -270,11 +277,13 @@ print(f"TopK - truth = {est['topk'].value:.4f} - {sink.truth:.4f} = {est['topk']
 print(f"W_M (mean_T - mean_M) = {W_M:.3f} x ({mean_T:.4f} - {mean_M:.4f}) = {W_M * (mean_T - mean_M):+.4f}")
 print("the two", lessons.agree(est["topk"].value - sink.truth, W_M * (mean_T - mean_M), within=1e-12))
 
+# %% jupyter={"source_hidden": true}
+Markdown(f"**Bottom line.** In the sink scenario TopK misses by $W_M(\\bar v_T - \\bar v_M) = "
+         f"{W_M * (mean_T - mean_M):+.3f}$ on every run: it drops {W_M:.0%} of the weight, on values far above the "
+         "sink's. Oracle sampling's runs scatter on both sides and average to the truth "
+         f"({runs['sampling'].mean():.4f} against {sink.truth:.4f} over {runs['sampling'].size} runs).")
+
 # %% [markdown]
-# **Bottom line.** In the sink scenario TopK misses by $W_M(\bar v_T - \bar v_M) = -0.143$ on
-# every run: it drops 31% of the weight, on values far above the sink's. Oracle sampling's runs
-# scatter on both sides and average to the truth (0.3503 against 0.3512 over 4000 runs).
-#
 # ## 4. How fast sampling's miss shrinks, and what sets its size
 #
 # One draw lands on value $v_i$ with probability $w_i$, so its mean is exactly $o$ and its
@@ -321,19 +330,24 @@ print(f"RMS error at B = 8: original values {loose:.4f}, squeezed values {tight:
 dvk = nb01.draws_vs_keys(BUDGET, runs=20000)
 nb01.draws_vs_keys_table(dvk, caption=f"oracle sampling, RMS error over 20000 runs, budget {BUDGET} of 32 keys")
 
+# %% jupyter={"source_hidden": true}
+by = {row["scenario"]: row for row in dvk}
+ratio = {name: by[name][f"{BUDGET} distinct keys"] / by[name]["σ_w/√B"] for name in by}
+sink_keys, sink_ref = by["sink"][f"{BUDGET} distinct keys"], by["sink"]["σ_w/√B"]
+Markdown(f"With {BUDGET} paid draws the error sits on $\\sigma_w/\\sqrt B$ in every scenario, however the weight is "
+         f"spread. With {BUDGET} distinct keys it falls below: a little in the flat scenario, where {BUDGET} distinct "
+         f"keys take about {by['flat']['draws made (mean)']:.0f} draws, and well below in the peaked and sink "
+         f"scenarios ({ratio['peaked']:.2f} and {ratio['sink']:.2f} of it), where the heavy keys come up again and "
+         "again for free and their values are pinned down. That is why sampling beats $\\sigma_w/\\sqrt B$ in the "
+         "sink scenario (§9). Free repeats are a rule of this toy, not a property of sampling: a repeat draw costs "
+         "nothing, however many there are (the last column), while a real system pays for every draw or, like "
+         "MagicPIG, picks each key at most once. Question 3 shows where that rule misleads.\n\n"
+         "**Bottom line.** Sampling's error is set by how much the values disagree: about $\\sigma_w/\\sqrt{m}$ "
+         "after $m$ draws. A budget of distinct keys buys extra draws for free when a few keys dominate (sink: "
+         f"{sink_keys:.3f} against $\\sigma_w/\\sqrt B$ = {sink_ref:.3f} "
+         f"for {BUDGET} paid draws).")
+
 # %% [markdown]
-# With 12 paid draws the error sits on $\sigma_w/\sqrt B$ in every scenario, however the weight
-# is spread. With 12 distinct keys it falls below: a little in the flat scenario, where 12
-# distinct keys take about 15 draws, and well below in the peaked and sink scenarios (a third
-# and two thirds of it), where the heavy keys come up again and again for free and their
-# values are pinned down. Keep this in
-# mind: it is why sampling beats $\sigma_w/\sqrt B$ in the sink scenario (§9), and why, in
-# Question 3, a proposal sharper than the true weights can win.
-#
-# **Bottom line.** Sampling's error is set by how much the values disagree: about
-# $\sigma_w/\sqrt{m}$ after $m$ draws. A budget of distinct keys buys extra draws for free when
-# a few keys dominate (sink: 0.068 against $\sigma_w/\sqrt B$ = 0.103 for 12 paid draws).
-#
 # ## 5. The catch: you cannot sample without looking
 #
 # To draw key $i$ with probability $w_i$ the sampler needs every weight, and every weight
@@ -429,13 +443,16 @@ nb01.curves_table(is_curves, digits=3, caption="sink scenario, 2000 runs per bud
 # importance sampling is there nearly as far off as TopK), because the guess draws the sink
 # far less often than its weight deserves (the first printed line), so each rare sink draw
 # carries a large correction $w_0/u_0$ and the ratio swings from run to run. A less flat
-# proposal gives smaller corrections; Question 3 measures how much that helps, and finds that
-# with a budget of distinct keys it pays to go even past the true weights.
-#
-# **Bottom line.** Importance sampling needs $u$ only for the keys it draws, and it converges
-# (RMS error 0.327 at $B = 2$, 0.071 at $B = 24$), but with a too-flat guess it is biased at
-# small budgets: one key averages 0.577 against a truth of 0.351.
-#
+# proposal gives smaller corrections; Question 3 measures how much that helps, and why a
+# proposal even sharper than the true weights wins in this toy only: its repeat draws are free.
+
+# %% jupyter={"source_hidden": true}
+is_at = dict(zip(is_curves.budgets.tolist(), is_curves.errors["importance"]))
+Markdown(f"**Bottom line.** Importance sampling needs $u$ only for the keys it draws, and it converges (RMS error "
+         f"{is_at[2]:.3f} at $B = 2$, {is_at[24]:.3f} at $B = 24$), but with a too-flat guess it is biased at small "
+         f"budgets: one key averages {one_key.mean():.3f} against a truth of {sink.truth:.3f}.")
+
+# %% [markdown]
 # ## 7. Hybrid: read the top exactly, sample the rest
 #
 # Spend half the budget on the $B/2$ tallest sticks (the set $T$) and compute their part of
@@ -456,11 +473,13 @@ for scenario in (peaked, sink):
 nb01.table(rows, formats={"sampling (oracle)": "{:.4f}", "hybrid": "{:.4f}"},
            caption=f"RMS error at B = {BUDGET}, 2000 runs")
 
+# %% jupyter={"source_hidden": true}
+cut = {row["scenario"]: row["sampling (oracle)"] / row["hybrid"] for row in rows}
+Markdown(f"**Bottom line.** Reading the tallest sticks exactly and sampling only the rest keeps the estimate "
+         f"unbiased and, where a few sticks dominate, cuts oracle sampling's error at $B = {BUDGET}$: "
+         f"{cut['peaked']:.1f}-fold in the peaked scenario and {cut['sink']:.1f}-fold in the sink scenario.")
+
 # %% [markdown]
-# **Bottom line.** Reading the tallest sticks exactly and sampling only the rest keeps the
-# estimate unbiased and, where a few sticks dominate, cuts oracle sampling's error two to three
-# times at $B = 12$.
-#
 # ## 8. Try it
 #
 # Pick a scenario and move the budget. The triangles under the sticks are one run of each
@@ -495,11 +514,17 @@ error_curves_figure(sink_curves, budget=BUDGET)
 # counts distinct keys, not draws (§4). The hybrid reads the sink exactly and samples only
 # the flat part, whose values disagree less. Importance sampling pays for its rough guess,
 # nearly as far off as TopK at $B = 12$, but still converges.
-#
-# **Bottom line.** At $B = 12$ in the sink scenario the hybrid misses least (0.031), then
-# oracle sampling (0.065), then importance sampling (0.140) and TopK (0.143), which is also
-# wrong the same way every time.
-#
+
+# %% jupyter={"source_hidden": true}
+at = list(sink_curves.budgets).index(BUDGET)
+names = {"hybrid": "the hybrid", "sampling": "oracle sampling", "importance": "importance sampling", "topk": "TopK"}
+ranked = sorted(names, key=lambda m: sink_curves.errors[m][at])
+Markdown(f"**Bottom line.** At $B = {BUDGET}$ in the sink scenario {names[ranked[0]]} misses least "
+         f"({sink_curves.errors[ranked[0]][at]:.3f}), then "
+         + ", then ".join(f"{names[m]} ({sink_curves.errors[m][at]:.3f})" for m in ranked[1:])
+         + "; TopK is also wrong the same way every time.")
+
+# %% [markdown]
 # ## 10. Headline numbers
 #
 # The headline numbers of this lesson, recomputed, each with the condition it must meet (the
@@ -566,7 +591,15 @@ folded("Answer 3", f"{nb01.markdown_table(q3_table)}\n\n"
        f"The last column shows that the budget rule is what does it: with exactly {BUDGET} independent draws, every repeat paid for, the true "
        f"weights do best ({q3[1.0]['RMS, fixed draws']:.3f}) and sharpness 3 is "
        f"{q3[3.0]['RMS, fixed draws'] / q3[1.0]['RMS, fixed draws']:.0f} times worse "
-       f"({q3[3.0]['RMS, fixed draws']:.3f}): most runs then draw little but the sink.")
+       f"({q3[3.0]['RMS, fixed draws']:.3f}): most runs then draw little but the sink.\n\n"
+       "**Count the draws, though** (the \"draws made\" column, the median per run): "
+       + ", ".join(f"sharpness {k:g}: {nb01.draw_count(q3[k]['draws made (median)'])}" for k in (1.0, 2.0, 3.0, 4.0, 8.0))
+       + ". The sharper proposals win only because this toy lets repeat draws cost nothing, in any number. No real "
+       f"sampler makes {nb01.draw_count(q3[3.0]['draws made (median)'])} to "
+       f"{nb01.draw_count(q3[8.0]['draws made (median)'])} draws per token, and MagicPIG does not draw "
+       "with replacement at all: it samples each key at most once, when the key collides with the query. So the "
+       "gain past sharpness 1 is an artefact of the toy's budget rule, not a recommendation; paying for every "
+       "draw (the last column), the true weights are the best proposal.")
 
 # %% [markdown]
 # **4.** With `sb.make_scenario("peaked", seed=...)`, is the hybrid ever worse than TopK? What
@@ -625,7 +658,7 @@ folded("Answer 5", f"Stopping after the B-th new key: mean of 4000 runs {after.m
 # * Sampling from the weights is unbiased. With $m$ independent draws its error is about
 #   $\sigma_w/\sqrt m$, where $\sigma_w$ measures how much the values disagree. With a budget
 #   of $B$ distinct keys its error is at most about $\sigma_w/\sqrt B$, and below it when a
-#   few keys hold most of the weight (their repeat draws are free).
+#   few keys hold most of the weight (in this toy their repeat draws are free).
 # * Drawing from the true weights needs every key. Importance sampling draws from a cheap
 #   proposal $u$ and divides by it, so it needs $u$ for every key it draws; it converges, with
 #   a bias at small budgets.

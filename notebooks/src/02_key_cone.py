@@ -35,7 +35,8 @@
 # says). To read the notebook first with the reference solutions standing in for every blank,
 # run `ex.enable_solutions()` after the imports.
 #
-# **Time in a workshop:** about 40 minutes, of which 15 for the three exercises.
+# **Time in a workshop:** about 40 minutes, of which 15 for the three exercises. The five
+# questions at the end, with their folded answers, take about 20 minutes more.
 
 # %%
 # Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
@@ -119,17 +120,20 @@ pk.sink_heatmap_figure(sink["sink_weight"], kg.head_pairs(cap), None, cap.group_
 # %%
 nb02.value_table(cap)
 
+# %% jupyter={"source_hidden": true}
+v0 = [row["|v0| / median |v|"] for row in nb02.value_lengths(cap)]
+first, per_layer = kg.sink_onset(cap)
+short = nb02.about_fraction(v0)
+Markdown(f"In every captured layer token 0's value is about {short} of the median value's length "
+         f"({min(v0):.2f} to {max(v0):.2f}): weight parked on it adds a vector about {short} as long as the same "
+         "weight on a typical token would. That fits the reading, though it does not prove it. Layer 2, which has "
+         "no sink, has an equally short value at token 0, so the short value belongs to token 0 in this model, and "
+         "the sink layers are the ones that put weight on it.\n\n"
+         "**Bottom line.** From the first sink layer on, heads park a large share of their weight on token 0 "
+         f"({per_layer[first:].mean():.2f} on average, the second printed line), and token 0's value is about "
+         f"{short} as long as a typical one.")
+
 # %% [markdown]
-# In every captured layer token 0's value is about a quarter of the median value's length:
-# weight parked on it adds a vector about a quarter as long as the same weight on a typical
-# token would. That fits the reading, though it does not prove it. Layer 2, which has no sink,
-# has an equally short value at token 0, so the short value belongs to token 0 in this model,
-# and the sink layers are the ones that put weight on it.
-#
-# **Bottom line.** From the first sink layer on, heads park a large share of their weight on
-# token 0 (0.40 on average, the second printed line), and token 0's value is about a quarter as
-# long as a typical one.
-#
 # ## 2. Keys crowd into a cone
 #
 # Take each key's direction (the key scaled to length 1) and average those unit keys; scaled to
@@ -141,8 +145,8 @@ nb02.value_table(cap)
 #
 # `cos_to_mean_direction(keys)`: for keys of shape `(n, d)`, each key's cosine with the keys'
 # mean direction, shape `(n,)`. Only directions count: the keys may have very different lengths
-# (one 25 times longer than the rest, or all of them 1000 times larger), and a single key
-# (`n = 1`) is its own mean direction.
+# (one key about 5 times longer than the rest, of length 25, or all of them 1000 times larger),
+# and a single key (`n = 1`) is its own mean direction.
 #
 # Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~6 min
 #
@@ -209,11 +213,16 @@ series.append(("random directions", kg.cos_to_mean_direction(random_keys), "#555
 pk.cosine_histogram_figure(series, "Keys crowd into a cone", "cos(key, mean direction)",
                            subtitle=f"all {cap.n_tokens:,} keys of each captured KV head")
 
+# %% jupyter={"source_hidden": true}
+*layer_rows, random_row = nb02.cone_rows(cap, random_keys)
+widths = [row["cone width (mean cos)"] for row in layer_rows]
+angles_deg = [row["median angle to the mean direction (deg)"] for row in layer_rows]
+Markdown(f"**Bottom line.** In every captured layer the keys form a cone: their cone width is {min(widths):.2f} to "
+         f"{max(widths):.2f} against {random_row['cone width (mean cos)']:.2f} for random directions, and the median "
+         f"key sits {min(angles_deg):.0f} to {max(angles_deg):.0f} degrees from the mean direction instead of the "
+         f"{random_row['median angle to the mean direction (deg)']:.0f} degrees of random directions.")
+
 # %% [markdown]
-# **Bottom line.** In every captured layer the keys form a cone: their cone width is 0.55 to
-# 0.71 against 0.01 for random directions, and the median key sits 44 to 56 degrees from
-# the mean direction instead of about 90.
-#
 # ## 3. The query looks the other way
 #
 # Now measure the queries against the keys. A second mean enters here, and it is a different
@@ -248,14 +257,16 @@ pk.cosine_histogram_figure([("cos(query, key)", cos_q, pk.COLORS["raw"], "solid"
                            "One query against its keys", "cos(query, key)", marks=[("sink key", cos_q[0])],
                            subtitle=f"layer 19, head 6, query at position {int(view.positions[-1])}")
 
+# %% jupyter={"source_hidden": true}
+others = int(np.sum(cos_q[1:] > 0))
+query_angles = [row.query_angle_deg for row in rows]
+Markdown(f"Only the sink key (dotted line) and the {others} other keys counted above lean towards this query. Scores "
+         "$q \\cdot k / \\sqrt d$ are therefore mostly negative, and the interesting keys are the few that lean less "
+         "away than the rest.\n\n"
+         "**Bottom line.** In every captured head the queries sit more than 90 degrees from the mean key (the angle "
+         f"column: {min(query_angles):.0f} to {max(query_angles):.0f} degrees), so they point away from the cone.")
+
 # %% [markdown]
-# Only the sink key (dotted line) and the two other keys counted above lean towards this
-# query. Scores $q \cdot k / \sqrt d$ are therefore mostly negative, and the interesting keys
-# are the few that lean less away than the rest.
-#
-# **Bottom line.** In every captured head the queries sit more than 90 degrees from the mean
-# key (the angle column: 109 to 140 degrees), so they point away from the cone.
-#
 # ## 4. The sink key is short, and still wins
 #
 # One might expect the sink key to be long, shouting over the others. In this model it is
@@ -275,9 +286,10 @@ nb02.sink_key_table(rows)
 #
 # `attention_weights(q, keys)`: the attention weights of one query `q` (shape `(d,)`) over
 # `keys` (shape `(n, d)`), the softmax of the scores $q\cdot k_i/\sqrt d$ with $d$ the length of
-# `q`; shape `(n,)`, summing to 1. Real scores can be thousands above or below 0, where `exp`
-# overflows to `inf` or underflows to 0 for every key: subtract the largest score before `exp`
-# (the softmax does not change). A single key gets all the weight. Then use it on the last
+# `q`; shape `(n,)`, summing to 1. Scores can be large (the checks use thousands above and
+# below 0, where `exp` overflows to `inf` or underflows to 0 for every key); subtracting the
+# largest score before `exp` makes it safe whatever they are, and the softmax does not change.
+# A single key gets all the weight. Then use it on the last
 # query of layer 19, head 6: how much weight lands on the sink?
 #
 # Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~5 min
@@ -305,11 +317,15 @@ print(f"last query of layer 19, head 6: your weight on the sink key {mine[0]:.3f
 # %%
 folded("Solution: attention_weights", f"```python\n{ex.solution('02.attention_weights')}```")
 
+# %% jupyter={"source_hidden": true}
+sink_heads = [row for row in rows if row.sink_weight > 0.1]
+k0 = [row.sink_norm_ratio for row in sink_heads]
+Markdown("**Bottom line.** The sink key wins by its direction, not its length: in the sink heads it is about "
+         f"{nb02.about_fraction(k0)} of the median key's length ({min(k0):.2f} to {max(k0):.2f}), yet it outscores "
+         f"every older key for {np.mean([row.sink_wins for row in sink_heads]):.1%} of their queries, and this one "
+         f"query puts {mine[0]:.2f} of its weight on it (printed above).")
+
 # %% [markdown]
-# **Bottom line.** The sink key wins by its direction, not its length: in the sink heads it is
-# about a fifth of the median key's length, yet it outscores every older key for almost every
-# query, and this one query puts about half of its weight on it (printed above).
-#
 # ## 5. The picture: keys in the plane of the query and the mean key
 #
 # A 64-dimensional cloud cannot be drawn, but a plane through it can. Take the plane spanned
@@ -344,19 +360,30 @@ pk.key_cloud_figure(cloud, d, n_hashed)
 fill = nb02.bucket_fill(view)
 print(f"the six hyperplanes as one {d}-d table: the hashed keys fill {fill['filled']} of its {fill['buckets']} "
       f"buckets, and the fullest {fill['top']} hold {fill['top_share']:.0%} of them")
-nb02.plane_table(kp.plane_splits(view, -1, "raw", n_planes=6))
+splits = kp.plane_splits(view, -1, "raw", n_planes=6)
+nb02.plane_table(splits)
+
+# %% jupyter={"source_hidden": true}
+crossing = int(splits.crosses().sum())
+shares = kp.all_bucket_shares(cap)  # every captured head and query, the same six hyperplanes
+last_raw = shares["raw"][:, -1]
+fullest = shares["heads"][int(np.argmax(last_raw))]
+Markdown(f"In the picture, {len(splits.real) - crossing} of the {len(splits.real)} lines miss the cloud and "
+         f"{crossing} cross it, and the query's wedge holds {cloud.share_picture:.2%} of the keys. In {d} dimensions "
+         f"every one of them splits the keys (the {d}-d column: {splits.real.min():.0%} to {splits.real.max():.0%} "
+         "on the query's side): a line that misses the drawn cloud can still cut it along the coordinates the "
+         "picture drops. So the keys spread over most buckets, but unevenly (the printed line), and almost none "
+         "of them lands on the query's side of all six planes at once. Read the picture for where the cloud sits, "
+         "not for which keys a table catches; the widget below prints both shares.\n\n"
+         f"**Bottom line.** For this query of layer {view.layer}, head {view.head}, pointing away from the cone, "
+         f"real hashing finds its own bucket almost empty ({cloud.share_real:.2%} of the hashed keys, the first "
+         "printed line of this section). One table of six bits varies a lot from head to head, though: over the "
+         f"{len(last_raw)} captured heads, the last query's bucket holds {last_raw.min():.2%} to "
+         f"{last_raw.max():.2%} of the raw keys (the most in layer {fullest[0]}, head {fullest[1]}), against "
+         f"1/64 = {1 / 64:.1%} in an evenly filled table. Notebook 03 counts with many tables and queries, and "
+         "shows what centring changes.")
 
 # %% [markdown]
-# In the picture, four of the six lines miss the cloud and two cross it, and the query's wedge
-# stays empty. In 64 dimensions every one of the six splits the keys (the 64-d column): a line
-# that misses the drawn cloud can still cut it along the coordinates the picture drops. So the
-# keys spread over most buckets, but unevenly (the printed line), and almost none of them lands
-# on the query's side of all six planes at once. Read the picture for where the cloud sits,
-# not for which keys a table catches; the widget below prints both shares.
-#
-# **Bottom line.** A query pointing away from a cone finds its own bucket almost empty under
-# real hashing (the first printed line of this section). That is the problem notebook 03 solves.
-#
 # ## 6. Explore
 #
 # Click an outlined cell of the heatmap to show that head's keys below (a cell whose keys
@@ -417,10 +444,11 @@ quiet = [(layer, head) for layer in range(first_sink, weight0.shape[0]) for head
 folded("Answer 2", f"From layer {first_sink} on, {len(quiet)} of {(weight0.shape[0] - first_sink) * weight0.shape[1]} "
        "(layer, head) cells put under 5% of their weight on token 0, for example "
        + ", ".join(f"layer {layer} head {head} ({weight0[layer, head]:.1%})" for layer, head in quiet[:4])
-       + ". For heads outside the four shipped layers the capture holds only their weight on token 0, so what "
-       "they do instead is a guess to test: a head that always finds something relevant (the previous token, a "
-       "matching earlier token) has no spare weight to park. Capture that head with the optional cell at the "
-       "top and look where its weight goes.")
+       + ". For heads outside the four shipped layers the capture holds only this weight, so what they do instead "
+       "is a guess to test (a head that always finds something relevant, such as the previous token, has no spare "
+       f"weight to park). To test it, load the model as in the optional cell, then `c = capture(model, tokenizer, "
+       f"layers=[{quiet[0][0]}], kv_heads=[{quiet[0][1] // cap.group_size}])` (from `pigviz.model.capture`); "
+       f"`kg.head_view(c, {quiet[0][0]}, {quiet[0][1]}).attention_weights()[-1]` is where its last query's weight goes.")
 
 # %% [markdown]
 # **3.** With `kg.cos_with_query(view, i)`, which positions does the last query like best? How
@@ -447,7 +475,8 @@ stretched[0] *= np.median(lengths) / lengths[0]
 w_now = view.attention_weights()[-1, 0]
 w_long = view.attention_weights(stretched)[-1, 0]
 folded("Answer 4", f"Key 0 is {lengths[0] / np.median(lengths):.2f} times the median length. Stretched to the median "
-       f"length, its score (positive for this query) grows by the same factor, and the last query's weight on it goes "
+       f"length, its score (positive for this query) grows {np.median(lengths) / lengths[0]:.1f}-fold, and the last "
+       "query's weight on it goes "
        f"from **{w_now:.3f} to {w_long:.3f}**. The sink key's direction does the work; its shortness keeps its "
        "score, and so its weight, moderate.")
 
@@ -478,9 +507,10 @@ folded("Answer 5", f"Over 20 random hyperplanes, the {len(shares['raw'])} captur
 #   whose value is about a quarter as long as a typical one.
 # * The queries point away from the cone; the sink key is short but points towards them, so
 #   its small positive score beats the others' large negative ones.
-# * Hyperplanes through the origin split a cone that sits far from the origin unevenly, and a
-#   query pointing away from it finds its own bucket almost empty. The 2-D picture shows
-#   where the cloud sits; only the 64-dimensional count says which keys share a bucket.
+# * Hyperplanes through the origin split a cone that sits far from the origin unevenly; the
+#   query drawn in §5, pointing away from it, finds its own bucket almost empty, though one
+#   table of six bits varies a lot from head to head. The 2-D picture shows where the cloud
+#   sits; only the 64-dimensional count says which keys share a bucket.
 #
 # **Next: notebook 03** subtracts the mean key before hashing, shows that attention does not
 # notice, and counts what that does to real 64-dimensional hashing.

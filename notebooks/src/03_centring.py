@@ -5,7 +5,7 @@
 #
 # Notebook 02 found the real keys of SmolLM2-135M bunched in a cone, with the queries
 # pointing away from it. Random hyperplanes through the origin split such a cloud unevenly,
-# and a query pointing away from it finds its SimHash bucket almost empty. MagicPIG's remedy
+# and the query it drew, pointing away from it, found its SimHash bucket almost empty. MagicPIG's remedy
 # is to subtract the mean of the keys it hashes from every key before hashing. This notebook
 # shows why attention does not notice, what the cloud looks like afterwards, how much it
 # changes what real 64-dimensional hashing finds, and what that does to MagicPIG's output.
@@ -30,8 +30,9 @@
 # notebook first with the reference solutions standing in for every blank, run
 # `ex.enable_solutions()` after the imports.
 #
-# **Time in a workshop:** about 45 minutes, of which 15 for the three exercises; the "Going
-# further" appendix at the end adds about 10.
+# **Time in a workshop:** about 45 minutes, of which 15 for the three exercises. The five
+# questions at the end, with their folded answers, take about 20 minutes more, and the "Going
+# further" appendix about 10.
 
 # %%
 # Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
@@ -97,7 +98,7 @@ if RUN_LIVE:
 # ## 1. Attention ignores a shift of every key
 #
 # MagicPIG never hashes the exact set it reads anyway (the first and last tokens counted in
-# the first cell), so it centres on the mean $\mu$ of the *hashed* keys only, as the engine
+# the capture line printed above), so it centres on the mean $\mu$ of the *hashed* keys only, as the engine
 # in `pigviz.lsh.index` does: the exact set is not in the tables, and its odd members (the
 # sink key points its own way, notebook 02) could pull the mean away from the cloud that is
 # hashed. In the head below they barely do (Answer 1), but the engine follows MagicPIG and
@@ -121,7 +122,7 @@ if RUN_LIVE:
 #
 # <details><summary>Hint</summary>
 #
-# keys[sinks:n - recent].mean(axis=0)
+# n = len(keys); keys[sinks:n - recent].mean(axis=0)
 #
 # </details>
 
@@ -206,22 +207,23 @@ from pigviz.keys import projection as kp
 
 clouds = {v: kp.key_cloud(view, -1, v, n_planes=6) for v in kg.VARIANTS}
 n_hashed = int(kg.non_exact_mask(cap.n_tokens).sum())
-centred_widths = [r.cone_centred for r in kg.geometry_table(cap)[::cap.group_size]]
-print("cone width after centring (notebook 02: 0.55 to 0.71 raw): "
-      + ", ".join(f"layer {layer}: {w:.3f}" for layer, w in zip(cap.layers, centred_widths)))
+print("cone width, raw (notebook 02) -> centred: " + ", ".join(
+    f"layer {r.layer}: {r.cone_raw:.2f} -> {r.cone_centred:.3f}" for r in kg.geometry_table(cap)[::cap.group_size]))
 display(nb03.bucket_share_table(clouds, 6))
 pk.key_cloud_pair_figure(clouds, d, n_hashed)
 
+# %% jupyter={"source_hidden": true}
+Markdown("Centred, the keys are no longer a cone (the centred cone widths printed first are near 0, as for random "
+         "directions), the lines slice straight through the cloud, and the keys in the query's wedge are the ones "
+         "pointing its way. Notice the sink: it was short, so after centring it is roughly $-\\mu$, and since the "
+         "mean key pointed away from the query, $-\\mu$ points towards it. (MagicPIG reads the sink exactly anyway; "
+         f"it is not hashed.) The picture cannot say which keys share the bucket, though: the {d}-d side of a "
+         f"hyperplane depends on all {d} coordinates of a key, so the wedge and the real bucket can disagree either "
+         f"way. Here, centred, the wedge holds {clouds['centred'].share_picture:.2%} of the keys against "
+         f"{clouds['centred'].share_real:.2%} in the real bucket; raw, {clouds['raw'].share_picture:.2%} against "
+         f"{clouds['raw'].share_real:.2%}.")
+
 # %% [markdown]
-# Centred, the keys are no longer a cone (the cone widths printed first are near 0, as for
-# random directions), the lines slice straight through the cloud, and the keys in the query's
-# wedge are the ones pointing its way. Notice the sink: it was short, so after centring it is
-# roughly $-\mu$, and since the mean key pointed away from the query, $-\mu$ points towards
-# it. (MagicPIG reads the sink exactly anyway; it is not hashed.) The picture still
-# flatters: a key in the query's wedge must also sit on the query's side of each hyperplane
-# along the 62 coordinates the picture drops, so fewer keys share the 64-d bucket than the
-# wedge shows.
-#
 # Seen from the query, the change is stark. Before, almost every key was at a large angle;
 # after, the cosines spread around zero and a tail of keys leans towards the query.
 #
@@ -284,7 +286,10 @@ pk.cosine_histogram_figure([("raw keys", cos_raw, pk.COLORS["raw"], "solid"),
 #   shares the query's bucket in **at least 2** of them;
 # * one hyperplane separates two vectors at angle θ with probability θ/π, so a key's chance of
 #   sharing a bucket, and of being sampled, follows from its cosine with the query alone:
-#   that is **the formula** whose predictions appear in the table below.
+#   that is **the formula** whose predictions appear in the table below. We write $u$ for a
+#   key's chance to be sampled (MagicPIG divides by it, as importance sampling divided by its
+#   proposal in notebook 01); plotted against the cosine, the formula is an S-shaped curve that
+#   rises from near 0 to near 1 as the cosine grows (notebook 04 draws it).
 #
 # Now the real thing: MagicPIG's default of L = 150 tables of K = 10 bits, applied to the
 # 64-dimensional keys. For every captured layer, every eighth captured query of each of its
@@ -309,22 +314,25 @@ pk.collision_bars_figure(grid, K, L, sink_by_layer)
 # %%
 nb03.paper_table(grid, K, L)
 
+# %% jupyter={"source_hidden": true}
+raw2, cen2 = grid.per_layer("measured", "raw", K, L, 2)[1:], grid.per_layer("measured", "centred", K, L, 2)[1:]
+pairs2 = np.round(raw2 * grid.n_queries * grid.n_keys).astype(int)  # the sink layers: all but layer 2
+stray = np.abs(grid.per_layer("measured", "raw", K, L, 1) / grid.per_layer("formula", "raw", K, L, 1) - 1)[1:]
+Markdown("So in SmolLM2 on this text, raw keys collide more often than the paper's 0.1%, in every captured layer. "
+         "It does not rescue raw hashing: what counts for MagicPIG is two collisions, which in the sink layers only "
+         "a sliver of raw keys reach, and centring multiplies that rate many times over. The factors for the sink "
+         f"layers are rough ones: each raw rate there rests on {', '.join(map(str, pairs2[:-1]))} and {pairs2[-1]} "
+         "colliding pairs (the "
+         "pairs column), and it moves a lot from one draw of hyperplanes to the next. That is also why, for raw "
+         f"keys, the counted >= 1 rates in the first table stray from the formula by {stray.min():.0%} or more in "
+         "the sink layers while the centred ones sit close to it: the formula is an average over draws of "
+         "hyperplanes, the table counts one draw. The \"Going further\" appendix counts "
+         f"{kh.shipped_collision_rate_draws().n_draws} draws and shows the formula right on average.\n\n"
+         f"**Bottom line.** At MagicPIG's default ({K}, {L}), centring multiplies the share of keys sampled in every "
+         f"captured layer: in the sink layers from {raw2.min():.3%}–{raw2.max():.3%} of the hashed keys to "
+         f"{cen2.min():.1%}–{cen2.max():.1%} (the \">= 2 counted\" column).")
+
 # %% [markdown]
-# So in SmolLM2 on this text, raw keys collide more often than the paper's 0.1%, in every
-# captured layer. It does not rescue raw hashing: what counts for MagicPIG is two
-# collisions, which in the sink layers only a sliver of raw keys reach, and centring
-# multiplies that rate many times over. The factors for the sink layers are rough ones: each
-# raw rate there rests on a few dozen colliding pairs or fewer (the pairs column), and it
-# moves a lot from one draw of hyperplanes to the next. That is also why, for raw keys, the
-# counted rates in the first table stray from the formula by a third or more in the sink
-# layers while the centred ones sit close to it: the formula is an average over draws of
-# hyperplanes, the table counts one draw. The "Going further" appendix counts 30 draws and
-# shows the formula right on average.
-#
-# **Bottom line.** At MagicPIG's default (10, 150), centring multiplies the share of keys
-# sampled in every captured layer: in the sink layers from a few keys in ten thousand or
-# fewer to about 3 to 4 percent (the ">= 2 counted" column).
-#
 # ## 4. Does it matter? The weight hashing finds, and the output
 #
 # Collision rates alone do not say whether the right keys are found. The attention weight
@@ -352,19 +360,28 @@ pk.weight_share_figure(grid, K, L, sink_by_layer)
 errors = kh.output_errors(cap) if RUN_LIVE else kh.shipped_output_errors()
 nb03.error_table(errors)
 
+# %% jupyter={"source_hidden": true}
+sink_err = {m: errors.mean_error(m)[1:] for m in ("exact only", "raw", "centred")}  # all layers but layer 2
+heads = [(layer, head) for layer, hs in zip(errors.layers[1:], errors.query_heads[1:]) for head in hs]
+raw_better = [(h, r, x) for h, r, x in zip(heads, sink_err["raw"].ravel(), sink_err["exact only"].ravel()) if r < x]
+cut = (sink_err["exact only"] / sink_err["centred"]).ravel()
+extra = errors.keys_read["raw"][1:].mean() - errors.exact
+Markdown(f"In the sink layers the raw index is on average worse than reading the exact set alone (error "
+         f"{sink_err['raw'].mean():.3f} against {sink_err['exact only'].mean():.3f}, mean over their {len(heads)} "
+         f"heads), and worse in {len(heads) - len(raw_better)} of the {len(heads)} heads; in the other "
+         f"{len(raw_better)} it is slightly better ("
+         + "; ".join(f"layer {layer} head {head}: {r:.4f} against {x:.4f}" for (layer, head), r, x in raw_better)
+         + f"). It samples almost nothing (it reads the exact set plus {extra:.1f} key{'' if round(extra, 1) == 1 else 's'} "
+         "on average), and the few "
+         "keys it does sample were caught against long odds, so dividing by their small chance of being sampled "
+         "hands keys that carry almost none of the true weight a sizeable share of the estimate. Centred, the "
+         "sampled keys are the ones that carry weight, and the error drops below the exact set's alone in every "
+         f"head: {cut.min():.1f} to {cut.max():.1f} times smaller in the sink layers' heads.\n\n"
+         "**Bottom line.** With raw keys, hashing adds error on average instead of removing it in the sink layers; "
+         "centred, it cuts the exact set's error in every head. That is why centring decides whether MagicPIG's "
+         "sampling helps at all.")
+
 # %% [markdown]
-# In the sink layers the raw index does no better than reading the exact set alone, and on
-# average worse (over their nine heads, and head by head: the headline table below). It
-# samples almost nothing (it reads the exact set plus a key or so), and the few keys it does
-# sample were caught against long odds, so dividing by their small chance of being sampled
-# hands keys that carry almost none of the true weight a sizeable share of the estimate.
-# Centred, the sampled keys are the ones that carry weight, and the error drops below the
-# exact set's alone in every head (the headline table gives by how much).
-#
-# **Bottom line.** With raw keys, hashing adds error on average instead of removing it in the
-# sink layers; centred, it cuts the exact set's error in every head. That is why centring
-# decides whether MagicPIG's sampling helps at all.
-#
 # ## 5. Around the default: other K and L
 #
 # The same count over a grid of K (bits per table) and L (tables), averaged over the
@@ -382,14 +399,17 @@ print(f"at K = {wide_K}, L = {wide_L}: {grid.mean('measured', 'centred', wide_K,
       f"are sampled centred, {grid.mean('measured', 'raw', wide_K, wide_L, 2):.0%} raw")
 pk.collision_grid_figure(grid, min_hits=2)
 
+# %% jupyter={"source_hidden": true}
+wide = {v: (grid.mean("measured", v, wide_K, wide_L, 2), grid.mean("weight_share", v, wide_K, wide_L)) for v in kg.VARIANTS}
+Markdown(f"Where the buckets are widest (fewest bits, most tables: the last line above), centred hashing samples "
+         f"most of the hashed keys, {wide['centred'][0]:.0%}, so it saves few reads; raw hashing samples "
+         f"{wide['raw'][0]:.0%} of them, which by now carry {wide['raw'][1]:.0%} of the hashed keys' weight "
+         f"(centred: {wide['centred'][1]:.2%}).\n\n"
+         "**Bottom line.** At the settings that actually save reads, centring is what makes the buckets useful; only "
+         f"where centred hashing samples most keys does the gap shrink, to {wide['centred'][0] / wide['raw'][0]:.1f}x "
+         f"({wide['raw'][0]:.0%} against {wide['centred'][0]:.0%} at K = {wide_K}, L = {wide_L}).")
+
 # %% [markdown]
-# Where the buckets are widest (fewest bits, most tables: the last line above), centred
-# hashing samples most of the hashed keys and raw hashing a sizeable share, so the sampler
-# saves few reads either way and the gap matters less.
-#
-# **Bottom line.** At the settings that actually save reads, centring is what makes the
-# buckets useful; only where nearly everything is sampled anyway does raw hashing catch up.
-#
 # ## 6. Explore
 #
 # Toggle between raw and centred keys, move the query, change the layer and head, and add
@@ -401,10 +421,21 @@ from pigviz.widgets.key_geometry import KeyCloudWidget
 
 KeyCloudWidget(cap, layer=19, head=6, centred=False, n_planes=6)
 
+# %% jupyter={"source_hidden": true}
+one = kp.all_bucket_shares(cap)  # the widget's table: 6 planes, seed 0; every captured head and query
+fewer = one["centred"] < one["raw"]
+h, q = np.unravel_index(np.argmax(one["raw"] - one["centred"]), fewer.shape)
+Markdown("**Bottom line.** Centring moves the cloud onto the origin in every head, but one table of six bits is a "
+         f"noisy count of what it does to the query's bucket. Over the {fewer.shape[0]} captured heads and their "
+         f"{fewer.shape[1]} queries each, the centred bucket holds fewer keys than the raw one for {fewer.sum()} of the "
+         f"{fewer.size} (head, query) pairs (most of all in layer {one['heads'][h][0]}, head {one['heads'][h][1]}, "
+         f"the query at position {int(cap.query_positions[q])}: raw {one['raw'][h, q]:.2%}, centred "
+         f"{one['centred'][h, q]:.2%}); centred shares scatter "
+         f"around the 1/64 = {1 / 64:.1%} of an evenly filled table (median {np.median(one['centred']):.2%}), raw "
+         f"ones sit mostly far below it (median {np.median(one['raw']):.2%}). For a robust comparison, read the "
+         f"counts of §3, over many queries and {L} tables of {K} bits.")
+
 # %% [markdown]
-# **Bottom line.** In every head you pick, centring moves the cloud onto the origin and fills
-# the query's bucket; the status line's 64-d share is the number to trust.
-#
 # ## Headline numbers
 #
 # The headline numbers of this notebook, recomputed from the shipped capture (`pigviz verify`
@@ -492,10 +523,11 @@ folded("Answer 5", f"Layer 19, head 6, last query, centred keys at ({K}, {L}): t
        + "; ".join(f"cos {r['from']:+.1f} to {r['to']:+.1f}: {r['keys']:,} keys, {r['weight']:.1%} of the weight, "
                    f"mean u {r['mean u']:.2f}, {r['share of the missed weight']:.0%} of the missed weight"
                    for r in m5["bins"])
-       + f". The missed weight sits mostly on the closest keys: they carry most of the weight, and yet only "
-       f"{m5['beyond_half']} keys lie beyond the S-curve's 50% point (cos {m5['half']:.2f}), so even they are sampled "
-       "only part of the time. The bulk near cos 0 carries almost no weight for this query. (Notebook 04 shows the "
-       "same query's keys filling mostly the bottom of the S.)")
+       + " (u: a key's chance to be sampled, by the formula). The missed weight sits mostly on the closest keys: "
+       f"they carry most of the weight, and yet only {m5['beyond_half']} keys lie beyond the cosine "
+       f"({m5['half']:.2f}) at which the formula reaches u = 50%, so even they are sampled only part of the time. "
+       "The bulk near cos 0 carries almost no weight for this query. (Notebook 04 draws the formula against the "
+       "cosine, an S-shaped curve, and shows the same query's keys filling mostly its low end, where u is small.)")
 
 # %% [markdown]
 # ## Recap
@@ -506,9 +538,13 @@ folded("Answer 5", f"Layer 19, head 6, last query, centred keys at ({K}, {L}): t
 #   hyperplanes through the origin cut it.
 # * At (K, L) = (10, 150), centring multiplies the share of keys sampled (>= 2 tables) many
 #   times over and puts a large part of the attention weight on sampled keys.
-# * In the sink layers, raw hashing makes MagicPIG's output worse than reading the exact set
-#   alone; centred hashing makes it several times better.
-#
+
+# %% jupyter={"source_hidden": true}
+Markdown(f"* In the sink layers, raw hashing makes MagicPIG's output on average worse than reading the exact set "
+         f"alone (worse in {len(heads) - len(raw_better)} of {len(heads)} heads); centred hashing makes it "
+         f"{cut.min():.1f} to {cut.max():.1f} times better.")
+
+# %% [markdown]
 # **Next: notebook 04** derives the formula used in §3, one hyperplane at a time, and checks
 # each step by counting.
 #

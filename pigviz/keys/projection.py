@@ -15,10 +15,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from pigviz._util.validate import check_choice, check_int
-from pigviz.keys.geometry import VARIANTS, HeadView, non_exact_mask, unit_rows
+from pigviz.keys.geometry import VARIANTS, HeadView, head_pairs, head_view, non_exact_mask, unit_rows
 from pigviz.lsh import simhash_checks
 
-__all__ = ["KeyCloud", "key_cloud", "hyperplanes", "PlaneSplits", "plane_splits", "picture_cosines"]
+__all__ = [
+    "KeyCloud",
+    "key_cloud",
+    "hyperplanes",
+    "PlaneSplits",
+    "plane_splits",
+    "picture_cosines",
+    "bucket_shares",
+    "all_bucket_shares",
+]
 
 
 def hyperplanes(dim: int, count: int, seed: int = 0) -> np.ndarray:
@@ -147,6 +156,31 @@ def plane_splits(
     picture = ((normals @ (basis @ keys.T)) >= 0) == q_side[:, None]
     real = ((planes @ keys.T) >= 0) == q_side[:, None]
     return PlaneSplits(view.layer, view.head, variant, picture.mean(axis=1), real.mean(axis=1))
+
+
+def bucket_shares(view: HeadView, variant: str = "raw", n_planes: int = 6, seed: int = 0) -> np.ndarray:
+    """``(queries,)``: for every captured query of ``view``, the share of its hashed keys that share
+    its bucket in the one ``n_planes``-bit table ``key_cloud`` draws (same ``seed``), counted in d
+    dimensions: ``key_cloud(view, i, variant, n_planes, seed).share_real`` for every ``i`` at once."""
+    check_choice("variant", variant, VARIANTS)
+    n_planes = check_int("n_planes", n_planes, 1, 64)
+    keys = view.keys_as(variant)[non_exact_mask(view.n)]
+    planes = hyperplanes(keys.shape[-1], n_planes, seed)
+    weights = 1 << np.arange(n_planes, dtype=np.int64)
+    key_codes = (keys @ planes.T >= 0) @ weights  # (keys,)
+    query_codes = (view.queries @ planes.T >= 0) @ weights  # (queries,)
+    return (query_codes[:, None] == key_codes[None, :]).mean(axis=1)
+
+
+def all_bucket_shares(cap, n_planes: int = 6, seed: int = 0) -> dict:
+    """``bucket_shares`` for every captured head and query, raw and centred: ``{"heads": [(layer,
+    head), ...], "raw": (heads, queries), "centred": (heads, queries)}``."""
+    heads = head_pairs(cap)
+    out = {"heads": heads}
+    views = [head_view(cap, layer, head) for layer, head in heads]
+    for variant in VARIANTS:
+        out[variant] = np.array([bucket_shares(v, variant, n_planes, seed) for v in views])
+    return out
 
 
 def picture_cosines(cloud: KeyCloud) -> np.ndarray:

@@ -19,7 +19,7 @@ from pigviz.keys.geometry import (
     sink_onset,
     sink_table,
 )
-from pigviz.keys.projection import hyperplanes, key_cloud, picture_cosines, plane_splits
+from pigviz.keys.projection import all_bucket_shares, hyperplanes, key_cloud, picture_cosines, plane_splits
 from pigviz.lessons.tables import table
 from pigviz.lessons.verify import Claim, span
 
@@ -28,6 +28,8 @@ __all__ = [
     "capture_summary",
     "value_lengths",
     "value_table",
+    "about_fraction",
+    "cone_rows",
     "cone_table",
     "query_table",
     "sink_key_table",
@@ -96,9 +98,25 @@ def value_table(cap):
     )
 
 
-def cone_table(cap, random_keys):
-    """Per captured layer, and for random directions: the cone width (mean cosine with the mean
-    direction) and the median angle of the keys to the mean direction."""
+_FRACTIONS = {2: "half", 3: "a third", 4: "a quarter", 5: "a fifth", 6: "a sixth", 8: "an eighth", 10: "a tenth"}
+
+
+def about_fraction(values, tol: float = 0.25) -> str:
+    """The unit fraction 1/k nearest the mean of ``values``, in words ("a quarter"), for prose such
+    as "about a quarter as long". ValueError when some value is more than ``tol`` (relative) from
+    1/k, or when no word fits: then the prose must give the numbers instead."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    if x.size == 0 or not np.all(np.isfinite(x)) or np.any(x <= 0) or np.any(x > 1):
+        raise ValueError(f"values must be a non-empty list of numbers in (0, 1], got {x.tolist()}")
+    k = int(round(1 / x.mean()))
+    if k not in _FRACTIONS or np.any(np.abs(x * k - 1) > tol):
+        raise ValueError(f"values {np.round(x, 3).tolist()} are not all within {tol:.0%} of one simple fraction")
+    return _FRACTIONS[k]
+
+
+def cone_rows(cap, random_keys) -> list[dict]:
+    """Per captured layer (its KV head), then for ``random_keys``: the cone width (mean cosine with
+    the mean direction) and the median angle of the keys to the mean direction, in degrees."""
 
     def row(label, keys):
         cos = cos_to_mean_direction(keys)
@@ -112,6 +130,12 @@ def cone_table(cap, random_keys):
         row(f"layer {layer}", head_view(cap, layer, heads[0]).keys) for layer, heads in zip(cap.layers, cap.query_heads)
     ]
     rows.append(row("random directions", random_keys))
+    return rows
+
+
+def cone_table(cap, random_keys):
+    """``cone_rows`` as a table."""
+    rows = cone_rows(cap, random_keys)
     return table(
         rows,
         formats={"cone width (mean cos)": "{:.2f}", "median angle to the mean direction (deg)": "{:.0f}"},
@@ -262,6 +286,10 @@ def claims(cap=None) -> list:
     fill = bucket_fill(view)
     shares = one_plane_shares(cap)
     spread = {v: float(x.std()) for v, x in shares.items()}
+    random_keys = np.random.default_rng(0).standard_normal((cap.n_tokens, cap.keys.shape[-1]))
+    *layer_rows, random_row = cone_rows(cap, random_keys)
+    cone_angles = [r["median angle to the mean direction (deg)"] for r in layer_rows]
+    last_raw = all_bucket_shares(cap, N_PLANES)["raw"][:, -1]
     where = f"layer {view.layer}, head {view.head}, last query"
     return [
         Claim(
@@ -269,6 +297,12 @@ def claims(cap=None) -> list:
             "Raw keys form a cone: mean cos to their mean direction (random: ~0)",
             min(cones) > 0.3 and baseline < 0.05,
             f"{span(cones)} (random: {baseline:.2f})",
+        ),
+        Claim(
+            "02",
+            "...the median key's angle to the mean direction, per layer (random directions: ~90 deg)",
+            max(cone_angles) < 70 and random_row["median angle to the mean direction (deg)"] > 85,
+            f"{span(cone_angles, '{:.0f}')} deg (random: {random_row['median angle to the mean direction (deg)']:.0f})",
         ),
         Claim(
             "02",
@@ -334,6 +368,12 @@ def claims(cap=None) -> list:
             f"...as one {N_PLANES}-bit table fill most buckets unevenly: filled, share in the top {fill['top']}",
             fill["filled"] > fill["buckets"] / 2 and fill["top_share"] > fill["top"] / fill["buckets"] * 2,
             f"{fill['filled']} of {fill['buckets']}, {fill['top_share']:.0%}",
+        ),
+        Claim(
+            "02",
+            f"One {N_PLANES}-bit table, raw keys: the last query's bucket, head by head (share of hashed keys)",
+            last_raw.min() < 0.001 and last_raw.max() > 1 / 2**N_PLANES,
+            f"{span(last_raw, '{:.2%}')} over {last_raw.size} heads (even table: {1 / 2**N_PLANES:.1%})",
         ),
         Claim(
             "02",

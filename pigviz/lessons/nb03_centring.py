@@ -15,6 +15,7 @@ from pigviz.keys.geometry import (
     VARIANTS,
     cos_with_query,
     geometry_table,
+    head_view,
     non_exact_mask,
     shift_invariance,
     shift_passes,
@@ -27,6 +28,7 @@ from pigviz.keys.hashing import (
     shipped_output_errors,
     shipped_scan_formula,
 )
+from pigviz.keys.projection import all_bucket_shares, key_cloud
 from pigviz.lessons.tables import table
 from pigviz.lessons.verify import Claim, span
 from pigviz.lsh import simhash
@@ -49,6 +51,8 @@ __all__ = [
 
 # Answer 4's raw setting: the widest buckets of the grid, with the most tables.
 ANSWER4_RAW = (6, 300)
+# The head and query notebooks 02 and 03 draw: layer 19, head 6, its last captured query.
+PICTURE_HEAD = (19, 6)
 
 
 def _two_significant(x: float) -> str:
@@ -96,6 +100,15 @@ def claims() -> list:
     k4, l4 = closest_centred_cell(grid)
     scan_raw, scan_cen = scan.mean("raw", *ANSWER4_RAW), scan.mean("centred", k4, l4)
     ws4_raw, ws4_cen = grid.mean("weight_share", "raw", *ANSWER4_RAW), grid.mean("weight_share", "centred", k4, l4)
+    wide_ws = {v: grid.mean("weight_share", v, wide_K, wide_L) for v in VARIANTS}
+    sink_cut = (err["exact only"][sink_rows] / err["centred"][sink_rows]).ravel()
+    sink_raw2 = grid.per_layer("measured", "raw", K, L, 2)[sink_rows]
+    sink_cen2 = grid.per_layer("measured", "centred", K, L, 2)[sink_rows]
+    sink_cen1 = grid.per_layer("measured", "centred", K, L, 1)
+    one = all_bucket_shares(cap)  # the widget's one table: 6 planes, seed 0
+    fewer = one["centred"] < one["raw"]
+    med = {v: float(np.median(one[v])) for v in VARIANTS}
+    pic = {v: key_cloud(head_view(cap, *PICTURE_HEAD), -1, v, n_planes=6) for v in VARIANTS}
     return [
         Claim(
             "03",
@@ -156,6 +169,12 @@ def claims() -> list:
         ),
         Claim(
             "03",
+            "...in the sink layers' heads, centred hashing's error is 1.5x to 4x smaller than the exact set's",
+            sink_cut.min() > 1.5 and sink_cut.max() < 4,
+            span(sink_cut, "{:.1f}x"),
+        ),
+        Claim(
+            "03",
             f"Answer 4: raw {ANSWER4_RAW} vs centred ({k4}, {l4}), entries scanned (L sum p^K): about equal",
             abs(scan_raw / scan_cen - 1) < 0.2,
             f"{scan_raw:,.0f} vs {scan_cen:,.0f}",
@@ -168,14 +187,29 @@ def claims() -> list:
         ),
         Claim(
             "03",
+            f"Sink layers, >= 2 of {L} tables, per layer: raw vs centred (centred over 10x the raw maximum)",
+            sink_cen2.min() > 10 * sink_raw2.max(),
+            f"{span(sink_raw2, '{:.3%}')} vs {span(sink_cen2, '{:.1%}')}",
+        ),
+        Claim(
+            "03",
+            f"One draw, >= 1 of {L}: about 1 pair in 5 collides centred, about 1 in 100 raw in the sink layers",
+            0.15 < sink_cen1.min()
+            and sink_cen1.max() < 0.25
+            and 0.005 < raw1_layers[sink_rows].min()
+            and raw1_layers[sink_rows].max() < 0.02,
+            f"centred {span(sink_cen1, '{:.0%}')}, raw sink layers {span(raw1_layers[sink_rows], '{:.1%}')}",
+        ),
+        Claim(
+            "03",
             "Counted centred >= 2 rate matches the formula within 15%",
             abs(cen2 - f2) < 0.15 * f2,
             f"{cen2:.2%} vs {f2:.2%}",
         ),
         Claim(
             "03",
-            "Raw keys, one draw of hyperplanes: counted >= 1 rate off the formula per layer",
-            bool(np.all(inside)) and np.abs(table_off).max() > 0.2,
+            "Raw keys, one draw of hyperplanes: counted >= 1 rate off the formula per layer (sink: by >= 1/3)",
+            bool(np.all(inside)) and np.abs(table_off[sink_rows]).min() > 1 / 3,
             ", ".join(f"{x:+.0%}" for x in table_off) + " (inside the fresh draws' range)",
         ),
         Claim(
@@ -208,6 +242,27 @@ def claims() -> list:
             f"At K = {wide_K}, L = {wide_L} centred hashing samples most hashed keys (>= 2 tables)",
             wide_cen > 0.5,
             f"{wide_cen:.0%} (raw {wide_raw:.0%})",
+        ),
+        Claim(
+            "03",
+            "...there the gap is smallest; raw keys sampled carry most, not all, of the weight (vs centred)",
+            abs(wide_cen / wide_raw - gain.min()) < 1e-9 and wide_raw < 0.5 and wide_ws["raw"] < wide_ws["centred"],
+            f"{wide_cen / wide_raw:.1f}x; weight {wide_ws['raw']:.0%} vs {wide_ws['centred']:.2%}",
+        ),
+        Claim(
+            "03",
+            f"Picture of layer {PICTURE_HEAD[0]}, head {PICTURE_HEAD[1]}: wedge vs real 64-d bucket, raw and centred",
+            pic["raw"].share_picture < pic["raw"].share_real
+            and pic["centred"].share_picture > pic["centred"].share_real,
+            f"raw {pic['raw'].share_picture:.2%} vs {pic['raw'].share_real:.2%}, centred "
+            f"{pic['centred'].share_picture:.2%} vs {pic['centred'].share_real:.2%} (either way)",
+        ),
+        Claim(
+            "03",
+            "One 6-bit table, every head and query: centred bucket emptier than raw in some pairs",
+            0 < fewer.sum() < fewer.size / 4 and abs(med["centred"] * 64 - 1) < 0.5 and med["raw"] * 64 < 0.5,
+            f"{fewer.sum()} of {fewer.size}; median share centred {med['centred']:.2%}, raw {med['raw']:.2%} "
+            f"(even: {1 / 64:.2%})",
         ),
     ]
 

@@ -49,12 +49,21 @@ _LAYOUT = style.layout(margin=dict(t=80))
 
 
 def sink_heatmap_figure(
-    sink_weight, shipped=(), selected=None, group_size: int = 3, norm_ratio=None, height: int = 620, width: int = 520
+    sink_weight,
+    shipped=(),
+    selected=None,
+    group_size: int = 3,
+    norm_ratio=None,
+    height: int = 620,
+    width: int = 520,
+    clickable: bool = False,
 ) -> go.Figure:
     """Weight on position 0 per (layer, query head). ``shipped``: (layer, head) cells held in
     the shipped capture, outlined; ``selected``: the one the key cloud shows. Trace 0 is the
     heatmap, 1 the shipped outlines, 2 the selection (the widget listens to clicks on 0 and 1),
-    3 only the outlines' legend entry (white does not show on a white legend)."""
+    3 only the outlines' legend entry (white does not show on a white legend). ``clickable``: the
+    figure sits in a widget that answers clicks, so the legend and the hover text invite one (a
+    static figure must not: clicking it does nothing)."""
     z = np.asarray(sink_weight, dtype=float)
     n_layers, n_heads = z.shape
     custom = None
@@ -84,7 +93,9 @@ def sink_heatmap_figure(
             showlegend=False,
             # smaller than a cell, so a click on a neighbouring cell is not caught by the outline
             marker=dict(symbol="square-open", size=10, color="white", line=dict(width=2)),
-            hovertemplate="layer %{y}, head %{x}: shipped, click to show its keys<extra></extra>",
+            hovertemplate="layer %{y}, head %{x}: shipped"
+            + (", click to show its keys" if clickable else "")
+            + "<extra></extra>",
         )
     )
     sel = [] if selected is None else [selected]
@@ -103,7 +114,7 @@ def sink_heatmap_figure(
             x=[None],
             y=[None],
             mode="markers",
-            name="in the shipped capture (click one)",
+            name="in the shipped capture" + (" (click one)" if clickable else ""),
             marker=dict(symbol="square-open", size=10, color="#444444", line=dict(width=2)),
         )
     )
@@ -391,8 +402,6 @@ def collision_bars_figure(
                     name=name,
                     offsetgroup=name,
                     marker=dict(color=COLORS[variant], pattern_shape=pattern, opacity=1.0 if m == 2 else 0.55),
-                    text=[f"{100 * v:.2g}" for v in measured],
-                    textposition="outside",
                     hovertemplate="%{x}: %{y:.3f}% counted<extra>" + name + "</extra>",
                 )
             )
@@ -405,6 +414,21 @@ def collision_bars_figure(
                     showlegend=False,
                     marker=dict(symbol="diamond", size=8, color=COLORS["formula"]),
                     hovertemplate="%{x}: formula %{y:.3f}%<extra>" + name + "</extra>",
+                )
+            )
+            # The counted value's label sits above the bar or the diamond, whichever is higher, so the
+            # diamond never covers it (a bar's own "outside" label would sit under a higher diamond).
+            fig.add_trace(
+                go.Scatter(
+                    x=labels,
+                    y=100 * np.maximum(np.maximum(measured, 1e-6), formula) * 1.3,
+                    mode="text",
+                    offsetgroup=name,
+                    showlegend=False,
+                    text=[f"{100 * v:.2g}" for v in measured],
+                    textposition="top center",
+                    textfont=dict(size=11),
+                    hoverinfo="skip",
                 )
             )
     fig.add_trace(

@@ -243,17 +243,27 @@ def _draw_counts(p, budget, rng, runs):
     return counts, read, draws
 
 
+def _per_row_unit_max(x):
+    """Each row of ``x`` (>= 0) divided by its largest entry, so a weighted mean over it neither
+    overflows (draw counts can reach 1e300) nor loses its ratios to subnormal rounding (a weight
+    of 5e-324 times a value is rounded to a multiple of 5e-324). Rows of zeros stay zero."""
+    top = x.max(axis=1, keepdims=True)
+    return np.divide(x, top, out=np.zeros_like(x, dtype=np.float64), where=top > 0)
+
+
 def _sampling_batch(values, p, budget, rng, runs):
     counts, read, draws = _draw_counts(p, budget, rng, runs)
+    counts = _per_row_unit_max(counts)
     return counts @ values / counts.sum(axis=1), read, draws
 
 
 def _importance_batch(values, weights, u, budget, rng, runs):
     counts, read, draws = _draw_counts(u, budget, rng, runs)
     # Only the drawn keys' w_i / u_i enter; 0/0 for never-drawn keys is masked out.
-    ratio = counts * np.divide(weights, u, out=np.zeros_like(u), where=u > 0)
+    ratio = _per_row_unit_max(counts * np.divide(weights, u, out=np.zeros_like(u), where=u > 0))
     total = ratio.sum(axis=1)
     # Every read key can have weight 0 (then the ratio is 0/0); fall back to the plain mean.
+    counts = _per_row_unit_max(counts)
     plain = counts @ values / counts.sum(axis=1)
     est = np.divide(ratio @ values, total, out=plain.copy(), where=total > 0)
     return est, read, draws
@@ -278,7 +288,8 @@ def _hybrid_batch(values, weights, budget, rng, runs):
 def exact(values, weights) -> Estimate:
     """The true balance point: reads every key."""
     values, weights = _check_values_weights(values, weights)
-    value = float(weights @ values / weights.sum())
+    w = weights / weights.max()  # as in topk: subnormal weights keep their ratios
+    value = float(w @ values / w.sum())
     return Estimate("exact", value, values.size, float(values.size), np.arange(values.size))
 
 
@@ -287,7 +298,8 @@ def topk(values, weights, budget: int) -> Estimate:
     values, weights = _check_values_weights(values, weights)
     budget = check_int("budget", budget, 1, values.size)
     keep = np.sort(np.argsort(-weights, kind="stable")[:budget])
-    value = float(weights[keep] @ values[keep] / weights[keep].sum())  # the tallest stick is > 0
+    w = weights[keep] / weights[keep].max()  # the tallest stick is > 0; as 1, subnormal weights keep their ratios
+    value = float(w @ values[keep] / w.sum())
     return Estimate("topk", value, budget, float(budget), keep)
 
 

@@ -200,3 +200,68 @@ def test_lesson_03_tables(planted):
     assert independent.shape == excess.shape == (len(draws.layers),)
     missed = nb03.missed_weight(kg.head_view(planted, 3, 0), 3, 8)
     assert sum(r["share of the missed weight"] for r in missed["bins"]) == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------- one table for every query
+
+
+@pytest.mark.parametrize("variant", ["raw", "centred"])
+def test_bucket_shares_are_the_clouds_real_shares_for_every_query(planted, variant):
+    view = kg.head_view(planted, 5, 1)
+    shares = kp.bucket_shares(view, variant, n_planes=3, seed=2)
+    assert shares.shape == (len(view.queries),)
+    for i in range(len(view.queries)):
+        assert shares[i] == pytest.approx(kp.key_cloud(view, i, variant, n_planes=3, seed=2).share_real)
+
+
+def test_one_plane_bucket_shares_of_a_query_and_its_negation_add_up_to_one(planted):
+    view = kg.head_view(planted, 3, 0)
+    flipped = kg.HeadView(
+        view.layer, view.head, view.kv_head, view.keys, view.values, -view.queries, view.positions, view.scaling
+    )
+    # one plane: a query's bucket is its side of it, and -q sits on the other side
+    shares = kp.bucket_shares(view, "raw", n_planes=1)
+    assert np.all((shares >= 0) & (shares <= 1))
+    assert np.allclose(shares + kp.bucket_shares(flipped, "raw", n_planes=1), 1.0)
+
+
+def test_all_bucket_shares_cover_every_head_and_query(planted):
+    every = kp.all_bucket_shares(planted, n_planes=2)
+    assert every["heads"] == kg.head_pairs(planted)
+    for variant in ("raw", "centred"):
+        assert every[variant].shape == (len(every["heads"]), planted.queries.shape[2])
+    layer, head = every["heads"][-1]
+    assert np.array_equal(every["centred"][-1], kp.bucket_shares(kg.head_view(planted, layer, head), "centred", 2))
+
+
+def test_bucket_shares_bad_input(planted):
+    view = kg.head_view(planted, 3, 0)
+    with pytest.raises(ValueError, match="variant"):
+        kp.bucket_shares(view, "sorted")
+    with pytest.raises(ValueError, match="n_planes"):
+        kp.bucket_shares(view, n_planes=0)
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def test_sink_heatmap_invites_a_click_only_inside_the_widget():
+    weight, shipped = np.random.default_rng(0).uniform(size=(6, 6)), [(2, 1), (4, 3)]
+    static = pk.sink_heatmap_figure(weight, shipped, None, 3)
+    live = pk.sink_heatmap_figure(weight, shipped, None, 3, clickable=True)
+    assert not any("click" in (t.name or "") + (t.hovertemplate or "") for t in static.data)
+    assert "(click one)" in live.data[3].name and "click" in live.data[1].hovertemplate
+
+
+def test_collision_bars_label_each_count_above_its_bar_and_its_diamond(planted):
+    grid = kh.collision_grid(planted, Ks=(2, 3), Ls=(4, 8), query_stride=4)
+    fig = pk.collision_bars_figure(grid, 3, 8)
+    scatters = [t for t in fig.data if t.type == "scatter"]
+    labels = [t for t in scatters if t.mode == "text"]
+    assert len(labels) == 4  # raw and centred, >= 1 and >= 2
+    bars = [t for t in fig.data if t.type == "bar"]
+    diamonds = [t for t in scatters if t.mode == "markers" and t.showlegend is False]
+    for label, bar, diamond in zip(labels, bars, diamonds):
+        assert label.offsetgroup == bar.offsetgroup == diamond.offsetgroup
+        assert np.all(np.asarray(label.y) > np.maximum(bar.y, diamond.y))
+        assert bar.text is None

@@ -96,6 +96,31 @@ def test_sharpness_study_pairs_its_runs_and_sharpness_one_is_oracle_sampling():
         nb01.sharpness_study("sink")
 
 
+def test_sharpness_study_counts_the_draws_of_its_own_runs():
+    s = sb.make_scenario("sink")
+    rows = {r["sharpness"]: r for r in nb01.sharpness_study(s, 12, sharpness=(1.0, 3.0), runs=2000, seed=4)}
+    for k, row in rows.items():
+        made = sb.draws_made(s, 12, runs=2000, seed=4, proposal=sb.rough_proposal(s.scores, k))
+        assert row["draws made (median)"] == np.median(made) >= 12
+    # the free repeats a sharper proposal spends on the sink: many times the draws of u = w
+    assert rows[3.0]["draws made (median)"] > 100 * rows[1.0]["draws made (median)"]
+    assert "draws made (median)" in nb01.sharpness_table(list(rows.values())).text
+
+
+@pytest.mark.parametrize(
+    "draws, text",
+    [(12, "12"), (28.4, "28"), (463, "460"), (13897, "14,000"), (429264.5, "430,000"), (3.87e11, "3.9e+11")],
+)
+def test_draw_count_keeps_two_significant_digits(draws, text):
+    assert nb01.draw_count(draws) == text
+
+
+def test_draw_count_names_unlimited_and_rejects_negatives():
+    assert nb01.draw_count(math.inf) == "unlimited"
+    with pytest.raises(ValueError, match="draws"):
+        nb01.draw_count(-1)
+
+
 def test_split_hybrid_at_half_matches_the_librarys_hybrid():
     s = sb.make_scenario("sink")
     half = nb01.split_hybrid_rms(s, 6, 12, runs=4000, seed=5)

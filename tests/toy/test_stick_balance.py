@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pigviz.attention import softmax_attention
-from pigviz.plots.stick_balance import error_curves_figure, sticks_figure
+from pigviz.plots.stick_balance import error_curves_figure, estimate_spread_figure, sticks_figure
 from pigviz.toy import stick_balance as sb
 
 PROPERTY = settings(max_examples=40, deadline=None, derandomize=True)
@@ -425,3 +425,28 @@ def test_a_distinct_key_budget_buys_free_draws_when_few_keys_dominate():
 def test_fixed_draws_and_draws_made_name_the_bad_parameter(call, param):
     with pytest.raises((ValueError, TypeError), match=param):
         call()
+
+
+def test_spread_figure_names_a_lone_histogram_with_its_runs():
+    s = sb.make_scenario("sink")
+    runs = sb.repeat_estimates(s, 12, runs=300, seed=1, methods=("topk", "sampling"))
+    fig = estimate_spread_figure(runs, s.truth, 12, "sink")
+    (hist,) = [t for t in fig.data if t.type == "histogram"]
+    assert hist.showlegend is True and hist.name.startswith("sampling (oracle), 300 runs")
+
+
+@pytest.mark.parametrize("weight", [5e-324, 1e-310])
+def test_subnormal_weights_keep_every_estimate_on_the_values(weight):
+    """A weight of 5e-324 times a value rounds to a multiple of 5e-324: unless the weights are
+    scaled up first, one key at 1.5 "balances" at 2.0 (found by the property test above)."""
+    values, weights = np.array([1.5, -0.5]), np.array([2.0, 1.0]) * weight
+    for est in (
+        sb.exact(values, weights),
+        sb.topk(values, weights, 1),
+        sb.sampling(values, weights, 1, rng=0),
+        sb.importance_sampling(values, weights, 1, np.ones(2), rng=0),
+        sb.hybrid(values, weights, 2, rng=0),
+    ):
+        assert -0.5 <= est.value <= 1.5
+    assert sb.topk(values[:1], weights[:1], 1).value == 1.5
+    assert sb.exact(values, weights).value == pytest.approx((2 * 1.5 - 0.5) / 3)

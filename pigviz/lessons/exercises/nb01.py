@@ -271,7 +271,7 @@ EXERCISES = [
         reference=topk_estimate,
         make_cases=_topk_cases,
         output=FLOAT,
-        hint="sort the keys by weight, keep the first `budget`, return sum(w v) / sum(w) over those",
+        hint="sort by decreasing weight (np.argsort(-w)), keep the first `budget`, return sum(w v) / sum(w) over those",
         wrong=(
             Wrong(
                 "not renormalised", _topk_not_renormalised, "the kept weights sum to less than 1: divide by their sum"

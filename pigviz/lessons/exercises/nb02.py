@@ -174,7 +174,8 @@ EXERCISES = [
         signature="cos_to_mean_direction(keys) -> ndarray",
         task="For keys of shape (n, d), each key's cosine with the keys' mean direction: the average "
         "of the unit vectors k / |k| (one per row), scaled to length 1. Keys may have very different "
-        "lengths (one can be 25 times the others, or all 1000 times larger): only directions count. "
+        "lengths (one about 5 times longer than the rest, of length 25, or all 1000 times larger): only "
+        "directions count. "
         "n may be 1 (a single key is its own mean direction). Returns shape (n,).",
         reference=cos_to_mean_direction,
         make_cases=_geometry_cases,
@@ -253,8 +254,9 @@ EXERCISES = [
         name="02.attention_weights",
         signature="attention_weights(q, keys) -> ndarray",
         task="The attention weights of one query q (d,) over keys (n, d): softmax of the scores "
-        "q.k / sqrt(d), with d = len(q). Scores can be thousands above or below 0: exp must neither "
-        "overflow nor lose every weight to underflow (subtract the largest score first). n may be 1. "
+        "q.k / sqrt(d), with d = len(q). Scores can be large (the checks use thousands above and below 0), "
+        "where exp overflows or loses every weight to underflow; subtracting the largest score first makes "
+        "it safe whatever they are. n may be 1. "
         "Returns shape (n,), summing to 1.",
         reference=attention_weights,
         make_cases=_attention_cases,

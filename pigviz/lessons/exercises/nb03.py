@@ -203,7 +203,7 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-6,
         atol=1e-12,
-        hint="keys[sinks:n - recent].mean(axis=0)",
+        hint="n = len(keys); keys[sinks:n - recent].mean(axis=0)",
         difficulty=2,
         importance=3,
         minutes=5,
