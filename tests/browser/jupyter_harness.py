@@ -183,6 +183,8 @@ class JupyterLabServer:
             f"--LabApp.workspaces_dir={self.workdir / 'lab-workspaces'}",
             "--ServerApp.disable_check_xsrf=True",
             "--allow-root",
+            # the waits read a collapsed cell's execution count from its model (its prompt is not in the page)
+            "--LabApp.expose_app_in_browser=True",
         ]
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
