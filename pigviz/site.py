@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from pigviz import course
 from pigviz._util.io import atomic_path
 
 __all__ = ["build_site", "install_tree", "NOTEBOOK_DIR", "NOTEBOOK_GLOB", "DOCS_DIR", "GUIDES"]
@@ -73,6 +74,60 @@ def _convert_outputs(nb, stem: str) -> tuple[int, int]:
     return plots, widgets
 
 
+LEARNER_FOLDER = "notebooks"  # in the site: the learner copies, for download
+HIDDEN_TAG = "pigviz-source-hidden"
+# Cells whose source the notebook collapses by default (``"jupyter": {"source_hidden": true}``, as
+# JupyterLab honours it) show on the site as their outputs with a "show code" button: prose,
+# figures and tables first, code on demand.
+HIDDEN_SOURCE_HEAD = """<style>
+.celltag_pigviz-source-hidden .jp-Cell-inputWrapper { display: none; }
+.celltag_pigviz-source-hidden.pigviz-shown .jp-Cell-inputWrapper { display: block; }
+.pigviz-show-code { font-size: 0.8em; color: #555; background: #f4f4f4; border: 1px solid #ccc;
+  border-radius: 3px; padding: 0.1em 0.6em; margin: 0.2em 0 0.2em 0; cursor: pointer; }
+</style>
+<script>
+document.addEventListener("DOMContentLoaded", function () {
+  document.querySelectorAll(".celltag_pigviz-source-hidden").forEach(function (cell) {
+    var button = document.createElement("button");
+    button.className = "pigviz-show-code";
+    button.textContent = "show code";
+    button.addEventListener("click", function () {
+      var shown = cell.classList.toggle("pigviz-shown");
+      button.textContent = shown ? "hide code" : "show code";
+    });
+    cell.insertBefore(button, cell.firstChild);
+  });
+});
+</script>"""
+
+
+def _tag_hidden_sources(nb) -> int:
+    """Tag the cells whose source is collapsed by default; return how many."""
+    hidden = 0
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.get("metadata", {}).get("jupyter", {}).get("source_hidden"):
+            tags = cell.metadata.setdefault("tags", [])
+            if HIDDEN_TAG not in tags:
+                tags.append(HIDDEN_TAG)
+            hidden += 1
+    return hidden
+
+
+def _launch_bar(stem: str) -> str:
+    """Links at the top of a notebook page: run the learner copy on Colab or Binder, or download it."""
+    name = f"{stem}.ipynb"
+    link = 'style="margin-right:1.2em"'
+    return (
+        '<div class="pigviz-launch" style="font-family:sans-serif;font-size:0.9em;padding:0.5em 1em;'
+        'background:#f7f7f7;border-bottom:1px solid #ddd">'
+        f'<a href="index.html" {link}>&larr; all notebooks</a>'
+        f'<a href="{html.escape(course.colab_url(name))}" {link}>Open in Colab (GPU runtime)</a>'
+        f'<a href="{html.escape(course.binder_url(name))}" {link}>Launch Binder (CPU)</a>'
+        f'<a href="{LEARNER_FOLDER}/{html.escape(name)}" download {link}>Download the notebook</a>'
+        '<span style="color:#666">(your copy: blank exercises, no outputs)</span></div>'
+    )
+
+
 def _guide_page(title: str, body_html: str) -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -86,6 +141,7 @@ code{{background:#f4f4f4}}</style></head>
 
 
 def _index_page(entries: list[tuple[str, str, int, int]], guides=()) -> str:
+    binder = html.escape(course.binder_url())
     guide_rows = "\n".join(f'<li><a href="{html.escape(page)}">{html.escape(title)}</a></li>' for page, title in guides)
     guide_block = f"<h2>For instructors</h2>\n<ul>\n{guide_rows}\n</ul>" if guides else ""
     rows = "\n".join(
@@ -100,6 +156,12 @@ def _index_page(entries: list[tuple[str, str, int, int]], guides=()) -> str:
 <body><h1>pigviz: the notebooks, in teaching order</h1>
 <p>How an LLM reads its KV cache at decode time, and how MagicPIG samples it instead.
 Figures are interactive (zoom, hover); widgets need a kernel: run <code>make lab</code>.</p>
+<p>Each page links to the learner's copy of its notebook (blank exercises, no outputs), to run or download.
+<b>Which venue for which workshop:</b> the lessons run from shipped data on a CPU, so
+<a href="{binder}">Binder</a> suits a room of laptops for notebooks 01-06 and 07's recorded results
+(2 GB, one CPU; nothing to install). The optional live cells (the real model's prefill and sampled
+decoding in 02, 03 and 07) want a GPU runtime: <b>Colab</b> (each page's "Open in Colab" link; its first cell
+installs pigviz). Locally: <code>pip install</code> pigviz and run <code>pigviz lab</code>.</p>
 <ol>
 {rows}
 </ol>
@@ -190,17 +252,25 @@ def build_site(
         shutil.copyfile(plotly_js, tmp)
 
     exporter = HTMLExporter(template_name="lab", mathjax_url=_copy_mathjax(out_dir))
+    for learner in course.learner_notebooks():  # what "Download the notebook" hands out
+        with atomic_path(out_dir / LEARNER_FOLDER / learner.name) as tmp:
+            shutil.copyfile(learner, tmp)
     entries = []
     for path in notebooks:
         nb = nbformat.read(str(path), as_version=4)
         nb = copy.deepcopy(nb)
         plots, widgets = _convert_outputs(nb, path.stem)
+        hidden = _tag_hidden_sources(nb)
         body, _ = exporter.from_notebook_node(nb)
         # require.js is only for classic-notebook widgets, and with it loaded plotly.js would
         # register as an AMD module instead of the global `Plotly` the figures call.
         body = re.sub(r'<script src="[^"]*require(\.min)?\.js"></script>', "", body)
         # plotly.js must load before the first figure's script runs.
         body = body.replace("<head>", '<head>\n<script src="plotly.min.js"></script>', 1)
+        if hidden:
+            body = body.replace("</head>", HIDDEN_SOURCE_HEAD + "\n</head>", 1)
+        bar = _launch_bar(path.stem)
+        body = re.sub(r"(<body[^>]*>)", lambda m, bar=bar: m.group(1) + "\n" + bar, body, count=1)
         page = f"{path.stem}.html"
         with atomic_path(out_dir / page) as tmp:
             tmp.write_text(body, encoding="utf-8")

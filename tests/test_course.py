@@ -2,12 +2,13 @@
 the learner changed is never overwritten."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from pigviz import course
-from pigviz.cli import main
 from pigviz.cli import course as course_cli
+from pigviz.cli import main
 
 
 @pytest.fixture
@@ -109,3 +110,23 @@ def test_lab_as_a_normal_user_with_a_display_adds_no_flags(monkeypatch, tmp_path
     monkeypatch.setattr(course, "_headless", lambda: False)
     command, notes = course.lab_command(tmp_path)
     assert "--allow-root" not in command and "--no-browser" not in command and not notes
+
+
+SOURCES = sorted((Path(__file__).resolve().parents[1] / "notebooks" / "src").glob("[0-9][0-9]*_*.py"))
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_every_notebook_opens_with_its_colab_badge_and_the_colab_set_up_cell(source):
+    import jupytext
+
+    cells = jupytext.read(source, fmt="py:percent").cells
+    first_markdown = next(c for c in cells if c.cell_type == "markdown")
+    first_code = next(c for c in cells if c.cell_type == "code")
+    assert course.colab_badge(f"{source.stem}.ipynb") in first_markdown.source
+    assert first_code.source == course.COLAB_SETUP_CELL, "copy pigviz.course.COLAB_SETUP_CELL into the notebook"
+
+
+def test_the_colab_cell_does_nothing_outside_colab():
+    namespace = {}
+    exec(course.COLAB_SETUP_CELL, namespace)  # noqa: S102 - our own cell
+    assert namespace["IN_COLAB"] is False

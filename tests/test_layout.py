@@ -29,6 +29,7 @@ HEAVY = {
     "pydoc_data",
     "numba",
     "gguf",
+    "pandas",
     "pigviz.lsh.index",
     "pigviz.lsh.magicpig",
     "pigviz.lsh.fused",

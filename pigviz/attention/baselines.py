@@ -12,10 +12,10 @@ common to a row), so scores in the thousands are fine.
 
 Decode-step baselines (torch, any device). Each takes one query per head and one layer's
 cache, ``q`` (H, d), ``k`` (Hkv, n, d), ``v`` (Hkv, n, dv), and returns ``(output, stats)``
-with ``output`` (H, dv) in ``q``'s dtype and ``stats["budget"]`` the mean fraction of the n
-keys a head reads. Grouped-query attention: query head ``h`` reads KV head ``h // (H //
-Hkv)``; the cache is viewed per group, never copied per query head. Scores are computed in
-float32 (float64 if given).
+with ``output`` (H, dv) in ``q``'s dtype, ``stats["budget"]`` the mean fraction of the n
+keys a head reads and ``stats["read_mask"]`` (H, n) which ones. Grouped-query attention:
+query head ``h`` reads KV head ``h // (H // Hkv)``; the cache is viewed per group, never
+copied per query head. Scores are computed in float32 (float64 if given).
 
 ``budget`` arguments are the fraction of the n keys read, m = max(1, round(budget·n)),
 counting DISTINCT keys. No exact set is forced into TopK, the oracle sampler or the hybrid:
@@ -193,11 +193,16 @@ def _num_keys(budget, n: int) -> int:
     return min(n, max(1, round(budget * n)))
 
 
-def _finish(out, q, keys_read, n: int, **extra):
+def _finish(out, q, keys_read, n: int, read_mask=None, **extra):
+    """``(output in q's dtype, stats)``. ``read_mask`` (H, n) bool, the keys each head read,
+    is kept as ``stats["read_mask"]`` (on the keys' device): what the estimator protocol's
+    wrappers (:mod:`pigviz.attention.protocol`) return as the indices read."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     keys_read = keys_read.to("cpu", torch.int64)
     stats = {"budget": float(keys_read.double().mean()) / n, "keys_read": keys_read, "n": n}
+    if read_mask is not None:
+        stats["read_mask"] = read_mask
     stats.update(extra)
     return out.to(q.dtype), stats
 
@@ -215,7 +220,8 @@ def dense_attention(q, k, v):
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     weights = torch.softmax(_grouped_scores(q, k), dim=-1)
-    return _finish(_grouped_mix(weights, v), q, torch.full((H,), n), n)
+    every = torch.ones((H, n), dtype=torch.bool, device=k.device)
+    return _finish(_grouped_mix(weights, v), q, torch.full((H,), n), n, read_mask=every)
 
 
 def topk_attention(q, k, v, budget):
@@ -230,7 +236,7 @@ def topk_attention(q, k, v, budget):
     keep = torch.zeros_like(scores, dtype=torch.bool)
     keep.scatter_(1, scores.topk(m, dim=-1).indices, True)
     out = _grouped_mix(_masked_softmax(scores, keep), v)
-    return _finish(out, q, torch.full((H,), m), n)
+    return _finish(out, q, torch.full((H,), m), n, read_mask=keep)
 
 
 def streaming_attention(q, k, v, sinks: int = 4, recent: int = 64):
@@ -254,7 +260,7 @@ def streaming_attention(q, k, v, sinks: int = 4, recent: int = 64):
     kk, vv = k[:, keep].to(work), v[:, keep].to(work)
     weights = torch.softmax((qg @ kk.transpose(1, 2)) / math.sqrt(d), dim=-1)
     out = (weights @ vv).reshape(H, -1)
-    return _finish(out, q, torch.full((H,), int(keep.sum())), n)
+    return _finish(out, q, torch.full((H,), int(keep.sum())), n, read_mask=keep[None, :].expand(H, n))
 
 
 def _race_log_counts(log_w, m: int, generator):
@@ -327,7 +333,8 @@ def oracle_sampling_attention(q, k, v, budget, seed: int = 0):
     log_counts = _race_log_counts(log_w, m, gen)
     weights = torch.nan_to_num(torch.softmax(log_counts, dim=-1), nan=0.0)
     out = _grouped_mix(weights.to(_work_dtype(q)), v)
-    return _finish(out, q, torch.isfinite(log_counts).sum(1), n)
+    read = torch.isfinite(log_counts)
+    return _finish(out, q, read.sum(1), n, read_mask=read)
 
 
 def hybrid_attention(q, k, v, budget, seed: int = 0):
@@ -352,7 +359,8 @@ def hybrid_attention(q, k, v, budget, seed: int = 0):
     sample_weights = torch.nan_to_num(torch.softmax(log_counts, dim=-1), nan=0.0)
     weights = torch.where(top, log_w.exp(), 0.0) + log_tail_mass.exp() * sample_weights
     out = _grouped_mix(weights.to(_work_dtype(q)), v)
-    return _finish(out, q, (top | torch.isfinite(log_counts)).sum(1), n)
+    read = top | torch.isfinite(log_counts)
+    return _finish(out, q, read.sum(1), n, read_mask=read)
 
 
 def quest_attention(q, k, v, budget, page: int = 16):
@@ -419,4 +427,6 @@ def _quest(q, k, v, budget, page: int, current_page: bool):
     keep = keep_page.repeat_interleave(page, dim=1)[:, :n]
     scores = _grouped_scores(q, k)
     out = _grouped_mix(_masked_softmax(scores, keep), v)
-    return _finish(out, q, keep.sum(1), n, pages_kept=keep_page.sum(1).cpu(), metadata_vectors=2 * num_pages)
+    return _finish(
+        out, q, keep.sum(1), n, read_mask=keep, pages_kept=keep_page.sum(1).cpu(), metadata_vectors=2 * num_pages
+    )

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from pigviz.cli.args import int_list
-from pigviz.model import gguf_cut, shipped
+from pigviz.model import gguf_cut, shipped, tokens
 from pigviz.model.capture import capture, save_capture  # heavy: torch and transformers
 from pigviz.model.loading import bundled_gguf_path, load_model  # heavy: torch and transformers
 
@@ -97,6 +97,12 @@ def _cmd_data_cut_gguf(args) -> int:
     return 0
 
 
+def _cmd_data_tokens(args) -> int:
+    path = tokens.write_tokens(args.out_dir, progress=not args.quiet)
+    print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB) and its manifest entry")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("capture", help="record post-RoPE q/k/v of one real prefill into a safetensors file")
     p.add_argument("--model", default="smollm2-135m", help="bundled alias, local model folder or hub id")
@@ -127,6 +133,12 @@ def register(sub) -> None:
     q.add_argument("--out-dir", default=None, help="write here instead of pigviz/data/")
     q.add_argument("--quiet", action="store_true", help="no progress bars")
     q.set_defaults(func=_cmd_data_regenerate)
+    q = data_sub.add_parser(
+        "tokens", help="write the shipped capture's tokens, each decoded alone, with their manifest entry"
+    )
+    q.add_argument("--out-dir", default=None, help="write here instead of pigviz/data/ (its manifest.json too)")
+    q.add_argument("--quiet", action="store_true", help="no progress bars")
+    q.set_defaults(func=_cmd_data_tokens)
     q = data_sub.add_parser(
         "cut-gguf", help="write the bundled GGUF cut to its first layers, real (quantised) weights unchanged"
     )

@@ -9,6 +9,7 @@ import sys
 
 from pigviz._util.io import write_json_atomic
 from pigviz.cli.args import int_list, kl_pairs
+from pigviz.decode import custom
 from pigviz.decode import evaluate as decode_eval
 from pigviz.decode.generation import generate
 from pigviz.decode.session import METHODS, PLACEMENTS
@@ -39,16 +40,20 @@ def _configs(text: str) -> list[tuple[int, int]]:
 
 def _methods(text: str) -> list[str]:
     names = [m.strip() for m in text.split(",") if m.strip()]
-    # "quest/4": Quest with pages of 4 tokens (eval only).
+    # "quest/4": Quest with pages of 4 tokens; "my_module:my_estimator": your estimator (eval only).
     unknown = [
         m
         for m in names
-        if m.split("/")[0] not in METHODS
-        or ("/" in m and not (m.split("/")[0].startswith("quest") and m.split("/")[1].isdigit()))
+        if not custom.is_spec(m)
+        and (
+            m.split("/")[0] not in METHODS
+            or ("/" in m and not (m.split("/")[0].startswith("quest") and m.split("/")[1].isdigit()))
+        )
     ]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"attention must be one or more of {', '.join(METHODS)} (or quest/PAGE); got {text!r}"
+            f"attention must be one or more of {', '.join(METHODS)} (or quest/PAGE, or module:function "
+            f"for an estimator of your own); got {text!r}"
         )
     return names
 
@@ -115,9 +120,13 @@ def _cmd_generate(args) -> int:
 
 
 def _cmd_eval(args) -> int:
+    # An estimator of your own, named module:function, runs at MagicPIG's budget like the baselines;
+    # it is found before the model loads, so a typo fails at once.
+    baselines = [
+        custom.resolve(m) if custom.is_spec(m) else m for m in args.attention if m not in ("dense", "magicpig")
+    ]
     model, tokenizer = _load(args)
     dense_layers = tuple(args.dense_layers) if args.dense_layers is not None else (0,)
-    baselines = [m for m in args.attention if m not in ("dense", "magicpig")]
     if args.task == "quality":
         result = decode_eval.quality_eval(
             model,
@@ -148,6 +157,8 @@ def _cmd_eval(args) -> int:
             for r in result["rows"]
         ]
     else:
+        if any(callable(b) for b in baselines):
+            raise ValueError("an estimator of your own (module:function) runs with --task quality only")
         result = decode_eval.passkey_eval(
             model,
             tokenizer,
@@ -225,7 +236,8 @@ def register(sub) -> None:
         "--attention",
         type=_methods,
         default=["magicpig", "topk", "quest", "streaming"],
-        help="comma-separated methods; dense is always the reference (default: all)",
+        help="comma-separated methods, or module:function (file.py:function) for an estimator of your own "
+        "(pigviz.attention.protocol); dense is always the reference (default: magicpig,topk,quest,streaming)",
     )
     p.add_argument(
         "--prefix",

@@ -1,10 +1,11 @@
 """Sampled attention inside real generation (notebook 07): ``session`` swaps the model's decode
 attention, ``generation`` generates, ``evaluate`` measures quality and passkey retrieval,
-``report`` reads the shipped results; ``cache`` keeps MagicPIG's sampled layers half-size (bf16)
-or split for its CPU placement, whose per-layer step is ``offload``.
+``report`` reads the shipped results, ``custom`` runs an estimator of your own inside decoding;
+``cache`` keeps MagicPIG's sampled layers half-size (bf16) or split for its CPU placement, whose
+per-layer step is ``offload``.
 """
 
-from pigviz.decode import evaluate, generation, report, session
+from pigviz.decode import custom, evaluate, generation, report, session
 from pigviz.decode.generation import generate
 
-__all__ = ["session", "generation", "evaluate", "report", "generate"]
+__all__ = ["session", "custom", "generation", "evaluate", "report", "generate"]

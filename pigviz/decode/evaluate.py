@@ -33,6 +33,8 @@ from pathlib import Path
 import pigviz
 from pigviz._util.io import sha256_file, write_json_atomic
 from pigviz._util.validate import check_choice, check_float, check_int
+from pigviz.attention.protocol import estimator_name
+from pigviz.decode import custom
 from pigviz.decode.generation import generate
 from pigviz.decode.session import forward, new_cache, use_attention
 from pigviz.model import shipped, texts
@@ -150,7 +152,9 @@ def quality_eval(
 ) -> dict:
     """Teacher-forced comparison with dense (module docstring). ``configs``: (K, L) pairs.
     ``ids``: at least prefix + stretch + 1 token ids to use instead of ``texts.long_text()``'s
-    (whose text changes between Python releases), e.g. ids recorded on another machine."""
+    (whose text changes between Python releases), e.g. ids recorded on another machine.
+    ``baselines`` entries are method names or estimators of the protocol
+    (:mod:`pigviz.attention.protocol`), each run at MagicPIG's budget."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     from tqdm.auto import tqdm  # heavy: progress bars only for long runs
 
@@ -206,13 +210,14 @@ def quality_eval(
         for spec in baselines:
             method, opts = _baseline_options(spec, matched, sinks, dense_layers)
             logits, budgets, _, secs, _, other = _run_chunk(model, cache, chunk, method, opts)
+            name = estimator_name(spec) if callable(spec) else spec
             rows.append(
                 dict(
-                    method=method,
-                    label=f"{spec} at MagicPIG K={K} L={L}'s budget",
+                    method=custom.CUSTOM if callable(spec) else method,
+                    label=f"{name} at MagicPIG K={K} L={L}'s budget",
                     K=K,
                     L=L,
-                    variant=spec,
+                    variant=name,
                     options=_jsonable(opts),
                     **_summary(_compare(ref, logits, targets), budgets, secs),
                     budget_all_layers=float(other["all_layers"].mean()),
@@ -233,7 +238,7 @@ def quality_eval(
             "sinks": sinks,
             "recent": recent,
             "dense_layers": list(dense_layers),
-            "baselines": list(baselines),
+            "baselines": [estimator_name(b) if callable(b) else b for b in baselines],
             "text_source": texts.text_source_description(),
             "text_sha256": text_sha,
             "token_ids_sha256": hashlib.sha256(ids.numpy().astype("<i8").tobytes()).hexdigest(),
@@ -246,7 +251,11 @@ def quality_eval(
 def _baseline_options(spec: str, budget: float, sinks: int, dense_layers) -> tuple[str, dict]:
     """ "topk", "quest", "quest_rank_all", "streaming", or "quest/P" (also "quest_rank_all/P")
     for Quest with pages of P tokens. Quest, as its paper runs it, also keeps layers 0 and 1
-    dense; "quest_rank_all" (every page ranked, pigviz's first Quest) keeps ``dense_layers``."""
+    dense; "quest_rank_all" (every page ranked, pigviz's first Quest) keeps ``dense_layers``.
+    An estimator of the protocol (:mod:`pigviz.decode.custom`) runs at that budget, dense in
+    ``dense_layers``."""
+    if callable(spec):
+        return spec, dict(budget=budget, dense_layers=tuple(sorted(set(dense_layers))))
     method, _, page = str(spec).partition("/")
     check_choice("baseline", method, ("topk", "quest", "streaming", "quest_rank_all"))
     layers = set(dense_layers) | ({0, 1} if method == "quest" else set())

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 from pigviz import attention as base
 from pigviz._util.validate import check_choice, check_float, check_int
+from pigviz.decode import custom
 from pigviz.decode.cache import KV_DTYPES
 from pigviz.model import loading as models
 
@@ -88,6 +89,7 @@ _OPTIONS = {
     # pigviz's first Quest: every page ranked by its bound, the current one too.
     "quest_rank_all": {"budget": 0.05, "page": 16, "dense_layers": (0,)},
     "streaming": {"sinks": 4, "recent": 64, "budget": None, "dense_layers": (0,)},
+    custom.CUSTOM: custom.OPTIONS,  # your estimator (pigviz.decode.custom)
 }
 
 
@@ -116,7 +118,7 @@ def check_swappable(model) -> None:
 
 
 def _check_options(method: str, options: dict, num_layers: int) -> dict:
-    method = check_choice("attention", method, METHODS)
+    method = check_choice("attention", method, (*METHODS, custom.CUSTOM))
     allowed = _OPTIONS[method]
     unknown = sorted(set(options) - set(allowed))
     if unknown:
@@ -149,6 +151,8 @@ def _check_options(method: str, options: dict, num_layers: int) -> dict:
             raise ValueError("sinks + recent must be at least 1: the exact set anchors the sampled estimate")
     if out.get("budget") is not None:
         out["budget"] = check_float("budget", out["budget"], 0.0, 1.0, lo_open=True)
+    if method == custom.CUSTOM:
+        out["estimator"] = custom.check_estimator(out["estimator"])
     if method == "streaming" and out["budget"] is None and out["sinks"] + out["recent"] < 1:
         raise ValueError("streaming needs sinks + recent >= 1 (or a budget)")
     return out
@@ -409,6 +413,8 @@ class DecodeSession:
         H, T, d = q.shape
         n_total = k.shape[1]
         o = self.options
+        if self.method == custom.CUSTOM:
+            return custom.decode_rows(o["estimator"], q, k, v, scaling, o["budget"])
         q = q * (scaling * math.sqrt(d))  # the baselines scale by 1/sqrt(d)
         outs, budgets = [], []
         for t in range(T):
@@ -657,7 +663,10 @@ def _register() -> None:
 def use_attention(model, attention: str = "magicpig", **options):
     """Switch ``model`` to the decode attention for the ``with`` block; yields the
     :class:`DecodeSession`. The previous attention implementation comes back on exit,
-    whatever happens inside."""
+    whatever happens inside. ``attention`` may also be an estimator of the protocol
+    (:mod:`pigviz.decode.custom`): ``use_attention(model, my_estimator, budget=0.05)``."""
+    if callable(attention):
+        attention, options = custom.CUSTOM, dict(options, estimator=attention)
     session = DecodeSession(model, attention, **options)
     _register()
     previous = model.config._attn_implementation

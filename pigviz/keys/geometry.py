@@ -319,7 +319,10 @@ def format_sink_onset(cap, threshold: float = 0.1) -> str:
     weights = sink_table(cap)["sink_weight"]
     lines = []
     if first > 0:
-        lines.append(f"layers 0-{first - 1}: at most {per_layer[:first].max():.3f} of the weight on token 0")
+        lines.append(
+            f"layers 0-{first - 1}: at most {per_layer[:first].max():.3f} of the weight on token 0 on average "
+            f"over a layer's heads (any one head: at most {weights[:first].max():.3f})"
+        )
     else:
         lines.append(f"layer 0 already puts more than {threshold} of the weight on token 0")
     if first < len(per_layer):

@@ -22,6 +22,8 @@ import numpy as np
 
 from pigviz._util.validate import check_choice, check_int
 from pigviz.keys.geometry import (
+    EXACT_RECENT,
+    EXACT_SINKS,
     GRID_K,
     GRID_L,
     SCURVE_HEAD,
@@ -55,6 +57,13 @@ __all__ = [
     "shipped_collision_rate_draws",
     "ScannedEntries",
     "scanned_entries",
+    "ScanFormula",
+    "scan_formula",
+    "shipped_scan_formula",
+    "hashed_weight_share",
+    "OutputErrors",
+    "output_errors",
+    "shipped_output_errors",
 ]
 
 # Most bits per table the counting supports: agreement lengths come from a 2**bits lookup table.
@@ -591,3 +600,150 @@ def scanned_entries(
         formula[variant] = float(L * np.sum(p**K))
     n = int(hashed.sum())
     return ScannedEntries(table.K, table.L, n, table.seed, counted, formula, sh.expected_candidates(n, K, L))
+
+
+@dataclass
+class ScanFormula:
+    """Table entries a query scans, averaged over draws of hyperplanes: ``L * sum_i p_i**K`` (key i
+    shares the query's bucket in one table with probability p_i**K), over the hashed keys, for the
+    queries ``collision_grid`` counts. Unlike ``L n / 2**K`` it needs no evenly filled buckets.
+
+    ``per_query_sum``: ``(variant, layer, K)``, the mean over those queries of ``sum_i p_i**K``."""
+
+    Ks: tuple
+    layers: list
+    n_queries: int
+    n_keys: int
+    per_query_sum: np.ndarray
+
+    def per_layer(self, variant: str, K: int, L: int) -> np.ndarray:
+        """Entries scanned per query, one number per captured layer."""
+        v = VARIANTS.index(check_choice("variant", variant, VARIANTS))
+        if K not in self.Ks:
+            raise ValueError(f"K must be one of {self.Ks}, got {K}")
+        return check_int("L", L, 1) * self.per_query_sum[v, :, self.Ks.index(K)]
+
+    def mean(self, variant: str, K: int, L: int) -> float:
+        """Average over the captured heads (each layer holds one KV head), as ``CollisionGrid.mean``."""
+        return float(self.per_layer(variant, K, L).mean())
+
+
+def scan_formula(cap, Ks=GRID_K, query_stride: int = 8) -> ScanFormula:
+    """``ScanFormula`` of every captured layer: every ``query_stride``-th query of each of its
+    heads (the queries ``collision_grid`` counts) against its hashed keys, raw and centred."""
+    Ks = tuple(sorted({check_int("Ks entry", k, 1, sh.MAX_K) for k in Ks}))
+    query_stride = check_int("query_stride", query_stride, 1)
+    sums = np.zeros((len(VARIANTS), len(cap.layers), len(Ks)))
+    n_queries = n_keys = 0
+    for row, layer in enumerate(cap.layers):
+        views = [head_view(cap, layer, h) for h in cap.query_heads[row]]
+        hashed = non_exact_mask(views[0].n)
+        queries = unit_rows(np.concatenate([v.queries[::query_stride] for v in views]))
+        n_queries, n_keys = len(queries), int(hashed.sum())
+        for vi, variant in enumerate(VARIANTS):
+            p = sh.collision_probability(np.clip(queries @ unit_rows(views[0].keys_as(variant)[hashed]).T, -1, 1))
+            sums[vi, row] = [(p**K).sum(axis=1).mean() for K in Ks]
+    return ScanFormula(Ks, list(cap.layers), n_queries, n_keys, sums)
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_scan_formula() -> ScanFormula:
+    """``scan_formula`` of the shipped capture, computed once per process."""
+    return scan_formula(shipped_capture())
+
+
+def hashed_weight_share(cap, query_stride: int = 8) -> np.ndarray:
+    """``(layer, query head)``: the share of the attention weight that falls on the hashed keys
+    (outside the exact set), mean over every ``query_stride``-th captured query: the part of the
+    output that hashing has to find at all. The rest sits on the sinks and the recent tokens."""
+    query_stride = check_int("query_stride", query_stride, 1)
+    out = []
+    for layer, heads in zip(cap.layers, cap.query_heads):
+        row = []
+        for h in heads:
+            view = head_view(cap, layer, h)
+            row.append(float(view.attention_weights()[::query_stride][:, non_exact_mask(view.n)].sum(axis=1).mean()))
+        out.append(row)
+    return np.array(out)
+
+
+@dataclass
+class OutputErrors:
+    """MagicPIG's attention output against the exact one, for the last captured query of every
+    captured head (it sees every key), with the index built on raw or on centred keys.
+
+    ``error``: ``{"exact only", "raw", "centred"}`` -> ``(layer, query head, seed)`` relative error
+    ``|o_est - o| / |o|``; "exact only" reads the sinks and the recent tokens alone (no hashing, so
+    no seed dependence). ``keys_read``: ``{"raw", "centred"}`` -> ``(layer, query head, seed)``,
+    the exact set included."""
+
+    layers: list
+    query_heads: list
+    K: int
+    L: int
+    seeds: tuple
+    exact: int
+    error: dict
+    keys_read: dict
+
+    def mean_error(self, method: str) -> np.ndarray:
+        """``(layer, query head)``: the error averaged over the seeds (draws of hyperplanes)."""
+        check_choice("method", method, tuple(self.error))
+        return self.error[method].mean(axis=2)
+
+
+def output_errors(cap, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, seeds=range(5)) -> OutputErrors:
+    """Run ``pigviz.lsh.magicpig.attend`` (min_hits 2, the exact set of ``EXACT_SINKS`` +
+    ``EXACT_RECENT`` read exactly) for the last query of each captured head, once per seed, with
+    the index built on raw keys (``centre=False``) and on centred keys, and compare each output
+    with exact attention over all keys."""
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+    from pigviz.lsh.index import build_index  # heavy: pulls torch in at import
+    from pigviz.lsh.magicpig import attend  # heavy: pulls torch in at import
+
+    K = check_int("K", K, 1, sh.MAX_K)
+    L = check_int("L", L, 1, sh.MAX_L)
+    seeds = tuple(check_int("seeds entry", s, 0) for s in seeds)
+    if not seeds:
+        raise ValueError("seeds must hold at least one seed")
+    shape = (len(cap.layers), len(cap.query_heads[0]), len(seeds))
+    error = {m: np.zeros(shape) for m in ("exact only", "raw", "centred")}
+    read = {m: np.zeros(shape, dtype=np.int64) for m in ("raw", "centred")}
+    exact_n = 0
+    for row, layer in enumerate(cap.layers):
+        views = [head_view(cap, layer, h) for h in cap.query_heads[row]]
+        if any(int(v.positions[-1]) != v.n - 1 for v in views):
+            raise ValueError("the last captured query must sit at the last position, so that it sees every key")
+        exact = ~non_exact_mask(views[0].n)
+        exact_n = int(exact.sum())
+        true = np.stack([v.attention_weights()[-1] @ v.values for v in views])
+        scale = np.linalg.norm(true, axis=1)
+        only = []
+        for v in views:
+            s = v.keys[exact] @ v.queries[-1] * v.scaling
+            w = np.exp(s - s.max())
+            only.append(w / w.sum() @ v.values[exact])
+        error["exact only"][row] = (np.linalg.norm(np.stack(only) - true, axis=1) / scale)[:, None]
+        indexes = {}  # (KV head, seed, centred): the heads that share a KV head share its index
+        for j, v in enumerate(views):
+            k = torch.from_numpy(v.keys).float()[None]
+            vals = torch.from_numpy(v.values).float()[None]
+            q = torch.from_numpy(v.queries[-1:]).float()
+            for si, seed in enumerate(seeds):
+                for variant, centre in (("raw", False), ("centred", True)):
+                    key = (v.kv_head, seed, centre)
+                    if key not in indexes:
+                        indexes[key] = build_index(
+                            k, K=K, L=L, sinks=EXACT_SINKS, recent=EXACT_RECENT, seed=seed, centre=centre
+                        )
+                    out, stats = attend(indexes[key], q, k, vals)
+                    error[variant][row, j, si] = float(np.linalg.norm(out[0].double().numpy() - true[j]) / scale[j])
+                    read[variant][row, j, si] = int(stats["keys_read"][0])
+    return OutputErrors(list(cap.layers), [list(h) for h in cap.query_heads], K, L, seeds, exact_n, error, read)
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_output_errors() -> OutputErrors:
+    """``output_errors`` of the shipped capture at its defaults (five seeds), computed once per process."""
+    return output_errors(shipped_capture())

@@ -2,7 +2,8 @@
 ``pigviz.lessons.exercises``, the code the learner writes with its checks.
 
     from pigviz import lessons
-    lessons.print_claims("05b")                    # the table a notebook prints; nbval compares it
+    lessons.claims_table("05b")                    # the table a notebook shows; nbval compares its text
+    lessons.table(rows, formats={"error": "{:.3f}"})  # any table: rendered in Jupyter, stable text for nbval
     lessons.check("05.paged_waste", paged_waste)   # a learner's function against its check
     lessons.solution("05.paged_waste")             # the reference, one call away
     lessons.agree(mine, theirs, within=1e-12)      # "agree to better than 1e-12": no CPU-dependent residue
@@ -13,6 +14,7 @@ from __future__ import annotations
 from pigviz._util.fmt import agree, below
 from pigviz.lessons import exercises
 from pigviz.lessons.exercises import check, reference_or, solution
+from pigviz.lessons.tables import Table, table
 from pigviz.lessons.verify import LESSON_MODULES, Claim, collect_claims, format_table, run_claims
 
 __all__ = [
@@ -29,6 +31,9 @@ __all__ = [
     "reference_or",
     "agree",
     "below",
+    "table",
+    "Table",
+    "claims_table",
 ]
 
 
@@ -40,5 +45,12 @@ def claims(notebook: str) -> list[Claim]:
 
 
 def print_claims(notebook: str) -> None:
-    """Print one notebook's claims as a table; FAIL rows say what failed."""
+    """Print one notebook's claims as a text table; FAIL rows say what failed."""
     print(format_table(claims(notebook)))
+
+
+def claims_table(notebook: str) -> Table:
+    """One notebook's claims as a rendered table (what a notebook shows): the sentence, the
+    number re-derived now, PASS or FAIL (in red). ``pigviz verify`` runs the same claims."""
+    rows = [{"claim": c.text, "value now": c.value, "result": "PASS" if c.passed else "FAIL"} for c in claims(notebook)]
+    return table(rows, fail_where={"result": "FAIL"})

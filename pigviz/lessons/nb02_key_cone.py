@@ -1,14 +1,263 @@
 """Notebook 02, the key cone: the numbers it states about a real model's keys, re-derived from the
-shipped capture."""
+shipped capture, and the tables and summaries the notebook shows (so its cells carry the idea and
+this module the formatting)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pigviz.keys.geometry import EXACT_RECENT, cone_width, geometry_table, shipped_capture, sink_onset
+from pigviz.keys.geometry import (
+    EXACT_RECENT,
+    cone_width,
+    cos_to_mean_direction,
+    cos_with_query,
+    geometry_table,
+    head_pairs,
+    head_view,
+    non_exact_mask,
+    shipped_capture,
+    sink_onset,
+    sink_table,
+)
+from pigviz.keys.projection import all_bucket_shares, hyperplanes, key_cloud, picture_cosines, plane_splits
+from pigviz.lessons.tables import table
 from pigviz.lessons.verify import Claim, span
 
-__all__ = ["claims"]
+__all__ = [
+    "PICTURE_HEAD",
+    "capture_summary",
+    "value_lengths",
+    "value_table",
+    "about_fraction",
+    "cone_rows",
+    "cone_table",
+    "query_table",
+    "sink_key_table",
+    "plane_table",
+    "bucket_fill",
+    "picture_angles",
+    "one_plane_shares",
+    "spread_summary",
+    "claims",
+]
+
+# The head notebook 02 draws (and notebook 03 centres): a sink layer, its last captured query.
+PICTURE_HEAD = (19, 6)
+N_PLANES = 6
+
+
+def _picture_view(cap):
+    """The head the picture shows: ``PICTURE_HEAD`` if captured, else the first captured head
+    (tests run the claims on small synthetic captures)."""
+    layer, head = PICTURE_HEAD if PICTURE_HEAD in head_pairs(cap) else head_pairs(cap)[0]
+    return head_view(cap, layer, head)
+
+
+def capture_summary(cap) -> str:
+    """What the capture holds, in a few lines: the model, the context, the captured heads."""
+    meta = cap.metadata
+    positions = cap.query_positions.tolist()
+    lines = [
+        f"model: {meta['model_name']}, {meta['n_model_layers']} layers, {meta['n_model_heads']} query heads "
+        f"sharing {meta['n_model_kv_heads']} KV heads, d = {cap.keys.shape[-1]}",
+        f"context: {cap.n_tokens:,} tokens; {len(positions)} queries, at positions {positions[0]}-{positions[-1]}",
+    ]
+    lines += [
+        f"  layer {layer}: KV head {kv[0]} and its query heads {heads}"
+        for layer, kv, heads in zip(cap.layers, cap.kv_heads, cap.query_heads)
+    ]
+    held = ["keys", "values"] + (["the model's outputs"] if cap.outputs is not None else [])
+    lines.append(f"held for those heads: queries, {', '.join(held)}; for every layer and head: the weight on token 0")
+    return "\n".join(lines)
+
+
+def value_lengths(cap) -> list[dict]:
+    """Per captured layer (one KV head each): |v0| / median |v| and |k0| / median |k|, next to the
+    weight its query heads put on token 0 (mean over heads and captured queries)."""
+    rows = []
+    for layer, heads in zip(cap.layers, cap.query_heads):
+        view = head_view(cap, layer, heads[0])
+        nv, nk = np.linalg.norm(view.values, axis=1), np.linalg.norm(view.keys, axis=1)
+        weight = np.mean([head_view(cap, layer, h).attention_weights()[:, 0].mean() for h in heads])
+        rows.append(
+            {
+                "layer": layer,
+                "weight on token 0": float(weight),
+                "|v0| / median |v|": float(nv[0] / np.median(nv)),
+                "|k0| / median |k|": float(nk[0] / np.median(nk)),
+            }
+        )
+    return rows
+
+
+def value_table(cap):
+    return table(
+        value_lengths(cap),
+        formats={"weight on token 0": "{:.2f}", "|v0| / median |v|": "{:.2f}", "|k0| / median |k|": "{:.2f}"},
+        caption="Token 0 in each captured layer (weight: mean over its three query heads and the last 64 queries)",
+    )
+
+
+_FRACTIONS = {2: "half", 3: "a third", 4: "a quarter", 5: "a fifth", 6: "a sixth", 8: "an eighth", 10: "a tenth"}
+
+
+def about_fraction(values, tol: float = 0.25) -> str:
+    """The unit fraction 1/k nearest the mean of ``values``, in words ("a quarter"), for prose such
+    as "about a quarter as long". ValueError when some value is more than ``tol`` (relative) from
+    1/k, or when no word fits: then the prose must give the numbers instead."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    if x.size == 0 or not np.all(np.isfinite(x)) or np.any(x <= 0) or np.any(x > 1):
+        raise ValueError(f"values must be a non-empty list of numbers in (0, 1], got {x.tolist()}")
+    k = int(round(1 / x.mean()))
+    if k not in _FRACTIONS or np.any(np.abs(x * k - 1) > tol):
+        raise ValueError(f"values {np.round(x, 3).tolist()} are not all within {tol:.0%} of one simple fraction")
+    return _FRACTIONS[k]
+
+
+def cone_rows(cap, random_keys) -> list[dict]:
+    """Per captured layer (its KV head), then for ``random_keys``: the cone width (mean cosine with
+    the mean direction) and the median angle of the keys to the mean direction, in degrees."""
+
+    def row(label, keys):
+        cos = cos_to_mean_direction(keys)
+        return {
+            "keys": label,
+            "cone width (mean cos)": cone_width(keys),
+            "median angle to the mean direction (deg)": float(np.degrees(np.arccos(np.median(cos)))),
+        }
+
+    rows = [
+        row(f"layer {layer}", head_view(cap, layer, heads[0]).keys) for layer, heads in zip(cap.layers, cap.query_heads)
+    ]
+    rows.append(row("random directions", random_keys))
+    return rows
+
+
+def cone_table(cap, random_keys):
+    """``cone_rows`` as a table."""
+    rows = cone_rows(cap, random_keys)
+    return table(
+        rows,
+        formats={"cone width (mean cos)": "{:.2f}", "median angle to the mean direction (deg)": "{:.0f}"},
+        caption=f"All {cap.n_tokens:,} keys of each captured KV head; larger width = narrower cone = smaller angle",
+    )
+
+
+def query_table(rows):
+    """Where each captured head's queries point: cos and angle to the mean key (mean over queries)."""
+    return table(
+        [
+            {"layer": r.layer, "head": r.head, "cos(query, mean key)": r.query_cos, "angle (deg)": r.query_angle_deg}
+            for r in rows
+        ],
+        formats={"cos(query, mean key)": "{:+.3f}", "angle (deg)": "{:.1f}"},
+        caption="Mean over the 64 captured queries of each head",
+    )
+
+
+def sink_key_table(rows):
+    """The sink per head: its weight, its key's length, and its score against the other keys'."""
+    return table(
+        [
+            {
+                "layer": r.layer,
+                "head": r.head,
+                "weight on k0": r.sink_weight,
+                "|k0| / median": r.sink_norm_ratio,
+                "cos(q, k0)": r.sink_cos_raw,
+                "score k0": r.sink_score,
+                "median other": r.median_score,
+                "best other": r.best_other_score,
+                "k0 wins": r.sink_wins,
+            }
+            for r in rows
+        ],
+        formats={
+            "weight on k0": "{:.3f}",
+            "|k0| / median": "{:.2f}",
+            "cos(q, k0)": "{:+.2f}",
+            "score k0": "{:+.2f}",
+            "median other": "{:+.2f}",
+            "best other": "{:+.2f}",
+            "k0 wins": "{:.0%}",
+        },
+        caption=f"Scores q.k/sqrt(d), mean over the captured queries; 'other': keys 1 to n - {EXACT_RECENT + 1}",
+    )
+
+
+def plane_table(splits):
+    """Per hyperplane of the picture: the share of hashed keys on the query's side, as the picture
+    shows it and in d dimensions, and whether its line crosses the cloud in the picture."""
+    crosses = splits.crosses()
+    return table(
+        [
+            {
+                "hyperplane": i + 1,
+                "query's side, picture": float(p),
+                "query's side, 64-d": float(r),
+                "line crosses the cloud": "yes" if c else "no",
+            }
+            for i, (p, r, c) in enumerate(zip(splits.picture, splits.real, crosses))
+        ],
+        formats={"query's side, picture": "{:.1%}", "query's side, 64-d": "{:.1%}"},
+        caption=f"Layer {splits.layer}, head {splits.head}, {splits.variant} keys: share of the hashed keys "
+        "on the query's side of each hyperplane",
+    )
+
+
+def bucket_fill(view, n_planes: int = N_PLANES, seed: int = 0, top: int = 4) -> dict:
+    """The picture's ``n_planes`` hyperplanes as one SimHash table in d dimensions: how many of its
+    2**n_planes buckets the hashed keys fill, and the share of them in the ``top`` fullest."""
+    planes = hyperplanes(view.keys.shape[-1], n_planes, seed)
+    codes = (view.keys[non_exact_mask(view.n)] @ planes.T >= 0) @ (1 << np.arange(n_planes))
+    fill = np.bincount(codes, minlength=2**n_planes)
+    return {
+        "filled": int(np.sum(fill > 0)),
+        "buckets": int(fill.size),
+        "top": top,
+        "top_share": float(np.sort(fill)[-top:].sum() / fill.sum()),
+    }
+
+
+def picture_angles(cloud) -> dict:
+    """Median angle (degrees) between the query and the drawn keys: in d dimensions and in the picture."""
+    return {
+        "real": float(np.degrees(np.arccos(np.median(np.clip(cloud.cos_query, -1, 1))))),
+        "picture": float(np.degrees(np.arccos(np.median(np.clip(picture_cosines(cloud), -1, 1))))),
+    }
+
+
+def one_plane_shares(cap, n_planes: int = 20, query_stride: int = 8, seed: int = 5) -> dict:
+    """Answer 5: for ``n_planes`` random hyperplanes, every captured head and every
+    ``query_stride``-th captured query, the share of the head's hashed keys on the query's side.
+    ``{"raw", "centred"}`` -> ``(heads, planes, queries)``."""
+    planes = np.random.default_rng(seed).standard_normal((n_planes, cap.keys.shape[-1]))
+    out = {"raw": [], "centred": []}
+    for layer, head in head_pairs(cap):
+        view = head_view(cap, layer, head)
+        q_side = view.queries[::query_stride] @ planes.T >= 0  # (queries, planes)
+        for variant in out:
+            positive = (view.keys_as(variant)[non_exact_mask(view.n)] @ planes.T >= 0).mean(axis=0)  # (planes,)
+            out[variant].append(np.where(q_side, positive, 1 - positive).T)
+    return {variant: np.array(x) for variant, x in out.items()}
+
+
+def spread_summary(shares: dict) -> list[dict]:
+    """Answer 5's table: per variant, the share's mean and its spread over planes, heads and queries."""
+    rows = []
+    for variant, x in shares.items():
+        rows.append(
+            {
+                "keys": variant,
+                "mean share": float(x.mean()),
+                "lowest": float(x.min()),
+                "highest": float(x.max()),
+                "spread over planes": float(x.std(axis=1).mean()),
+                "over heads": float(x.std(axis=0).mean()),
+                "over queries": float(x.std(axis=2).mean()),
+            }
+        )
+    return rows
 
 
 def claims(cap=None) -> list:
@@ -20,16 +269,40 @@ def claims(cap=None) -> list:
     cones = [r.cone_raw for r in rows]
     qcos = [r.query_cos for r in rows]
     first, per_layer = sink_onset(cap)
+    weights = sink_table(cap)["sink_weight"]
     ratios = [r.sink_norm_ratio for r in sink_rows]
     wins = [r.sink_wins for r in sink_rows]
     before = float(per_layer[:first].max()) if first > 0 else None  # None: no layer before the sink
+    before_head = float(weights[:first].max()) if first > 0 else None
     after = float(per_layer[first:].mean()) if first < len(per_layer) else None  # None: no sink layer
+    values = [r["|v0| / median |v|"] for r in value_lengths(cap)]
+    view = _picture_view(cap)
+    cos_q = cos_with_query(view, -1)
+    w_last = view.attention_weights()[-1]
+    splits = plane_splits(view, -1, "raw", N_PLANES)
+    crossing = int(splits.crosses().sum())
+    cloud = key_cloud(view, -1, "raw", n_planes=N_PLANES)
+    angles = picture_angles(cloud)
+    fill = bucket_fill(view)
+    shares = one_plane_shares(cap)
+    spread = {v: float(x.std()) for v, x in shares.items()}
+    random_keys = np.random.default_rng(0).standard_normal((cap.n_tokens, cap.keys.shape[-1]))
+    *layer_rows, random_row = cone_rows(cap, random_keys)
+    cone_angles = [r["median angle to the mean direction (deg)"] for r in layer_rows]
+    last_raw = all_bucket_shares(cap, N_PLANES)["raw"][:, -1]
+    where = f"layer {view.layer}, head {view.head}, last query"
     return [
         Claim(
             "02",
             "Raw keys form a cone: mean cos to their mean direction (random: ~0)",
             min(cones) > 0.3 and baseline < 0.05,
             f"{span(cones)} (random: {baseline:.2f})",
+        ),
+        Claim(
+            "02",
+            "...the median key's angle to the mean direction, per layer (random directions: ~90 deg)",
+            max(cone_angles) < 70 and random_row["median angle to the mean direction (deg)"] > 85,
+            f"{span(cone_angles, '{:.0f}')} deg (random: {random_row['median angle to the mean direction (deg)']:.0f})",
         ),
         Claim(
             "02",
@@ -42,7 +315,17 @@ def claims(cap=None) -> list:
             "Weight on token 0: ~0 in early layers, large from the first sink layer",
             before is not None and after is not None and before < 0.01 and after > 0.2,
             ("no sink layer" if after is None else f"layer {first} on: {after:.2f}")
-            + (" (no layer before it)" if before is None else f" (before: <= {before:.3f})"),
+            + (
+                " (no layer before it)"
+                if before is None
+                else f" (before: layer means <= {before:.3f}, any head <= {before_head:.3f})"
+            ),
+        ),
+        Claim(
+            "02",
+            "Token 0's value is short in every captured layer: |v0| / median |v|",
+            bool(values) and max(values) < 0.5,
+            span(values),
         ),
         Claim(
             "02",
@@ -55,5 +338,53 @@ def claims(cap=None) -> list:
             f"...yet it outscores every key before the last {EXACT_RECENT} (share of queries)",
             bool(wins) and min(wins) > 0.9,
             f"{np.mean(wins):.1%}" if wins else "no sink head",
+        ),
+        Claim(
+            "02",
+            f"{where}: keys with a positive cosine with it (the sink among them)",
+            int(np.sum(cos_q > 0)) < 0.01 * view.n and cos_q[0] > 0,
+            f"{int(np.sum(cos_q > 0))} of {view.n:,}",
+        ),
+        Claim(
+            "02",
+            f"{where}: its weight on the sink key, on the last {EXACT_RECENT} keys",
+            w_last[0] > 0.3,
+            f"{w_last[0]:.3f}, {w_last[-EXACT_RECENT:].sum():.3f}",
+        ),
+        Claim(
+            "02",
+            f"Picture of {where}: lines of the {N_PLANES} hyperplanes that cross the raw cloud",
+            0 < crossing < N_PLANES and cloud.share_picture < 0.01,
+            f"{crossing} of {N_PLANES} (keys in the query's wedge: {cloud.share_picture:.2%})",
+        ),
+        Claim(
+            "02",
+            f"...in {cap.keys.shape[-1]}-d each of them splits the hashed keys (share on the query's side)",
+            bool(np.all((splits.real > 0.01) & (splits.real < 0.99))),
+            span(splits.real, "{:.0%}"),
+        ),
+        Claim(
+            "02",
+            f"...as one {N_PLANES}-bit table fill most buckets unevenly: filled, share in the top {fill['top']}",
+            fill["filled"] > fill["buckets"] / 2 and fill["top_share"] > fill["top"] / fill["buckets"] * 2,
+            f"{fill['filled']} of {fill['buckets']}, {fill['top_share']:.0%}",
+        ),
+        Claim(
+            "02",
+            f"One {N_PLANES}-bit table, raw keys: the last query's bucket, head by head (share of hashed keys)",
+            last_raw.min() < 0.001 and last_raw.max() > 1 / 2**N_PLANES,
+            f"{span(last_raw, '{:.2%}')} over {last_raw.size} heads (even table: {1 / 2**N_PLANES:.1%})",
+        ),
+        Claim(
+            "02",
+            "The picture exaggerates angles: median query-key angle in 64-d vs in the picture",
+            angles["picture"] > angles["real"] > 90,
+            f"{angles['real']:.1f} vs {angles['picture']:.1f} deg",
+        ),
+        Claim(
+            "02",
+            "One random plane: share of hashed keys on the query's side, spread (std) raw vs centred",
+            spread["raw"] > 5 * spread["centred"],
+            f"{spread['raw']:.0%} vs {spread['centred']:.0%}",
         ),
     ]

@@ -1,5 +1,6 @@
 """Notebook 03, centring: free for the softmax, decisive for the hash; re-derived from the shipped
-capture."""
+capture, and the tables the notebook shows (so its cells carry the idea and this module the
+formatting)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,63 @@ import numpy as np
 
 from pigviz._util.fmt import below
 from pigviz.keys.geometry import (
+    EXACT_RECENT,
+    EXACT_SINKS,
     SHIFT_TOL_FP32,
     SHIFT_TOL_FP64,
+    VARIANTS,
+    cos_with_query,
     geometry_table,
+    head_view,
+    non_exact_mask,
     shift_invariance,
     shift_passes,
     shipped_capture,
 )
-from pigviz.keys.hashing import shipped_collision_grid, shipped_collision_rate_draws
+from pigviz.keys.hashing import (
+    hashed_weight_share,
+    shipped_collision_grid,
+    shipped_collision_rate_draws,
+    shipped_output_errors,
+    shipped_scan_formula,
+)
+from pigviz.keys.projection import all_bucket_shares, key_cloud
+from pigviz.lessons.tables import table
 from pigviz.lessons.verify import Claim, span
 from pigviz.lsh import simhash
 
-__all__ = ["claims"]
+__all__ = [
+    "ANSWER4_RAW",
+    "claims",
+    "capture_line",
+    "bucket_share_table",
+    "collision_table",
+    "paper_table",
+    "weight_table",
+    "error_table",
+    "draws_table",
+    "independent_spread",
+    "closest_centred_cell",
+    "missed_weight",
+    "span",
+]
+
+# Answer 4's raw setting: the widest buckets of the grid, with the most tables.
+ANSWER4_RAW = (6, 300)
+# The head and query notebooks 02 and 03 draw: layer 19, head 6, its last captured query.
+PICTURE_HEAD = (19, 6)
+
+
+def _two_significant(x: float) -> str:
+    return f"{x:.1f}" if x < 10 else f"{float(f'{x:.2g}'):,.0f}"
+
+
+def closest_centred_cell(grid, raw=ANSWER4_RAW) -> tuple[int, int]:
+    """The (K, L) where centred keys are sampled (>= 2 tables) about as often as raw keys at ``raw``."""
+    target = grid.mean("measured", "raw", *raw, 2)
+    cells = [(abs(grid.mean("measured", "centred", k, l, 2) - target), k, l) for k in grid.Ks for l in grid.Ls]
+    _, k, l = min(cells)
+    return k, l
 
 
 def claims() -> list:
@@ -44,11 +90,25 @@ def claims() -> list:
     inside = (draws_raw.min(1) <= table_raw) & (table_raw <= draws_raw.max(1))
     fp32 = below(shift["fp32"] / shift["scale"], SHIFT_TOL_FP32)
     # One draw's variance over that of independent pairs (binomial: at most p(1 - p) / N).
-    excess = {}
-    for v in ("raw", "centred"):
-        f = draws.formula_per_layer(v, 1)
-        independent = np.sqrt(f * (1 - f) / (draws.n_queries * draws.n_keys)) / f
-        excess[v] = (draws.relative_spread(v, 1) / independent) ** 2
+    excess = {v: independent_spread(draws, v)[1] for v in VARIANTS}
+    sink_rows = slice(1, None)  # the captured layers after layer 2, which has no sink
+    raw2_pairs = grid.per_layer("measured", "raw", K, L, 2) * grid.n_queries * grid.n_keys
+    outside = hashed_weight_share(cap).mean(axis=1)
+    errors = shipped_output_errors()
+    err = {m: errors.mean_error(m) for m in ("exact only", "raw", "centred")}
+    scan = shipped_scan_formula()
+    k4, l4 = closest_centred_cell(grid)
+    scan_raw, scan_cen = scan.mean("raw", *ANSWER4_RAW), scan.mean("centred", k4, l4)
+    ws4_raw, ws4_cen = grid.mean("weight_share", "raw", *ANSWER4_RAW), grid.mean("weight_share", "centred", k4, l4)
+    wide_ws = {v: grid.mean("weight_share", v, wide_K, wide_L) for v in VARIANTS}
+    sink_cut = (err["exact only"][sink_rows] / err["centred"][sink_rows]).ravel()
+    sink_raw2 = grid.per_layer("measured", "raw", K, L, 2)[sink_rows]
+    sink_cen2 = grid.per_layer("measured", "centred", K, L, 2)[sink_rows]
+    sink_cen1 = grid.per_layer("measured", "centred", K, L, 1)
+    one = all_bucket_shares(cap)  # the widget's one table: 6 planes, seed 0
+    fewer = one["centred"] < one["raw"]
+    med = {v: float(np.median(one[v])) for v in VARIANTS}
+    pic = {v: key_cloud(head_view(cap, *PICTURE_HEAD), -1, v, n_planes=6) for v in VARIANTS}
     return [
         Claim(
             "03",
@@ -83,14 +143,73 @@ def claims() -> list:
         ),
         Claim(
             "03",
+            "Sink layers: raw >= 2 rate rests on a few dozen (query, key) pairs or fewer",
+            raw2_pairs[sink_rows].max() < 100,
+            ", ".join(f"{x:.0f}" for x in raw2_pairs[sink_rows]) + f" (layer 2: {raw2_pairs[0]:,.0f})",
+        ),
+        Claim(
+            "03",
+            "Attention weight outside the exact set: layer 2 vs the sink layers",
+            outside[0] > 0.5 and outside[sink_rows].max() < 0.15,
+            f"{outside[0]:.0%} vs {span(outside[sink_rows], '{:.1%}')}",
+        ),
+        Claim(
+            "03",
+            "Output error in the sink layers' heads, mean: raw hashing vs the exact set alone",
+            err["raw"][sink_rows].mean() > err["exact only"][sink_rows].mean(),
+            f"{err['raw'][sink_rows].mean():.3f} vs {err['exact only'][sink_rows].mean():.3f} "
+            f"(raw worse in {int(np.sum(err['raw'][sink_rows] > err['exact only'][sink_rows]))} of "
+            f"{err['raw'][sink_rows].size} heads)",
+        ),
+        Claim(
+            "03",
+            f"...centred hashing beats the exact set alone in every head (mean of {len(errors.seeds)} draws)",
+            bool(np.all(err["centred"] < err["exact only"])),
+            f"error {span((err['exact only'] / err['centred']).ravel(), '{:.1f}x')} smaller",
+        ),
+        Claim(
+            "03",
+            "...in the sink layers' heads, centred hashing's error is 1.5x to 4x smaller than the exact set's",
+            sink_cut.min() > 1.5 and sink_cut.max() < 4,
+            span(sink_cut, "{:.1f}x"),
+        ),
+        Claim(
+            "03",
+            f"Answer 4: raw {ANSWER4_RAW} vs centred ({k4}, {l4}), entries scanned (L sum p^K): about equal",
+            abs(scan_raw / scan_cen - 1) < 0.2,
+            f"{scan_raw:,.0f} vs {scan_cen:,.0f}",
+        ),
+        Claim(
+            "03",
+            "...the centred setting puts more weight on sampled keys, with fewer tables",
+            ws4_cen > ws4_raw and l4 < ANSWER4_RAW[1],
+            f"{ws4_cen:.0%} vs {ws4_raw:.0%}, L = {l4} vs {ANSWER4_RAW[1]}",
+        ),
+        Claim(
+            "03",
+            f"Sink layers, >= 2 of {L} tables, per layer: raw vs centred (centred over 10x the raw maximum)",
+            sink_cen2.min() > 10 * sink_raw2.max(),
+            f"{span(sink_raw2, '{:.3%}')} vs {span(sink_cen2, '{:.1%}')}",
+        ),
+        Claim(
+            "03",
+            f"One draw, >= 1 of {L}: about 1 pair in 5 collides centred, about 1 in 100 raw in the sink layers",
+            0.15 < sink_cen1.min()
+            and sink_cen1.max() < 0.25
+            and 0.005 < raw1_layers[sink_rows].min()
+            and raw1_layers[sink_rows].max() < 0.02,
+            f"centred {span(sink_cen1, '{:.0%}')}, raw sink layers {span(raw1_layers[sink_rows], '{:.1%}')}",
+        ),
+        Claim(
+            "03",
             "Counted centred >= 2 rate matches the formula within 15%",
             abs(cen2 - f2) < 0.15 * f2,
             f"{cen2:.2%} vs {f2:.2%}",
         ),
         Claim(
             "03",
-            "Raw keys, one draw of hyperplanes: counted >= 1 rate off the formula per layer",
-            bool(np.all(inside)) and np.abs(table_off).max() > 0.2,
+            "Raw keys, one draw of hyperplanes: counted >= 1 rate off the formula per layer (sink: by >= 1/3)",
+            bool(np.all(inside)) and np.abs(table_off[sink_rows]).min() > 1 / 3,
             ", ".join(f"{x:+.0%}" for x in table_off) + " (inside the fresh draws' range)",
         ),
         Claim(
@@ -124,4 +243,231 @@ def claims() -> list:
             wide_cen > 0.5,
             f"{wide_cen:.0%} (raw {wide_raw:.0%})",
         ),
+        Claim(
+            "03",
+            "...there the gap is smallest; raw keys sampled carry most, not all, of the weight (vs centred)",
+            abs(wide_cen / wide_raw - gain.min()) < 1e-9 and wide_raw < 0.5 and wide_ws["raw"] < wide_ws["centred"],
+            f"{wide_cen / wide_raw:.1f}x; weight {wide_ws['raw']:.0%} vs {wide_ws['centred']:.2%}",
+        ),
+        Claim(
+            "03",
+            f"Picture of layer {PICTURE_HEAD[0]}, head {PICTURE_HEAD[1]}: wedge vs real 64-d bucket, raw and centred",
+            pic["raw"].share_picture < pic["raw"].share_real
+            and pic["centred"].share_picture > pic["centred"].share_real,
+            f"raw {pic['raw'].share_picture:.2%} vs {pic['raw'].share_real:.2%}, centred "
+            f"{pic['centred'].share_picture:.2%} vs {pic['centred'].share_real:.2%} (either way)",
+        ),
+        Claim(
+            "03",
+            "One 6-bit table, every head and query: centred bucket emptier than raw in some pairs",
+            0 < fewer.sum() < fewer.size / 4 and abs(med["centred"] * 64 - 1) < 0.5 and med["raw"] * 64 < 0.5,
+            f"{fewer.sum()} of {fewer.size}; median share centred {med['centred']:.2%}, raw {med['raw']:.2%} "
+            f"(even: {1 / 64:.2%})",
+        ),
     ]
+
+
+# --------------------------------------------------------------------------- what the notebook shows
+
+
+def capture_line(cap) -> str:
+    """The capture in one line, with the number of hashed keys per head."""
+    n_hashed = int(non_exact_mask(cap.n_tokens).sum())
+    return (
+        f"{cap.metadata['model_name']}, {cap.n_tokens:,} tokens, layers {cap.layers}, d = {cap.keys.shape[-1]}; "
+        f"hashed keys per head: {n_hashed:,} (all but the first {EXACT_SINKS} and the last {EXACT_RECENT})"
+    )
+
+
+def bucket_share_table(clouds, n_planes: int):
+    """Raw against centred: the share of hashed keys in the query's bucket of one table, in d
+    dimensions and as the 2-D picture shows it."""
+    return table(
+        [
+            {
+                "keys": v,
+                "share the query's bucket (64-d)": c.share_real,
+                "in the query's wedge (picture)": c.share_picture,
+            }
+            for v, c in clouds.items()
+        ],
+        formats={"share the query's bucket (64-d)": "{:.2%}", "in the query's wedge (picture)": "{:.2%}"},
+        caption=f"One table of {n_planes} bits, the picture's hyperplanes; share of the hashed keys",
+    )
+
+
+def _layer_rows(grid, pick):
+    rows = [pick(str(layer), lambda w, v, m, i=i: grid.per_layer(w, v, *m)[i]) for i, layer in enumerate(grid.layers)]
+    rows.append(pick("mean", lambda w, v, m: grid.mean(w, v, *m)))
+    return rows
+
+
+def collision_table(grid, K: int, L: int):
+    """Per layer and on average, raw then centred: % of hashed keys sharing the query's bucket in
+    >= 1 and >= 2 tables, counted and by the formula, and the share of the hashed keys' attention
+    weight on the keys sampled (>= 2)."""
+    rows = []
+    for variant in VARIANTS:
+        rows += _layer_rows(
+            grid,
+            lambda label, get, variant=variant: {
+                "keys": variant,
+                "layer": label,
+                ">= 1 counted": get("measured", variant, (K, L, 1)),
+                ">= 1 formula": get("formula", variant, (K, L, 1)),
+                ">= 2 counted": get("measured", variant, (K, L, 2)),
+                ">= 2 formula": get("formula", variant, (K, L, 2)),
+            },
+        )
+    pct = "{:.2%}"
+    return table(
+        rows,
+        formats={c: pct for c in (">= 1 counted", ">= 1 formula", ">= 2 counted", ">= 2 formula")},
+        caption=f"(K, L) = ({K}, {L}): share of the hashed keys that share the query's bucket in >= 1 and >= 2 "
+        f"tables; {grid.n_queries} queries against {grid.n_keys:,} hashed keys per layer",
+    )
+
+
+def paper_table(grid, K: int, L: int):
+    """Per layer: the raw >= 1 rate against the paper's 0.1%, the number of (query, key) pairs
+    behind the raw >= 2 rate, and how many times centring multiplies that rate."""
+    raw1 = grid.per_layer("measured", "raw", K, L, 1)
+    raw2 = grid.per_layer("measured", "raw", K, L, 2)
+    cen2 = grid.per_layer("measured", "centred", K, L, 2)
+    pairs = grid.n_queries * grid.n_keys
+    return table(
+        [
+            {
+                "layer": layer,
+                "raw >= 1": r1,
+                "vs 0.1%": "above" if r1 > 0.001 else "below",
+                "raw >= 2: pairs counted": int(round(r2 * pairs)),
+                "centred / raw, >= 2": _two_significant(c2 / r2) + "x" if r2 > 0 else "no raw pair",
+            }
+            for layer, r1, r2, c2 in zip(grid.layers, raw1, raw2, cen2)
+        ],
+        formats={"raw >= 1": "{:.2%}", "raw >= 2: pairs counted": "{:,}"},
+        caption=f"(K, L) = ({K}, {L}); {grid.n_queries} queries x {grid.n_keys:,} hashed keys = {pairs:,} pairs "
+        "per layer",
+    )
+
+
+def weight_table(grid, hashed_share, K: int, L: int):
+    """Per layer: the share of all attention weight outside the exact set, and the share of that
+    weight on the keys sampled, raw and centred."""
+    rows = []
+    for i, layer in enumerate(grid.layers):
+        rows.append(
+            {
+                "layer": layer,
+                "weight outside the exact set": float(np.mean(hashed_share[i])),
+                "of it on sampled keys, raw": float(grid.per_layer("weight_share", "raw", K, L)[i]),
+                "centred": float(grid.per_layer("weight_share", "centred", K, L)[i]),
+            }
+        )
+    return table(
+        rows,
+        formats={c: "{:.1%}" for c in rows[0] if c != "layer"},
+        caption=f"(K, L) = ({K}, {L}); mean over the {grid.n_queries} queries of each layer, one draw of hyperplanes",
+    )
+
+
+def error_table(errors):
+    """Per layer: MagicPIG's relative output error with raw and centred keys and the exact set
+    alone (mean over heads and seeds), and the keys each reads."""
+    rows = []
+    for i, layer in enumerate(errors.layers):
+        rows.append(
+            {
+                "layer": layer,
+                "exact set only": float(errors.mean_error("exact only")[i].mean()),
+                "raw keys": float(errors.mean_error("raw")[i].mean()),
+                "centred keys": float(errors.mean_error("centred")[i].mean()),
+                "keys read, raw": float(errors.keys_read["raw"][i].mean()),
+                "keys read, centred": float(errors.keys_read["centred"][i].mean()),
+            }
+        )
+    return table(
+        rows,
+        formats={
+            "exact set only": "{:.3f}",
+            "raw keys": "{:.3f}",
+            "centred keys": "{:.3f}",
+            "keys read, raw": "{:,.0f}",
+            "keys read, centred": "{:,.0f}",
+        },
+        caption="|output - exact| / |exact| for the last query of each head, mean over its "
+        f"{len(errors.query_heads[0])} heads and {len(errors.seeds)} draws of hyperplanes; "
+        f"(K, L) = ({errors.K}, {errors.L}), exact set {errors.exact} keys",
+    )
+
+
+def draws_table(draws):
+    """Going further: per layer and variant, the >= 1 rate by the formula, the mean over the draws
+    (and its gap to the formula in standard errors), the range of single draws and their spread."""
+    rows = []
+    for variant in VARIANTS:
+        rates, formula = draws.per_layer(variant, 1), draws.formula_per_layer(variant, 1)
+        gap, spread = draws.mean_gap_se(variant, 1), draws.relative_spread(variant, 1)
+        for i, layer in enumerate(draws.layers):
+            rows.append(
+                {
+                    "keys": variant,
+                    "layer": layer,
+                    "formula": formula[i],
+                    "mean of draws": rates[i].mean(),
+                    "gap (SE)": gap[i],
+                    "lowest draw": rates[i].min(),
+                    "highest draw": rates[i].max(),
+                    "spread (SD / mean)": spread[i],
+                }
+            )
+    pct = "{:.2%}"
+    return table(
+        rows,
+        formats={
+            "formula": pct,
+            "mean of draws": pct,
+            "gap (SE)": "{:+.1f}",
+            "lowest draw": pct,
+            "highest draw": pct,
+            "spread (SD / mean)": "{:.0%}",
+        },
+        caption=f"{draws.n_draws} draws per layer, {draws.n_queries} queries x {draws.n_keys:,} keys; share of pairs "
+        f"colliding in >= 1 of {draws.L} tables of {draws.K} bits",
+    )
+
+
+def independent_spread(draws, variant: str, min_hits: int = 1):
+    """If pairs collided independently, one draw's rate would spread (SD / mean) by at most this,
+    per layer (binomial: sqrt(p (1 - p) / N) / p); and the measured variance over that one's."""
+    f = draws.formula_per_layer(variant, min_hits)
+    independent = np.sqrt(f * (1 - f) / (draws.n_queries * draws.n_keys)) / f
+    return independent, (draws.relative_spread(variant, min_hits) / independent) ** 2
+
+
+def missed_weight(view, K: int, L: int, edges=(-1.0, 0.1, 0.2, 0.3, 1.0)) -> dict:
+    """Answer 5: for the last query of ``view`` and its centred hashed keys, the share of their
+    attention weight the formula expects hashing to miss, split by cosine with the query, and how
+    many keys lie past the S-curve's 50% point."""
+    hashed = non_exact_mask(view.n)
+    cos = cos_with_query(view, -1, "centred")[hashed]
+    w = view.attention_weights()[-1][hashed]
+    w = w / w.sum()
+    u = simhash.inclusion_probability(simhash.collision_probability(cos), K, L)
+    missed = w * (1 - u)
+    rows = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        m = (cos >= a) & (cos < b)
+        rows.append(
+            {
+                "from": a,
+                "to": b,
+                "keys": int(m.sum()),
+                "weight": float(w[m].sum()),
+                "mean u": float(u[m].mean()) if m.any() else float("nan"),
+                "share of the missed weight": float(missed[m].sum() / missed.sum()),
+            }
+        )
+    half = simhash.crossing_cos(K, L, 2)
+    return {"missed": float(missed.sum()), "bins": rows, "half": float(half), "beyond_half": int((cos > half).sum())}

@@ -24,6 +24,7 @@ LESSON_MODULES = {
     "05b": "pigviz.lessons.nb05b_kv_serving",
     "06": "pigviz.lessons.nb06_sampled_attention",
     "07": "pigviz.lessons.nb07_sampled_decoding",
+    "08": "pigviz.lessons.nb08_your_estimator",
 }
 
 

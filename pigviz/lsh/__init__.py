@@ -7,11 +7,12 @@
 * ``fused``: the same step as one compiled CPU pass per layer (numba), returning its log-normaliser,
   its rows split between threads (the same bits at any thread count).
 * ``kernels``: the numba loops behind ``fused`` and the fast index build.
+* ``estimators``: MagicPIG and the affordable estimators in the estimator protocol (:mod:`pigviz.attention.protocol`).
 
 ``index``, ``magicpig``, ``fused`` and ``kernels`` import torch (and numba where installed); import
-them as ``from pigviz.lsh import magicpig``.
+them as ``from pigviz.lsh import magicpig``. ``estimators`` loads them on its first call.
 """
 
 from pigviz.lsh import simhash, simhash_checks
 
-__all__ = ["simhash", "simhash_checks", "index", "magicpig", "fused", "kernels"]
+__all__ = ["simhash", "simhash_checks", "index", "magicpig", "fused", "kernels", "estimators"]

@@ -90,7 +90,7 @@ def magicpig_exact_top(index, q, k, v, *, top_fraction: float = 0.5, min_hits: i
     corrected = scores - torch.where(sampled & ~trusted, log_u, 0.0)
     weights = torch.nan_to_num(torch.softmax(corrected.masked_fill(~read, -math.inf), dim=-1), nan=0.0)
     out = _grouped_mix(weights, v)
-    return _finish(out, q, read.sum(1), n, sampled=count.cpu(), trusted=trusted.sum(1).cpu())
+    return _finish(out, q, read.sum(1), n, read_mask=read, sampled=count.cpu(), trusted=trusted.sum(1).cpu())
 
 
 def vattention(
@@ -144,7 +144,8 @@ def vattention(
     log_w = torch.where(picked, scores + torch.log(scale)[:, None], scores).masked_fill(~(det | picked), -math.inf)
     weights = torch.nan_to_num(torch.softmax(log_w, dim=-1), nan=0.0)
     out = _grouped_mix(weights, v)
-    return _finish(out, q, (det | picked).sum(1), n, deterministic=det.sum(1).cpu(), sampled=picked.sum(1).cpu())
+    read = det | picked
+    return _finish(out, q, read.sum(1), n, read_mask=read, deterministic=det.sum(1).cpu(), sampled=picked.sum(1).cpu())
 
 
 def _quest_pages(q, k, room: int, page: int, exclude):
@@ -206,4 +207,6 @@ def sparq(q, k, v, budget, *, r: int | None = None, mean_value=None):
     if mean_value is None:
         mean_value = v.to(work).mean(1)
     out = alpha * exact_part + (1 - alpha) * mean_value.to(work)[kv_of_head]
-    return _finish(out, q, torch.full((H,), m), n, alpha=alpha[:, 0].cpu(), r=r, channel_fraction=r / (2 * d))
+    return _finish(
+        out, q, torch.full((H,), m), n, read_mask=keep, alpha=alpha[:, 0].cpu(), r=r, channel_fraction=r / (2 * d)
+    )

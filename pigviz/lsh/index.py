@@ -43,6 +43,7 @@ from pigviz.lsh import kernels
 __all__ = [
     "LSHIndex",
     "build_index",
+    "grow_index",
     "index_bytes",
     "build_scratch_bytes",
     "expected_candidates",
@@ -317,6 +318,38 @@ def build_index(
 
 
 _HUGE_PAGE = 2 << 20
+
+
+def grow_index(prompt_index: LSHIndex, k: torch.Tensor, n: int) -> LSHIndex:
+    """The tables of ``prompt_index`` (built over the first n0 keys, as at the end of a
+    prefill) seen by a decode step whose cache ``k`` (Hkv, >= n, d) holds n >= n0 keys.
+
+    The n - n0 keys written since are appended after every table's last bucket, so no bucket
+    lists them and they are never sampled. That changes nothing while they sit in the exact
+    recent window, i.e. while n - n0 <= recent: their table hits would be zeroed anyway.
+    """
+    base = prompt_index
+    Hkv, L, n0 = base.entries.shape
+    check_int("n", n, n0, n0 + base.recent)
+    if n == n0:
+        return base
+    # Made as int32: torch has no arange for the uint16 ids of a short index.
+    new = torch.arange(n0, n, dtype=torch.int32, device=base.device).to(base.entries.dtype).expand(Hkv, L, n - n0)
+    norms = (k[:, n0:n].float() - base.mean[:, None, :]).norm(dim=-1)
+    return LSHIndex(
+        K=base.K,
+        L=base.L,
+        sinks=base.sinks,
+        recent=base.recent,
+        seed=base.seed,
+        centred=base.centred,
+        planes=base.planes,
+        mean=base.mean,
+        entries=torch.cat([base.entries, new], dim=2),
+        offsets=base.offsets,
+        centred_norms=torch.cat([base.centred_norms, norms], dim=1),
+        cache=base.cache,
+    )
 
 
 def _huge_page_empty(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -3,8 +3,8 @@
 One replica (a Llama-70B shape on 4x H100 with the KV budget of :func:`budget.replica_memory`)
 serves one seeded request mix. Admission is first-come-first-served: the paged allocators stop at
 the first request that does not fit, as a simple scheduler would; the contiguous one turns away a
-request whose prompt alone exceeds a slot and cuts off one whose answer outgrows it (the KV-cache
-lesson's looser accounting is one switch away: :data:`CONTIGUOUS_RULES`).
+request whose prompt alone exceeds a slot and cuts off one whose answer outgrows it (a looser
+accounting is one switch away: :data:`CONTIGUOUS_RULES`).
 ``held`` is physical KV bytes; ``logical`` is what the admitted sequences' tokens occupy,
 unshared and unrounded. :func:`simulate_serving` runs the paged allocator through time,
 with evictions, to measure what running the pool full costs.
@@ -132,7 +132,7 @@ def contiguous_allocation(
     rejected and the slot goes to the next request. One whose answer outgrows the slot fills it
     and is cut off there: it holds (and uses) exactly ``reserve_tokens`` and cannot finish.
 
-    The KV-cache lesson counts otherwise: ``reject_long_prompts=False`` gives the first
+    A looser accounting counts otherwise: ``reject_long_prompts=False`` gives the first
     ``budget // slot`` requests a slot each, whatever their length, and ``cap_at_slot=False``
     counts every admitted sequence at its full length (prompt + output), even past its slot."""
     reqs = _requests(requests)
@@ -169,12 +169,12 @@ def contiguous_allocation(
 
 
 # (name, who gets a slot, what a sequence counts, reject_long_prompts, cap_at_slot): from this
-# package's accounting to the KV-cache lesson's
+# package's accounting to the loosest one (first in line, every sequence at full length)
 CONTIGUOUS_RULES = (
-    ("this notebook", "prompts that fit", "up to its slot", True, True),
+    ("strict (this notebook)", "prompts that fit", "up to its slot", True, True),
     ("", "prompts that fit", "full length", True, False),
     ("", "first in line", "up to its slot", False, True),
-    ("KV-cache lesson", "first in line", "full length", False, False),
+    ("loose", "first in line", "full length", False, False),
 )
 
 
@@ -447,8 +447,11 @@ def simulate_serving(
     that needs a fresh page when none is free evicts the most recently admitted sequence
     (possibly the writer itself): its pages are freed and it goes back to the head of the
     queue. Re-admitted, it must prefill its prompt *and* the tokens it had generated again;
-    those tokens and their prefill time (attention included, :func:`budget.recompute_seconds`)
-    are the cost of the preemption. Nothing random: the outcome follows from the requests.
+    those tokens and their prefill time (attention included, at 100% of the dense peak:
+    :func:`budget.recompute_seconds`; ``reprefill_s`` is wall time of the ``tp``-GPU replica,
+    ``tp`` times as many GPU-seconds) are the cost of the preemption. Re-admission follows the
+    same rule as admission: an evicted sequence comes back once enough pages are free for its
+    prompt and generated tokens. Nothing random: the outcome follows from the requests.
     """
     target = check_float("target_occupancy", target_occupancy, 0.0, 1.0, lo_open=True)
     reqs = _requests(request_mix() if requests is None else requests)
@@ -533,7 +536,7 @@ def simulate_serving(
         "reprefill_tokens": reprefill_tokens,
         # re-prefilled tokens (prompts and generated tokens alike) over the prompt tokens of all requests
         "reprefill_share": reprefill_tokens / total_prompt,
-        "reprefill_gpu_s": reprefill_s,
+        "reprefill_s": reprefill_s,  # wall time of the tp-GPU replica
         "mean_occupancy": occupancy_sum / saturated_steps if saturated_steps else 0.0,
         "peak_occupancy": peak,
         "mean_batch": batch_sum / saturated_steps if saturated_steps else 0.0,
@@ -668,7 +671,7 @@ def preemption_text(sweep: list[dict]) -> str:
             "preemptions",
             "tokens re-prefilled",
             "re-prefilled / all prompt tokens",
-            "re-prefill GPU-s (TP4)",
+            "re-prefill s (TP4 replica)",
         ),
         [
             (
@@ -679,7 +682,7 @@ def preemption_text(sweep: list[dict]) -> str:
                 f"{s['preemptions']:,}",
                 f"{s['reprefill_tokens']:,}",
                 f"{s['reprefill_share']:.2%}",
-                f"{s['reprefill_gpu_s']:.2f}",
+                f"{s['reprefill_s']:.2f}",
             )
             for s in sweep
         ],

@@ -2,8 +2,10 @@
 MagicPIG's LSH tables add on top.
 
 Everything here is exact integer arithmetic on a :class:`~pigviz.memory.model_shapes.ModelShape`
-except where a rate (bandwidth, FLOP/s) enters. The candidate count assumes evenly
-filled buckets -- real buckets are uneven, so treat it as the typical scan, not a bound.
+except where a rate (bandwidth, FLOP/s) enters, and every rate is used at 100% of its peak
+(a floor on the time). The candidate count assumes evenly filled buckets: real buckets are
+uneven, and a query that lands in a bucket as often as a key does scans sum(n_b^2) / n >= n / 2^K
+entries per table (Cauchy-Schwarz), so read it as a low estimate.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ __all__ = [
     "replica_memory",
     "replica_memory_text",
     "STORAGE_TIERS_GBPS",
+    "H100_HBM_BYTES_PER_S",
+    "decode_step_time",
     "kv_bytes_per_token",
     "kv_bytes",
     "read_time_s",
@@ -61,16 +65,20 @@ KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 DTYPE_BYTES_CHOICES = (4, 2, 1)  # fp32, fp16/bf16, fp8/int8
 MAX_CONTEXT = 10**9
 MAX_K, MAX_L = 30, 100_000
-H100_DENSE_BF16_FLOPS = 989.5e12  # per GPU, dense: what LLM weights actually get
-H100_SPARSE_BF16_FLOPS = 1979e12  # the datasheet headline, which assumes 2:4 sparsity
+H100_DENSE_BF16_FLOPS = 989.5e12  # an H100 SXM, per GPU, dense: what LLM weights actually get
+H100_SPARSE_BF16_FLOPS = 1979e12  # the H100 SXM datasheet headline, which assumes 2:4 sparsity
 H100_MEMORY_BYTES = 80 * GIB  # an H100's 80 GiB of HBM: the "80 GB" of its name, in binary units
-REPLICA_GPUS = 4  # the serving replica of notebook 05b: four H100s, tensor-parallel
-# The KV-cache lesson's figure for what the cache gets of the replica, after the weights, the
-# activations and the runtime. It is an assumption, not derived: replica_memory() checks that
-# it fits and says how much it leaves for the rest.
+REPLICA_GPUS = 4  # the serving replica of notebook 05b: four H100s, tensor-parallel (TP4)
+H100_HBM_BYTES_PER_S = 3.35e12  # an H100 SXM's peak HBM3 bandwidth, per GPU
+# What the cache gets of the replica, after the weights, the activations and the runtime. It is an
+# assumption, not derived: replica_memory() checks that it fits and says how much it leaves for
+# the rest (about 16 GiB).
 REPLICA_KV_BUDGET_GIB = 172.5
 REPLICA_KV_BUDGET_BYTES = int(REPLICA_KV_BUDGET_GIB * GIB)
-# Sustained read bandwidth of places a cached prefix could come from, in GB/s (1e9 B/s).
+# Read bandwidths of places a cached prefix could come from, in GB/s (1e9 B/s): assumed nominal
+# peaks, not measurements, and no transfer sustains them. HBM is an H100 SXM's; 64 is PCIe 5.0 x16's
+# raw rate in one direction; 25 is 200 GbE's line rate; 7 is one PCIe 4.0 NVMe drive (a PCIe 5.0
+# drive reads about 14); 1 is a round figure for one object-storage stream.
 STORAGE_TIERS_GBPS = {
     "GPU HBM (H100)": 3350.0,
     "host DRAM over PCIe 5": 64.0,
@@ -104,7 +112,7 @@ def kv_bytes(model, context: int, dtype_bytes: int = 2) -> int:
 
 
 def read_time_s(nbytes: float, bandwidth_bytes_per_s: float = 1e12) -> float:
-    """Seconds to stream ``nbytes`` once at a sustained bandwidth (a floor, not a measurement)."""
+    """Seconds to stream ``nbytes`` once at a bandwidth (a floor, not a measurement)."""
     nbytes = check_float("nbytes", nbytes, 0)
     bandwidth = check_float("bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
     return nbytes / bandwidth
@@ -375,7 +383,9 @@ def prefill_flops(model, tokens: int, n_params: float | None = None) -> float:
 def recompute_seconds(
     model, tokens: int, n_params: float | None = None, flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1
 ) -> float:
-    """Time to prefill ``tokens`` again at full utilisation of ``tp`` GPUs."""
+    """Time to prefill ``tokens`` again at full utilisation of ``tp`` GPUs (100% of
+    ``flops_per_gpu``: pass ``flops_per_gpu x MFU`` for a realistic utilisation). Wall time of
+    the ``tp``-GPU replica; GPU-seconds are ``tp`` times this."""
     flops_per_gpu = check_float("flops_per_gpu", flops_per_gpu, 0, lo_open=True)
     tp = check_int("tp", tp, 1, 1024)
     return prefill_flops(model, tokens, n_params) / (flops_per_gpu * tp)
@@ -492,9 +502,55 @@ def break_even_context_text(rows: list[dict], tiers: dict | None = None) -> str:
     return text_table(headers, body)
 
 
+def decode_step_time(
+    model,
+    batch: int,
+    cached_tokens: int,
+    n_params: float | None = None,
+    dtype_bytes: int = 2,
+    gpus: int = REPLICA_GPUS,
+    hbm_bytes_per_s: float = H100_HBM_BYTES_PER_S,
+    flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
+    weight_bytes_per_param: int = 2,
+) -> dict:
+    """A roofline floor on one decode step of ``batch`` sequences on ``gpus`` GPUs.
+
+    The step reads the weights once (shared by the batch) and every sequence's own cache:
+    ``cached_tokens`` is the sum of the sequences' lengths, a shared prefix counted once per
+    sequence that reads it. It computes 2 N FLOPs per sequence for the weights and
+    4 x layers x q_width FLOPs per cached token for attention. At 100% of both peaks the step
+    takes the larger of the two times; ``tokens_per_s`` is ``batch`` over that."""
+    shape = _shape(model)
+    batch = check_int("batch", batch, 1, 10**7)
+    cached = check_int("cached_tokens", cached_tokens, 0, 10**12)
+    gpus = check_int("gpus", gpus, 1, 1024)
+    hbm = check_float("hbm_bytes_per_s", hbm_bytes_per_s, 0, lo_open=True)
+    flops_per_gpu = check_float("flops_per_gpu", flops_per_gpu, 0, lo_open=True)
+    weight_bytes_per_param = int(check_choice("weight_bytes_per_param", weight_bytes_per_param, DTYPE_BYTES_CHOICES))
+    params = _n_params(shape, n_params)
+    weight_bytes = params * weight_bytes_per_param
+    kv_read = cached * kv_bytes_per_token(shape, dtype_bytes)
+    flops = 2.0 * params * batch + 4.0 * shape.layers * shape.attention_heads * shape.head_dim * cached
+    memory_s = (weight_bytes + kv_read) / (gpus * hbm)
+    compute_s = flops / (gpus * flops_per_gpu)
+    step = max(memory_s, compute_s)
+    return {
+        "batch": batch,
+        "weight_bytes": weight_bytes,
+        "kv_read_bytes": kv_read,
+        "flops": flops,
+        "memory_s": memory_s,
+        "compute_s": compute_s,
+        "step_s": step,
+        "bound": "memory" if memory_s >= compute_s else "compute",
+        "tokens_per_s": batch / step,
+    }
+
+
 def disaggregated_transfer(model, prompt_tokens: int, link_bytes_per_s: float, dtype_bytes: int = 2) -> dict:
     """Disaggregated prefill: the prompt's KV crosses a link from the prefill to the decode
-    machine before the first token can be sampled there."""
+    machine. The prefill itself samples token 1; the decode side can produce token 2 only
+    once the KV has arrived, so the transfer delays token 2, not the first token."""
     n = _context(prompt_tokens)
     link = check_float("link_bytes_per_s", link_bytes_per_s, 0, lo_open=True)
     nbytes = n * kv_bytes_per_token(model, dtype_bytes)
@@ -593,7 +649,7 @@ def replica_memory_text(memory: dict) -> str:
                 gib(memory["weight_bytes"]),
             ),
             ("left after the weights", gib(memory["after_weights_bytes"])),
-            ("KV budget (the KV-cache lesson's figure)", gib(memory["kv_budget_bytes"])),
+            ("KV budget (assumed)", gib(memory["kv_budget_bytes"])),
             ("left for activations and the runtime", gib(memory["rest_bytes"])),
         ],
     )

@@ -40,11 +40,13 @@ def index_bill_figure(
     highlight: str | None = None,
     title: str = "KV cache vs the LSH index it needs",
     x_title: str = "model",
+    note: str | None = None,
 ) -> go.Figure:
     """Stacked bars per row: KV, table entries, bucket offsets (GiB).
 
     ``rows`` hold ``label``, ``kv_bytes``, ``table_bytes``, ``bucket_metadata_bytes``;
-    the bar whose label equals ``highlight`` gets a dark outline."""
+    the bar whose label equals ``highlight`` gets a dark outline. ``note``, if given, is a
+    smaller second line under the title (a footnote to marked labels, say)."""
     labels = [f"<b>{r['label']}</b>" if r["label"] == highlight else r["label"] for r in rows]
     fig = go.Figure()
     parts = (
@@ -76,7 +78,7 @@ def index_bill_figure(
     )
     fig.update_layout(
         barmode="stack",
-        title=title,
+        title=title if not note else f"{title}<br><sup>{note}</sup>",
         xaxis_title=x_title,
         yaxis_title="memory per sequence (GiB)",
         legend=dict(orientation="h", y=-0.3, traceorder="normal"),
@@ -273,7 +275,7 @@ def break_even_figure(
         title=title,
         xaxis=dict(
             type="log",
-            title="sustained read bandwidth (GB/s, log scale)",
+            title="read bandwidth (GB/s, log scale)",
             range=[np.log10(0.5), np.log10(max(bws) * 4)],
         ),
         yaxis=dict(title="where the cached KV lives", autorange="reversed"),
@@ -356,9 +358,9 @@ def preemption_figure(
             text=[f"{s['preemptions']:,}" for s in sweep],
             textposition="outside",
             cliponaxis=False,
-            customdata=[[s["preemptions"], s["reprefill_tokens"], s["reprefill_gpu_s"]] for s in sweep],
+            customdata=[[s["preemptions"], s["reprefill_tokens"], s["reprefill_s"]] for s in sweep],
             hovertemplate="target %{x}: %{customdata[0]:,} preemptions, %{customdata[1]:,} tokens "
-            "re-prefilled (%{customdata[2]:.1f} GPU-s)<extra></extra>",
+            "re-prefilled (%{customdata[2]:.1f} s of the replica)<extra></extra>",
         ),
         secondary_y=False,
     )

@@ -21,6 +21,7 @@ __all__ = [
     "key_cloud_traces",
     "key_cloud_title",
     "key_cloud_figure",
+    "key_cloud_pair_figure",
     "collision_bars_figure",
     "collision_grid_figure",
     "weight_share_figure",
@@ -48,12 +49,21 @@ _LAYOUT = style.layout(margin=dict(t=80))
 
 
 def sink_heatmap_figure(
-    sink_weight, shipped=(), selected=None, group_size: int = 3, norm_ratio=None, height: int = 620, width: int = 520
+    sink_weight,
+    shipped=(),
+    selected=None,
+    group_size: int = 3,
+    norm_ratio=None,
+    height: int = 620,
+    width: int = 520,
+    clickable: bool = False,
 ) -> go.Figure:
     """Weight on position 0 per (layer, query head). ``shipped``: (layer, head) cells held in
     the shipped capture, outlined; ``selected``: the one the key cloud shows. Trace 0 is the
     heatmap, 1 the shipped outlines, 2 the selection (the widget listens to clicks on 0 and 1),
-    3 only the outlines' legend entry (white does not show on a white legend)."""
+    3 only the outlines' legend entry (white does not show on a white legend). ``clickable``: the
+    figure sits in a widget that answers clicks, so the legend and the hover text invite one (a
+    static figure must not: clicking it does nothing)."""
     z = np.asarray(sink_weight, dtype=float)
     n_layers, n_heads = z.shape
     custom = None
@@ -83,7 +93,9 @@ def sink_heatmap_figure(
             showlegend=False,
             # smaller than a cell, so a click on a neighbouring cell is not caught by the outline
             marker=dict(symbol="square-open", size=10, color="white", line=dict(width=2)),
-            hovertemplate="layer %{y}, head %{x}: shipped, click to show its keys<extra></extra>",
+            hovertemplate="layer %{y}, head %{x}: shipped"
+            + (", click to show its keys" if clickable else "")
+            + "<extra></extra>",
         )
     )
     sel = [] if selected is None else [selected]
@@ -102,7 +114,7 @@ def sink_heatmap_figure(
             x=[None],
             y=[None],
             mode="markers",
-            name="in the shipped capture (click one)",
+            name="in the shipped capture" + (" (click one)" if clickable else ""),
             marker=dict(symbol="square-open", size=10, color="#444444", line=dict(width=2)),
         )
     )
@@ -309,6 +321,62 @@ def key_cloud_figure(cloud, d: int = 64, n_hashed: int | None = None, height: in
     return fig
 
 
+def key_cloud_pair_figure(
+    clouds, d: int = 64, n_hashed: int | None = None, height: int = 560, width: int = 1000
+) -> go.Figure:
+    """Two key clouds side by side on identical axes (``clouds``: a dict with "raw" and
+    "centred", or any two ``KeyCloud`` of the same query): the cone sliding onto the origin."""
+    pair = list(clouds.values()) if isinstance(clouds, dict) else list(clouds)
+    if len(pair) != 2:
+        raise ValueError(f"clouds must hold two key clouds, got {len(pair)}")
+    r = max(c.extent for c in pair)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[f"{c.variant} keys" for c in pair], horizontal_spacing=0.08)
+    named = set()  # one legend entry per kind of trace, from the first panel that draws any of it
+    for col, cloud in enumerate(pair, start=1):
+        for trace in key_cloud_traces(cloud, d, n_hashed):
+            show = trace["name"] not in named and len(trace["x"]) > 0
+            named |= {trace["name"]} if show else set()
+            fig.add_trace(dict(trace, showlegend=show, legendgroup=trace["name"]), row=1, col=col)
+        axis = "" if col == 1 else str(col)
+        fig.update_xaxes(
+            range=[-r, r],
+            title_text="along the mean key",
+            zeroline=True,
+            zerolinecolor="#cccccc",
+            constrain="domain",
+            row=1,
+            col=col,
+        )
+        fig.update_yaxes(
+            range=[-r, r],
+            title_text="across it, towards the query" if col == 1 else None,
+            zeroline=True,
+            zerolinecolor="#cccccc",
+            scaleanchor=f"x{axis}",
+            scaleratio=1,
+            constrain="domain",
+            row=1,
+            col=col,
+        )
+    first = pair[0]
+    fig.update_annotations(yshift=4)  # the subplot titles, clear of the subtitle
+    fig.update_layout(
+        **dict(_LAYOUT, margin=dict(l=70, r=30, t=120, b=60)),
+        height=height,
+        width=width,
+        title=dict(
+            text=f"Layer {first.layer}, head {first.head}: the same keys, raw and centred",
+            x=0.5,
+            subtitle=dict(
+                text=f"2-D projection of {d}-d keys, query at position {first.position}; "
+                "dashed lines: where the same hyperplanes cut this plane"
+            ),
+        ),
+        legend=dict(orientation="h", yanchor="top", y=-0.13, x=0, font=dict(size=11)),
+    )
+    return fig
+
+
 def _layer_labels(grid, sink_weight_by_layer=None):
     if sink_weight_by_layer is None:
         return [f"layer {layer}" for layer in grid.layers]
@@ -334,8 +402,6 @@ def collision_bars_figure(
                     name=name,
                     offsetgroup=name,
                     marker=dict(color=COLORS[variant], pattern_shape=pattern, opacity=1.0 if m == 2 else 0.55),
-                    text=[f"{100 * v:.2g}" for v in measured],
-                    textposition="outside",
                     hovertemplate="%{x}: %{y:.3f}% counted<extra>" + name + "</extra>",
                 )
             )
@@ -348,6 +414,21 @@ def collision_bars_figure(
                     showlegend=False,
                     marker=dict(symbol="diamond", size=8, color=COLORS["formula"]),
                     hovertemplate="%{x}: formula %{y:.3f}%<extra>" + name + "</extra>",
+                )
+            )
+            # The counted value's label sits above the bar or the diamond, whichever is higher, so the
+            # diamond never covers it (a bar's own "outside" label would sit under a higher diamond).
+            fig.add_trace(
+                go.Scatter(
+                    x=labels,
+                    y=100 * np.maximum(np.maximum(measured, 1e-6), formula) * 1.3,
+                    mode="text",
+                    offsetgroup=name,
+                    showlegend=False,
+                    text=[f"{100 * v:.2g}" for v in measured],
+                    textposition="top center",
+                    textfont=dict(size=11),
+                    hoverinfo="skip",
                 )
             )
     fig.add_trace(

@@ -208,7 +208,11 @@ def scurve_figure(
     angle_deg, curves, markers=(), K: int | None = None, L: int | None = None, height: int = 430, width: int = 640
 ) -> go.Figure:
     """L-table S-curves. ``curves``: (label, y, colour, dash) tuples; ``markers``: (label,
-    MonteCarloEstimate, colour) tuples drawn as counted frequencies with 95% intervals."""
+    MonteCarloEstimate, colour) tuples drawn as counted frequencies with 95% intervals.
+
+    The curves may follow different rules (one table, at least 1 of L, at least 2 of L: only the
+    last is MagicPIG's sampling rule), so the title and the axis say "found", and the legend
+    names each rule."""
     fig = go.Figure()
     for label, y, color, dash in curves:
         fig.add_trace(
@@ -221,9 +225,9 @@ def scurve_figure(
         **_LAYOUT,
         height=height,
         width=width,
-        title=dict(text="Probability that a key is sampled" + where, x=0.5),
+        title=dict(text="How often a key is found, under each rule" + where, x=0.5),
         legend=dict(x=0.99, xanchor="right", y=0.99, bgcolor="rgba(255,255,255,0.8)"),
     )
     _angle_axis(fig)
-    fig.update_yaxes(title_text="P(key sampled)", range=[-0.02, 1.02])
+    fig.update_yaxes(title_text="P(key found)", range=[-0.02, 1.02])
     return fig

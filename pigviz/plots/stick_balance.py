@@ -234,7 +234,9 @@ def estimate_spread_figure(
         fig.add_trace(
             go.Histogram(
                 x=values,
-                name=f"{_label(method)} (mean {values.mean():.3f})",
+                # named even when it is the only histogram (plotly hides a lone trace's legend)
+                name=f"{_label(method)}, {values.size} runs (mean {values.mean():.3f})",
+                showlegend=True,
                 marker_color=_colour(method),
                 opacity=0.6,
                 nbinsx=40,

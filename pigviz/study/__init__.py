@@ -1,7 +1,8 @@
 """The error-vs-budget study on every head of a real model (notebook 06): ``run`` computes it,
-``experiments`` are its small live companions, ``findings`` reads the results.
+``experiments`` are its small live companions, ``findings`` reads the results, ``estimators``
+runs an estimator of your own beside the library's (notebook 08).
 """
 
-from pigviz.study import experiments, findings, run
+from pigviz.study import estimators, experiments, findings, run
 
-__all__ = ["run", "experiments", "findings"]
+__all__ = ["run", "experiments", "findings", "estimators"]

@@ -1,7 +1,7 @@
 """Small live experiments behind notebook 06, on the shipped fp16 capture: the five-line
 estimator's inputs, one layer re-run with the study's code, a (K, L) sweep, the share of the
 attention weight the read keys hold, and the share of keys SimHash samples against the head
-dimension. Each takes a second or two on a CPU.
+dimension, and one Quest rule's error on a shipped layer. Each takes a second or two on a CPU.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ __all__ = [
     "decode_step_pieces",
     "mass_captured",
     "shipped_comparison",
+    "quest_rule_error",
 ]
 
 
@@ -204,3 +205,23 @@ def shipped_comparison(settings=((12, 200), (10, 150)), seeds: int = 1) -> dict:
         for name in names
     }
     return out
+
+
+def quest_rule_error(row: int, share: float, rule, page: int = 16) -> float:
+    """Mean relative error of one Quest rule (``attention.quest_attention`` or
+    ``attention.quest_rank_all_attention``) over the last positions of one shipped layer,
+    reading ``share`` of the visible keys with pages of ``page`` tokens."""
+    if not callable(rule):
+        raise TypeError(f"rule must be a Quest attention function, got {type(rule).__name__}")
+    if not 0.0 < float(share) <= 1.0:
+        raise ValueError(f"share must be in (0, 1], got {share!r}")
+    _, _, q, k, v = shipped_layer(row)
+    T, N = q.shape[1], k.shape[1]
+    errors = []
+    with one_thread():
+        for i in range(T):
+            n = N - T + i + 1  # the query at this position sees keys 0..n-1
+            exact, _ = dense_attention(q[:, i], k[:, :n], v[:, :n])
+            out, _ = rule(q[:, i], k[:, :n], v[:, :n], float(share), page=page)
+            errors.append(((out - exact).norm(dim=-1) / exact.norm(dim=-1)).mean().item())
+    return float(np.mean(errors))

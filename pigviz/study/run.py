@@ -198,38 +198,12 @@ def cached_capture(
 # -- MagicPIG tables during decoding ---------------------------------------------------------
 def decode_index(prompt_index, k, n: int):
     """The tables of ``prompt_index`` (built by ``build_index`` over the first n0 keys, as at
-    the end of a prefill) seen by the decode step whose cache holds n >= n0 keys.
+    the end of a prefill) seen by the decode step whose cache holds n >= n0 keys: the n - n0
+    keys written since are never sampled, which is exact while n - n0 <= recent
+    (:func:`pigviz.lsh.index.grow_index`)."""
+    from pigviz.lsh.index import grow_index  # heavy: imports torch
 
-    The n - n0 keys written since are appended after every table's last bucket, so no bucket
-    lists them and they are never sampled. That changes nothing while they sit in the exact
-    recent window, i.e. while n - n0 <= recent: their table hits would be zeroed anyway.
-    """
-    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
-
-    from pigviz.lsh.index import LSHIndex  # heavy: imports torch
-
-    base = prompt_index
-    Hkv, L, n0 = base.entries.shape
-    check_int("n", n, n0, n0 + base.recent)
-    if n == n0:
-        return base
-    # Made as int32: torch has no arange for the uint16 ids of a short index.
-    new = torch.arange(n0, n, dtype=torch.int32).to(base.entries.dtype).expand(Hkv, L, n - n0)
-    norms = (k[:, n0:n].float() - base.mean[:, None, :]).norm(dim=-1)
-    return LSHIndex(
-        K=base.K,
-        L=base.L,
-        sinks=base.sinks,
-        recent=base.recent,
-        seed=base.seed,
-        centred=base.centred,
-        planes=base.planes,
-        mean=base.mean,
-        entries=torch.cat([base.entries, new], dim=2),
-        offsets=base.offsets,
-        centred_norms=torch.cat([base.centred_norms, norms], dim=1),
-        cache=base.cache,
-    )
+    return grow_index(prompt_index, k, n)
 
 
 # -- one layer -----------------------------------------------------------------------------------

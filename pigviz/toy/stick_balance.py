@@ -62,6 +62,8 @@ __all__ = [
     "hybrid",
     "estimate_all",
     "repeat_estimates",
+    "repeat_fixed_draws",
+    "draws_made",
     "error_curves",
     "loglog_slope",
     "estimates_table",
@@ -241,17 +243,27 @@ def _draw_counts(p, budget, rng, runs):
     return counts, read, draws
 
 
+def _per_row_unit_max(x):
+    """Each row of ``x`` (>= 0) divided by its largest entry, so a weighted mean over it neither
+    overflows (draw counts can reach 1e300) nor loses its ratios to subnormal rounding (a weight
+    of 5e-324 times a value is rounded to a multiple of 5e-324). Rows of zeros stay zero."""
+    top = x.max(axis=1, keepdims=True)
+    return np.divide(x, top, out=np.zeros_like(x, dtype=np.float64), where=top > 0)
+
+
 def _sampling_batch(values, p, budget, rng, runs):
     counts, read, draws = _draw_counts(p, budget, rng, runs)
+    counts = _per_row_unit_max(counts)
     return counts @ values / counts.sum(axis=1), read, draws
 
 
 def _importance_batch(values, weights, u, budget, rng, runs):
     counts, read, draws = _draw_counts(u, budget, rng, runs)
     # Only the drawn keys' w_i / u_i enter; 0/0 for never-drawn keys is masked out.
-    ratio = counts * np.divide(weights, u, out=np.zeros_like(u), where=u > 0)
+    ratio = _per_row_unit_max(counts * np.divide(weights, u, out=np.zeros_like(u), where=u > 0))
     total = ratio.sum(axis=1)
     # Every read key can have weight 0 (then the ratio is 0/0); fall back to the plain mean.
+    counts = _per_row_unit_max(counts)
     plain = counts @ values / counts.sum(axis=1)
     est = np.divide(ratio @ values, total, out=plain.copy(), where=total > 0)
     return est, read, draws
@@ -276,7 +288,8 @@ def _hybrid_batch(values, weights, budget, rng, runs):
 def exact(values, weights) -> Estimate:
     """The true balance point: reads every key."""
     values, weights = _check_values_weights(values, weights)
-    value = float(weights @ values / weights.sum())
+    w = weights / weights.max()  # as in topk: subnormal weights keep their ratios
+    value = float(w @ values / w.sum())
     return Estimate("exact", value, values.size, float(values.size), np.arange(values.size))
 
 
@@ -285,7 +298,8 @@ def topk(values, weights, budget: int) -> Estimate:
     values, weights = _check_values_weights(values, weights)
     budget = check_int("budget", budget, 1, values.size)
     keep = np.sort(np.argsort(-weights, kind="stable")[:budget])
-    value = float(weights[keep] @ values[keep] / weights[keep].sum())  # the tallest stick is > 0
+    w = weights[keep] / weights[keep].max()  # the tallest stick is > 0; as 1, subnormal weights keep their ratios
+    value = float(w @ values[keep] / w.sum())
     return Estimate("topk", value, budget, float(budget), keep)
 
 
@@ -370,6 +384,48 @@ def repeat_estimates(
     budget = check_int("budget", budget, 1, scenario.n)
     runs = check_int("runs", runs, 1, 1_000_000)
     return {m: _repeat(scenario, u, m, budget, rng, runs) for m in methods}
+
+
+def repeat_fixed_draws(
+    scenario: Scenario, draws: int, runs: int = 1000, seed: int = 0, methods=("sampling",), proposal=None
+) -> dict[str, np.ndarray]:
+    """Many runs of (importance) sampling with exactly ``draws`` independent draws each, every
+    repeat paid for: method -> array of estimates.
+
+    This is the textbook setting, in which oracle sampling's RMS error is sigma_w / sqrt(draws)
+    whatever the weights. ``repeat_estimates`` instead counts a budget of distinct keys, so repeat
+    draws of heavy keys come free; comparing the two shows what that rule buys.
+    Methods: ``"sampling"`` (draws from the true weights) and ``"importance"`` (draws from
+    ``proposal``, by default ``rough_proposal``, each weighed by w_i / u_i, self-normalised)."""
+    methods = [check_choice("methods", m, ("sampling", "importance")) for m in methods]
+    methods, rng, u = _check_common(scenario, methods, seed, proposal)
+    draws = check_int("draws", draws, 1, 100_000)
+    runs = check_int("runs", runs, 1, 1_000_000)
+    v, w = scenario.values, scenario.weights
+    ratio = np.divide(w, u, out=np.zeros_like(u), where=u > 0)
+    chunk = max(1, 2_000_000 // draws)
+
+    def batch(method, r):
+        p = w if method == "sampling" else u
+        idx = rng.choice(scenario.n, size=(r, draws), p=p)
+        if method == "sampling":
+            return v[idx].mean(axis=1)
+        return (ratio[idx] * v[idx]).sum(axis=1) / ratio[idx].sum(axis=1)
+
+    return {m: np.concatenate([batch(m, min(chunk, runs - s)) for s in range(0, runs, chunk)]) for m in methods}
+
+
+def draws_made(scenario: Scenario, budget: int, runs: int = 1000, seed: int = 0, proposal=None) -> np.ndarray:
+    """How many draws each of ``runs`` runs makes before it would need a (budget+1)-th distinct
+    key (the rule of ``sampling``; from ``proposal`` when given, as ``importance_sampling`` draws).
+    At least ``budget``; ``inf`` when budget is every key (nothing can stop the run)."""
+    if not isinstance(scenario, Scenario):
+        raise TypeError(f"scenario must be a Scenario (see make_scenario), got {type(scenario).__name__}")
+    budget = check_int("budget", budget, 1, scenario.n)
+    runs = check_int("runs", runs, 1, 1_000_000)
+    rng = np.random.default_rng(check_int("seed", seed, 0, 2**63 - 1))
+    p = scenario.weights if proposal is None else _check_proposal(proposal, scenario.weights)
+    return _draw_counts(p, budget, rng, runs)[2]
 
 
 def error_curves(

@@ -252,7 +252,7 @@ class SinkHeatmap(widgets.VBox):
         self.shipped = kg.head_pairs(self.cap)
         self.selected = None if cloud is None else (cloud.layer_box.value, cloud.head_box.value)
         fig = plots.sink_heatmap_figure(
-            table["sink_weight"], self.shipped, self.selected, self.cap.group_size, table["norm_ratio"]
+            table["sink_weight"], self.shipped, self.selected, self.cap.group_size, table["norm_ratio"], clickable=True
         )
         self.sink_weight = table["sink_weight"]
         self.fig = go.FigureWidget(fig)

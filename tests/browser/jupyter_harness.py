@@ -91,7 +91,7 @@ def write_quiet_lab_config(config_dir: Path, settings_dir: Path) -> None:
     )
 
 
-def isolated_env(workdir: Path, **extra: str) -> dict:
+def isolated_env(workdir: Path, *, solutions: bool = True, **extra: str) -> dict:
     """The environment for a server and its kernels, cut off from the user's and other runs'
     Jupyter and IPython state: config, runtime (connection files), data (user kernelspecs
     that could point at another Python) and the IPython profile (startup scripts, and a
@@ -104,15 +104,24 @@ def isolated_env(workdir: Path, **extra: str) -> dict:
         JUPYTER_DATA_DIR=str(workdir / "jupyter-data"),
         IPYTHONDIR=str(workdir / "ipython"),
         PYDEVD_DISABLE_FILE_VALIDATION="1",
-        # The notebooks' blank exercises run with their reference solutions, as in nbval.
-        PIGVIZ_SOLUTIONS="1",
+        # The notebooks' blank exercises run with their reference solutions, as in nbval; a
+        # learner's server (solutions=False) leaves them blank.
+        PIGVIZ_SOLUTIONS="1" if solutions else "0",
         **extra,
     )
 
 
 class JupyterLabServer:
-    def __init__(self, root: Path, workdir: Path, port: int | None = None, startup_timeout: float | None = None):
+    def __init__(
+        self,
+        root: Path,
+        workdir: Path,
+        port: int | None = None,
+        startup_timeout: float | None = None,
+        solutions: bool = True,
+    ):
         self.root = Path(root)
+        self.solutions = solutions
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.token = secrets.token_hex(16)
@@ -158,7 +167,7 @@ class JupyterLabServer:
         config_dir = self.workdir / "jupyter-config"
         settings_dir = self.workdir / "lab-user-settings"
         write_quiet_lab_config(config_dir, settings_dir)
-        env = isolated_env(self.workdir)
+        env = isolated_env(self.workdir, solutions=self.solutions)
         cmd = [
             sys.executable,
             "-m",
@@ -174,6 +183,8 @@ class JupyterLabServer:
             f"--LabApp.workspaces_dir={self.workdir / 'lab-workspaces'}",
             "--ServerApp.disable_check_xsrf=True",
             "--allow-root",
+            # the waits read a collapsed cell's execution count from its model (its prompt is not in the page)
+            "--LabApp.expose_app_in_browser=True",
         ]
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(

@@ -37,12 +37,20 @@ _PAGE_STATE_JS = """(panelSel) => {
     state.indicator = ind ? ind.getAttribute('data-status') : null;
     const kn = panel.querySelector('.jp-KernelName, .jp-Toolbar-kernelName');
     state.kernelName = kn ? kn.textContent.trim() : null;
+    const current = window.jupyterapp ? window.jupyterapp.shell.currentWidget : null;
+    const modelCells = current && current.node === panel && current.content ? current.content.widgets : [];
     panel.querySelectorAll('.jp-Notebook .jp-Cell').forEach((cell, i) => {
         const code = cell.classList.contains('jp-CodeCell');
         const lines = [...cell.querySelectorAll('.jp-InputArea-editor .cm-line')].map(l => l.textContent);
-        const src = lines.join('\\n');
+        const src = modelCells[i] ? modelCells[i].model.sharedModel.getSource() : lines.join('\\n');
         const promptEl = cell.querySelector('.jp-InputArea-prompt');
-        const m = /\\[(.*?)\\]/.exec(promptEl ? promptEl.textContent : '');
+        let m = /\\[(.*?)\\]/.exec(promptEl ? promptEl.textContent : '');
+        // A cell whose code is collapsed (source_hidden) shows no input prompt: read its model.
+        if (code && !promptEl && modelCells[i]) {
+            const model = modelCells[i].model;
+            const n = model.executionCount;
+            m = [null, model.executionState === 'running' ? '*' : (n === null || n === undefined ? '' : String(n))];
+        }
         const stderr = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]';
         const errors = [...cell.querySelectorAll(stderr)]
             .map(o => o.textContent).filter(t => /Error|Traceback/.test(t))

@@ -134,8 +134,12 @@ def test_sink_onset_edge_cases_fail_the_claim_instead_of_raising(planted):
             assert not claim.passed
         weights = torch.zeros(n_layers, 4)
         weights[2:] = 0.5
+        weights[1, 2] = 0.004  # one head before the sink: the layer mean hides it, the line names it
         planted.extras["sink_weight"] = weights
-        assert kg.format_sink_onset(planted).splitlines()[0] == "layers 0-1: at most 0.000 of the weight on token 0"
+        assert kg.format_sink_onset(planted).splitlines()[0] == (
+            "layers 0-1: at most 0.001 of the weight on token 0 on average over a layer's heads "
+            "(any one head: at most 0.004)"
+        )
     finally:
         for name in ("sink_weight", "key_norm_pos0", "key_norm_median"):
             planted.extras.pop(name, None)

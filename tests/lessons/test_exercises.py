@@ -91,8 +91,45 @@ def test_wrong_version_fails_with_its_hint(name, i):
     with pytest.raises(AssertionError) as info:
         ex.check(name, wrong.fn)
     message = str(info.value)
-    assert wrong.hint in message
+    # A result with NaN or inf is never matched to a mistake: the failing case's hint explains it.
+    assert wrong.hint in message or ex._explained_without_matching(ex.get(name), wrong, message), message
     assert "expected:" in message and ("got:" in message or "raised:" in message)
+
+
+def test_a_broken_result_is_never_named_as_a_common_mistake():
+    """All-NaN output used to be told 'lse is a log: the weight of a part is exp(lse)' because the
+    wrong version that forgets exp also gives NaN; NaN says the arithmetic broke, not which mistake."""
+    exercise = ex.get("07.merge_partial")
+    nan_everywhere = lambda out_a, lse_a, out_b, lse_b: out_a * float("nan")  # noqa: E731
+    with pytest.raises(ex.CheckFailed) as info:
+        ex.check(exercise.name, nan_everywhere)
+    message = str(info.value)
+    assert "common mistake" not in message and "NaN or inf in your result" in message
+
+
+def test_a_failed_check_renders_as_a_message_without_a_traceback():
+    blank = ex.get("01.balance_point").blank()
+    with pytest.raises(ex.CheckFailed) as info:
+        ex.check("01.balance_point", blank)
+    lines = info.value._render_traceback_()
+    assert "01.balance_point failed case 1 of" in lines[0]
+    assert not any("Traceback" in line or "File " in line for line in lines)
+    assert "ex.use_reference('01.balance_point')" in lines[-1]
+    assert isinstance(info.value, AssertionError)
+
+
+def test_use_reference_goes_on_with_the_reference(capsys):
+    fn = ex.use_reference("01.balance_point")
+    assert fn is ex.get("01.balance_point").reference
+    assert "going on with the reference solution" in capsys.readouterr().out
+
+
+def test_markers_read_as_arena_s():
+    e = ex.get("01.balance_point")
+    if e.difficulty:  # set by the notebook pass; the format is checked for every exercise in test_notebook_style
+        line = e.markers()
+        assert line.startswith("Difficulty ") and " · Importance " in line and line.endswith(" min")
+        assert line.count("🔴") == e.difficulty and line.count("🔵") == e.importance
 
 
 def test_solution_is_source_text():
@@ -370,6 +407,19 @@ def inclusion_torch(p, K, L):
     return torch.exp(_torch_log_inclusion(p, K, L))
 
 
+def log_inclusion_torch(p, K, L):
+    """log u in torch; where u = 0 every term is -inf, and so is their logsumexp."""
+    p = _t(p)
+    k = torch.arange(2, L + 1, dtype=torch.float64)
+    log_comb = torch.lgamma(torch.tensor(L + 1.0, dtype=torch.float64)) - torch.lgamma(k + 1) - torch.lgamma(L - k + 1)
+    log_hit = K * torch.log(p)
+    terms = log_comb + k * log_hit[..., None] + (L - k) * torch.log(-torch.expm1(log_hit))[..., None]
+    terms = torch.where(torch.isnan(terms), -math.inf, terms)
+    if L >= 2:
+        terms[..., -1] = torch.where(p == 1, torch.zeros_like(p), terms[..., -1])
+    return torch.logsumexp(terms, dim=-1).clamp(max=0.0)
+
+
 def inclusion_head_or_tail(p, K, L):
     """1 - P(0) - P(1) where that is safe (u not small), the tail sum where it is not."""
     p = np.asarray(p, dtype=float)
@@ -476,6 +526,43 @@ def perplexity_torch(logits, targets):
     return torch.exp(nll).item()
 
 
+# 08
+def corrected_sample_torch(q, keys, values, exact, sampled):
+    q, keys, values = _t(q), _t(keys), _t(values)
+    exact, sampled = torch.as_tensor(exact, dtype=torch.long), torch.as_tensor(sampled, dtype=torch.long)
+    s = keys @ q / math.sqrt(q.shape[0])
+    shift = math.log((keys.shape[0] - exact.numel()) / sampled.numel()) if sampled.numel() else 0.0
+    w = torch.softmax(torch.cat([s[exact], s[sampled] + shift]), 0)
+    return w @ torch.cat([values[exact], values[sampled]])
+
+
+def corrected_sample_loop(q, keys, values, exact, sampled):
+    """Key by key: the drawn keys' weights multiplied by (n - e) / m after the shift, not in log space."""
+    d, n = len(q), len(keys)
+    scores = [float(keys[i] @ q) / math.sqrt(d) for i in list(exact) + list(sampled)]
+    top = max(scores)
+    factor = (n - len(exact)) / len(sampled) if len(sampled) else 1.0
+    w = [math.exp(s - top) * (factor if j >= len(exact) else 1.0) for j, s in enumerate(scores)]
+    rows = [values[i] for i in list(exact) + list(sampled)]
+    return sum(wi * v for wi, v in zip(w, rows)) / sum(w)
+
+
+def dropped_weight_torch(q, keys, read):
+    w = torch.softmax(_t(keys) @ _t(q) / math.sqrt(len(q)), 0)
+    kept = torch.zeros_like(w, dtype=torch.bool)
+    kept[torch.as_tensor(read, dtype=torch.long)] = True
+    return float(w[~kept].sum())  # the weight outside the read set, summed directly
+
+
+def dropped_weight_logsumexp(q, keys, read):
+    """In log space: 1 - exp(logsumexp(read scores) - logsumexp(all scores))."""
+    s = torch.as_tensor(np.asarray(keys) @ np.asarray(q) / math.sqrt(len(q)))
+    read = sorted({int(i) for i in read})
+    if not read:
+        return 1.0
+    return float(-torch.expm1(torch.logsumexp(s[read], 0) - torch.logsumexp(s, 0)))
+
+
 ALTERNATIVES = [
     ("01.topk_estimate", topk_loop),
     ("01.topk_estimate", topk_torch),
@@ -494,6 +581,7 @@ ALTERNATIVES = [
     ("04.inclusion_probability", inclusion_loop),
     ("04.inclusion_probability", inclusion_torch),
     ("04.inclusion_probability", inclusion_head_or_tail),
+    ("04.log_inclusion_probability", log_inclusion_torch),
     ("05.kv_bytes_per_token", kv_bytes_math),
     ("05.candidates_per_query", candidates_loop),
     ("05.candidates_per_query", candidates_numpy),
@@ -509,6 +597,10 @@ ALTERNATIVES = [
     ("07.merge_partial", merge_logaddexp),
     ("07.merge_partial", merge_sigmoid_torch),
     ("07.perplexity", perplexity_torch),
+    ("08.corrected_sample", corrected_sample_torch),
+    ("08.corrected_sample", corrected_sample_loop),
+    ("08.dropped_weight", dropped_weight_torch),
+    ("08.dropped_weight", dropped_weight_logsumexp),
 ]
 
 
@@ -573,12 +665,15 @@ def test_alternatives_cover_every_exercise():
 
 def test_reference_values_against_known_numbers():
     """Values computed independently (pigviz.lsh.simhash, pigviz.memory.budget, hand arithmetic)."""
-    ip = ex.get("04.inclusion_probability").reference
-    assert ip(0.001, 10, 150) == pytest.approx(1.1175e-56, rel=1e-9)  # ~ C(150, 2) p^20
-    assert ip(0.3, 10, 150) == pytest.approx(3.894212151278535e-07, rel=1e-9)
+    ip = ex.get("04.inclusion_probability").reference  # the closed form, as the formula reads
+    assert ip(0.3, 10, 150) == pytest.approx(3.894212151278535e-07, rel=1e-7)  # it still holds here
     assert ip(0.9, 10, 150) == pytest.approx(1.0, abs=1e-12) and ip(0.9, 10, 150) <= 1.0
-    assert ip(0.0, 10, 150) == 0.0 and ip(1.0, 10, 150) == 1.0 and ip(0.7, 3, 1) == 0.0
+    assert ip(0.0, 10, 150) == 0.0 and ip(1.0, 10, 150) == 1.0 and ip(0.7, 3, 1) == pytest.approx(0.0, abs=1e-15)
     assert isinstance(ip(0.5, 10, 150), float) and ip(np.array([0.5, 0.6]), 10, 150).shape == (2,)
+    lip = ex.get("04.log_inclusion_probability").reference  # in log space: accurate for tiny u too
+    assert math.exp(lip(0.001, 10, 150)) == pytest.approx(1.1175e-56, rel=1e-9)  # ~ C(150, 2) p^20
+    assert math.exp(lip(0.3, 10, 150)) == pytest.approx(3.894212151278535e-07, rel=1e-9)
+    assert lip(0.0, 10, 150) == -math.inf and lip(1.0, 10, 150) == 0.0 and lip(0.7, 3, 1) == -math.inf
     assert ex.get("05.kv_bytes_per_token").reference(80, 8, 128, 2) == 327_680  # Llama-3.1-70B, fp16
     assert ex.get("05.paged_waste").reference(np.array([17]), 16) == 15 / 32
     cands = ex.get("05.candidates_per_query").reference

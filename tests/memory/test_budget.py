@@ -122,7 +122,7 @@ def test_break_even_by_hand():
 
 def test_replica_memory_adds_up_in_one_unit():
     m = budget.replica_memory()
-    # four H100s of 80 GiB; Llama-3.1-70B's bf16 weights; the KV-cache lesson's 172.5 GiB for KV
+    # four H100s of 80 GiB; Llama-3.1-70B's bf16 weights; the assumed 172.5 GiB for KV
     assert m["total_bytes"] == 4 * 80 * GIB == 4 * budget.H100_MEMORY_BYTES
     assert m["weight_bytes"] == 2 * get_model_shape("Llama-3.1-70B").params
     assert m["kv_budget_bytes"] == budget.REPLICA_KV_BUDGET_BYTES == int(172.5 * GIB)
@@ -233,6 +233,9 @@ def test_budget_figures_have_titles_units_and_no_nan():
     assert [t.name for t in fig.data[:3]] == ["KV cache (keys + values)", "LSH table entries", "bucket offsets"]
     assert any("<b>" in x for x in fig.data[0].x)
     _finite(fig)
+    noted = pb.index_bill_figure(rows, title="T", note="† a footnote")
+    assert noted.layout.title.text == "T<br><sup>† a footnote</sup>"
+    assert pb.index_bill_figure(rows, title="T").layout.title.text == "T"
     ctx = np.array([1_000, 10_000, 100_000])
     curves = {m: (ctx, [budget.kv_bytes(m, int(c)) for c in ctx]) for m in known_models()}
     fig = pb.kv_vs_context_figure(curves, reference_gib={"80 GB": 74.5})

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pigviz.attention import softmax_attention
-from pigviz.plots.stick_balance import error_curves_figure, sticks_figure
+from pigviz.plots.stick_balance import error_curves_figure, estimate_spread_figure, sticks_figure
 from pigviz.toy import stick_balance as sb
 
 PROPERTY = settings(max_examples=40, deadline=None, derandomize=True)
@@ -372,3 +372,81 @@ def test_error_curves_figure_drops_zero_errors_and_is_log_log():
         error_curves_figure(s)
     with pytest.raises(TypeError, match="scenario"):
         sticks_figure(c)
+
+
+# ---------------------------------------------------------------------------- B draws against B distinct keys
+
+
+@pytest.mark.parametrize("name", sb.SCENARIOS)
+def test_fixed_draws_follow_value_spread_over_sqrt_draws_in_every_scenario(name):
+    s = sb.make_scenario(name)
+    est = sb.repeat_fixed_draws(s, 12, runs=20000, seed=1)["sampling"]
+    rms = math.sqrt(np.mean((est - s.truth) ** 2))
+    assert rms == pytest.approx(sb.value_spread(s.values, s.weights) / math.sqrt(12), rel=0.03)
+    assert abs(zscore(est, s.truth)) < 4  # unbiased
+
+
+def test_fixed_draws_importance_with_u_equal_to_w_is_plain_sampling():
+    s = sb.make_scenario("sink")
+    a = sb.repeat_fixed_draws(s, 5, runs=300, seed=2, methods=("sampling",))["sampling"]
+    b = sb.repeat_fixed_draws(s, 5, runs=300, seed=2, methods=("importance",), proposal=s.weights)["importance"]
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+
+
+def test_one_fixed_importance_draw_averages_to_the_proposals_balance_point():
+    s = sb.make_scenario("sink")
+    u = sb.rough_proposal(s.scores)
+    est = sb.repeat_fixed_draws(s, 1, runs=20000, seed=3, methods=("importance",))["importance"]
+    assert abs(zscore(est, u @ s.values)) < 4
+
+
+def test_a_distinct_key_budget_buys_free_draws_when_few_keys_dominate():
+    sink, flat = sb.make_scenario("sink"), sb.make_scenario("flat", n=1024)
+    many = sb.draws_made(sink, 12, runs=2000, seed=0)
+    few = sb.draws_made(flat, 12, runs=2000, seed=0)
+    assert many.min() >= 12 and few.min() >= 12
+    assert many.mean() > 2 * 12 and few.mean() < 12.2
+    assert np.isinf(sb.draws_made(sink, sink.n, runs=3)).all()
+    fixed = sb.repeat_fixed_draws(sink, 12, runs=20000, seed=1)["sampling"]
+    distinct = sb.repeat_estimates(sink, 12, runs=20000, seed=1, methods=("sampling",))["sampling"]
+    assert np.mean((distinct - sink.truth) ** 2) < 0.7 * np.mean((fixed - sink.truth) ** 2)
+
+
+@pytest.mark.parametrize(
+    "call, param",
+    [
+        (lambda: sb.repeat_fixed_draws(sb.make_scenario("flat", n=8), 0), "draws"),
+        (lambda: sb.repeat_fixed_draws(sb.make_scenario("flat", n=8), 2, methods=("topk",)), "methods"),
+        (lambda: sb.repeat_fixed_draws("flat", 2), "scenario"),
+        (lambda: sb.draws_made(sb.make_scenario("flat", n=8), 9), "budget"),
+        (lambda: sb.draws_made(sb.make_scenario("flat", n=8), 2, proposal=[1.0] * 7), "proposal"),
+    ],
+)
+def test_fixed_draws_and_draws_made_name_the_bad_parameter(call, param):
+    with pytest.raises((ValueError, TypeError), match=param):
+        call()
+
+
+def test_spread_figure_names_a_lone_histogram_with_its_runs():
+    s = sb.make_scenario("sink")
+    runs = sb.repeat_estimates(s, 12, runs=300, seed=1, methods=("topk", "sampling"))
+    fig = estimate_spread_figure(runs, s.truth, 12, "sink")
+    (hist,) = [t for t in fig.data if t.type == "histogram"]
+    assert hist.showlegend is True and hist.name.startswith("sampling (oracle), 300 runs")
+
+
+@pytest.mark.parametrize("weight", [5e-324, 1e-310])
+def test_subnormal_weights_keep_every_estimate_on_the_values(weight):
+    """A weight of 5e-324 times a value rounds to a multiple of 5e-324: unless the weights are
+    scaled up first, one key at 1.5 "balances" at 2.0 (found by the property test above)."""
+    values, weights = np.array([1.5, -0.5]), np.array([2.0, 1.0]) * weight
+    for est in (
+        sb.exact(values, weights),
+        sb.topk(values, weights, 1),
+        sb.sampling(values, weights, 1, rng=0),
+        sb.importance_sampling(values, weights, 1, np.ones(2), rng=0),
+        sb.hybrid(values, weights, 2, rng=0),
+    ):
+        assert -0.5 <= est.value <= 1.5
+    assert sb.topk(values[:1], weights[:1], 1).value == 1.5
+    assert sb.exact(values, weights).value == pytest.approx((2 * 1.5 - 0.5) / 3)

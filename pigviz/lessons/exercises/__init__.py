@@ -11,8 +11,10 @@ A notebook leaves a function body as ``...`` (the exercise cell), then checks it
     ex.check("01.topk_estimate", topk_estimate)
 
 ``check`` runs the function on many inputs, edge cases included, and returns True or raises
-AssertionError naming the input, the expected and the returned value, and a hint (and,
-when the result is what a common mistake gives, which mistake). It accepts loops or
+``CheckFailed`` (an AssertionError) naming the input, the expected and the returned value, and a
+hint (and, when the result is what a common mistake gives, which mistake). In IPython and Jupyter
+the failure shows as that message alone, not as a traceback through this package, with one line
+on how to go on when stuck (``use_reference``, or the folded solution). It accepts loops or
 vectorised code, numpy or torch: when numpy input makes the function raise, the case is
 retried with torch tensors, and torch results are compared as numpy arrays.
 
@@ -33,8 +35,19 @@ import difflib
 import os
 import sys
 
-from pigviz.lessons.exercises import nb01, nb02, nb03, nb04, nb05, nb06, nb07
-from pigviz.lessons.exercises._framework import Case, Exercise, Wrong, failure, is_blank, solution_text
+from pigviz.lessons.exercises import nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08
+from pigviz.lessons.exercises._framework import (
+    Case,
+    Exercise,
+    Wrong,
+    _as_number_or_array,
+    _call_quietly,
+    _compare,
+    failure,
+    is_blank,
+    is_finite_result,
+    solution_text,
+)
 
 __all__ = [
     "Exercise",
@@ -50,6 +63,9 @@ __all__ = [
     "stub",
     "case_inputs",
     "reference_or",
+    "use_reference",
+    "markers",
+    "CheckFailed",
     "solutions_enabled",
     "enable_solutions",
     "is_blank",
@@ -71,10 +87,11 @@ NOTEBOOKS = {
     "05b": "05b_kv_serving",
     "06": "06_sampled_attention",
     "07": "07_sampled_decoding",
+    "08": "08_your_estimator",
 }
 
 _REGISTRY: dict[str, Exercise] = {}
-for _module in (nb01, nb02, nb03, nb04, nb05, nb06, nb07):
+for _module in (nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08):
     for _ex in _module.EXERCISES:
         if _ex.name in _REGISTRY:
             raise RuntimeError(f"exercise {_ex.name} is defined twice")
@@ -109,14 +126,34 @@ def get(name: str) -> Exercise:
     raise KeyError(f"no exercise called {name!r}{extra}")
 
 
+class CheckFailed(AssertionError):
+    """A failed check. Jupyter shows ``_render_traceback_``: the message and a way on, no frames."""
+
+    def __init__(self, message: str, name: str, function_name: str):
+        super().__init__(message)
+        self.name, self.function_name = name, function_name
+
+    def stuck_line(self) -> str:
+        return (
+            f"stuck? `{self.function_name} = ex.use_reference({self.name!r})` goes on with the reference "
+            f"solution; the solution is also folded below the check"
+        )
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython calls this instead of printing a traceback: a learner sees what failed and how to
+        # go on, not frames of pigviz's check machinery. Red for the headline only, as errors are.
+        lines = str(self).splitlines()
+        return [f"\x1b[31m✗ {lines[0]}\x1b[0m", *lines[1:], self.stuck_line()]
+
+
 def check(name: str, fn, *, quiet: bool = False) -> bool:
-    """Run exercise ``name``'s check on ``fn``: True, or AssertionError with the failing input,
-    expected vs got, and a hint. Prints one line on success unless ``quiet``."""
+    """Run exercise ``name``'s check on ``fn``: True, or ``CheckFailed`` (an AssertionError) with
+    the failing input, expected vs got, and a hint. Prints one line on success unless ``quiet``."""
     __tracebackhide__ = True  # noqa: F841 - IPython and pytest then show the message, not this frame
     ex = get(name)
     message = failure(ex, fn)
     if message is not None:
-        raise AssertionError(message) from None
+        raise CheckFailed(message, ex.name, ex.function_name) from None
     if not quiet:
         print(f"{ex.name}: pass ({len(ex.cases())} cases)")
     return True
@@ -165,6 +202,19 @@ def enable_solutions(on: bool | None = True) -> None:
     _solutions_override = None if on is None else bool(on)
 
 
+def use_reference(name: str):
+    """The reference solution of exercise ``name``, to go on with when stuck:
+    ``balance_point = ex.use_reference("01.balance_point")``."""
+    ex = get(name)
+    print(f"{ex.name}: going on with the reference solution (ex.solution({ex.name!r}) shows it)")
+    return ex.reference
+
+
+def markers(name: str) -> str:
+    """The difficulty, importance and minutes line of exercise ``name``."""
+    return get(name).markers()
+
+
 def reference_or(name: str, fn):
     """``fn``, unless it is still blank and solutions are on: then the reference solution.
 
@@ -208,7 +258,7 @@ def self_test(names=None) -> list[str]:
             message = failure(ex, wrong.fn)
             if message is None:
                 problems.append(f"{ex.name}: the wrong version '{wrong.label}' passes the check")
-            elif wrong.hint not in message:
+            elif wrong.hint not in message and not _explained_without_matching(ex, wrong, message):
                 problems.append(f"{ex.name}: the failure of '{wrong.label}' does not give its hint:\n{message}")
         try:
             if ex.function_name not in solution_text(ex):
@@ -216,6 +266,18 @@ def self_test(names=None) -> list[str]:
         except (OSError, TypeError) as exc:
             problems.append(f"{ex.name}: no solution source: {exc}")
     return problems
+
+
+def _explained_without_matching(ex: Exercise, wrong, message: str) -> bool:
+    """A wrong version whose result breaks the arithmetic (NaN or inf) is never named by matching;
+    its failure must then be explained by the failing case's own hint, which says what overflows."""
+    for case, expected in ex.cases():
+        result = _call_quietly(wrong.fn, case.args)
+        if result.error is None and _compare(ex, _as_number_or_array(result.value), expected) is None:
+            continue  # this case passes; the message is about a later one
+        broken = result.error is None and not is_finite_result(result.value)
+        return broken and bool(case.hint) and case.hint in message and "NaN or inf in your result" in message
+    return False
 
 
 def format_listing() -> str:

@@ -56,10 +56,25 @@ class Exercise:
     rtol: float = 1e-6
     atol: float = 1e-12
     helpers: tuple = ()  # functions the reference calls, shown with the solution
+    # What the notebook shows before the blank (ARENA's markers): 1-5 each, and the minutes it takes.
+    difficulty: int = 0
+    importance: int = 0
+    minutes: int = 0
     # The notebook that holds it, when a lesson spans several ("05a", "05b"); by default the
     # lesson number that starts the name.
     notebook_key: str = ""
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def markers(self) -> str:
+        """``Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~10 min``: the line above the exercise."""
+        if not (1 <= self.difficulty <= 5 and 1 <= self.importance <= 5 and self.minutes >= 1):
+            raise ValueError(
+                f"{self.name}: difficulty and importance must be 1-5 and minutes >= 1, got "
+                f"{self.difficulty}, {self.importance}, {self.minutes}"
+            )
+        red = "🔴" * self.difficulty + "⚪" * (5 - self.difficulty)
+        blue = "🔵" * self.importance + "⚪" * (5 - self.importance)
+        return f"Difficulty {red} · Importance {blue} · ~{self.minutes} min"
 
     @property
     def lesson(self) -> str:
@@ -245,7 +260,11 @@ def _same(a: _Result, b: _Result, atol: float = 1e-12) -> bool:
         x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
         if x.size == 1 and y.size == 1:
             x, y = x.reshape(()), y.reshape(())
-        return x.shape == y.shape and bool(np.allclose(x, y, rtol=1e-9, atol=atol, equal_nan=True))
+        # A NaN or an infinity says the arithmetic broke, not which mistake made it: many different
+        # bugs overflow to the same inf or NaN, so such a result never names a "common mistake".
+        if not (np.isfinite(x).all() and np.isfinite(y).all()):
+            return False
+        return x.shape == y.shape and bool(np.allclose(x, y, rtol=1e-9, atol=atol))
     except (TypeError, ValueError):
         return False
 
@@ -310,6 +329,11 @@ def _message(ex, fn, number, total, case, expected, result) -> str:
         detail = _where(ex, got, expected)
         if detail:
             lines.append(f"  {detail}")
+        if not is_finite_result(got):
+            lines.append(
+                "  NaN or inf in your result: an exp overflowed, a log met 0, or something was divided by 0 "
+                "(an empty set?)"
+            )
     if blank:
         lines.append(
             f"  hint: the body of {getattr(fn, '__name__', 'your function')} is still `...`: "
@@ -336,6 +360,17 @@ def _message(ex, fn, number, total, case, expected, result) -> str:
         f"solution: pigviz.lessons.solution({ex.name!r})"
     )
     return "\n".join(lines)
+
+
+def is_finite_result(value) -> bool:
+    """False when a numeric result holds NaN or inf (then no common mistake is named: many bugs
+    break the arithmetic the same way). None is no number at all, so it is not "broken"."""
+    if value is None:
+        return True
+    try:
+        return bool(np.isfinite(np.asarray(_as_number_or_array(value), dtype=np.float64)).all())
+    except (TypeError, ValueError):
+        return True
 
 
 def got_of(result: _Result):

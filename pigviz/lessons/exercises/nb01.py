@@ -110,6 +110,11 @@ def _importance_cases():
     cases = [
         Case("three keys, three distinct draws", (w, v, np.array([0.4, 0.4, 0.2]), np.array([0, 1, 2]))),
         Case(
+            "some keys never drawn",
+            (w, v, np.array([0.4, 0.4, 0.2]), np.array([0, 1])),
+            "keys that were not drawn enter neither sum: both sums run over the draws only",
+        ),
+        Case(
             "draws with repeats",
             (w, v, np.array([0.2, 0.3, 0.5]), np.array([2, 2, 0, 2, 1])),
             "a key drawn twice counts twice",
@@ -153,6 +158,15 @@ def _balance_divide_by_n(weights, values):
     return float(np.dot(weights, values) / len(values))
 
 
+def _balance_over_sum_of_values(weights, values):
+    return float(np.dot(weights, values) / np.sum(values))
+
+
+def _balance_softmax_of_weights(weights, values):
+    e = np.exp(np.asarray(weights, float))
+    return float(e @ np.asarray(values, float) / e.sum())
+
+
 def _topk_not_renormalised(weights, values, budget):
     w, v = np.asarray(weights, float), np.asarray(values, float)
     keep = np.argsort(-w)[:budget]
@@ -175,6 +189,12 @@ def _topk_first_keys(weights, values, budget):
     return float(w[:budget] @ v[:budget] / w[:budget].sum())
 
 
+def _topk_one_short(weights, values, budget):
+    w, v = np.asarray(weights, float), np.asarray(values, float)
+    keep = np.argsort(w)[:-budget:-1]  # a reversed slice that stops one key short
+    return float(w[keep] @ v[keep] / w[keep].sum())
+
+
 def _importance_unique(weights, values, proposal, drawn):
     i = np.unique(np.asarray(drawn))
     r = np.asarray(weights, float)[i] / np.asarray(proposal, float)[i]
@@ -193,6 +213,12 @@ def _importance_not_normalised(weights, values, proposal, drawn):
     return float(np.mean(r * np.asarray(values, float)[i]))
 
 
+def _importance_all_keys_denominator(weights, values, proposal, drawn):
+    i = np.asarray(drawn)
+    r = np.asarray(weights, float) / np.asarray(proposal, float)
+    return float(r[i] @ np.asarray(values, float)[i] / r.sum())
+
+
 def _importance_unweighted(weights, values, proposal, drawn):
     return float(np.mean(np.asarray(values, float)[np.asarray(drawn)]))
 
@@ -202,7 +228,8 @@ EXERCISES = [
         name="01.balance_point",
         signature="balance_point(weights, values) -> float",
         task="Where the sticks balance: the weighted mean of the values, sum_i w_i v_i / sum_i w_i. "
-        "The weights are >= 0 but need not sum to 1.",
+        "`weights` and `values` are 1-D arrays of the same length (a single key is possible). The weights "
+        "are >= 0, some may be exactly 0, and they need not sum to 1 (exp(scores), say). Return one number.",
         reference=balance_point,
         make_cases=_balance_cases,
         output=FLOAT,
@@ -219,17 +246,32 @@ EXERCISES = [
                 "every stick counts by its height: weigh each value by its weight",
             ),
             Wrong("divided by n", _balance_divide_by_n, "divide by the total weight sum(w), not by the number of keys"),
+            Wrong(
+                "divided by the sum of the values",
+                _balance_over_sum_of_values,
+                "the arguments are mixed up: divide by the total weight sum(w), not by sum(v)",
+            ),
+            Wrong(
+                "softmax applied to the weights",
+                _balance_softmax_of_weights,
+                "the weights are already stick heights, not scores: do not pass them through exp or a softmax again",
+            ),
         ),
+        difficulty=1,
+        importance=3,
+        minutes=3,
     ),
     Exercise(
         name="01.topk_estimate",
         signature="topk_estimate(weights, values, budget) -> float",
-        task="TopK's balance point: keep the `budget` heaviest keys (every key when budget >= n), "
-        "and return the weighted mean of their values with their weights renormalised to sum to 1.",
+        task="TopK's balance point: keep the `budget` heaviest keys and return the weighted mean of their "
+        "values, sum(w v) / sum(w) over the kept keys (their weights renormalised to sum to 1). The keys come "
+        "in no particular order; the weights are >= 0 and need not sum to 1; `budget` is an int >= 1 that may "
+        "equal or exceed n (then every key is kept). Return one number.",
         reference=topk_estimate,
         make_cases=_topk_cases,
         output=FLOAT,
-        hint="sort the keys by weight, keep the first `budget`, return sum(w v) / sum(w) over those",
+        hint="sort by decreasing weight (np.argsort(-w)), keep the first `budget`, return sum(w v) / sum(w) over those",
         wrong=(
             Wrong(
                 "not renormalised", _topk_not_renormalised, "the kept weights sum to less than 1: divide by their sum"
@@ -247,14 +289,25 @@ EXERCISES = [
                 _topk_first_keys,
                 "the heaviest keys can be anywhere: select them by weight, not by position",
             ),
+            Wrong(
+                "keeps budget - 1 keys",
+                _topk_one_short,
+                "off by one: you kept budget - 1 keys. A reversed slice a[:-budget:-1] stops one short; "
+                "np.argsort(-w)[:budget] keeps exactly budget",
+            ),
         ),
+        difficulty=2,
+        importance=4,
+        minutes=5,
     ),
     Exercise(
         name="01.importance_estimate",
         signature="importance_estimate(weights, values, proposal, drawn) -> float",
-        task="Self-normalised importance sampling: `drawn` holds the index of each draw from the "
-        "proposal u (repeats included). Weigh each draw by r = w/u and return "
-        "sum(r * v) / sum(r) over the draws. Neither w nor u need sum to 1.",
+        task="Self-normalised importance sampling. `weights` (w), `values` (v) and `proposal` (u) are 1-D "
+        "arrays over all n keys; `drawn` is a 1-D int array with the key index of each draw from u, repeats "
+        "included (a key drawn twice counts twice; a single draw is possible; some keys may never be drawn). "
+        "Weigh each draw by r = w/u and return sum(r * v) / sum(r), both sums over the draws. Neither w nor "
+        "u need sum to 1. Return one number.",
         reference=importance_estimate,
         make_cases=_importance_cases,
         output=FLOAT,
@@ -278,6 +331,14 @@ EXERCISES = [
                 _importance_unweighted,
                 "a plain mean of the drawn values estimates the proposal's balance point, not the attention's",
             ),
+            Wrong(
+                "denominator summed over every key",
+                _importance_all_keys_denominator,
+                "the denominator sums r over the draws (repeats included), not r = w/u over all n keys",
+            ),
         ),
+        difficulty=2,
+        importance=5,
+        minutes=7,
     ),
 ]

@@ -116,6 +116,13 @@ def _cos_mean_not_unit(keys):
     return unit @ unit.mean(axis=0)
 
 
+def _cos_columns_normalised(keys):
+    k = np.asarray(keys, float)
+    unit = k / np.linalg.norm(k, axis=0, keepdims=True)  # each column scaled, not each key
+    m = unit.mean(axis=0)
+    return unit @ (m / np.linalg.norm(m))
+
+
 def _cone_raw_mean(keys):
     k = np.asarray(keys, float)
     return float(np.linalg.norm(k.mean(axis=0)) / np.linalg.norm(k, axis=-1).mean())
@@ -127,6 +134,12 @@ def _cone_mean_cos_to_mean_key(keys):
 
 def _cone_norm_of_mean_key(keys):
     return float(np.linalg.norm(np.asarray(keys, float).mean(axis=0)))
+
+
+def _cone_mean_over_coordinates(keys):
+    k = np.asarray(keys, float)
+    unit = k / np.linalg.norm(k, axis=-1, keepdims=True)
+    return float(np.linalg.norm(unit.mean(axis=1)))  # averages each key's coordinates instead
 
 
 def _attention_no_scale(q, keys):
@@ -142,6 +155,13 @@ def _attention_divide_by_d(q, keys):
     return e / e.sum()
 
 
+def _attention_sqrt_n(q, keys):
+    k = np.asarray(keys, float)
+    s = k @ np.asarray(q, float) / np.sqrt(k.shape[0])  # the number of keys, not d
+    e = np.exp(s - s.max())
+    return e / e.sum()
+
+
 def _attention_naive_exp(q, keys):
     q = np.asarray(q, float)
     e = np.exp(np.asarray(keys, float) @ q / np.sqrt(len(q)))
@@ -153,13 +173,19 @@ EXERCISES = [
         name="02.cos_to_mean_direction",
         signature="cos_to_mean_direction(keys) -> ndarray",
         task="For keys of shape (n, d), each key's cosine with the keys' mean direction: the average "
-        "of the unit vectors k / |k|, scaled to length 1. Returns shape (n,).",
+        "of the unit vectors k / |k| (one per row), scaled to length 1. Keys may have very different "
+        "lengths (one about 5 times longer than the rest, of length 25, or all 1000 times larger): only "
+        "directions count. "
+        "n may be 1 (a single key is its own mean direction). Returns shape (n,).",
         reference=cos_to_mean_direction,
         make_cases=_geometry_cases,
         output=ARRAY,
         rtol=1e-6,
         atol=1e-10,
         hint="unit = k / |k| row by row; m = unit.mean(0) / |unit.mean(0)|; return unit @ m",
+        difficulty=2,
+        importance=3,
+        minutes=6,
         wrong=(
             Wrong(
                 "mean of the raw keys as the direction",
@@ -176,20 +202,30 @@ EXERCISES = [
                 _cos_mean_not_unit,
                 "the average of unit vectors is shorter than 1: divide it by its length",
             ),
+            Wrong(
+                "each column normalised instead of each key",
+                _cos_columns_normalised,
+                "a key is a row: divide each row by its own length (norm along axis=-1, keepdims=True), "
+                "not each column (axis 0)",
+            ),
         ),
     ),
     Exercise(
         name="02.cone_width",
         signature="cone_width(keys) -> float",
-        task="How narrow the cone is: the mean cosine of the keys with their mean direction, which "
-        "equals the length of the average unit key (near 1: a narrow cone; about 1/sqrt(n) for "
-        "random directions).",
+        task="How narrow the cone of keys (n, d) is: the mean cosine of the keys with their mean "
+        "direction, which equals the length of the average unit key (near 1: a narrow cone, so a "
+        "larger value means a narrower cone; about 1/sqrt(n) for random directions). Only "
+        "directions count, whatever the keys' lengths; n may be 1. Returns one float.",
         reference=cone_width,
         make_cases=_geometry_cases,
         output=FLOAT,
         rtol=1e-6,
         atol=1e-10,
         hint="the length of (k / |k|).mean(axis=0)",
+        difficulty=1,
+        importance=3,
+        minutes=4,
         wrong=(
             Wrong(
                 "raw mean key over the mean length",
@@ -206,22 +242,39 @@ EXERCISES = [
                 _cone_norm_of_mean_key,
                 "a width is a cosine, between 0 and 1: average unit vectors, not raw keys",
             ),
+            Wrong(
+                "averaged over the coordinates instead of the keys",
+                _cone_mean_over_coordinates,
+                "average the unit keys over the keys (axis 0), which gives one d-vector, then take its "
+                "length; axis 1 averages each key's own coordinates",
+            ),
         ),
     ),
     Exercise(
         name="02.attention_weights",
         signature="attention_weights(q, keys) -> ndarray",
         task="The attention weights of one query q (d,) over keys (n, d): softmax of the scores "
-        "q.k / sqrt(d). Must not overflow for large scores. Returns shape (n,).",
+        "q.k / sqrt(d), with d = len(q). Scores can be large (the checks use thousands above and below 0), "
+        "where exp overflows or loses every weight to underflow; subtracting the largest score first makes "
+        "it safe whatever they are. n may be 1. "
+        "Returns shape (n,), summing to 1.",
         reference=attention_weights,
         make_cases=_attention_cases,
         output=ARRAY,
         rtol=1e-6,
         atol=1e-15,
         hint="scores = keys @ q / sqrt(d); w = exp(scores - max) / sum(exp(scores - max))",
+        difficulty=2,
+        importance=4,
+        minutes=5,
         wrong=(
             Wrong("no 1/sqrt(d) scaling", _attention_no_scale, "the scores are q.k / sqrt(d), with d = len(q)"),
             Wrong("divided by d instead of sqrt(d)", _attention_divide_by_d, "scale by 1 / sqrt(d), not 1 / d"),
+            Wrong(
+                "sqrt of the number of keys instead of sqrt(d)",
+                _attention_sqrt_n,
+                "d is the length of q (keys.shape[1]), not the number of keys (keys.shape[0])",
+            ),
             Wrong(
                 "exp without subtracting the max",
                 _attention_naive_exp,

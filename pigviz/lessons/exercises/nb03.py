@@ -110,6 +110,12 @@ def _softmax_cases():
             (rows,),
             "each row is one query's scores: normalise along the last axis, row by row",
         ),
+        Case(
+            "a batch of two rows 1000 apart",
+            (np.array([[0.0, 1.0, 2.0], [-1000.0, -999.0, -998.0]]),),
+            "subtract each row's own max, not the batch's: shifted by the batch's max, every exp of the "
+            "second row underflows to 0 and that row becomes 0 / 0 = NaN",
+        ),
     ]
 
 
@@ -126,6 +132,22 @@ def _mean_all_keys(keys, sinks, recent):
 
 def _mean_skips_sinks_only(keys, sinks, recent):
     return np.asarray(keys, float)[sinks:].mean(axis=0)
+
+
+def _mean_off_by_one(keys, sinks, recent):
+    k = np.asarray(keys, float)
+    return k[sinks + 1 : len(k) - recent].mean(axis=0)  # skips one key too many
+
+
+def _mean_wrong_axis(keys, sinks, recent):
+    k = np.asarray(keys, float)
+    return k[sinks : len(k) - recent].mean(axis=1)  # each key's coordinates averaged
+
+
+def _cos_one_norm_for_all(q, keys, mu):
+    q = np.asarray(q, float)
+    centred = np.asarray(keys, float) - np.asarray(mu, float)
+    return centred @ q / (np.linalg.norm(centred) * np.linalg.norm(q))  # the whole matrix's norm
 
 
 def _cos_centres_query(q, keys, mu):
@@ -151,6 +173,18 @@ def _softmax_minus_mean(scores):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def _softmax_batch_max(scores):
+    s = np.asarray(scores, float)
+    e = np.exp(s - s.max())  # the batch's max, not each row's
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _softmax_axis0(scores):
+    s = np.asarray(scores, float)
+    e = np.exp(s - s.max(axis=0, keepdims=True))
+    return e / e.sum(axis=0, keepdims=True)
+
+
 def _softmax_whole_array(scores):
     s = np.asarray(scores, float)
     e = np.exp(s - s.max())
@@ -162,39 +196,58 @@ EXERCISES = [
         name="03.centring_mean",
         signature="centring_mean(keys, sinks, recent) -> ndarray",
         task="The mean key MagicPIG subtracts: the mean over the keys it hashes, i.e. all rows of "
-        "keys (n, d) except the first `sinks` and the last `recent` (recent may be 0). "
-        "Returns shape (d,).",
+        "keys (n, d) except the first `sinks` and the last `recent`. Either may be 0 (then nothing "
+        "is left out at that end), and a single key may be left to hash. Returns shape (d,).",
         reference=centring_mean,
         make_cases=_mean_cases,
         output=ARRAY,
         rtol=1e-6,
         atol=1e-12,
-        hint="keys[sinks:n - recent].mean(axis=0)",
+        hint="n = len(keys); keys[sinks:n - recent].mean(axis=0)",
+        difficulty=2,
+        importance=3,
+        minutes=5,
         wrong=(
             Wrong("keys[sinks:-recent]", _mean_negative_slice, "keys[sinks:-0] is empty: write the end as n - recent"),
             Wrong(
                 "mean of all keys",
                 _mean_all_keys,
-                "leave out the exact set: a long sink key would drag the mean away from the hashed cloud",
+                "you averaged every key: leave out the exact set, the first `sinks` and the last `recent` "
+                "rows (MagicPIG reads them exactly, and odd ones such as the sink could pull the mean off "
+                "the hashed cloud)",
             ),
             Wrong(
                 "leaves out the sinks only",
                 _mean_skips_sinks_only,
                 "the last `recent` keys are read exactly too: leave them out",
             ),
+            Wrong(
+                "one key too many left out (keys[sinks + 1:])",
+                _mean_off_by_one,
+                "rows count from 0: the first hashed key is keys[sinks], so the slice starts at sinks",
+            ),
+            Wrong(
+                "mean over axis 1",
+                _mean_wrong_axis,
+                "average over the keys (axis 0), which gives one d-vector; axis 1 averages each key's own coordinates",
+            ),
         ),
     ),
     Exercise(
         name="03.cos_centred",
         signature="cos_centred(q, keys, mu) -> ndarray",
-        task="What the hash sees: the cosine between the query q (d,), as it is, and each centred "
-        "key k - mu, for keys (n, d). Returns shape (n,).",
+        task="What the hash sees: the cosine between the query q (d,), as it is (never centred), and "
+        "each centred key k_i - mu, for keys (n, d) and the mean mu (d,), which may be zero. Each key "
+        "has its own length |k_i - mu|. Returns shape (n,).",
         reference=cos_centred,
         make_cases=_cos_cases,
         output=ARRAY,
         rtol=1e-6,
         atol=1e-10,
         hint="c = keys - mu; return c @ q / (|c| |q|), one |c| per row",
+        difficulty=2,
+        importance=4,
+        minutes=5,
         wrong=(
             Wrong(
                 "centres the query too",
@@ -207,20 +260,30 @@ EXERCISES = [
                 _cos_dot_only,
                 "a cosine divides by both lengths: |k - mu| per key and |q|",
             ),
+            Wrong(
+                "one norm for all keys",
+                _cos_one_norm_for_all,
+                "divide by each key's own length |k_i - mu| (norm along axis=-1), not by the norm of the "
+                "whole matrix of centred keys",
+            ),
         ),
     ),
     Exercise(
         name="03.softmax",
         signature="softmax(scores) -> ndarray",
-        task="Softmax over the last axis of `scores` (one row per query), exact for any scores: "
-        "softmax(s + c) = softmax(s), so shift each row before exp so that nothing overflows. "
-        "-inf marks a masked key.",
+        task="Softmax over the last axis of `scores`: one query's scores (n,) or a batch of rows "
+        "(m, n), one row per query, each row normalised on its own. Exact for any scores, even rows "
+        "far apart from each other: softmax(s + c) = softmax(s), so shift each row by its own "
+        "maximum before exp. -inf marks a masked key (weight 0). Returns the shape of `scores`.",
         reference=softmax,
         make_cases=_softmax_cases,
         output=ARRAY,
         rtol=1e-6,
         atol=1e-15,
         hint="e = exp(s - s.max(axis=-1, keepdims=True)); return e / e.sum(axis=-1, keepdims=True)",
+        difficulty=2,
+        importance=4,
+        minutes=5,
         wrong=(
             Wrong("no shift before exp", _softmax_naive, "exp(1000) is inf: subtract each row's maximum first"),
             Wrong(
@@ -232,6 +295,16 @@ EXERCISES = [
                 "normalises the whole array at once",
                 _softmax_whole_array,
                 "each row is one query: take the max and the sum along the last axis with keepdims=True",
+            ),
+            Wrong(
+                "subtracts the batch's max",
+                _softmax_batch_max,
+                "subtract each row's own max, not the batch's: s.max(axis=-1, keepdims=True)",
+            ),
+            Wrong(
+                "softmax down the columns (axis 0)",
+                _softmax_axis0,
+                "each row is one query: normalise along the last axis (axis=-1), not down the columns (axis 0)",
             ),
         ),
     ),

@@ -40,12 +40,16 @@ def log_inclusion_probability(p, K, L):
 
 
 def inclusion_probability(p, K, L):
-    # Sum the binomial terms k >= 2 instead of 1 - P(0) - P(1): no cancellation for tiny u.
-    u = np.exp(log_inclusion_probability(p, K, L))
-    return u if np.ndim(u) else float(u)
+    P = np.asarray(p, dtype=np.float64) ** K  # one table collides: all K bits agree
+    # at least 2 of L = not none of them, and not exactly one (the other L - 1 tables miss)
+    u = 1.0 - (1.0 - P) ** L - L * P * (1.0 - P) ** (L - 1)
+    return u if u.ndim else float(u)
 
 
 # --------------------------------------------------------------------------- cases
+
+# Cosines a hair outside [-1, 1], as a dot product of two unit vectors can round them.
+HAIR_PAST_ONE = np.array([1.0 + 2e-16, -1.0 - 4e-16, 0.3])
 
 
 def _bit_cases():
@@ -58,43 +62,68 @@ def _bit_cases():
         Case("a (3, 4) array", (rng.uniform(-1, 1, (3, 4)),), "work elementwise, keeping the shape"),
         Case(
             "cosines a hair outside [-1, 1] from rounding",
-            (np.array([1.0 + 2e-16, -1.0 - 4e-16, 0.3]),),
-            "a cosine computed in floating point can be 1.0000000000000002: clip to [-1, 1] before arccos",
+            (HAIR_PAST_ONE,),
+            "a cosine computed in floating point can come out as 1.0000000000000002 or -1.0000000000000004; "
+            "past +-1, np.arccos gives NaN and math.acos raises 'math domain error': clip to [-1, 1] first",
         ),
     ]
 
 
-def _inclusion_cases():
+def _closed_form_cases():
+    """Keys whose u the formula as written gets right: u is 0, 1, or above about 1e-7 (a test pins
+    the reference to the cancellation-free library value on every case)."""
     return [
         Case("p = 0.9, K = 10, L = 150", (0.9, 10, 150)),
         Case("K = 1, L = 2: both tables must collide", (0.5, 1, 2), "with L = 2, at least 2 means both: u = (p**K)**2"),
-        Case("p from 0.05 to 0.95, K = 10, L = 150", (np.linspace(0.05, 0.95, 19), 10, 150)),
+        Case("p from 0.3 to 0.95, K = 10, L = 150", (np.linspace(0.3, 0.95, 14), 10, 150)),
+        Case("p = 0: a key opposite the query", (0.0, 10, 150), "it never collides: u = 0"),
+        Case("p = 1: a key along the query", (1.0, 10, 150), "it collides in every table: u = 1"),
+        Case("p near 1, L = 300", (np.array([0.99, 0.999, 1.0 - 1e-9]), 10, 300)),
+        Case("L = 1000", (np.array([0.3, 0.5, 0.6, 0.75, 0.9, 0.99]), 10, 1000)),
+        Case("L = 1: two tables can never collide", (0.5, 4, 1), "with one table there cannot be 2 collisions: u = 0"),
+        Case("a (2, 3) array of p", (np.array([[0.1, 0.5, 0.7], [0.8, 0.95, 1.0]]), 4, 40)),
+    ]
+
+
+def _log_cases():
+    return [
+        Case("p = 0.9, K = 10, L = 150", (0.9, 10, 150)),
+        Case("K = 1, L = 2: both tables must collide", (0.5, 1, 2), "with L = 2, u = (p**K)**2, so log u = 2 K log p"),
+        Case("p from 0.3 to 0.95, K = 10, L = 150", (np.linspace(0.3, 0.95, 14), 10, 150)),
         Case(
-            "p = 0.3, K = 10, L = 150 (u about 4e-7)",
-            (0.3, 10, 150),
-            "u is small here; 1 - P(0 tables) - P(1 table) subtracts nearly equal numbers",
+            "p = 0.15, K = 10, L = 150 (u about 4e-13)",
+            (0.15, 10, 150),
+            "u is about 4e-13 here: 1 - P(0 tables) - P(1 table) subtracts two numbers that add up to within "
+            "4e-13 of 1, and rounding leaves an error of about 1e-14: add up the terms k >= 2 instead",
         ),
         Case(
             "p near 0: p = 0.001, K = 10, L = 150 (u about 1e-56)",
             (0.001, 10, 150),
-            "for small p, u is about C(L, 2) p^(2K): sum the binomial terms for k >= 2 (or work in log space) "
-            "instead of computing 1 - P(0) - P(1), which cancels to 0 or a negative number (and compute in "
-            "float64: float32 underflows to 0 below 1e-38)",
+            "for small p, u is about C(L, 2) P^2 = 1e-56: sum the binomial terms for k >= 2 (all positive) "
+            "instead of computing 1 - P(0) - P(1), which cancels to 0 or a negative number (log: -inf or NaN)",
         ),
         Case(
             "p near 0, L = 300",
             (np.array([1e-6, 1e-4, 0.01, 0.05, 0.2]), 8, 300),
             "compute the tiny u directly, not as a difference of numbers close to 1",
         ),
-        Case("p = 0", (0.0, 10, 150), "a key opposite the query never collides: u = 0 (finite, not NaN)"),
-        Case("p = 1", (1.0, 10, 150), "a key along the query collides in every table: u = 1 (beware log(0) * 0 = NaN)"),
+        Case(
+            "p = 0: a key opposite the query",
+            (0.0, 10, 150),
+            "it never collides: u = 0, so log u = -inf (not NaN: beware 0 * log 0)",
+        ),
+        Case(
+            "p = 1",
+            (1.0, 10, 150),
+            "a key along the query collides in every table: log u = 0 (beware log(0) * 0 = NaN)",
+        ),
         Case("p near 1, L = 300", (np.array([0.99, 0.999, 1.0 - 1e-9]), 10, 300)),
         Case(
             "L = 1000",
             (np.array([0.3, 0.5, 0.6, 0.75, 0.9, 0.99]), 10, 1000),
-            "with L in the hundreds, C(L, k) and p^(K k) over- or underflow on their own: combine them in log space",
+            "with L in the hundreds, C(L, k) and P^k over- or underflow on their own: combine them in log space",
         ),
-        Case("L = 1: two tables can never collide", (0.8, 4, 1), "with one table there cannot be 2 collisions: u = 0"),
+        Case("L = 1: two tables can never collide", (0.8, 4, 1), "u = 0 with one table, so log u = -inf"),
         Case("a (2, 3) array of p", (np.array([[0.1, 0.5, 0.7], [0.8, 0.95, 1.0]]), 6, 40)),
     ]
 
@@ -112,6 +141,15 @@ def _bit_missing_one_minus(cos):
 
 def _bit_no_clip(cos):
     return 1.0 - np.arccos(np.asarray(cos, float)) / np.pi
+
+
+def _bit_over_180(cos):
+    return 1.0 - np.arccos(np.clip(np.asarray(cos, float), -1, 1)) / 180.0
+
+
+def _bit_math_acos_no_clip(cos):
+    out = np.vectorize(lambda c: 1.0 - math.acos(c) / math.pi)(cos)
+    return out if np.ndim(out) else float(out)
 
 
 def _hit(p, K):
@@ -138,7 +176,7 @@ def _incl_drops_miss_factor(p, K, L):
 
 
 def _incl_forgets_K(p, K, L):
-    return inclusion_probability(p, 1, L)
+    return np.exp(log_inclusion_probability(p, 1, L))
 
 
 def _incl_exactly_two(p, K, L):
@@ -146,18 +184,59 @@ def _incl_exactly_two(p, K, L):
     return L * (L - 1) / 2 * P**2 * (1.0 - P) ** (L - 2)
 
 
+def _incl_one_exponent_L(p, K, L):
+    P = _hit(p, K)
+    return 1.0 - (1.0 - P) ** L - L * P * (1.0 - P) ** L
+
+
+def _incl_K_L_swapped(p, K, L):
+    return inclusion_probability(p, L, K)
+
+
+def _incl_p_times_K(p, K, L):
+    P = np.asarray(p, float) * K
+    return 1.0 - (1.0 - P) ** L - L * P * (1.0 - P) ** (L - 1)
+
+
+def _log_of(fn):
+    def log_version(p, K, L):
+        return np.log(fn(p, K, L))
+
+    return log_version
+
+
+def _log_returns_u(p, K, L):
+    return np.exp(log_inclusion_probability(p, K, L))
+
+
+def _log_no_binomial(p, K, L):
+    """The terms k >= 2 in log space, without log C(L, k)."""
+    P = _hit(p, K)
+    k = np.arange(2, L + 1)
+    terms = k * np.log(P)[..., None] + (L - k) * np.log1p(-P)[..., None]
+    terms = np.where(np.isnan(terms), -np.inf, terms)
+    top = np.max(terms, axis=-1, initial=-np.inf)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    return safe + np.log(np.exp(terms - safe[..., None]).sum(axis=-1))
+
+
 EXERCISES = [
     Exercise(
         name="04.bit_agreement",
         signature="bit_agreement(cos) -> float or ndarray",
         task="The chance that one random-hyperplane bit agrees for two vectors whose cosine is `cos`: "
-        "p = 1 - theta/pi with theta = arccos(cos). Works elementwise on arrays; a float gives a float.",
+        "p = 1 - theta/pi with theta = arccos(cos). Works elementwise on arrays of any shape; for a float "
+        "it may return a float or a 0-d array. Cosines computed in floating point can round a hair past "
+        "+-1 (1.0000000000000002): clip them to [-1, 1] first (the check feeds such values).",
         reference=bit_agreement,
         make_cases=_bit_cases,
         output=ARRAY,
         rtol=1e-6,
         atol=1e-12,
         hint="p = 1 - arccos(clip(cos, -1, 1)) / pi",
+        difficulty=1,
+        importance=3,
+        minutes=5,
         wrong=(
             Wrong(
                 "linear in the cosine",
@@ -170,6 +249,17 @@ EXERCISES = [
                 "theta / pi is the chance that the bit differs; agreement is 1 minus that",
             ),
             Wrong("no clipping", _bit_no_clip, "arccos(1.0000000000000002) is NaN: clip the cosines to [-1, 1] first"),
+            Wrong(
+                "math.acos per element, no clipping",
+                _bit_math_acos_no_clip,
+                "math.acos(1.0000000000000002) raises 'math domain error': clip each cosine to [-1, 1] "
+                "(max(-1.0, min(1.0, c))) before math.acos",
+            ),
+            Wrong(
+                "radians divided by 180",
+                _bit_over_180,
+                "arccos returns radians, from 0 to pi: divide by pi, not by 180 (that is for degrees)",
+            ),
         ),
     ),
     Exercise(
@@ -177,16 +267,19 @@ EXERCISES = [
         signature="inclusion_probability(p, K, L) -> float or ndarray",
         task="The chance u that a key whose per-bit agreement is p shares the query's bucket in at "
         "least 2 of L tables of K bits: one table collides with probability P = p**K, and the "
-        "number of colliding tables is Binomial(L, P). Must be finite and accurate (relative "
-        "error < 1e-3) for p near 0 and 1 and L in the hundreds. A float p gives a float.",
+        "number of colliding tables is Binomial(L, P). Elementwise in p; a float p may give a float or "
+        "a 0-d array. The formula as it reads is fine here: the check uses keys whose u is 0, 1 or above about 1e-7 "
+        "(relative error 1e-3); tiny u comes later.",
         reference=inclusion_probability,
-        make_cases=_inclusion_cases,
+        make_cases=_closed_form_cases,
         output=ARRAY,
         rtol=1e-3,
-        atol=1e-300,
-        helpers=(log_inclusion_probability,),
-        hint="u = sum over k = 2..L of C(L, k) P^k (1 - P)^(L - k), with P = p**K; sum it in log space "
-        "(log C(L, k) from math.lgamma) so that nothing over- or underflows",
+        atol=1e-15,
+        hint="u = 1 - P(no table collides) - P(exactly one does) = 1 - (1 - P)**L - L * P * (1 - P)**(L - 1), "
+        "with P = p**K",
+        difficulty=2,
+        importance=4,
+        minutes=5,
         wrong=(
             Wrong(
                 "at least 1 table",
@@ -194,24 +287,80 @@ EXERCISES = [
                 "MagicPIG samples a key when it collides in at least 2 tables: also subtract P(exactly 1)",
             ),
             Wrong(
-                "1 - P(0) - P(1) in floating point",
-                _incl_naive,
-                "1 - (1-P)^L - L P (1-P)^(L-1) cancels catastrophically when u is tiny: sum the terms k >= 2 instead",
-            ),
-            Wrong(
-                "1 - P(0) - P(1) with expm1/log1p",
-                _incl_expm1_difference,
-                "expm1 and log1p make each part accurate, but their difference still cancels for tiny "
-                "u: sum the terms k >= 2",
-            ),
-            Wrong(
                 "P(exactly 1) written as L p**K",
                 _incl_drops_miss_factor,
                 "exactly one table out of L collides with probability L P (1 - P)^(L - 1): the other "
                 "L - 1 tables must miss",
             ),
+            Wrong(
+                "(1 - P)**L in P(exactly 1)",
+                _incl_one_exponent_L,
+                "in P(exactly 1) = L P (1 - P)^(L - 1) one table collides and the other L - 1 miss: the "
+                "exponent is L - 1, not L",
+            ),
             Wrong("p instead of p**K", _incl_forgets_K, "a table collides only when all K bits agree: P = p**K"),
+            Wrong("p * K instead of p**K", _incl_p_times_K, "all K bits must agree: P = p**K (a power), not p * K"),
+            Wrong(
+                "K and L swapped",
+                _incl_K_L_swapped,
+                "K is the bits per table (the power in P = p**K), L the number of tables (the binomial's n): "
+                "they are swapped",
+            ),
             Wrong("exactly 2 tables", _incl_exactly_two, "at least 2 means 2, 3, ..., L tables: sum all those terms"),
+        ),
+    ),
+    Exercise(
+        name="04.log_inclusion_probability",
+        signature="log_inclusion_probability(p, K, L) -> float or ndarray",
+        task="log u, for the same u as inclusion_probability (at least 2 of L tables of K bits, P = p**K), "
+        "within 1e-3 + 1e-4 |log u| of the true log u for every p in [0, 1] and L up to 1000: also where u "
+        "is tiny (u = 4e-13 at p = 0.15, K = 10, L = 150; 1e-56 at p = 0.001), where 1 - P(0) - P(1) cancels. "
+        "log u = -inf where u = 0 (p = 0, or L = 1), 0 at p = 1. Elementwise in p; a float p may give a float or a 0-d "
+        "array.",
+        reference=log_inclusion_probability,
+        make_cases=_log_cases,
+        output=ARRAY,
+        rtol=1e-4,
+        atol=1e-3,
+        hint="u = sum over k = 2..L of C(L, k) P^k (1 - P)^(L - k), with P = p**K; sum it in log space "
+        "(log C(L, k) from math.lgamma, then logsumexp) so that nothing over- or underflows",
+        difficulty=4,
+        importance=3,
+        minutes=10,
+        wrong=(
+            Wrong(
+                "log of 1 - P(0) - P(1)",
+                _log_of(_incl_naive),
+                "1 - (1-P)^L - L P (1-P)^(L-1) cancels catastrophically when u is tiny: sum the terms k >= 2 instead",
+            ),
+            Wrong(
+                "log of 1 - P(0) - P(1) with expm1/log1p",
+                _log_of(_incl_expm1_difference),
+                "expm1 and log1p make each part accurate, but their difference still cancels for tiny "
+                "u: sum the terms k >= 2",
+            ),
+            Wrong(
+                "log of at least 1 table",
+                _log_of(_incl_at_least_one),
+                "the sum starts at k = 2 (at least 2 tables), not at k = 1",
+            ),
+            Wrong(
+                "returns u, not log u",
+                _log_returns_u,
+                "the function returns log u (a number <= 0), not u: take the log of the sum, or better, "
+                "never leave log space (logsumexp of the log terms)",
+            ),
+            Wrong(
+                "no binomial coefficient",
+                _log_no_binomial,
+                "each term k needs C(L, k), the number of ways to pick the k colliding tables: add "
+                "log C(L, k) = lgamma(L + 1) - lgamma(k + 1) - lgamma(L - k + 1)",
+            ),
+            Wrong(
+                "p instead of p**K",
+                _log_of(_incl_forgets_K),
+                "a table collides only when all K bits agree: P = p**K",
+            ),
         ),
     ),
 ]

@@ -43,8 +43,8 @@ def _kv_cases():
             (80, 8, 128, 2),
             "K and V, every layer and KV head: 2 x 80 x 8 x 128 x 2 bytes",
         ),
-        Case("SmolLM2-135M at fp32: 30 layers, 3 KV heads, head_dim 64", (30, 3, 64, 4)),
         Case("fp8: one byte per element", (32, 8, 128, 1)),
+        Case("SmolLM2-135M at fp32: 30 layers, 3 KV heads, head_dim 64", (30, 3, 64, 4)),
         Case("one layer, one head, head_dim 1, 1 byte", (1, 1, 1, 1), "one key number and one value number"),
         Case("a large model", (126, 16, 128, 2)),
     ]
@@ -126,6 +126,18 @@ def _kv_no_layers(layers, kv_heads, head_dim, dtype_bytes):
     return 2 * kv_heads * head_dim * dtype_bytes
 
 
+def _kv_fp16_hard_coded(layers, kv_heads, head_dim, dtype_bytes):
+    return 2 * layers * kv_heads * head_dim * 2  # assumes 16-bit numbers, whatever dtype_bytes says
+
+
+def _kv_per_layer(layers, kv_heads, head_dim, dtype_bytes):
+    return 2 * layers * head_dim * dtype_bytes  # one K and V per layer, as if every head shared them
+
+
+def _kv_kib(layers, kv_heads, head_dim, dtype_bytes):
+    return 2 * layers * kv_heads * head_dim * dtype_bytes / 1024  # KiB, not bytes
+
+
 def _candidates_one_table(n, K, L):
     return n / 2**K
 
@@ -140,6 +152,14 @@ def _candidates_whole_tables(n, K, L):
 
 def _candidates_floor(n, K, L):
     return L * n // 2**K
+
+
+def _candidates_k_l_swapped(n, K, L):
+    return K * n / 2**L  # K tables of L bits
+
+
+def _candidates_all_but_one_bucket(n, K, L):
+    return L * n / (2**K - 1)  # 2^K - 1 buckets: an off-by-one in the bucket count
 
 
 def _waste_over_used(lengths, page):
@@ -160,6 +180,18 @@ def _waste_plus_one(lengths, page):
     return (allocated - int(lengths.sum())) / allocated
 
 
+def _waste_pooled(lengths, page):
+    lengths = np.asarray(lengths, np.int64)
+    allocated = -(-int(lengths.sum()) // page) * page  # rounds the batch's total, not each sequence
+    return (allocated - int(lengths.sum())) / allocated
+
+
+def _waste_percent(lengths, page):
+    lengths = np.asarray(lengths, np.int64)
+    allocated = int((-(-lengths // page)).sum()) * page
+    return 100 * (allocated - int(lengths.sum())) / allocated
+
+
 def _break_even_no_2(bytes_per_token, n_params, flops_per_gpu, tp):
     return bytes_per_token * flops_per_gpu * tp / n_params
 
@@ -172,16 +204,29 @@ def _break_even_inverted(bytes_per_token, n_params, flops_per_gpu, tp):
     return 2 * n_params / (flops_per_gpu * tp) / bytes_per_token
 
 
+def _break_even_gbps(bytes_per_token, n_params, flops_per_gpu, tp):
+    return bytes_per_token / (2 * n_params / (flops_per_gpu * tp)) / 1e9  # GB/s, not bytes/s
+
+
+def _break_even_tp_divides(bytes_per_token, n_params, flops_per_gpu, tp):
+    return bytes_per_token / (2 * n_params * tp / flops_per_gpu)  # tp on the wrong side
+
+
 EXERCISES = [
     Exercise(
         name="05.kv_bytes_per_token",
         signature="kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes) -> int",
         task="Bytes one token adds to the KV cache: a key and a value vector of head_dim numbers of "
-        "dtype_bytes bytes, in every layer and every KV head.",
+        "dtype_bytes bytes each, in every layer and every KV head. All four arguments are positive "
+        "integers (dtype_bytes is 4 for fp32, 2 for fp16 or bf16, 1 for fp8). Return the count in bytes "
+        "(not bits, not KiB) as an integer.",
         reference=kv_bytes_per_token,
         make_cases=_kv_cases,
         output=INT,
         hint="2 (K and V) x layers x kv_heads x head_dim x dtype_bytes",
+        difficulty=1,
+        importance=4,
+        minutes=3,
         notebook_key="05a",
         wrong=(
             Wrong(
@@ -189,8 +234,23 @@ EXERCISES = [
                 _kv_no_factor_2,
                 "the cache holds a key AND a value per layer and head: multiply by 2",
             ),
-            Wrong("counts bits", _kv_bits, "dtype_bytes is already in bytes: do not multiply by 8"),
-            Wrong("forgets the layers", _kv_no_layers, "every layer keeps its own keys and values"),
+            Wrong("counts bits", _kv_bits, "dtype_bytes is already in bytes: do not multiply by 8 (that counts bits)"),
+            Wrong("forgets the layers", _kv_no_layers, "every layer keeps its own keys and values: multiply by layers"),
+            Wrong(
+                "hard-codes 2 bytes per number",
+                _kv_fp16_hard_coded,
+                "the number format is the dtype_bytes argument (fp8 is 1 byte, fp32 is 4): do not assume 16-bit",
+            ),
+            Wrong(
+                "one K and V per layer, not per KV head",
+                _kv_per_layer,
+                "every KV head of a layer keeps its own key and value vectors: multiply by kv_heads",
+            ),
+            Wrong(
+                "returns KiB",
+                _kv_kib,
+                "return bytes: dividing by 1024 gives KiB",
+            ),
         ),
     ),
     Exercise(
@@ -198,7 +258,9 @@ EXERCISES = [
         signature="candidates_per_query(n, K, L) -> float",
         task="A query looks up its own bucket in each of L SimHash tables of K bits. If the n cached "
         "tokens spread evenly over a table's buckets, how many table entries does it scan in all? "
-        "Return the expected count (it need not be a whole number).",
+        "n, K and L are integers (n >= 0, where 0 is an empty cache; K >= 1; L >= 1); n need not "
+        "divide evenly and may be smaller than the number of buckets. Return the expected count as a "
+        "float: it need not be a whole number.",
         reference=candidates_per_query,
         make_cases=_candidates_cases,
         output=FLOAT,
@@ -206,6 +268,9 @@ EXERCISES = [
         atol=1e-9,
         hint="K bits make 2^K buckets, so a bucket holds n / 2^K tokens; the query reads one bucket "
         "per table: L n / 2^K",
+        difficulty=2,
+        importance=3,
+        minutes=5,
         notebook_key="05a",
         wrong=(
             Wrong(
@@ -224,14 +289,25 @@ EXERCISES = [
                 _candidates_floor,
                 "an expected count need not be a whole number: divide with /, not //",
             ),
+            Wrong(
+                "K and L swapped",
+                _candidates_k_l_swapped,
+                "K is the bits per table (2^K buckets) and L the number of tables: you used K tables of L bits",
+            ),
+            Wrong(
+                "2^K - 1 buckets",
+                _candidates_all_but_one_bucket,
+                "K bits make exactly 2^K buckets (codes 0 to 2^K - 1): divide by 2^K, not 2^K - 1",
+            ),
         ),
     ),
     Exercise(
         name="05.paged_waste",
         signature="paged_waste(lengths, page) -> float",
-        task="Each sequence of `lengths` (integers >= 0, not all 0) gets ceil(length / page) pages of "
-        "`page` slots. Return the fraction of the allocated slots left unused: "
-        "(allocated - used) / allocated.",
+        task="Each sequence of `lengths` (a numpy array of integers >= 0, not all 0; a sequence of 0 "
+        "tokens holds no page) gets ceil(length / page) pages of `page` slots each (page is an integer "
+        ">= 1). Return the fraction of the allocated slots left unused, (allocated - used) / allocated, "
+        "as a number between 0 and 1, not a percentage.",
         reference=paged_waste,
         make_cases=_waste_cases,
         output=FLOAT,
@@ -239,6 +315,9 @@ EXERCISES = [
         atol=1e-6,
         hint="pages = ceil(length / page) per sequence (in integers: -(-length // page)); "
         "allocated = page x total pages; waste = (allocated - sum(lengths)) / allocated",
+        difficulty=2,
+        importance=3,
+        minutes=6,
         notebook_key="05b",
         wrong=(
             Wrong(
@@ -256,20 +335,35 @@ EXERCISES = [
                 _waste_plus_one,
                 "a sequence that fills its pages exactly needs no extra page: use ceil, not floor + 1",
             ),
+            Wrong(
+                "rounds the batch's total to pages",
+                _waste_pooled,
+                "pages belong to one sequence each: round every sequence's length up to pages, then add them; "
+                "rounding the summed lengths shares pages between sequences",
+            ),
+            Wrong(
+                "returns a percentage",
+                _waste_percent,
+                "return the fraction (0.25), not the percentage (25): do not multiply by 100",
+            ),
         ),
     ),
     Exercise(
         name="05.break_even_bandwidth",
         signature="break_even_bandwidth(bytes_per_token, n_params, flops_per_gpu, tp) -> float",
-        task="Fetching a cached token's KV (bytes_per_token at bandwidth B) against recomputing it "
-        "(prefill costs 2 n_params FLOPs per token, spread over tp GPUs of flops_per_gpu each): "
-        "return the bandwidth B in bytes/s at which both take the same time.",
+        task="Fetching a cached token's KV (bytes_per_token bytes at a bandwidth B) against recomputing it "
+        "(a prefill costs 2 n_params FLOPs per token, spread over tp GPUs of flops_per_gpu FLOP/s each, "
+        "at full utilisation): return the bandwidth B at which both take the same time, in bytes per "
+        "second (not GB/s). All arguments are positive numbers; tp is an integer >= 1.",
         reference=break_even_bandwidth,
         make_cases=_break_even_cases,
         output=FLOAT,
         rtol=1e-6,
         atol=0.0,
         hint="recompute time per token = 2 n_params / (flops_per_gpu x tp); B = bytes_per_token / that time",
+        difficulty=2,
+        importance=4,
+        minutes=6,
         notebook_key="05b",
         wrong=(
             Wrong(
@@ -282,6 +376,16 @@ EXERCISES = [
                 "seconds per byte instead of bytes per second",
                 _break_even_inverted,
                 "bandwidth is bytes / seconds: bytes_per_token divided by the recompute time",
+            ),
+            Wrong(
+                "returns GB/s",
+                _break_even_gbps,
+                "return bytes per second: dividing by 1e9 gives GB/s",
+            ),
+            Wrong(
+                "multiplies the recompute time by tp",
+                _break_even_tp_divides,
+                "more GPUs make the recompute faster: divide its time by tp, do not multiply",
             ),
         ),
     ),

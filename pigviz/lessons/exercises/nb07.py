@@ -47,7 +47,7 @@ def _kl_cases():
         Case(
             "two tokens: (1/2, 1/2) against (3/4, 1/4)",
             (np.array([0.0, 0.0]), np.array([np.log(3.0), 0.0])),
-            "KL(dense || method) = sum p log(p / q), p from the first argument",
+            "KL(dense || method) = sum over tokens of p log(p / q), natural log (nats), p = softmax(ref_logits)",
         ),
         Case(
             "a skewed reference: (0.9, 0.1) against (1/2, 1/2)",
@@ -80,8 +80,14 @@ def _kl_cases():
 def _merge_cases():
     rng = np.random.default_rng(702)
     a, b = rng.standard_normal(6), rng.standard_normal(6)
+    apart = np.array([1000.0, -1000.0, 3.0])  # three heads whose normalisers lie thousands apart
     return [
-        Case("equal normalisers: the average", (np.array([1.0, 0.0]), 0.0, np.array([0.0, 1.0]), 0.0)),
+        Case(
+            "equal normalisers: the average",
+            (np.array([1.0, 0.0]), 0.0, np.array([0.0, 1.0]), 0.0),
+            "lse is a log: lse = 0 means a weight of exp(0) = 1 for each part, not 0 (weights proportional "
+            "to lse give 0 / 0 here); weigh each part by exp(lse)",
+        ),
         Case(
             "part a holds 3/4 of the weight",
             (np.array([1.0, 0.0]), np.log(3.0), np.array([0.0, 1.0]), 0.0),
@@ -107,7 +113,13 @@ def _merge_cases():
                 rng.standard_normal((4, 8)),
                 rng.standard_normal(4) * 3,
             ),
-            "one weight per head: broadcast the lse over the last axis of out",
+            "each head has its own two weights: broadcast lse (H,) over the last axis of out (H, dv)",
+        ),
+        Case(
+            "a batch of 3 heads whose normalisers lie 2,000 apart",
+            (rng.standard_normal((3, 5)), apart, rng.standard_normal((3, 5)), apart - 1.0),
+            "shift each head by its own max(lse_a, lse_b), not by one maximum over the batch: exp(-2000) "
+            "underflows to 0, and 0 / 0 is NaN",
         ),
     ]
 
@@ -127,7 +139,12 @@ def _perplexity_cases():
             "a uniform guess over V tokens has perplexity V",
         ),
         Case("20 positions, vocabulary 50", (logits, targets)),
-        Case("one position", (logits[:1], targets[:1])),
+        Case(
+            "one position",
+            (logits[:1], targets[:1]),
+            "T = 1: one row of logits and one target; targets[t] is already the token after position t, so "
+            "score logits[t] against targets[t] without a shift",
+        ),
         Case("confident and right", (confident, np.array([1, 4, 0]))),
         Case(
             "confident and wrong",
@@ -183,6 +200,14 @@ def _kl_naive_exp(ref_logits, logits):
     return out if out.ndim else float(out)
 
 
+def _kl_bits(ref_logits, logits):
+    return kl_divergence(ref_logits, logits) / np.log(2.0)
+
+
+def _kl_one_for_the_batch(ref_logits, logits):
+    return float(np.sum(kl_divergence(ref_logits, logits)))
+
+
 def _merge_average(out_a, lse_a, out_b, lse_b):
     return (np.asarray(out_a, float) + np.asarray(out_b, float)) / 2
 
@@ -205,8 +230,33 @@ def _merge_swapped(out_a, lse_a, out_b, lse_b):
     return merge_partial(out_a, lse_b, out_b, lse_a)
 
 
+def _merge_softmax_over_heads(out_a, lse_a, out_b, lse_b):
+    lse = np.stack([np.asarray(lse_a, float), np.asarray(lse_b, float)])  # (2,) or (2, H)
+    w = np.exp(lse - lse.max(axis=-1, keepdims=True))
+    w = w / w.sum(axis=-1, keepdims=True)  # the last axis: the two parts for one head, the heads for a batch
+    return w[0][..., None] * np.asarray(out_a, float) + w[1][..., None] * np.asarray(out_b, float)
+
+
+def _merge_one_shift_for_the_batch(out_a, lse_a, out_b, lse_b):
+    lse_a, lse_b = np.asarray(lse_a, float), np.asarray(lse_b, float)
+    top = max(lse_a.max(), lse_b.max())  # one maximum over every head
+    w_a, w_b = np.exp(lse_a - top), np.exp(lse_b - top)
+    return (w_a[..., None] * np.asarray(out_a, float) + w_b[..., None] * np.asarray(out_b, float)) / (w_a + w_b)[
+        ..., None
+    ]
+
+
 def _ppl_sum(logits, targets):
     return perplexity(logits, targets) ** len(np.asarray(targets))
+
+
+def _ppl_base_two(logits, targets):
+    return 2.0 ** np.log(perplexity(logits, targets))
+
+
+def _ppl_shifted_targets(logits, targets):
+    x, t = np.asarray(logits, float), np.asarray(targets)
+    return perplexity(x[:-1], t[1:])  # shifts as a language-model loss does, though targets are already shifted
 
 
 def _ppl_raw_logits(logits, targets):
@@ -232,15 +282,20 @@ EXERCISES = [
     Exercise(
         name="07.kl_divergence",
         signature="kl_divergence(ref_logits, logits) -> float or ndarray",
-        task="KL(dense || method) in nats between the next-token distributions softmax(ref_logits) "
-        "(dense) and softmax(logits) (the method), over the last axis: a float for one position, "
-        "one value per row for a batch. Exact for logits in the thousands.",
+        task="KL(dense || method) in nats (natural log) between the next-token distributions "
+        "softmax(ref_logits) (dense) and softmax(logits) (the method), over the last axis: for one "
+        "position (two 1-D arrays of V logits) a float; for a batch (two (T, V) arrays) one KL per row, "
+        "shape (T,). Exact for logits in the thousands, where exp overflows and small probabilities "
+        "underflow to 0.",
         reference=kl_divergence,
         make_cases=_kl_cases,
         output=ARRAY,
         rtol=1e-6,
         atol=1e-10,
         hint="log_p = log_softmax(ref_logits), log_q = log_softmax(logits); sum(exp(log_p) * (log_p - log_q), -1)",
+        difficulty=2,
+        importance=4,
+        minutes=5,
         wrong=(
             Wrong(
                 "KL(method || dense)",
@@ -262,21 +317,36 @@ EXERCISES = [
                 _kl_naive_exp,
                 "exp(1000) overflows: subtract the row maximum before exp",
             ),
+            Wrong(
+                "KL in bits (log base 2)",
+                _kl_bits,
+                "the KL is asked in nats: use the natural log (np.log), not log2; bits are nats / ln 2",
+            ),
+            Wrong(
+                "one KL for the whole batch",
+                _kl_one_for_the_batch,
+                "sum over the last axis only (axis=-1): a batch of T positions gives T values, not their total",
+            ),
         ),
     ),
     Exercise(
         name="07.merge_partial",
         signature="merge_partial(out_a, lse_a, out_b, lse_b) -> ndarray",
         task="Merge two attention outputs over disjoint sets of keys into the output over their union. "
-        "Each part comes with lse = log(sum of exp(score)) over its keys; out (..., dv), lse (...). "
-        "Stable for lse in the thousands; an empty part has lse = -inf.",
+        "Each part comes with lse = log(sum of exp(score)) over its keys. Shapes: out_a, out_b (..., dv) "
+        "and lse_a, lse_b (...): one head (out (dv,), lse a number) or a batch of H heads (out (H, dv), "
+        "lse (H,)), each head merged with its own two weights. Stable for lse in the thousands, of either "
+        "sign, and for heads whose lse lie thousands apart; an empty part has lse = -inf.",
         reference=merge_partial,
         make_cases=_merge_cases,
         output=ARRAY,
         rtol=1e-6,
         atol=1e-12,
-        hint="w_a, w_b = exp(lse_a - m), exp(lse_b - m) with m = max(lse_a, lse_b); "
-        "(w_a out_a + w_b out_b) / (w_a + w_b), the weights broadcast over the last axis",
+        hint="m = np.maximum(lse_a, lse_b) (one per head); w_a, w_b = exp(lse_a - m), exp(lse_b - m); "
+        "(w_a[..., None] * out_a + w_b[..., None] * out_b) / (w_a + w_b)[..., None]",
+        difficulty=2,
+        importance=3,
+        minutes=5,
         wrong=(
             Wrong(
                 "plain average",
@@ -294,20 +364,35 @@ EXERCISES = [
                 "exp(1000) overflows and exp(-1000) underflows: subtract max(lse_a, lse_b) first",
             ),
             Wrong("weights swapped", _merge_swapped, "out_a is weighed by exp(lse_a), out_b by exp(lse_b)"),
+            Wrong(
+                "softmax over the heads, not over the two parts",
+                _merge_softmax_over_heads,
+                "with lse stacked as (2, H), normalise over the two parts (axis 0), one pair of weights per head; "
+                "the last axis runs over the heads",
+            ),
+            Wrong(
+                "one shift for the whole batch",
+                _merge_one_shift_for_the_batch,
+                "shift each head by its own max(lse_a, lse_b), not by one maximum over the batch",
+            ),
         ),
     ),
     Exercise(
         name="07.perplexity",
         signature="perplexity(logits, targets) -> float",
-        task="Perplexity of the real next tokens: logits (T, V), targets (T,) token ids; "
-        "exp of the mean over positions of -log softmax(logits)[t, targets[t]]. "
-        "Exact for logits in the thousands.",
+        task="Perplexity of the real next tokens: logits (T, V) with T >= 1, targets (T,) integer token "
+        "ids, targets[t] the token that follows position t (already aligned: no shift); a float, the exp "
+        "of the mean over positions of -log softmax(logits)[t, targets[t]], natural log. Exact for logits "
+        "in the thousands and for a target whose probability is as small as exp(-800), which underflows to 0.",
         reference=perplexity,
         make_cases=_perplexity_cases,
         output=FLOAT,
         rtol=1e-6,
         atol=1e-12,
         hint="nll = -log_softmax(logits)[range(T), targets]; return exp(nll.mean())",
+        difficulty=1,
+        importance=3,
+        minutes=5,
         wrong=(
             Wrong(
                 "exp of the summed NLL", _ppl_sum, "average the negative log-probabilities over positions before exp"
@@ -326,6 +411,17 @@ EXERCISES = [
                 "log of the softmax probabilities",
                 _ppl_log_of_softmax,
                 "log(softmax(x)) is -inf where the probability underflows to 0: compute log_softmax directly",
+            ),
+            Wrong(
+                "2 ** mean NLL",
+                _ppl_base_two,
+                "the NLL is in nats (natural log), so its base is e: exp(mean NLL), not 2 ** mean NLL",
+            ),
+            Wrong(
+                "targets shifted by one",
+                _ppl_shifted_targets,
+                "targets[t] already is the token after position t: score logits[t] against targets[t], "
+                "without shifting logits or targets",
             ),
         ),
     ),

@@ -1,0 +1,322 @@
+"""The estimator protocol: one way to write an attention estimator, the library's and yours.
+
+    estimator(q, keys, values, budget) -> (output, read)
+
+for ONE query head at ONE decode position:
+
+* ``q`` (d,) is the query; ``keys`` (n, d) and ``values`` (n, dv) are the keys and values it
+  can see (causal: positions 0 .. n-1, the last one its own token). They are float64 numpy
+  arrays, or float64 torch tensors if the estimator says so (an attribute ``torch = True``).
+* ``budget`` (an int >= 1) is the number of DISTINCT keys it may read.
+* ``output`` (dv,) is its estimate of exact attention, softmax(keys @ q / sqrt(d)) @ values.
+* ``read`` holds the indices (0 .. n-1) of the keys it read: every key whose score or value
+  enters the output. A key read twice counts once. A boolean mask of length n works as well.
+
+Reading more than ``budget`` distinct keys is refused: :func:`call` raises
+:class:`OverBudget`, a ValueError that names the estimator, the count and the budget.
+
+What an estimator scans to CHOOSE its keys is not counted as keys read: every score for
+TopK, a min and max per page for Quest, a few channels of every key for SparQ, hash tables
+for MagicPIG. That is the estimator's index, and it may declare it in bytes with a method
+``bytes_read(n, d, dv, keys_read) -> float``: everything one step reads, counted like
+:func:`pigviz.attention.cost.bytes_read` (fp16 cache). ``costs_like("topk")`` makes one
+that counts like a library method. ``pigviz.study.estimators.evaluate_estimator`` asks for
+it right after each call, so an index whose cost depends on the query (MagicPIG's tables)
+may answer from what that call did.
+
+Other optional attributes: ``name`` (how tables and figures call it; default the function's
+``__name__``). :func:`declare` sets them and works as a decorator.
+
+The library's own methods follow the same protocol, so a learner's estimator meets them as
+peers: :func:`exact`, :func:`topk`, :func:`quest`, :func:`quest_rank_all`, :func:`oracle`,
+:func:`hybrid` and :func:`streaming` here; MagicPIG and the estimators a system can afford in
+:mod:`pigviz.lsh.estimators`. Each calls the library's function on the one row (one query
+head, one KV head) and returns its output and its read set, so it equals that function.
+The one rule they share with yours: no method may read more than the budget. Quest is
+therefore sparse in every layer here (its paper reads layers 0 and 1 densely).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pigviz._util.validate import check_choice, check_float, check_int
+from pigviz.attention import baselines, cost
+
+__all__ = [
+    "SIGNATURE",
+    "OverBudget",
+    "declare",
+    "costs_like",
+    "estimator_name",
+    "wants_torch",
+    "keys_for",
+    "call",
+    "exact_output",
+    "LibraryEstimator",
+    "exact",
+    "topk",
+    "quest",
+    "quest_rank_all",
+    "oracle",
+    "hybrid",
+    "streaming",
+]
+
+SIGNATURE = "estimator(q, keys, values, budget) -> (output, read)"
+
+
+class OverBudget(ValueError):
+    """An estimator read more distinct keys than its budget."""
+
+
+def declare(fn=None, *, name: str | None = None, torch: bool | None = None, bytes_read=None):
+    """Set an estimator's optional attributes and return it; ``@declare(name="mine")`` works
+    as a decorator. ``torch=True``: it wants float64 torch tensors instead of numpy arrays.
+    ``bytes_read``: ``f(n, d, dv, keys_read) -> bytes`` one step reads (module docstring)."""
+
+    def apply(f):
+        if not callable(f):
+            raise TypeError(f"an estimator must be callable, got {type(f).__name__}")
+        if name is not None:
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"name must be a non-empty string, got {name!r}")
+            f.name = name
+        if torch is not None:
+            f.torch = bool(torch)
+        if bytes_read is not None:
+            if not callable(bytes_read):
+                raise TypeError(f"bytes_read must be callable f(n, d, dv, keys_read), got {type(bytes_read).__name__}")
+            f.bytes_read = bytes_read
+        return f
+
+    return apply if fn is None else apply(fn)
+
+
+def costs_like(method: str, **options):
+    """A ``bytes_read(n, d, dv, keys_read)`` that counts like the library's ``method`` (one of
+    :data:`pigviz.attention.cost.COSTED_METHODS`): ``costs_like("topk")`` for an estimator
+    that scores every key and reads the values of the keys it keeps."""
+    method = check_choice("method", method, cost.COSTED_METHODS)
+    cost.bytes_read(method, n=16, d=4, keys_read=1, **options)  # bad options fail here, not mid-run
+
+    def bytes_read(n, d, dv, keys_read):
+        return cost.bytes_read(method, n=n, d=d, dv=dv, keys_read=keys_read, **options)
+
+    bytes_read.method = method
+    return bytes_read
+
+
+def estimator_name(estimator) -> str:
+    """What tables call ``estimator``: its ``name`` attribute, else its ``__name__``."""
+    name = getattr(estimator, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    return getattr(estimator, "__name__", None) or type(estimator).__name__
+
+
+def wants_torch(estimator) -> bool:
+    return bool(getattr(estimator, "torch", False))
+
+
+def keys_for(fraction, n: int) -> int:
+    """The budget of a query that sees ``n`` keys at ``fraction`` of them:
+    max(1, round(fraction * n)), at most n."""
+    fraction = check_float("fraction", fraction, 0.0, 1.0, lo_open=True)
+    n = check_int("n", n, 1)
+    return min(n, max(1, round(fraction * n)))
+
+
+def _numpy(x, what: str):
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor
+        x = x.detach().cpu()
+        x = x.double() if x.is_floating_point() else x
+        return x.numpy()
+    try:
+        return np.asarray(x)
+    except Exception as exc:  # noqa: BLE001 - any unreadable result is the estimator's to fix
+        raise TypeError(f"{what} must be an array, got {type(x).__name__}") from exc
+
+
+def _inputs(estimator, q, keys, values):
+    """The row in the form the estimator wants: float64 numpy, or float64 torch tensors."""
+    if wants_torch(estimator):
+        import torch  # heavy: torch loads in ~1 s; numpy-only estimators never need it
+
+        def as_tensor(x):
+            if isinstance(x, torch.Tensor):
+                return x if x.dtype == torch.float64 else x.double()
+            return torch.from_numpy(np.asarray(x, dtype=np.float64))
+
+        return as_tensor(q), as_tensor(keys), as_tensor(values)
+    return tuple(np.asarray(_numpy(x, "input"), dtype=np.float64) for x in (q, keys, values))
+
+
+def call(estimator, q, keys, values, budget):
+    """Run ``estimator`` on one row and check what it returns.
+
+    ``q`` (d,), ``keys`` (n, d), ``values`` (n, dv): numpy arrays or torch tensors, handed
+    over as the estimator wants them. Returns ``(output, read)``: output a float64 numpy
+    array (dv,), read the sorted distinct indices it read (int64). Raises
+    :class:`OverBudget` if it read more than ``budget`` distinct keys, and ValueError or
+    TypeError, naming the estimator, for a result of the wrong shape, NaN or inf in the
+    output, or indices outside 0 .. n-1."""
+    if not callable(estimator):
+        raise TypeError(f"estimator must be callable as {SIGNATURE}, got {type(estimator).__name__}")
+    name = estimator_name(estimator)
+    budget = check_int("budget", budget, 1)
+    q_in, k_in, v_in = _inputs(estimator, q, keys, values)
+    if q_in.ndim != 1 or k_in.ndim != 2 or v_in.ndim != 2 or k_in.shape[1] != q_in.shape[0]:
+        raise ValueError(
+            f"q must be (d,), keys (n, d) and values (n, dv), got {tuple(q_in.shape)}, "
+            f"{tuple(k_in.shape)}, {tuple(v_in.shape)}"
+        )
+    n, dv = k_in.shape[0], v_in.shape[1]
+    if v_in.shape[0] != n or n < 1:
+        raise ValueError(f"keys and values must hold the same n >= 1 rows, got {k_in.shape[0]} and {v_in.shape[0]}")
+    result = estimator(q_in, k_in, v_in, budget)
+    if not isinstance(result, tuple) or len(result) != 2:
+        got = "None" if result is None else type(result).__name__
+        raise TypeError(f"estimator {name!r} must return a pair (output, read), got {got}")
+    output = np.asarray(_numpy(result[0], f"estimator {name!r}'s output"), dtype=np.float64)
+    if output.shape != (dv,):
+        raise ValueError(f"estimator {name!r} returned an output of shape {output.shape}; expected ({dv},)")
+    if not np.isfinite(output).all():
+        raise ValueError(f"estimator {name!r} returned NaN or inf in its output")
+    read = _read_indices(name, _numpy(result[1], f"estimator {name!r}'s read"), n)
+    if read.size > budget:
+        raise OverBudget(f"estimator {name!r} read {read.size} distinct keys, more than its budget of {budget}")
+    return output, read
+
+
+def _read_indices(name: str, read: np.ndarray, n: int) -> np.ndarray:
+    read = np.asarray(read)
+    if read.dtype == bool:
+        if read.shape != (n,):
+            raise ValueError(f"estimator {name!r} returned a read mask of shape {read.shape}; expected ({n},)")
+        return np.flatnonzero(read).astype(np.int64)
+    read = read.reshape(-1)
+    if read.size and read.dtype.kind not in "iu":
+        if read.dtype.kind == "f" and np.all(np.isfinite(read)) and np.all(read == np.round(read)):
+            read = read.astype(np.int64)
+        else:
+            raise TypeError(f"estimator {name!r} must return integer indices as read, got dtype {read.dtype}")
+    read = np.unique(read.astype(np.int64))
+    if read.size and (read[0] < 0 or read[-1] >= n):
+        raise ValueError(
+            f"estimator {name!r} read index {int(read[0] if read[0] < 0 else read[-1])}, outside 0..{n - 1}"
+        )
+    return read
+
+
+def exact_output(q, keys, values) -> np.ndarray:
+    """Exact attention of one row in float64 numpy: softmax(keys @ q / sqrt(d)) @ values."""
+    q = np.asarray(q, dtype=np.float64)
+    scores = np.asarray(keys, dtype=np.float64) @ q / math.sqrt(q.shape[0])
+    w = np.exp(scores - scores.max())
+    return (w / w.sum()) @ np.asarray(values, dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- the library's methods
+
+
+class LibraryEstimator:
+    """One of the library's decode-step methods as an estimator of the protocol: it runs
+    ``function(q[None], keys[None], values[None], budget / n, **options)`` on the row (one
+    query head over one KV head) and returns that call's output and read set. Its
+    ``bytes_read`` counts like ``cost_method`` in :mod:`pigviz.attention.cost`."""
+
+    torch = True
+
+    def __init__(self, name: str, function, cost_method: str, *, page: int | None = None, **options):
+        self.name = name
+        self.function = function
+        self.cost_method = check_choice("cost_method", cost_method, cost.COSTED_METHODS)
+        self.page = page
+        self.options = options
+
+    def __repr__(self) -> str:
+        opts = dict(self.options, **({"page": self.page} if self.page else {}))
+        return f"<estimator {self.name!r}: {self.function.__name__}({', '.join(f'{k}={v}' for k, v in opts.items())})>"
+
+    def run(self, q, keys, values, budget):
+        """The library call on one row: ``(output (1, dv), stats)``."""
+        n = keys.shape[0]
+        opts = dict(self.options)
+        if self.page is not None:
+            opts["page"] = self.last_page = self.page_for(n, budget)
+        return self.function(q[None], keys[None], values[None], min(budget, n) / n, **opts)
+
+    def page_for(self, n: int, budget: int) -> int:
+        """The page size used on a row: ``page``, but no larger than the row or the budget
+        (Quest always reads at least one whole page, which must fit)."""
+        return max(1, min(self.page, n, budget))
+
+    def __call__(self, q, keys, values, budget):
+        out, stats = self.run(q, keys, values, budget)
+        return out[0], stats["read_mask"][0].nonzero()[:, 0]
+
+    def bytes_read(self, n, d, dv, keys_read):
+        """Bytes of the last call (for a page-based method, at the page size it used)."""
+        page = {"page": min(getattr(self, "last_page", self.page), n)} if self.page is not None else {}
+        return cost.bytes_read(self.cost_method, n=n, d=d, dv=dv, keys_read=keys_read, **page)
+
+
+class _Exact(LibraryEstimator):
+    """Dense attention: reads every key, so only a budget of n lets it run."""
+
+    def run(self, q, keys, values, budget):
+        return baselines.dense_attention(q[None], keys[None], values[None])
+
+
+class _Streaming(LibraryEstimator):
+    """StreamingLLM held to the budget: the first ``sinks`` keys and the most recent ones."""
+
+    def run(self, q, keys, values, budget):
+        n = keys.shape[0]
+        m = min(budget, n)
+        sinks = min(self.options["sinks"], m)
+        return baselines.streaming_attention(q[None], keys[None], values[None], sinks=sinks, recent=m - sinks)
+
+
+def exact() -> LibraryEstimator:
+    """Exact attention over every key (:func:`pigviz.attention.dense_attention`): within
+    budget only when the budget is every key (a budget fraction of 1.0)."""
+    return _Exact("exact", baselines.dense_attention, "dense")
+
+
+def topk(name: str = "topk") -> LibraryEstimator:
+    """TopK (:func:`pigviz.attention.topk_attention`): the ``budget`` highest scores, exactly."""
+    return LibraryEstimator(name, baselines.topk_attention, "topk")
+
+
+def quest(page: int = 16, name: str = "quest") -> LibraryEstimator:
+    """Quest as its authors run it (:func:`pigviz.attention.quest_attention`): the current
+    page always read, then pages by their bound while they fit the budget. A budget smaller
+    than a page shrinks the pages to the budget, so that the current page fits."""
+    page = check_int("page", page, 1)
+    return LibraryEstimator(name, baselines.quest_attention, "quest", page=page)
+
+
+def quest_rank_all(page: int = 16, name: str = "quest_rank_all") -> LibraryEstimator:
+    """Quest with every page ranked by its bound (:func:`pigviz.attention.quest_rank_all_attention`)."""
+    page = check_int("page", page, 1)
+    return LibraryEstimator(name, baselines.quest_rank_all_attention, "rank_all", page=page)
+
+
+def oracle(seed: int = 0, name: str = "oracle") -> LibraryEstimator:
+    """Oracle sampling from the true weights (:func:`pigviz.attention.oracle_sampling_attention`)."""
+    return LibraryEstimator(name, baselines.oracle_sampling_attention, "oracle", seed=check_int("seed", seed, 0))
+
+
+def hybrid(seed: int = 0, name: str = "hybrid") -> LibraryEstimator:
+    """The top half of the budget exactly, the rest sampled from the true weights
+    (:func:`pigviz.attention.hybrid_attention`)."""
+    return LibraryEstimator(name, baselines.hybrid_attention, "hybrid", seed=check_int("seed", seed, 0))
+
+
+def streaming(sinks: int = 4, name: str = "streaming") -> LibraryEstimator:
+    """StreamingLLM at the budget: ``sinks`` first keys, the rest of the budget the most recent."""
+    return _Streaming(name, baselines.streaming_attention, "streaming", sinks=check_int("sinks", sinks, 0))

@@ -1,0 +1,112 @@
+"""Your estimator inside real decoding: ``use_attention(model, estimator, budget=0.05)``.
+
+:func:`pigviz.decode.session.use_attention` takes, besides a method's name, any estimator of
+the protocol (:mod:`pigviz.attention.protocol`), ``estimator(q, keys, values, budget) ->
+(output, read)``. In every layer it makes sparse (all but ``dense_layers``, default layer 0),
+each decode row of each query head becomes one call: ``q`` that head's query (scaled so that
+the estimator's own ``q·k / sqrt(d)`` is the model's score), ``keys`` and ``values`` its KV
+head's cache up to the row's own token, ``budget = max(1, round(budget fraction * n))``.
+The prefill stays dense, as for every method. Reading past the budget raises the protocol's
+ValueError, naming the estimator.
+
+An estimator is called once per query head, row and sparse layer (SmolLM2-135M: 9 heads x 29
+layers per token), on float64 copies of the cache made once per layer and forward: a numpy
+estimator that takes a millisecond makes a token cost about a quarter of a second.
+
+:func:`resolve` turns ``"module:function"`` or ``"path/to/file.py:function"`` (what ``pigviz
+eval --attention`` takes) into the estimator.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from pigviz.attention import protocol
+
+__all__ = ["CUSTOM", "OPTIONS", "check_estimator", "decode_rows", "resolve", "is_spec"]
+
+CUSTOM = "custom"  # the method name a session with your estimator runs under
+OPTIONS = {"estimator": None, "budget": 0.05, "dense_layers": (0,)}
+
+
+def check_estimator(estimator):
+    """``estimator`` if it is callable, else TypeError saying what the protocol is."""
+    if not callable(estimator):
+        raise TypeError(
+            f"attention must be a method name or an estimator callable as {protocol.SIGNATURE}, "
+            f"got {type(estimator).__name__}"
+        )
+    return estimator
+
+
+def decode_rows(estimator, q, k, v, scaling: float, budget: float):
+    """The decode rows of one layer: ``q`` (H, T, d), ``k`` and ``v`` (Hkv, n_total, d) with the
+    T rows' own tokens last. Row t sees the cache up to n_total - T + t. Returns the outputs
+    (T, H, dv) as a float32 tensor on ``q``'s device and the per-row budget used, (T,): keys
+    read / keys visible, mean over heads."""
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+    H, T, d = q.shape
+    Hkv, n_total, dv = v.shape
+    group = H // Hkv
+    wants_torch = protocol.wants_torch(estimator)
+    # One float64 copy per layer and forward, sliced per row (a view): not one per call.
+    k64 = k.detach().to("cpu", torch.float64)
+    v64 = v.detach().to("cpu", torch.float64)
+    q64 = (q.detach() * (scaling * math.sqrt(d))).to("cpu", torch.float64)
+    if not wants_torch:
+        k64, v64, q64 = k64.numpy(), v64.numpy(), q64.numpy()
+    out = np.zeros((T, H, dv))
+    used = torch.zeros(T, dtype=torch.float32)
+    for t in range(T):
+        n = n_total - T + t + 1
+        m = protocol.keys_for(budget, n)
+        read_total = 0
+        for h in range(H):
+            g = h // group
+            o, read = protocol.call(estimator, q64[h, t], k64[g, :n], v64[g, :n], m)
+            out[t, h] = o
+            read_total += read.size
+        used[t] = read_total / (H * n)
+    return torch.from_numpy(out).to(q.device, torch.float32), used
+
+
+def is_spec(text) -> bool:
+    """Does ``text`` name an estimator (``module:function``) rather than a method?"""
+    return isinstance(text, str) and ":" in text
+
+
+def resolve(spec: str):
+    """The estimator named by ``"module:function"`` (the current folder is searched too) or
+    ``"path/to/file.py:function"``. ValueError naming what could not be found."""
+    if not is_spec(spec):
+        raise ValueError(f"an estimator is named module:function or file.py:function, got {spec!r}")
+    where, _, attr = spec.rpartition(":")
+    if not where or not attr.isidentifier():
+        raise ValueError(f"an estimator is named module:function or file.py:function, got {spec!r}")
+    if where.endswith(".py"):
+        path = Path(where).expanduser()
+        if not path.is_file():
+            raise ValueError(f"{spec}: no file {path}")
+        module_spec = importlib.util.spec_from_file_location(f"pigviz_estimator_{path.stem}", path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    else:
+        added = str(Path.cwd())
+        sys.path.insert(0, added)
+        try:
+            module = importlib.import_module(where)
+        except ImportError as exc:
+            raise ValueError(f"{spec}: cannot import {where} ({exc})") from None
+        finally:
+            sys.path.remove(added)
+    estimator = getattr(module, attr, None)
+    if estimator is None:
+        raise ValueError(f"{spec}: {where} has no {attr}")
+    return check_estimator(estimator)

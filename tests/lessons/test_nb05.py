@@ -1,0 +1,290 @@
+"""Notebooks 05a and 05b: the tables and paragraphs their lesson modules make, checked against
+numbers worked out here another way, and the claims they state."""
+
+import math
+
+import numpy as np
+import pytest
+
+from pigviz import lessons
+from pigviz.lessons import exercises as ex
+from pigviz.lessons import nb05a_kv_bill as nb05a
+from pigviz.lessons import nb05b_kv_serving as nb05b
+from pigviz.lessons.exercises._framework import failure
+from pigviz.memory import allocators as al
+from pigviz.memory import budget
+from pigviz.memory.budget import GIB
+from pigviz.memory.model_shapes import get_model_shape, known_models
+
+
+@pytest.fixture(scope="module")
+def mix():
+    return al.request_mix()
+
+
+def test_both_notebooks_state_at_least_their_claims_and_all_pass():
+    for notebook, fewest in (("05a", 11), ("05b", 48)):
+        claims = lessons.claims(notebook)
+        assert len(claims) >= fewest
+        assert all(c.passed for c in claims), [c.row() for c in claims if not c.passed]
+
+
+def test_no_claim_points_at_a_document_the_learner_lacks():
+    for notebook in ("05a", "05b"):
+        for c in lessons.claims(notebook):
+            assert "lesson" not in c.text.lower(), c.text
+
+
+# --------------------------------------------------------------------------- 05a
+
+
+def test_uneven_buckets_scan_more_than_the_even_figure():
+    rows = nb05a.uneven_bucket_rows()
+    assert len(rows) == 8
+    for r in rows:
+        K, L = (int(x) for x in r["K, L"].split(", "))
+        assert r["even buckets"] == L * r["n"] / 2**K
+        assert r["measured"] > r["even buckets"]  # the Cauchy-Schwarz direction
+    assert len(nb05a.uneven_bucket_table()) == 8
+
+
+def test_sum_of_squared_bucket_counts_is_never_below_the_even_figure():
+    """The argument of 05a section 4: a query that lands in bucket b with probability n_b / n scans
+    sum(n_b^2) / n entries on average, at least n / 2^K, with equality only for even buckets."""
+    rng = np.random.default_rng(0)
+    n, buckets = 4096, 1024
+    even = np.full(buckets, n // buckets)
+    assert (even**2).sum() / n == n / buckets
+    for _ in range(20):
+        counts = np.bincount(rng.integers(0, buckets, n), minlength=buckets)
+        assert (counts**2).sum() / n > n / buckets
+
+
+def test_05a_model_table_marks_what_the_context_hides():
+    t = nb05a.model_table()
+    notes = dict(zip(t.frame["model"], t.frame["at 98,304 tokens"]))
+    assert notes["Llama-3.1-8B"] == "-"
+    assert notes["SmolLM2-135M"] == "past its 8,192-token context"
+    assert notes["Mistral-7B-v0.1"] == (
+        "past its 32,768-token context; sliding window 4,096: a rolling cache holds 512 MiB"
+    )
+    # within its context and its window, a model needs no note
+    assert nb05a.context_note(get_model_shape("Mistral-7B-v0.1"), 4_096) == "-"
+
+
+def test_kv_curves_end_at_each_models_context_and_roll_a_sliding_window():
+    curves = nb05a.kv_curves()
+    per8 = budget.kv_bytes_per_token("Llama-3.1-8B")
+    x, y = curves["Llama-3.1-8B"]
+    assert x[-1] == 131_072 and y[-1] == 131_072 * per8 and list(x) == sorted(x)
+    assert curves["SmolLM2-135M"][0][-1] == 8_192
+    x, y = curves["Mistral-7B-v0.1 (rolling 4,096-token cache)"]
+    assert x[-1] == 32_768 and 4_096 in x and max(y) == 4_096 * per8 == 512 * 2**20
+    assert "Mistral-7B-v0.1" not in curves
+
+
+def test_read_floor_adds_the_weights_and_the_kv_overtakes_them_where_bytes_say():
+    w = nb05a.weight_bytes("Llama-3.1-8B")
+    assert w == 2 * get_model_shape("Llama-3.1-8B").params
+    n = nb05a.kv_overtakes_weights_at("Llama-3.1-8B")
+    per = budget.kv_bytes_per_token("Llama-3.1-8B")
+    assert (n - 1) * per <= w < n * per
+    t = nb05a.read_floor_table()
+    assert list(t.frame["ms at 1 TB/s"].round(1)) == [12.9, 16.1, 28.9]
+
+
+def test_magicpig_layout_drops_its_dense_layers_and_doubles_the_offsets():
+    pig, mp = nb05a.layout_rows()
+    assert mp["table entries"] * 32 == pig["table entries"] * 30
+    assert mp["bucket offsets"] * 32 == 2 * pig["bucket offsets"] * 30
+    assert mp["index / KV"] > 1  # still bigger than the cache
+    assert "13.2 GiB" in repr(nb05a.layout_table()) and "281 MiB" in repr(nb05a.layout_table())
+
+
+def test_index_bill_rows_mark_models_past_their_context():
+    labels = [r["label"] for r in nb05a.index_bill_rows()]
+    assert "Llama-3.1-8B" in labels and "SmolLM2-135M †" in labels and "Mistral-7B-v0.1 †" in labels
+    assert [r["label"] for r in nb05a.index_bill_rows(4_096)] == known_models()
+    assert "last 4,096 tokens" in nb05a.past_context_note()
+
+
+def test_group_scan_counts_every_query_head_of_a_kv_head():
+    r = budget.budget_report("Llama-3.1-8B", nb05a.CONTEXT)
+    g = nb05a.group_scan(r)
+    assert g["query_heads"] == 4 and g["index_bytes"] == 4 * 57_600
+    assert g["share_of_key_bytes"] == pytest.approx(4 * r["candidate_share_of_key_bytes"])
+
+
+def test_05a_tables_follow_the_library():
+    t = nb05a.model_table()
+    row = t.frame[t.frame["model"] == "Llama-3.1-8B"].iloc[0]
+    assert row["KV / token (B)"] == 131_072
+    bits = nb05a.bits_table()
+    assert list(bits.text["K, L"]) == [f"{k}, {l}" for k, l in nb05a.BIT_SETTINGS]
+    assert bits.frame["offsets / entries"].iloc[-1] == pytest.approx(2 / 3)
+    report = budget.budget_report("Llama-3.1-8B", nb05a.CONTEXT)
+    assert "14.1 GiB" in repr(nb05a.report_table(report))
+
+
+# --------------------------------------------------------------------------- 05b
+
+
+def test_decode_step_floor_by_hand():
+    shape = get_model_shape("Llama-3.1-70B")
+    step = budget.decode_step_time(shape, batch=10, cached_tokens=1000)
+    weights = 2 * shape.params
+    kv = 1000 * shape.kv_bytes_per_token(2)
+    assert step["memory_s"] == pytest.approx((weights + kv) / (4 * 3.35e12))
+    flops = 2 * shape.params * 10 + 4 * 80 * 64 * 128 * 1000
+    assert step["compute_s"] == pytest.approx(flops / (4 * budget.H100_DENSE_BF16_FLOPS))
+    assert step["bound"] == "memory" and step["tokens_per_s"] == pytest.approx(10 / step["memory_s"])
+    # a batch large enough makes the weight FLOPs the roof
+    big = budget.decode_step_time(shape, batch=5_000, cached_tokens=0)
+    assert big["bound"] == "compute" and big["step_s"] == big["compute_s"]
+    with pytest.raises(ValueError, match="batch"):
+        budget.decode_step_time(shape, batch=0, cached_tokens=10)
+
+
+def test_throughput_grows_less_than_the_batch(mix):
+    rows = nb05b.throughput_rows(mix)
+    assembly = al.assembly_table(mix)
+    for r, a in zip(rows, assembly):
+        assert r["allocation"] == a
+        # at final lengths each sequence reads exactly its logical KV
+        assert r["final"]["kv_read_bytes"] == a.logical_bytes
+        assert r["half"]["kv_read_bytes"] < r["final"]["kv_read_bytes"]
+    for r in rows[1:]:
+        assert 1 < r["tokens_x"] < r["batch_x"] and r["tokens_x"] < r["tokens_x_half"] < r["batch_x"]
+    assert len(nb05b.throughput_table(rows)) == 4
+
+
+def test_utilisation_moves_every_break_even_in_proportion():
+    rows = {r["MFU"]: r for r in nb05b.utilisation_rows()}
+    for mfu, r in rows.items():
+        assert r["break-even at 128 tokens"] == pytest.approx(mfu * rows[1.0]["break-even at 128 tokens"])
+    t = nb05b.nvme_utilisation_threshold()
+    assert 0.7 < t < 0.8
+    big = get_model_shape("Llama-3.1-70B")
+    # just below the threshold NVMe wins from the first token; just above, it does not
+    below = budget.crossover_prefix(big, 7e9, 70e9, tp=4, flops_per_gpu=0.999 * t * budget.H100_DENSE_BF16_FLOPS)
+    above = budget.crossover_prefix(big, 7e9, 70e9, tp=4, flops_per_gpu=1.001 * t * budget.H100_DENSE_BF16_FLOPS)
+    assert below == 1 and above > 1
+    assert "every length" in repr(nb05b.utilisation_table(list(rows.values())))
+
+
+def test_reprefill_time_is_replica_seconds():
+    """9.4 s of the TP4 replica: the FLOPs over four GPUs' peak, not GPU-seconds."""
+    full = {s["target_occupancy"]: s for s in al.preemption_sweep()}[1.0]
+    assert full["reprefill_s"] == pytest.approx(9.36, abs=0.01)
+    tokens_s = full["reprefill_tokens"] * 2 * 70e9 / (4 * budget.H100_DENSE_BF16_FLOPS)
+    assert tokens_s < full["reprefill_s"] < 1.1 * tokens_s  # the weights' share, plus some attention
+    assert nb05b.first_prefill_seconds() == pytest.approx(140, rel=0.01)
+
+
+def test_prediction_table_sets_guesses_beside_the_measurement():
+    sweep = al.preemption_sweep()
+    blank = nb05b.against_prediction(sweep)
+    assert blank.count("not written") == 3 and "668" in blank and "97%" in blank
+    mine = nb05b.against_prediction(sweep, 0.85, 50, 0.2)
+    assert "85%" in mine and "| 50 |" in mine and "+20.0%" in mine and "not written" not in mine
+    assert "| about 90% |" in nb05b.against_prediction(sweep, "about 90%")
+
+
+def test_paragraphs_state_the_measured_numbers(mix):
+    story = nb05b.preemption_story(al.preemption_sweep(), mix)
+    assert "**668**" in story and "85%" in story and "9.4 s of the TP4 replica" in story
+    assert "enough pages are free" in story
+    rows = budget.break_even_over_context(get_model_shape("Llama-3.1-70B"), nb05b.CONTEXTS, 70e9, tps=(4,))
+    assert "34,545" in nb05b.length_story(rows) and "cancel" in nb05b.length_story(rows)
+    summary = nb05b.presenter_summary(mix)
+    assert summary.count("\n") == 5 and "if the first 2,048 tokens of every prompt" in summary
+    assert "416 sequences against 417 without it" in summary
+    assert "3.1x the tokens per second" in nb05b.assembly_story(mix)
+    assert "16,782" in nb05b.rules_story(mix)
+
+
+def test_05b_tables_hold_the_library_numbers(mix):
+    assert "172.5" in repr(nb05b.replica_table())
+    assert "23.2%" in repr(nb05b.context_share_table())
+    assert list(nb05b.mix_table(mix).text["max"]) == ["16,782", "4,000", "17,301"]
+    c = nb05b.contiguous_table(mix)
+    assert list(c.frame["rejected"]) == [32, 6, 1, 0]
+    assert len(nb05b.paged_table(mix)) == 5
+    assert len(nb05b.sharing_table([al.prefix_sharing(p) for p in (0, 1_000)])) == 2
+    assert "9.26" in repr(nb05b.break_even_tp_table(al.replica_bytes_per_token()))
+    assert "recompute" in repr(nb05b.tier_table(al.replica_bytes_per_token()))
+    assert set(nb05b.fp8_table().text["local NVMe (7 GB/s), FP8"]) == {"fetch"}
+    d = nb05b.disaggregation_table(nb05b.disaggregation_rows())
+    assert d.frame["token 2 by, at most (200 GbE, s)"].iloc[-1] == pytest.approx(12.04, abs=0.01)
+    rules = nb05b.rules_table(mix)
+    assert list(rules.text["rule"])[::3] == ["strict (this notebook)", "loose"]
+
+
+def test_a_prepended_system_prompt_shared_costs_about_nothing(mix):
+    pre = nb05b.prepended_prompt(mix, 2048)
+    assert pre["unshared"] < pre["shared"] <= pre["no_prompt"]
+    assert pre["shared"] == pre["allocator"]  # a page-aligned prefix: no copy on write
+    # by hand: the unshared run holds every prompt 2,048 tokens longer
+    longer = mix.copy()
+    longer[:, 0] += 2048
+    assert pre["unshared"] == al.paged_allocation(longer, 16).batch
+    assert "416" in nb05b.assembly_story(mix) and "162" in nb05b.assembly_story(mix)
+
+
+def test_drive_story_names_the_drive_and_the_break_even():
+    text = nb05b.drive_story()
+    assert "14 GB/s" in text and "9.26 GB/s" in text and "every prefix length" in text
+    assert set(nb05b.TIER_FIGURES) == set(budget.STORAGE_TIERS_GBPS)
+    assert "PCIe 4.0" in repr(nb05b.tier_table(al.replica_bytes_per_token()))
+
+
+def test_transfer_delays_token_2_not_token_1():
+    r = nb05b.disaggregation_rows(prompts=(131_072,))[0]
+    assert r["kv_bytes"] == 40 * GIB and math.isclose(r["200 GbE"], 40 * GIB / 25e9)
+
+
+# --------------------------------------------------------------------------- the exercises
+
+
+LESSON_05 = [e.name for e in ex.exercises("05")]
+
+
+@pytest.mark.parametrize("name", LESSON_05)
+def test_each_wrong_version_is_named_alone(name):
+    """A wrong version's failure gives its own hint and no other wrong version's."""
+    exercise = ex.get(name)
+    for wrong in exercise.wrong:
+        message = failure(exercise, wrong.fn)
+        named = [w.label for w in exercise.wrong if f"common mistake ({w.label})" in message]
+        assert named == [wrong.label], (wrong.label, named)
+
+
+def _kv_float(layers, kv_heads, head_dim, dtype_bytes):
+    return 2.0 * layers * kv_heads * head_dim * dtype_bytes
+
+
+def _candidates_power(n, K, L):
+    return n * L * 2.0**-K
+
+
+def _waste_math_ceil(lengths, page):
+    pages = sum(math.ceil(int(x) / page) for x in lengths)
+    return (pages * page - sum(int(x) for x in lengths)) / (pages * page)
+
+
+def _break_even_times(bytes_per_token, n_params, flops_per_gpu, tp):
+    recompute = 2 * n_params / flops_per_gpu / tp
+    return bytes_per_token / recompute
+
+
+@pytest.mark.parametrize(
+    "name, fn",
+    [
+        ("05.kv_bytes_per_token", _kv_float),
+        ("05.candidates_per_query", _candidates_power),
+        ("05.paged_waste", _waste_math_ceil),
+        ("05.break_even_bandwidth", _break_even_times),
+    ],
+)
+def test_correct_versions_written_from_the_task_pass(name, fn):
+    assert failure(ex.get(name), fn) is None

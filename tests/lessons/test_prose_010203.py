@@ -1,0 +1,87 @@
+"""Numbers that notebooks 01-03 must state in static text (an exercise's task, which the learner
+copy shows before anything runs; a scenario's description), tied to the values they describe.
+Every other number in those notebooks' prose is printed from the computation (``Markdown(f"...")``)
+and so checked by nbval, or bound by a claim."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pigviz.lessons import exercises as ex
+from pigviz.lessons import nb02_key_cone as nb02
+from pigviz.lessons.exercises import nb02 as ex02
+from pigviz.toy import stick_balance as sb
+
+SRC = Path(__file__).resolve().parents[2] / "notebooks" / "src"
+
+
+def _prose(stem: str) -> str:
+    """The notebook's markdown, comment markers stripped and lines joined."""
+    text = (SRC / f"{stem}.py").read_text(encoding="utf-8")
+    return " ".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in text.splitlines())
+
+
+def _case(exercise: str, label: str):
+    (case,) = [c for c in ex.get(exercise).make_cases() if c.label == label]
+    return case
+
+
+def test_01_the_sink_scenario_is_described_by_its_own_numbers():
+    sink = sb.make_scenario("sink")
+    flat = np.delete(sink.values, sink.sink_index)
+    prose = _prose("01_stick_balance")
+    assert f"values between {flat.min():.2f} and {flat.max():.2f}" in prose
+    assert sink.weights[sink.sink_index] == pytest.approx(0.5) and "token 0 holds half the weight" in prose
+    assert f"same budget of {sb.DEFAULT_BUDGET} of {sink.n} keys" in prose
+
+
+def test_02_the_long_key_of_the_cone_check_is_about_5_times_the_rest_and_25_long():
+    keys = _case("02.cos_to_mean_direction", "a cone plus one long key pointing the other way").args[0]
+    lengths = np.linalg.norm(keys, axis=1)
+    ratio = lengths[0] / np.median(lengths[1:])
+    assert round(ratio) == 5 and round(lengths[0]) == 25
+    said = "one key about 5 times longer than the rest, of length 25"
+    assert said in _prose("02_key_cone")
+    assert "one about 5 times longer than the rest, of length 25" in ex.get("02.cos_to_mean_direction").task
+
+
+def test_02_the_attention_check_uses_scores_in_the_thousands():
+    scores = [np.abs(k @ q / np.sqrt(len(q))).max() for q, k in (c.args for c in ex02._attention_cases())]
+    assert max(scores) >= 1000
+    assert "the checks use thousands" in _prose("02_key_cone")
+    assert "the checks use thousands" in ex.get("02.attention_weights").task
+
+
+def test_about_fraction_names_the_nearest_unit_fraction_or_refuses():
+    assert nb02.about_fraction([0.22, 0.25]) == "a quarter"
+    assert nb02.about_fraction([0.18, 0.24]) == "a fifth"
+    assert nb02.about_fraction([0.5]) == "half"
+    with pytest.raises(ValueError, match="simple fraction"):
+        nb02.about_fraction([0.1, 0.5])  # no one fraction fits both
+    with pytest.raises(ValueError, match="values"):
+        nb02.about_fraction([])
+    with pytest.raises(ValueError, match="values"):
+        nb02.about_fraction([1.5])
+
+
+def test_no_prose_of_01_to_03_types_a_number_the_reviews_found_typed():
+    """The sentences whose numbers were typed by hand are gone from the static markdown (they are
+    printed from the computation now)."""
+    typed = {
+        "01_stick_balance": [
+            r"\+0\.004",
+            r"\+0\.014",
+            r"0\.3503 against",
+            r"0\.068 against",
+            r"0\.327 at",
+            r"0\.031\), then",
+        ],
+        "02_key_cone": [r"0\.40 on average", r"0\.55 to\s+0\.71", r"109 to 140", r"about a fifth"],
+        "03_centring": [r"3 to 4 percent", r"0\.55 to 0\.71 raw"],
+    }
+    for stem, patterns in typed.items():
+        markdown = _prose(stem)
+        for pattern in patterns:
+            assert not re.search(pattern, markdown), f"{stem}: {pattern!r} is typed into the markdown again"

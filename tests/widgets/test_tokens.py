@@ -1,0 +1,41 @@
+"""TokenReader: reacts to its controls, clamps bad values, never raises into the notebook."""
+
+import pytest
+
+from pigviz.widgets.tokens import BUDGETS, TokenReader
+
+
+@pytest.fixture(scope="module")
+def reader():
+    return TokenReader()
+
+
+def test_dom_classes_for_browser_tests(reader):
+    for part in (reader.head_picker, reader.position_slider, reader.budget_picker, reader.view):
+        assert any(c.startswith("pigviz-tokens-") for c in part._dom_classes)
+
+
+def test_the_default_view_is_layer_2_at_the_last_position(reader):
+    assert reader.selection == {"row": 0, "head": 0, "position": 63, "fraction": 0.02}
+    html = reader.view.value
+    assert "Layer 2, head 6, the query at position 8,191" in html and reader.status.value == ""
+    for label in ("TopK", "MagicPIG (10, 150)", "Quest (pages of 16)"):
+        assert label in html
+
+
+def test_controls_redraw_and_bad_values_are_clamped(reader):
+    before = reader.view.value
+    reader.budget_picker.value = 0.05
+    assert reader.view.value != before and "budget 410 keys (5%)" in reader.view.value
+    reader.set_selection(row=9, head=-3, position=500, fraction="lots")
+    assert reader.selection == {"row": 3, "head": 0, "position": 63, "fraction": 0.02}
+    assert "Layer 25, head 3" in reader.view.value
+    reader.set_selection(position=0, fraction=0.5)
+    assert reader.selection["position"] == 0 and reader.selection["fraction"] == max(BUDGETS)
+    assert "position 8,128" in reader.view.value
+
+
+def test_a_failure_goes_to_the_status_line(reader, monkeypatch):
+    monkeypatch.setattr(reader, "result", lambda: (_ for _ in ()).throw(RuntimeError("boom")))
+    reader.update()
+    assert "Could not update: boom" in reader.status.value
