@@ -30,7 +30,19 @@ apart, which :func:`pigviz.lsh.fused.attend` reads in place.
 
 from __future__ import annotations
 
-__all__ = ["KV_DTYPES", "layer_classes", "decoding_cache", "half_copy", "storage_bytes", "resolve_kv_dtype"]
+import copy
+
+from pigviz._util.validate import check_choice
+
+__all__ = [
+    "KV_DTYPES",
+    "layer_classes",
+    "decoding_cache",
+    "half_copy",
+    "storage_bytes",
+    "resolve_kv_dtype",
+    "transformers_cache",
+]
 
 KV_DTYPES = ("bfloat16", "float16", "float32", "model")
 _GROW_TOKENS = 256  # spare rows a layer takes when it grows: a decode step then writes in place
@@ -39,8 +51,6 @@ _GROW_TOKENS = 256  # spare rows a layer takes when it grows: a decode step then
 def resolve_kv_dtype(name: str, compute_dtype):
     """The storage dtype for ``name`` (one of :data:`KV_DTYPES`; "model": the model's own)."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
-
-    from pigviz._util.validate import check_choice
 
     name = check_choice("kv_dtype", name, KV_DTYPES)
     return compute_dtype if name == "model" else getattr(torch, name)
@@ -257,13 +267,21 @@ def _make_classes(DynamicLayer):
     return GrowingLayer, OffloadLayer
 
 
+def transformers_cache(model):
+    """transformers' own ``DynamicCache`` for ``model`` (its layers concatenate)."""
+    from transformers import DynamicCache  # heavy: transformers loads in seconds; only model code needs it
+
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:  # older transformers
+        return DynamicCache()
+
+
 def decoding_cache(model, half_layers=(), dtype=None):
     """A transformers cache for ``model`` whose layers are :class:`GrowingLayer`: the layers
     ``half_layers`` store their keys and values in ``dtype`` (a torch dtype; None: the model's)
     from the first token on, the others in the model's dtype. A layer of another kind (a
     sliding window) is left as transformers made it."""
-    from pigviz.decode.session import transformers_cache  # late: session imports this module
-
     cache = transformers_cache(model)
     Growing = layer_classes()[0]
     _fill_layers(cache, model.config.num_hidden_layers)
@@ -289,8 +307,6 @@ def half_copy(cache, half_layers, dtype):
     :class:`GrowingLayer` storage of ``dtype``, the others sharing ``cache``'s tensors (a
     ``DynamicLayer`` appends by concatenation, so the original is never written). ``cache`` is
     left as it was."""
-    import copy
-
     Growing = layer_classes()[0]
     out = copy.copy(cache)
     out.layers = []

@@ -46,7 +46,16 @@ from dataclasses import dataclass
 from pigviz import attention as base
 from pigviz._util.validate import check_choice, check_float, check_int
 from pigviz.decode import custom
-from pigviz.decode.cache import KV_DTYPES
+from pigviz.decode.cache import (
+    KV_DTYPES,
+    decoding_cache,
+    half_copy,
+    layer_classes,
+    resolve_kv_dtype,
+    storage_bytes,
+    transformers_cache,
+)
+from pigviz.decode.offload import OffloadStep
 from pigviz.model import loading as models
 
 __all__ = [
@@ -239,7 +248,6 @@ class DecodeSession:
         return self.method == "magicpig" and self.options["placement"] == "cpu_offload"
 
     def _storage_dtype(self, compute_dtype):
-        from pigviz.decode.cache import resolve_kv_dtype
 
         return resolve_kv_dtype(self.options.get("kv_dtype", "model"), compute_dtype)
 
@@ -254,7 +262,6 @@ class DecodeSession:
         """An empty cache for decoding ``model`` with this session: MagicPIG's sampled layers
         keep their K/V in ``kv_dtype`` (bf16 by default) from the first token on (no float32
         copy), every other layer in the model's dtype; all written in place (:func:`new_cache`)."""
-        from pigviz.decode.cache import decoding_cache
 
         dtype = next(model.parameters()).dtype
         return decoding_cache(model, self._half_layers(dtype), self._storage_dtype(dtype))
@@ -264,7 +271,6 @@ class DecodeSession:
         where this session stores the sampled layers otherwise (``kv_dtype``, or the CPU
         offload, which moves them), a copy (:func:`pigviz.decode.cache.half_copy`): ``cache``
         is then left as it was, for other methods to decode from."""
-        from pigviz.decode.cache import half_copy
 
         layers = [i for i in range(self.config.num_hidden_layers) if self.sampled_layer(i)]
         if self.method != "magicpig" or not layers or getattr(cache.layers[layers[0]], "keys", None) is None:
@@ -303,8 +309,6 @@ class DecodeSession:
 
     def _offload(self, cache) -> None:
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
-
-        from pigviz.decode.cache import layer_classes, storage_bytes
 
         OffloadLayer = layer_classes()[1]
         o = self.options
@@ -355,8 +359,6 @@ class DecodeSession:
         )
         self.layers[layer] = _LayerState(index)
         if layer in self._offloaded:
-            from pigviz.decode.offload import OffloadStep
-
             off = self._offloaded[layer][0]
             self._offloaded[layer] = (off, OffloadStep(index, off.device))
 
@@ -684,19 +686,8 @@ def new_cache(model):
     (:class:`pigviz.decode.cache.GrowingLayer`, in the model's dtype) where transformers'
     ``DynamicLayer`` concatenates, i.e. copies the whole layer, at every token: every method
     then does the same work outside attention, and none pays for that copy."""
-    from pigviz.decode.cache import decoding_cache
 
     return decoding_cache(model)
-
-
-def transformers_cache(model):
-    """transformers' own ``DynamicCache`` for ``model`` (its layers concatenate)."""
-    from transformers import DynamicCache  # heavy: transformers loads in seconds; only model code needs it
-
-    try:
-        return DynamicCache(config=model.config)
-    except TypeError:  # older transformers
-        return DynamicCache()
 
 
 def forward(model, ids, cache, *, logits_to_keep: int = 0):

@@ -58,6 +58,8 @@ The compiled loops live in :mod:`pigviz.lsh.kernels`, with the counting sort tha
 from __future__ import annotations
 
 import math
+import queue
+import threading
 
 import numpy as np
 import torch
@@ -362,9 +364,6 @@ class _Worker:
     that, per layer and token)."""
 
     def __init__(self):
-        import queue
-        import threading
-
         self.tasks = queue.SimpleQueue()
         self.done = threading.Lock()
         self.done.acquire()
@@ -397,8 +396,6 @@ class _Pool:
     threads from sharing a worker."""
 
     def __init__(self):
-        import threading
-
         self.workers: list[_Worker] = []
         self.lock = threading.Lock()
 
