@@ -184,8 +184,10 @@ nb05a.read_floor_table(llama8, context)
 # MagicPIG avoids reading every key by hashing them into $L$ SimHash tables of $K$ bits each.
 # A table entry is a token index; with 32-bit indices each table stores 4 bytes per token, in
 # every layer and KV head. Then each table needs a list of where its $2^K$ buckets start:
-# one offset per bucket, which does not depend on the context at all. That is pigviz's layout;
-# the second table below sets it beside the one MagicPIG's released code uses.
+# one offset per bucket, which does not depend on the context at all. That is pigviz's layout
+# (its engine stores 16-bit indices while a cache holds at most 65,536 tokens, half this bill;
+# at 96k tokens it needs the 32 bits counted here); the second table below sets it beside the
+# one MagicPIG's released code uses.
 
 # %%
 report = budget.budget_report("Llama-3.1-8B", context, K=10, L=150)

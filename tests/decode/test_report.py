@@ -131,6 +131,20 @@ def test_memory_check_compares_the_peak_with_dense_plus_the_index():
     assert report.memory_check(rows, tolerance_mb=100)[0]["holds"]  # the bound itself counts as holding
 
 
+def test_memory_check_credits_a_smaller_kv_cache():
+    # MagicPIG's sampled layers in bf16: its cache is 150 MB smaller, so its peak must be too.
+    rows = [
+        dict(_mem(_row(8, "dense", 1, 1, 1, 1), 2000.0, decode_peak=1000.0), kv_cache_mb=360.0),
+        dict(_mem(_row(8, "magicpig", 1, 1, 1, 1), 2000.0, index=300.0, decode_peak=1300.0), kv_cache_mb=210.0),
+    ]
+    (m,) = report.memory_check(rows)
+    assert m["kv_saved_mb"] == pytest.approx(150.0)
+    assert m["excess_mb"] == pytest.approx(1300.0 - (1000.0 + 300.0 - 150.0))  # 150 over: a second copy
+    assert not m["holds"]
+    rows[1]["decode_peak_rss_mb"] = 1160.0
+    assert report.memory_check(rows)[0]["holds"]
+
+
 def test_memory_check_skips_rows_without_memory_fields_and_checks_its_tolerance():
     old = [_row(8, "dense", 1, 1, 1, 1), _row(8, "magicpig", 1, 1, 1, 1)]
     assert report.memory_check(old) == []
