@@ -30,9 +30,10 @@
 #   estimator of one attention output yourself;
 # * read an error-against-budget comparison of MagicPIG, TopK, oracle sampling, the hybrid,
 #   Quest and StreamingLLM, and say where each wins on this model;
-# * tell a bad *proposal* (which keys the tables hand over) from a bad *correction* (how the
-#   sampled keys are weighed), with a measurement, and explain why the same (K, L) reads a
-#   different share of the keys on a different model;
+# * measure a *proposal* (which keys the tables hand over: the true weight they hold) and a
+#   *correction* (how the sampled keys are weighed: the error without it), say what the two
+#   measurements do and do not show, and explain why the same (K, L) reads a different share
+#   of the keys on a different model;
 # * (Part 2) weigh estimators a system can afford against oracle TopK, in keys and in bytes read.
 #
 # **Prerequisites:** notebooks 01 (TopK, sampling, importance sampling), 04 (SimHash and
@@ -265,7 +266,7 @@ print(findings.setup_text(results))
 # * **Quest's budget over all layers** (the column `Quest budget`): Quest as its authors run it
 #   reads every key in layers 0 and 1, which count at 100% in its mean; in layers 2-29 it reads
 #   the matched budget, in whole pages. Quest is compared with the others in layers 2-29
-#   (section 8, the claims).
+#   (the claims of section 12 and question 2).
 # * **bytes read** (`bytes_share`, Part 2): everything a step reads, the reads that choose the
 #   keys included (every key, for TopK), per query head with nothing shared within a
 #   grouped-query group, over what dense attention reads. Sections 9 to 11 compare methods at
@@ -305,9 +306,9 @@ lesson.error_budget_figure(results, title="SmolLM2-135M, all 30 layers x 9 heads
 Markdown(lesson.reveal(my_guess, results))
 
 # %% [markdown]
-# Sampling itself is not the problem: sampling from the true weights (the oracle) beats TopK
-# on average, and the hybrid beats everything. What MagicPIG loses is in its *proposal*, the
-# keys the LSH tables hand it (section 8 measures it).
+# Sampling itself can beat TopK: sampling from the true weights (the oracle) does on average,
+# and the hybrid beats everything. Section 8 looks at where MagicPIG falls behind: the keys
+# its LSH tables hand it (its *proposal*) and the weights it gives them (its *correction*).
 #
 # Quest has two curves. The authors' rule sits to the right of the others: it reads the
 # matched budget in the sparse layers, but its dense layers 0 and 1 count at 100% in the mean
@@ -369,12 +370,14 @@ Markdown(lesson.layer0_text(results))
 # return (close in angle to the query, not always heavy), Quest whole pages of 16 tokens.
 
 # %%
+from pigviz.lsh.estimators import magicpig
 from pigviz.model.tokens import load_tokens
 from pigviz.plots.tokens import reading_view
 from pigviz.study.estimators import token_reads
 from pigviz.widgets.tokens import LABELS, TokenReader
 
-reads = token_reads(row=0, head=0, position=63, fraction=0.02)  # layer 2, head 6, the last query
+mp = magicpig(10, 150, heads=9)  # kept, so that its last_call can say how it met the budget
+reads = token_reads(row=0, head=0, position=63, fraction=0.02, methods=("topk", mp, "quest"))  # layer 2, head 6
 reading_view(reads, load_tokens(), LABELS)
 
 # %% [markdown]
@@ -385,11 +388,7 @@ reading_view(reads, load_tokens(), LABELS)
 TokenReader()
 
 # %%
-held = {LABELS[m]: info["weight_read"] for m, info in reads["methods"].items()}
-best = max(held, key=held.get)
-Markdown(f"**Bottom line:** at the same {reads['budget']} keys, the keys each method reads hold "
-         + ", ".join(f"{name} {share:.0%}" for name, share in held.items())
-         + f" of this query's true attention weight: {best} holds the most, the words the query leans on.")
+Markdown(lesson.reads_bottom_line(reads, step, mp.last_call))
 
 # %% [markdown]
 # ## 5. A live run on one layer
@@ -398,19 +397,23 @@ Markdown(f"**Bottom line:** at the same {reads['budget']} keys, the keys each me
 # the same code as the study on one of them, here layer 19 with hash seed 0:
 
 # %%
+import time
+
+start = time.perf_counter()
 live = experiments.live_run(row=2)
+live_seconds = time.perf_counter() - start
 lesson.live_table(live, results, row=2)
 
+# %%
+Markdown(lesson.live_bottom_line(live_seconds))
+
 # %% [markdown]
-# **Bottom line:** the study's numbers can be re-made from the shipped capture in a second:
-# the live run matches the study's seed-0 errors and budgets for this layer (the caption
-# gives the largest gap; a claim in section 12 checks it).
-#
 # ## 6. The bill
 #
-# The tables are not free. `pigviz.memory.budget` does the accounting (notebook 05a). At the
-# paper's (10, 150) every key gets 150 four-byte ids, one per table; the engine's index for
-# one layer and KV head, built here, is measured beside it:
+# The tables are not free. `pigviz.memory.budget` does the accounting (notebook 05a): at the
+# paper's (10, 150) every key gets 150 four-byte ids, one per table. The engine's index for
+# one layer and KV head, built here, is measured beside it; it stores its ids in fewer bytes
+# while a layer holds few enough keys (the caption gives the widths):
 
 # %%
 lesson.bill_table()
@@ -458,14 +461,19 @@ lesson.mass_table(rows=(0, 3))
 Markdown(lesson.proposal_text(results, step))
 
 # %% [markdown]
-# The keys are the problem. In layer 2, where there is no sink, the keys MagicPIG reads hold
-# clearly less of the weight than TopK's set of the same size. In layer 25 the exact set
-# already holds nearly all of it, and what is left is spread thin. SimHash samples by
-# *angle* to the centred key, but the weight follows the *score*, `q·μ + |q|·|k − μ|·cos`,
-# which also grows with the centred key's length: the last sentence above shows how far the
-# two rankings part on one real head. Many sampled keys point roughly the query's way and
-# still carry little weight. The 1/u correction is doing its job: without it the same keys
-# give a worse answer.
+# In layer 2, where there is no sink, the keys MagicPIG reads hold clearly less of the
+# weight than TopK's set of the same size. In layer 25 the exact set already holds nearly
+# all of it, and what is left is spread thin. SimHash samples by *angle* to the centred key,
+# but the weight follows the *score*. Split around the mean key,
+# `q·k / √d = (q·μ + |q|·|k − μ|·cos θ) / √d`, with θ the angle between `q` and `k − μ`.
+# The term `q·μ` is the same for every key, and a softmax ignores a shift shared by every
+# score: what ranks the keys is `|k − μ|·cos θ`, the cosine the tables see times the
+# centred key's length, which they do not see. The sentence above shows how far the two
+# rankings part on one real head. Many sampled keys point roughly the query's way and still
+# carry little weight. The 1/u correction helps: without it the same keys give a worse
+# answer. Neither measurement splits MagicPIG's error into a part from its keys and a part
+# from its weights; together they say its keys hold less weight than TopK's, and that 1/u
+# weighs them better than their own true weights renormalised over the keys read.
 #
 # **What does the sink do?** In many heads of the later layers, token 0 soaks up much of
 # the weight (the weights come from the full capture, summarised in the shipped file). Take
@@ -520,8 +528,8 @@ print(f"mean weight on token 0: {np.mean([sink_weight[l_, h_] for l_, h_ in ship
 # on the shipped layers with pigviz's own hyperplanes. The keys read are identical. With the
 # authors' `- log(u + 1e-4)` (`attend(..., u_offset=1e-4)`) the outputs agree within the
 # test's 1e-4 relative tolerance; pigviz's default, the plain 1/u, moves the output by a
-# few parts in ten thousand (most in layer 2). Run `pytest tests/lsh/test_authors_formula.py -v`
-# to see it.
+# few parts in ten thousand (most in layer 2). The test ships with the repository, not with
+# the package: from a clone of it, `pytest tests/lsh/test_authors_formula.py -v` runs it.
 #
 # **How do K and L trade budget for error?** More bits (K) make buckets narrower, so fewer
 # keys are sampled. More tables (L) raise every key's chance of being sampled. A live
@@ -580,7 +588,7 @@ share = experiments.sampled_share(row=0)
 lesson.sampled_share_table(share)
 
 # %%
-Markdown(lesson.sampled_share_bottom_line(share))
+Markdown(lesson.sampled_share_bottom_line(share, results))
 
 # %% [markdown]
 # # Part 2 · What it suggests: estimators a system can afford
@@ -615,7 +623,8 @@ Markdown(lesson.sampled_share_bottom_line(share))
 # set; a few channels of every key for SparQ, and the cache's running mean value; for MagicPIG
 # its hyperplanes (shared by the layer's heads), one bucket's offsets and ids per table, a
 # one-byte hit counter per id, and the stored `|k − μ|` of each sampled key. (The engine of
-# section 6 stores 8-byte offsets; this count assumes 4-byte ones, a small share of the total.)
+# section 6 stores narrower ids at this context, as its caption says; this count assumes
+# 4-byte ones, so if anything it overstates MagicPIG's bytes.)
 #
 # One assumption favours the sampled methods: each query head is counted as if nothing were
 # shared within a grouped-query group. Dense attention, TopK and Quest read the same keys for
@@ -681,9 +690,10 @@ lessons.claims_table("06")
 #   every budget; MagicPIG wins in a few (layer, head) cells, most often in layer 0, and
 #   where TopK's own error is highest. The hash seed barely moves that average, though
 #   notebook 07's seeds move its decode-time KL much more.
-# * Sampling is not the problem: sampling from the true weights beats TopK. MagicPIG loses in
-#   its proposal: SimHash samples by the angle to the centred key, while the weight also grows
-#   with that key's length (section 8 measures how far the two rankings part).
+# * Sampling itself can beat TopK: sampling from the true weights does. The keys MagicPIG's
+#   tables hand over hold less of the true weight than TopK's as many, and the 1/u correction
+#   helps. SimHash samples by the angle to the centred key, while the score also grows with
+#   that key's length (section 8 measures how far the two rankings part).
 # * The exact set (sinks and recent tokens) does much of the work, and the 1/u correction
 #   helps; the tables take more memory than the keys and values they index.
 # * Part 2: none of three estimators a system can afford (MagicPIG + exact top,

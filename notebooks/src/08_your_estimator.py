@@ -23,7 +23,7 @@
 # * (optional, with the model) run the same function inside real decoding and measure the
 #   model's output against dense attention.
 #
-# **Prerequisites:** notebooks 01 (TopK, sampling, the n/m and 1/u corrections), 04 (`u`)
+# **Prerequisites:** notebooks 01 (TopK, sampling, §6's importance weight `w/u`), 04 (`u`)
 # and 06 (MagicPIG on every head of this model; Part 2, estimators a system can afford and
 # bytes read). **Time in a workshop:** about 50 minutes, of which 25 for the 3 exercises.
 #
@@ -132,10 +132,12 @@ nb08.peers_table(q, keys, values, budget, ("topk", "magicpig", "quest", "streami
 # The simplest estimator that reads a fraction of the keys: read the first 4 keys (the
 # sinks) and the last 64 (the recent window) **exactly**, and draw the rest of the budget
 # **uniformly**, without replacement, from the keys in between. Each drawn key then stands
-# for all the keys it was drawn from: if m keys are drawn from the N outside the exact set,
-# each one's `exp(score)` counts N / m times in the softmax's sum (notebook 01's n/m
-# correction). Without that factor the exact keys would weigh N / m times too much against
-# the sample; on the row of §1:
+# for all the keys it was drawn from. That is notebook 01 §6's importance weight `r = w/u`,
+# with `u` the chance that the draw includes a given key: drawing m of the N keys outside
+# the exact set uniformly includes each of them with probability `u = m/N`, so each drawn
+# key's `exp(score)` counts N / m times in the softmax's sum. The exact keys are read with
+# certainty (`u = 1`) and keep their plain weight, as in notebook 06 §1. Without that factor
+# the exact keys would weigh N / m times too much against the sample; on the row of §1:
 
 # %%
 print(nb08.correction_factor(len(keys), budget))
@@ -211,14 +213,16 @@ plain = evaluate_estimator(nb08.no_correction, baselines=())
 print(nb08.correction_line(rows, plain))
 
 # %% [markdown]
-# The correction removes a bias, and it also multiplies each draw's weight by the number of
-# keys the draw stands for: with few draws, one lucky or unlucky draw then swings the whole
-# estimate. A smaller error needs enough draws for that variance to fall below the bias it
-# removes.
+# With the correction, the sample's part of the softmax's sum, `Σ (N/m)·e^s` over the draws,
+# is an unbiased estimate of the sum over the N keys it was drawn from. The output divides by
+# the whole sum, exact set included: a ratio of two random sums, which, as in notebook 01 §6,
+# stays slightly biased at a finite m. The correction also multiplies each draw's weight by
+# N / m: with few draws, one lucky or unlucky draw then swings the whole estimate. A smaller
+# error needs enough draws for that variance to fall below the bias the correction removes.
 #
-# **Bottom line:** unbiased is not the same as accurate: the printed comparison says at which
-# budget the correction pays on these heads. With or without it, a uniform sample of these
-# peaked heads stays far behind TopK (the tables' `error / TopK's` column).
+# **Bottom line:** an unbiased sum does not make an accurate output: the printed comparison
+# says at which budget the correction pays on these heads. With or without it, a uniform
+# sample of these peaked heads stays far behind TopK (the printed ratios to TopK's error).
 #
 # ## 3. Your estimator
 #
@@ -362,10 +366,20 @@ print(f"evaluate_estimator on one core (benchmarks/bench_evaluate.py): {bench['c
 #
 # ## 5. Inside real decoding (optional, with the model)
 #
-# The same function runs inside the model: `use_attention(model, my_estimator,
-# budget=0.05)` swaps every layer but the first for it, one call per query head and decode
-# row (an exact estimator at a budget of 1.0 gives dense decoding's logits; a test checks
-# it). From the shell, for a file `my_module.py` that defines `my_estimator`:
+# The same function runs inside the model. `use_attention` switches the model's attention
+# for the length of a `with` block:
+#
+# ```python
+# from pigviz.decode.session import use_attention
+#
+# with use_attention(model, my_estimator, budget=0.05):
+#     ...  # every forward of the model in here decodes with my_estimator
+# ```
+#
+# Inside the block, every layer but the first (`dense_layers=(0,)`, the default) calls it
+# once per query head and decode row; the prefill stays dense. An exact estimator at a
+# budget of 1.0 gives dense decoding's logits (a test checks it). From the shell, for a file
+# `my_module.py` that defines `my_estimator`:
 #
 # ```bash
 # pigviz eval --task quality --attention magicpig,topk,my_module:my_estimator --json mine.json
@@ -402,9 +416,11 @@ lessons.claims_table("08")
 # * Every estimator in pigviz, yours included, is one function of one row,
 #   `estimator(q, keys, values, budget) -> (output, read)`; the budget counts distinct keys
 #   and is checked on every call. What it scans to choose them is its index, counted in bytes.
-# * The n/m correction makes a uniform sample unbiased beside an exact set; on these peaked
-#   heads it lowers the mean error only when there are enough draws (the claims table says
-#   at which budget), and the sample trails TopK far either way.
+# * The N / m correction (notebook 01's `w/u`, with `u = m/N`) makes the sample's part of
+#   the softmax's sum unbiased beside an exact set; the output, a ratio, stays slightly
+#   biased at finite m. On these peaked heads the correction lowers the mean error only when
+#   there are enough draws (the claims table says at which budget), and the sample trails
+#   TopK far either way.
 # * `evaluate_estimator` puts any idea on the same rows as TopK, MagicPIG and Quest, in
 #   seconds; the worked example shows that the weight TopK drops, given to the dropped keys'
 #   mean value, beats TopK at the same keys, though not at fewer bytes.

@@ -8,6 +8,7 @@ live experiments of :mod:`pigviz.study.experiments`; none types a result.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from pigviz.memory import budget
 from pigviz.model.shipped import data_dir, load_shipped_capture
 from pigviz.plots import study as plots
 from pigviz.study import experiments
+from pigviz.study.estimators import LABELS
 from pigviz.study.findings import (
     AFFORDABLE,
     METHOD_LABELS,
@@ -58,7 +60,9 @@ __all__ = [
     "per_layer_figure",
     "head_ratio",
     "layer0_text",
+    "reads_bottom_line",
     "live_table",
+    "live_bottom_line",
     "bill_table",
     "bill_bottom_line",
     "speed_table",
@@ -115,15 +119,15 @@ def claims() -> list:
     )
     if "split" in r["timing"]:  # re-run split by layers over parallel processes on a heavily shared CPU
         claim(
-            "split by layers over parallel one-thread processes, it ran in under 2 hours on this 2-core CPU "
-            "shared with other jobs",
+            "split by layers over parallel one-thread processes, it ran in under 2 hours on the 2-core CPU that "
+            "made it, shared with other jobs",
             r["timing"]["total_s"] < 7200,
             f"{r['timing']['total_s'] / 60:.0f} min, 1-min load average up to "
             f"{r['timing']['max_load_average_1min']:.0f}",
         )
     else:
         claim(
-            "it ran in under 30 minutes on this 2-core CPU, shared with other jobs",
+            "it ran in under 30 minutes on the 2-core CPU that made it, shared with other jobs",
             r["timing"]["total_s"] < 1800,
             f"{r['timing']['total_s'] / 60:.1f} min",
         )
@@ -408,7 +412,7 @@ def reveal(guess, results: dict) -> str:
         f"{you} At (10, 150), MagicPIG's mean error is below TopK's in **{won} of {total}** (layer, head) "
         f"cells; at the four budgets, in {min(spread)} to {max(spread)} of {total}. TopK, which keeps the "
         "tallest sticks, wins almost everywhere on this model, although notebook 01 showed sampling beating it. "
-        "Sections 4 and 8 find where MagicPIG's wins are and why it loses elsewhere."
+        "Section 4 finds where MagicPIG's wins are, and section 8 measures what comes with its losses elsewhere."
     )
 
 
@@ -493,7 +497,46 @@ def layer0_text(results: dict) -> str:
     )
 
 
+def reads_bottom_line(reads: dict, step: dict, last_call: dict) -> str:
+    """The token view's bottom line: the budget as a cap, how many keys each method read within
+    it and the true weight they hold; ``last_call`` is the MagicPIG estimator's, after ``reads``."""
+    methods = reads["methods"]
+    label = {m: LABELS.get(m, m) for m in methods}
+    held = {m: info["weight_read"] for m, info in methods.items()}
+    best = max(held, key=held.get)
+    counts = ", ".join(f"{label[m]} {np.asarray(info['read']).size}" for m, info in methods.items())
+    text = (
+        f"**Bottom line:** within the same budget of {reads['budget']} keys (read: {counts}), the keys each "
+        "method reads hold "
+        + ", ".join(f"{label[m]} {share:.0%}" for m, share in held.items())
+        + f" of this query's true attention weight: {label[best]} holds the most, the words the query leans on."
+    )
+    if "magicpig" in methods and not last_call.get("fallback", True):
+        text += (
+            " The budget is a cap, not a quota. Quest reads whole pages of 16. MagicPIG is held to it by requiring "
+            "more table hits: the wrapper (`pigviz.lsh.estimators`) raises `min_hits` from 2 until the exact set and "
+            f"the sample fit, here to {last_call['min_hits']}, which leaves {last_call['sampled']} sampled keys."
+        )
+        same = (step["layer"], step["model_head"], step["n"]) == (reads["layer"], reads["head"], reads["n"])
+        if same and last_call["min_hits"] > 2:
+            text += (
+                f" Under the study's rule of 2 hits the same query reads {step['keys_read']} keys "
+                f"({step['keys_read'] / step['n']:.1%}, section 1)."
+            )
+    return text
+
+
 # --------------------------------------------------------------------------- section 5: a live run
+def live_bottom_line(seconds: float) -> str:
+    """Section 5's bottom line, with how long the live run took, rounded coarsely (load moves it)."""
+    took = "under a minute" if seconds < 60 else f"about {max(1, round(seconds / 60))} minutes"
+    return (
+        f"**Bottom line:** one layer of the study can be re-made from the shipped capture in {took} on this "
+        "machine: the live run matches the study's seed-0 errors and budgets for this layer (the caption gives the "
+        "largest gap; a claim in section 12 checks it)."
+    )
+
+
 def live_table(live: dict, results: dict, row: int = 2) -> Table:
     """A live (10, 150), seed-0 run of one shipped layer beside the study's seed-0 numbers."""
     layer, heads, *_ = experiments.shipped_layer(row)
@@ -520,11 +563,16 @@ def live_table(live: dict, results: dict, row: int = 2) -> Table:
 
 
 # --------------------------------------------------------------------------- section 6: the bill
+def _engine_index(K: int, L: int):
+    """The first shipped layer's keys (one KV head) and the index the engine builds over them."""
+    k = load_shipped_capture().keys[0, :1].float()
+    return k, lsh_index.build_index(k, K=K, L=L)
+
+
 def bill_table(context: int = 8192, K: int = 10, L: int = 150) -> Table:
     """Notebook 05a's bill for SmolLM2 at ``context`` tokens, and the index the engine really builds."""
     report = budget.budget_report("SmolLM2-135M", context, K=K, L=L)
-    k = load_shipped_capture().keys[0, :1].float()
-    built = lsh_index.build_index(k, K=K, L=L)
+    k, built = _engine_index(K, L)
     mib = 2.0**20
     rows = [
         {"item": "KV cache, all layers (fp16)", "MiB": report["kv_bytes"] / mib},
@@ -537,17 +585,26 @@ def bill_table(context: int = 8192, K: int = 10, L: int = 150) -> Table:
     return table(
         rows,
         formats={"MiB": "{:.2f}"},
-        caption=f"SmolLM2-135M at {context:,} tokens, (K, L) = ({K}, {L}): the engine stores 8-byte bucket "
-        "offsets, notebook 05a's bill 4-byte ones",
+        caption=f"SmolLM2-135M at {context:,} tokens, (K, L) = ({K}, {L}): the engine stores "
+        f"{built.entries.element_size()}-byte token ids and {built.offsets.element_size()}-byte bucket offsets, "
+        f"notebook 05a's bill {report['index_bytes']}-byte ones",
     )
 
 
 def bill_bottom_line(context: int = 8192, K: int = 10, L: int = 150) -> str:
     report = budget.budget_report("SmolLM2-135M", context, K=K, L=L)
+    model = report["model"]
+    ids, kv = report["table_bytes_per_head_token"], report["kv_pair_bytes_per_head_token"]
+    offsets = report["bucket_metadata_bytes"] / (context * model["layers"] * model["kv_heads"])  # per key
+    k, built = _engine_index(K, L)
     return (
-        f"**Bottom line:** at ({K}, {L}) every key carries {report['table_bytes_per_head_token']} bytes of table "
-        f"ids beside its {report['kv_pair_bytes_per_head_token']}-byte key and value, so the index takes "
-        f"{report['index_to_kv_ratio']:.2f}x the KV cache's memory on this model."
+        f"**Bottom line:** in notebook 05a's bill, at ({K}, {L}) every key carries {ids} bytes of table ids beside "
+        f"its {kv}-byte key and value, {ids / kv:.2f}x on their own. The bucket offsets ({2**K:,} x {L} per layer "
+        f"and KV head, whatever the context) add {offsets:.0f} bytes per key at {context:,} tokens, so the index "
+        f"takes {report['index_to_kv_ratio']:.2f}x the KV cache's memory on this model. The engine stores each id "
+        f"in {built.entries.element_size()} bytes at this context, and its measured index for one layer and KV head "
+        f"is {built.table_bytes / (2 * k.numel() * 2):.2f}x that head's keys and values in fp16: still more than the "
+        "cache it indexes."
     )
 
 
@@ -620,12 +677,19 @@ def speed_text(path=None) -> str:
     )
 
 
+@functools.lru_cache(maxsize=4)
+def _mass(row: int) -> dict:
+    """:func:`experiments.mass_captured` at (10, 150), seed 0, kept: the table and section 8's
+    bottom line read the same numbers, and each costs a live run of one layer."""
+    return experiments.mass_captured(row=row)
+
+
 def mass_table(rows=(0, 3)) -> Table:
     """The true attention weight on the keys MagicPIG reads (exact set and sample apart) and on
     TopK's keys when TopK reads as many, per head of the shipped layers ``rows``."""
     out = []
     for r in rows:
-        m = experiments.mass_captured(row=r)
+        m = _mass(r)
         for i, h in enumerate(m["heads"]):
             out.append(
                 {
@@ -656,9 +720,10 @@ def proposal_text(results: dict, step: dict) -> str:
     by_score = np.argsort(-(keys @ step["q"]))[:100]
     by_angle = np.argsort(-(centred @ step["q"] / lengths))[:100]
     return (
-        f"Over the whole study, MagicPIG's error is {mp:.3f}; the same keys with a plain softmax (no 1/u) give "
-        f"{plain:.3f}. On section 1's head, of the 100 keys with the highest scores, "
-        f"{len(np.intersect1d(by_score, by_angle))} are among the 100 with the smallest angle to `q`, and "
+        f"Over the whole study, MagicPIG's error is {mp:.3f}; the same keys with a plain softmax (no 1/u), that is, "
+        f"with their true weights renormalised over the keys read, give {plain:.3f}. On section 1's head, of the "
+        f"100 keys with the highest scores, {len(np.intersect1d(by_score, by_angle))} are among the 100 with the "
+        "smallest angle to `q`, and "
         f"`|k − μ|` spans {np.percentile(lengths, 10):.1f} to {np.percentile(lengths, 90):.1f} (10th to 90th "
         "percentile)."
     )
@@ -808,8 +873,9 @@ def sampled_share_table(share: dict) -> Table:
     )
 
 
-def sampled_share_bottom_line(share: dict) -> str:
-    """What the head dimension and the real keys' spread do to the sampled share; section 8's bottom line."""
+def sampled_share_bottom_line(share: dict, results: dict, rows=(0, 3)) -> str:
+    """What the head dimension and the real keys' spread do to the sampled share; section 8's bottom line,
+    with the two measurements of its proposal and its correction."""
     iso = share["isotropic"]
     real = (
         f"layer {share['layer']}'s real keys sample {share['real'] / iso[64]:.1f}x the random-direction share at d = 64"
@@ -818,13 +884,25 @@ def sampled_share_bottom_line(share: dict) -> str:
         head = f"Doubling d from 64 to 128 divides the random-direction share by {iso[64] / iso[128]:.2f}; {real}."
     else:
         head = f"{real[0].upper()}{real[1:]}."
+    mp = series_summary(results, "magicpig K10 L150")["error"]
+    plain = series_summary(results, "magicpig K10 L150 no_correction")["error"]
+    held, less = [], True
+    for r in rows:
+        m = _mass(r)
+        total, topk = np.add(m["exact"], m["sampled"]), np.asarray(m["topk"])
+        less &= bool(np.all(total < topk))
+        held.append(f"layer {m['layer']} {total.mean():.3f} against {topk.mean():.3f}")
+    correction = "help" if mp < plain else "do not help"
+    keys = "less of the true weight than" if less else "not always less of the true weight than"
     return (
         f"{head} Doubling the head dimension alone would shrink the sampled share, and the real keys' "
         "wider spread matters even more, so neither the budget nor the error carries over from one model to "
         "another: measure on the model you have.\n\n"
-        "**Bottom line:** MagicPIG loses on this model in its proposal (the keys the tables hand over), not in its "
-        "correction (the 1/u weights help); the exact set does much of the work, the hash seed barely moves the "
-        "study's average, and the share a (K, L) samples depends on the model."
+        f"**Bottom line:** on this model the 1/u weights {correction} (error {mp:.3f}, against {plain:.3f} for the "
+        f"same keys weighed plainly), and the keys MagicPIG reads hold {keys} TopK's as many (shipped layers, "
+        f"mean over their heads: {', '.join(held)}); how much of its error each accounts for is not measured here. "
+        "The exact set does much of the work, the hash seed barely moves the study's average, and the share a "
+        "(K, L) samples depends on the model."
     )
 
 
@@ -1017,8 +1095,10 @@ def suggests_text(results: dict, step: dict) -> str:
         )
         + "In bytes, as this count has it, the tables are a cheap proposal; in time they are not free (section 7 and "
         "notebook 07 §5), and they cost memory (section 6).\n\n"
-        "**Bottom line:** on this model, keep a table index and the exact set, but hash so that the proposal follows "
-        "the score rather than the angle, since sampling from the true weights (the oracle and the hybrid) beats TopK."
+        "**Bottom line:** on this model the exact set and a table index are worth keeping: the exact set does much "
+        "of the work (section 8), and in bytes the tables are a cheap proposal. A hypothesis these measurements "
+        "suggest but do not test: a hash whose proposal follows the score rather than the angle would narrow the "
+        "gap to TopK, since sampling from the true weights (the oracle and the hybrid) beats it."
     )
 
 
@@ -1091,8 +1171,9 @@ def answer_hybrid(results: dict) -> str:
         "weights; MagicPIG's tables offer a cheap proposal that roughly follows the score, with known odds `u`. What a "
         "real system can afford is the fixed exact set (sinks and recent tokens, no search needed) plus a cheap "
         f"proposal. The gap between MagicPIG ({S('magicpig K10 L150'):.4f}) and oracle sampling "
-        f"({S('oracle @K10 L150'):.4f}) is mostly the price of a proposal that follows angles rather than scores; the "
-        "hybrid's further gain comes from its exact top half, which needs every score. Part 2 measured three "
+        f"({S('oracle @K10 L150'):.4f}) is likely, though not measured here, mostly the price of a proposal that "
+        "follows angles rather than scores; the hybrid's further gain comes from its exact top half, which needs "
+        "every score. Part 2 measured three "
         f"affordable proposals at (10, 150): MagicPIG + exact top {S('mp_exact_top @K10 L150'):.4f}, "
         f"vAttention-style {S('vattention @K10 L150'):.4f}, SparQ {S('sparq @K10 L150'):.4f} (which also reads "
         f"{affordable.sparq_channels(d)} channels of every key)." + (" None reaches TopK." if afford else "")

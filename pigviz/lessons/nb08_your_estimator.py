@@ -245,8 +245,11 @@ def _entry(rows, name, fraction):
     raise ValueError(f"no rows of {name!r} at {fraction}")
 
 
-def correction_line(rows, plain, corrected: str = "uniform_sample", uncorrected: str = "no_correction") -> str:
-    """The warm-up's mean error with and without the n/m correction, at each budget."""
+def correction_line(
+    rows, plain, corrected: str = "uniform_sample", uncorrected: str = "no_correction", reference: str = "topk"
+) -> str:
+    """The warm-up's mean error with and without the N/m correction, at each budget, and both
+    against the reference's (TopK's) error on the same rows."""
     both = combine(rows, plain)
     fractions = sorted({r["fraction"] for r in plain})
     pairs = {f: (_entry(both, uncorrected, f)["error"], _entry(both, corrected, f)["error"]) for f in fractions}
@@ -259,7 +262,10 @@ def correction_line(rows, plain, corrected: str = "uniform_sample", uncorrected:
         else f"The correction lowers the error at {', '.join(helps) or 'no budget'} and raises it at "
         f"{', '.join(hurts)}."
     )
-    return "Mean error " + "; ".join(parts) + ". " + verdict
+    ref = {f: _entry(both, reference, f)["error"] for f in fractions}
+    name = estimators.LABELS.get(reference, reference)
+    against = "; ".join(f"at {f:.0%}: {a / ref[f]:.1f}x without, {b / ref[f]:.1f}x with" for f, (a, b) in pairs.items())
+    return "Mean error " + "; ".join(parts) + ". " + verdict + f" Against {name}'s mean error: {against}."
 
 
 def _worked(rows):
@@ -437,7 +443,7 @@ def claims() -> list[Claim]:
     )
     ratio = [entries[("uniform_sample", f)]["vs_reference"] for f in fractions]
     claim(
-        "the warm-up's uniform sample (exact sinks and recent window, n/m correction) loses to TopK at both budgets",
+        "the warm-up's uniform sample (exact sinks and recent window, N/m correction) loses to TopK at both budgets",
         all(x > 1 for x in ratio),
         ", ".join(f"{x:.1f}x TopK's error" for x in ratio),
     )

@@ -112,6 +112,40 @@ def test_computed_sentences_carry_the_study_numbers_and_no_nan(results):
     assert "Bottom line" in texts[0] and "Bottom line" in texts[1] and "Bottom line" in texts[3]
 
 
+def test_claims_of_cause_that_were_not_measured_say_so(results):
+    assert "not measured here" in lesson.answer_hybrid(results)
+
+
+def _reads(counts=(164, 119, 160), layer=2, head=6, n=8192):
+    shares = (0.75, 0.52, 0.49)
+    names = ("topk", "magicpig", "quest")
+    methods = {m: {"read": np.arange(c), "weight_read": w} for m, c, w in zip(names, counts, shares)}
+    return {"layer": layer, "head": head, "n": n, "budget": 164, "methods": methods}
+
+
+def test_the_token_views_bottom_line_counts_each_read_and_says_the_budget_is_a_cap():
+    step = {"layer": 2, "model_head": 6, "n": 8192, "keys_read": 655}
+    call = {"min_hits": 4, "sampled": 51, "fallback": False}
+    text = lesson.reads_bottom_line(_reads(), step, call)
+    counts = "TopK 164, MagicPIG (10, 150) 119, Quest (pages of 16) 160"
+    assert f"within the same budget of 164 keys (read: {counts})" in text
+    assert "raises `min_hits` from 2" in text and "here to 4, which leaves 51 sampled keys" in text
+    assert "the same query reads 655 keys (8.0%, section 1)" in text
+    other = lesson.reads_bottom_line(_reads(head=7), step, call)  # another query: no comparison with section 1
+    assert "655" not in other and "here to 4" in other
+
+
+def test_the_live_runs_time_is_stated_coarsely():
+    assert "in under a minute on this machine" in lesson.live_bottom_line(3.2)
+    assert "in about 2 minutes on this machine" in lesson.live_bottom_line(130.0)
+
+
+def test_the_bill_separates_table_ids_from_bucket_offsets():
+    text = lesson.bill_bottom_line()
+    assert "600 bytes of table ids beside its 256-byte key and value, 2.34x on their own" in text
+    assert "add 75 bytes per key at 8,192 tokens" in text and "2.64x the KV cache" in text
+
+
 def test_the_flat_heads_answer_rests_on_measurements_not_the_sink_alone(results):
     sink = experiments.load_shipped_capture().extras["sink_weight"].numpy()
     text = lesson.answer_flat_heads(results, sink)

@@ -73,9 +73,9 @@ def test_the_open_exercise_stands_in_or_stops_with_a_way_on():
         ex.enable_solutions(None)
 
 
-def fake_rows():
+def fake_rows(errors=(("topk", (0.1, 0.3)), ("mine", (0.05, 0.2)), ("quest", (0.4, 0.5)))):
     rows = []
-    for name, errs in (("topk", (0.1, 0.3)), ("mine", (0.05, 0.2)), ("quest", (0.4, 0.5))):
+    for name, errs in errors:
         for pos, e in enumerate(errs):
             rows.append(
                 dict(
@@ -117,3 +117,12 @@ def test_correction_factor_and_combine():
     assert "leaves nothing to draw" in nb08.correction_factor(8192, 40)
     a, b = fake_rows()[:4], fake_rows()[2:]
     assert [r["estimator"] for r in nb08.combine(a, b)] == ["topk", "topk", "mine", "mine", "quest", "quest"]
+
+
+def test_correction_line_compares_both_versions_with_topk():
+    rows = fake_rows((("topk", (0.1, 0.3)), ("uniform_sample", (0.4, 0.6))))
+    plain = fake_rows((("no_correction", (0.5, 0.7)),))
+    line = nb08.correction_line(rows, plain)
+    assert "at 2%: 0.600 without the correction, 0.500 with it" in line
+    assert "The correction lowers the error at every budget." in line
+    assert line.endswith("Against TopK's mean error: at 2%: 3.0x without, 2.5x with.")

@@ -5,7 +5,8 @@ An estimator reads a few keys exactly (``exact``: the sinks and the recent windo
 the rest of its budget uniformly, without replacement, from the other keys (``sampled``). The
 drawn keys stand for all the keys they were drawn from: each one's weight exp(score) counts
 (n - len(exact)) / len(sampled) times, so that the sample's share of the softmax's sum is
-estimated without bias. One softmax then runs over the exact keys and the scaled sample.
+estimated without bias. One softmax then runs over the exact keys and the scaled sample; it
+divides by that estimated sum, so the output, a ratio, keeps a small bias at a finite sample.
 """
 
 from __future__ import annotations
