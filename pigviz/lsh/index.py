@@ -30,6 +30,7 @@ memory guard counts both.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import mmap
 import os
 from dataclasses import dataclass, field
@@ -336,17 +337,10 @@ def grow_index(prompt_index: LSHIndex, k: torch.Tensor, n: int) -> LSHIndex:
     # Made as int32: torch has no arange for the uint16 ids of a short index.
     new = torch.arange(n0, n, dtype=torch.int32, device=base.device).to(base.entries.dtype).expand(Hkv, L, n - n0)
     norms = (k[:, n0:n].float() - base.mean[:, None, :]).norm(dim=-1)
-    return LSHIndex(
-        K=base.K,
-        L=base.L,
-        sinks=base.sinks,
-        recent=base.recent,
-        seed=base.seed,
-        centred=base.centred,
-        planes=base.planes,
-        mean=base.mean,
+    # The grown index shares the lookup tables the prompt's index cached (they depend on K, L, planes only).
+    return dataclasses.replace(
+        base,
         entries=torch.cat([base.entries, new], dim=2),
-        offsets=base.offsets,
         centred_norms=torch.cat([base.centred_norms, norms], dim=1),
         cache=base.cache,
     )

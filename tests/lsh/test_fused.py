@@ -2,6 +2,7 @@
 same read set, same outputs to 1e-5, the log-normaliser, the decode buffer, the compiled
 index build, and the fallback when numba is missing."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -318,18 +319,8 @@ def test_short_and_wide_storage_read_the_same_keys(step, index):
     same tables: the same kernel, compiled for each, gives the same bits."""
     q, k, v = step
     assert index.entries.dtype == torch.uint16 and index.offsets.dtype == torch.int32
-    wide = lsh_index.LSHIndex(
-        K=index.K,
-        L=index.L,
-        sinks=index.sinks,
-        recent=index.recent,
-        seed=index.seed,
-        centred=index.centred,
-        planes=index.planes,
-        mean=index.mean,
-        entries=index.entries.to(torch.int32),
-        offsets=index.offsets.to(torch.int64),
-        centred_norms=index.centred_norms,
+    wide = dataclasses.replace(
+        index, entries=index.entries.to(torch.int32), offsets=index.offsets.to(torch.int64), cache={}
     )
     out, stats = fused_attend.attend(index, q, k, v, return_read_mask=True)
     out_w, stats_w = fused_attend.attend(wide, q, k, v, return_read_mask=True)
