@@ -27,7 +27,8 @@ lint: setup
 ## Notebooks run with the reference solutions standing in for blank exercises (PIGVIZ_SOLUTIONS=1).
 ## The emulated CPU: OpenBLAS's oldest x86-64 kernels, torch's portable (non-vector) kernels and one
 ## thread sum in other orders than this machine's, so a printed rounding residue would show here.
-NBVAL := -m pytest -q --nbval notebooks --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider
+## nbval's items are a notebook's cells, which run in order: random order is for the library's tests only.
+NBVAL := -m pytest -q --nbval notebooks --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider -p no:randomly
 EMULATED_CPU := OPENBLAS_CORETYPE=Prescott ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1
 test: setup lint
 	$(BIN)/pigviz exercises --self-test

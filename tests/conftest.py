@@ -1,10 +1,17 @@
 """Fixtures every test folder shares: the bundled SmolLM2 model (loaded once per session) and the
 shipped capture."""
 
+import os
+import tempfile
+
 import pytest
 from hypothesis import settings
 
 from pigviz.model import loading, shipped
+
+# A passing check keeps the learner's function on disk (exercises.mine); tests and the notebook
+# servers they start keep theirs in a folder of this run, never in the user's home.
+os.environ.setdefault("PIGVIZ_MINE_DIR", tempfile.mkdtemp(prefix="pigviz-mine-"))
 
 # The same examples on every run and every machine: a property test that found a failure on one
 # machine must find it on the next. `pytest --hypothesis-profile=explore` searches afresh.

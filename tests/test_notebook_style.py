@@ -6,8 +6,12 @@ Counted in the jupytext sources (the executed and learner notebooks are made fro
   plumbing goes into a lesson helper or a cell collapsed by default
   (``# %% jupyter={"source_hidden": true}``), which JupyterLab and the site show on demand;
 * no code cell aligns a text table by hand (``{x:<10}``): tables are ``lessons.table(...)``;
-* every exercise is introduced by its markers line (difficulty, importance, minutes) and a
-  folded hint, both taken from the exercise's own record.
+* every exercise is introduced by its markers line (difficulty, importance, minutes) and two
+  folded hints, a nudge (what to think about) and then the code-level hint, both taken from the
+  exercise's own record; its check cell is one line, ``fn = ex.check("NN.fn", fn)``;
+* one convention everywhere: the prose is markdown (no cell renders a paragraph from a function of
+  a per-notebook lessons module), ``lessons.folded`` folds (no local copy), a per-notebook module
+  is imported as ``nbNN``, and the Colab set-up cell is collapsed under a one-line comment.
 """
 
 import ast
@@ -80,7 +84,48 @@ def test_each_exercise_shows_its_markers_and_a_folded_hint_before_its_blank(exer
     before = cells[i - 1]
     assert before.cell_type == "markdown", f"{exercise.name}: the cell before the blank must introduce it"
     assert exercise.markers() in before.source, f"{exercise.name}: put `{exercise.markers()}` above the blank"
-    folded = re.search(r"<details><summary>Hint</summary>(.*?)</details>", before.source.replace("\n", " "))
-    assert folded, f"{exercise.name}: add a folded <details><summary>Hint</summary> ... </details> above the blank"
-    said = " ".join(folded.group(1).split())
-    assert " ".join(exercise.hint.split()) in said, f"{exercise.name}: the folded hint must give the exercise's hint"
+    text = before.source.replace("\n", " ")
+    nudge = re.search(r"<details><summary>Hint 1: what to think about</summary>(.*?)</details>", text)
+    code = re.search(r"<details><summary>Hint 2: the code</summary>(.*?)</details>", text)
+    assert nudge and code, (
+        f"{exercise.name}: fold two hints above the blank, '<details><summary>Hint 1: what to think about"
+        "</summary> ... </details>' and then '<details><summary>Hint 2: the code</summary> ... </details>'"
+    )
+    assert nudge.start() < code.start(), f"{exercise.name}: the nudge comes before the code-level hint"
+    assert exercise.nudge.strip(), f"{exercise.name}: give the exercise a nudge (Exercise.nudge)"
+    assert " ".join(exercise.nudge.split()) in " ".join(nudge.group(1).split()), (
+        f"{exercise.name}: the first fold must give the exercise's nudge"
+    )
+    assert " ".join(exercise.hint.split()) in " ".join(code.group(1).split()), (
+        f"{exercise.name}: the second fold must give the exercise's hint"
+    )
+
+
+@pytest.mark.parametrize("exercise", ex.exercises(), ids=lambda e: e.name)
+def test_each_check_cell_goes_on_with_what_the_check_returns(exercise):
+    cells = _cells(_notebook_of(exercise))
+    i = _stub_index(cells, exercise)
+    after = cells[i + 1]
+    fn = exercise.function_name
+    wanted = f'{fn} = ex.check("{exercise.name}", {fn})'
+    assert after.cell_type == "code" and wanted in after.source, (
+        f"{exercise.name}: the cell after the blank is `{wanted}`"
+    )
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_one_convention_for_prose_folds_aliases_and_the_colab_cell(source):
+    cells = _cells(source)
+    text = "\n".join(c.source for c in cells if c.cell_type == "code")
+    key = source.stem.split("_", 1)[0]
+    assert "reference_or(" not in text, f"{source.name}: `fn = ex.check(name, fn)` replaces reference_or"
+    assert not re.search(r"^def folded\(", text, re.M), f"{source.name}: use lessons.folded, not a local copy"
+    prose_call = re.search(r"Markdown\(\s*(nb\d\d\w*|lesson)\.\w+\(", text)
+    assert not prose_call, f"{source.name}: prose is markdown, not {prose_call.group(0)}...) from a lessons module"
+    for m in re.finditer(r"from pigviz\.lessons import (nb\d\d\w*)(?: as (\w+))?", text):
+        assert m.group(2) == f"nb{key}", f"{source.name}: import {m.group(1)} as nb{key}, not {m.group(2)}"
+    colab = [c for c in cells if c.cell_type == "code" and "google.colab" in c.source]
+    assert len(colab) == 1, f"{source.name}: one Colab set-up cell"
+    assert _hidden(colab[0]), f'{source.name}: collapse the Colab set-up cell (jupyter={{"source_hidden": true}})'
+    first = colab[0].source.splitlines()[0]
+    assert first.startswith("# ") and "install" in first, f"{source.name}: the Colab cell opens with what it installs"

@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_path", "write_json_atomic", "sha256_file"]
+__all__ = ["atomic_path", "write_json_atomic", "write_text_atomic", "sha256_file"]
 
 
 @contextlib.contextmanager
@@ -35,6 +35,13 @@ def atomic_path(path: str | os.PathLike):
 def write_json_atomic(path: str | os.PathLike, obj, *, indent: int | None = 1) -> Path:
     """Serialise ``obj`` as JSON (NaN refused) and move it into place atomically."""
     text = json.dumps(obj, indent=indent, allow_nan=False, sort_keys=False) + "\n"
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) and move it into place atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)

@@ -5,16 +5,26 @@ its known wrong versions."""
 from __future__ import annotations
 
 from pigviz import lessons
+from pigviz.lessons import prose
 
 __all__ = ["register"]
 
 
 def _cmd_verify(args) -> int:
-    claims, ok = lessons.run_claims()
-    print(lessons.format_table(claims))
+    wanted = args.notebook or None
+    if wanted:
+        unknown = [n for n in wanted if n not in lessons.LESSON_MODULES]
+        if unknown:
+            raise SystemExit(f"--notebook must be one of {', '.join(lessons.LESSON_MODULES)}, got {', '.join(unknown)}")
+    modules = None if not wanted else [lessons.LESSON_MODULES[n] for n in wanted]
+    claims, ok = lessons.run_claims(modules)
     failed = [c for c in claims if not c.passed]
-    print(f"\n{len(claims) - len(failed)} passed, {len(failed)} failed")
-    return 0 if ok else 1
+    if not args.prose:
+        print(lessons.format_table(claims))
+        print(f"\n{len(claims) - len(failed)} passed, {len(failed)} failed")
+    problems = prose.check_prose(args.notebooks, notebooks=wanted, claims=claims)
+    print(prose.format_problems(problems))
+    return 0 if (ok or args.prose) and not problems else 1
 
 
 def _cmd_exercises(args) -> int:
@@ -22,7 +32,24 @@ def _cmd_exercises(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("verify", help="re-derive every headline number the notebooks state")
+    p = sub.add_parser(
+        "verify",
+        help="re-derive every headline number the notebooks state, and check every number in their prose",
+    )
+    p.add_argument(
+        "--prose",
+        action="store_true",
+        help="only the prose check: each number in a markdown cell is one a claim computes, or a listed definition",
+    )
+    p.add_argument(
+        "--notebooks",
+        metavar="DIR",
+        default=None,
+        help="the notebooks whose markdown to read (default: the shipped ones)",
+    )
+    p.add_argument(
+        "--notebook", action="append", metavar="NN", help="only this notebook (01 ... 08, 05a, 05b); repeatable"
+    )
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser(

@@ -4,7 +4,9 @@
     from pigviz import lessons
     lessons.claims_table("05b")                    # the table a notebook shows; nbval compares its text
     lessons.table(rows, formats={"error": "{:.3f}"})  # any table: rendered in Jupyter, stable text for nbval
-    lessons.check("05.paged_waste", paged_waste)   # a learner's function against its check
+    paged_waste = lessons.check("05.paged_waste", paged_waste)  # a learner's function against its check
+    lessons.mine.paged_waste                       # that function again, in a later cell or notebook
+    lessons.folded("Answer 1", text)               # Markdown behind a click (solutions, answers)
     lessons.solution("05.paged_waste")             # the reference, one call away
     lessons.agree(mine, theirs, within=1e-12)      # "agree to better than 1e-12": no CPU-dependent residue
 """
@@ -13,8 +15,8 @@ from __future__ import annotations
 
 from pigviz._util.fmt import agree, below
 from pigviz.lessons import exercises
-from pigviz.lessons.exercises import check, reference_or, solution
-from pigviz.lessons.tables import Table, table
+from pigviz.lessons.exercises import check, mine, reference_or, solution
+from pigviz.lessons.tables import Folded, Table, folded, table
 from pigviz.lessons.verify import LESSON_MODULES, Claim, collect_claims, format_table, run_claims
 
 __all__ = [
@@ -33,6 +35,9 @@ __all__ = [
     "below",
     "table",
     "Table",
+    "folded",
+    "Folded",
+    "mine",
     "claims_table",
 ]
 

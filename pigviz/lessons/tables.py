@@ -14,7 +14,7 @@ import html
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["Table", "table", "fmt"]
+__all__ = ["Table", "table", "fmt", "Folded", "folded"]
 
 # The look of every table: compact, numbers right-aligned, a light header rule.
 _STYLES = [
@@ -140,3 +140,25 @@ def table(
         for row in frame.index[frame[column] == value]:
             highlights[(int(row), column)] = _FAIL
     return Table(frame, text, highlights, caption)
+
+
+class Folded:
+    """Markdown a notebook shows folded (a solution, a computed answer): one click on the summary
+    opens it. Jupyter and the site render the text as Markdown (maths included); nbval and a
+    terminal see the summary and the whole text."""
+
+    def __init__(self, summary: str, text: str):
+        self.summary, self.text = str(summary), str(text)
+
+    def __repr__(self) -> str:
+        return f"[{self.summary}]\n{self.text}"
+
+    def _repr_markdown_(self) -> str:
+        return f"<details><summary>{html.escape(self.summary)}</summary>\n\n{self.text}\n\n</details>"
+
+
+def folded(summary: str, text) -> Folded:
+    """``text`` (Markdown, or anything whose ``_repr_markdown_`` or ``str`` gives it) behind a
+    ``<details>`` fold titled ``summary``: the one way every notebook folds solutions and answers."""
+    markdown = getattr(text, "_repr_markdown_", None)
+    return Folded(summary, markdown() if callable(markdown) else str(text))

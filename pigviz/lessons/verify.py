@@ -35,6 +35,9 @@ class Claim:
     passed: bool
     value: str  # the measured number, formatted
     source: str = field(default="")
+    # The texts the notebook's prose quotes from this claim, formatted as written there ("0.41x",
+    # "8,174 tokens"): every number in them counts as computed for `pigviz verify --prose`.
+    quotes: tuple = ()
 
     def row(self) -> tuple[str, str, str, str]:
         return (self.notebook, self.text, self.value, "PASS" if self.passed else "FAIL")

@@ -1,28 +1,28 @@
 """Exercises: the learner writes the central code of a notebook, a check says if it is right.
 
-A notebook leaves a function body as ``...`` (the exercise cell), then checks it::
+A notebook leaves a function body as ``...`` (the exercise cell), then checks it and goes on with
+what the check returns::
 
     from pigviz.lessons import exercises as ex
 
     def topk_estimate(weights, values, budget):
         ...
 
-    topk_estimate = ex.reference_or("01.topk_estimate", topk_estimate)
-    ex.check("01.topk_estimate", topk_estimate)
+    topk_estimate = ex.check("01.topk_estimate", topk_estimate)
 
-``check`` runs the function on many inputs, edge cases included, and returns True or raises
-``CheckFailed`` (an AssertionError) naming the input, the expected and the returned value, and a
-hint (and, when the result is what a common mistake gives, which mistake). In IPython and Jupyter
-the failure shows as that message alone, not as a traceback through this package, with one line
-on how to go on when stuck (``use_reference``, or the folded solution). It accepts loops or
-vectorised code, numpy or torch: when numpy input makes the function raise, the case is
-retried with torch tensors, and torch results are compared as numpy arrays.
+``check`` runs the function on many inputs, edge cases included, and returns the function to go on
+with, or raises ``CheckFailed`` (an AssertionError) naming the input, the expected and the returned
+value, and a hint (and, when the result is what a common mistake gives, which mistake). In IPython
+and Jupyter the failure shows as that message alone, not as a traceback through this package, with
+one line on how to go on when stuck (``use_reference``, or the folded solution). It accepts loops or
+vectorised code, numpy or torch: when numpy input makes the function raise, the case is retried with
+torch tensors, and torch results are compared as numpy arrays.
 
-``reference_or`` is the switch for committed, nbval-tested notebooks: while the function is
-still blank and solutions are on (environment variable ``PIGVIZ_SOLUTIONS=1``, or
-``enable_solutions()``), it returns the reference solution instead, so the rest of the
-notebook runs; otherwise it returns the learner's function unchanged, and the check fails
-with a pointer to the blank until the learner writes it.
+What ``check`` returns: the learner's function when it passes; the reference solution when the
+function is still blank and solutions are on (environment variable ``PIGVIZ_SOLUTIONS=1``, or
+``enable_solutions()``), so that committed, nbval-tested notebooks run through. A passing function is
+kept (d2l's ``#@save``): ``ex.mine.softmax`` is the learner's own ``softmax`` in later cells and later
+notebooks, or the reference, with one line saying so, where the learner skipped it.
 
 ``solution(name)`` shows the reference, ``exercises()`` lists them, ``self_test()`` checks the
 checks: each must pass its reference and fail the blank and every known wrong version.
@@ -32,9 +32,16 @@ from __future__ import annotations
 
 import copy
 import difflib
+import inspect
+import math
 import os
 import sys
+import textwrap
+from pathlib import Path
 
+import numpy as np
+
+from pigviz._util.io import write_text_atomic
 from pigviz.lessons.exercises import nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08
 from pigviz.lessons.exercises._framework import (
     Case,
@@ -64,6 +71,9 @@ __all__ = [
     "case_inputs",
     "reference_or",
     "use_reference",
+    "mine",
+    "Mine",
+    "MINE_DIR_ENV",
     "markers",
     "CheckFailed",
     "solutions_enabled",
@@ -75,6 +85,8 @@ __all__ = [
 ]
 
 SOLUTIONS_ENV = "PIGVIZ_SOLUTIONS"
+# Where a passing function's source is kept for later notebooks (another kernel): a folder per user.
+MINE_DIR_ENV = "PIGVIZ_MINE_DIR"
 
 # Notebook key -> file stem, in teaching order. Lesson 05 spans two notebooks, 05a and 05b: its
 # exercises keep the names "05.*" and say which notebook holds them (Exercise.notebook_key).
@@ -146,17 +158,29 @@ class CheckFailed(AssertionError):
         return [f"\x1b[31m✗ {lines[0]}\x1b[0m", *lines[1:], self.stuck_line()]
 
 
-def check(name: str, fn, *, quiet: bool = False) -> bool:
-    """Run exercise ``name``'s check on ``fn``: True, or ``CheckFailed`` (an AssertionError) with
-    the failing input, expected vs got, and a hint. Prints one line on success unless ``quiet``."""
+def check(name: str, fn, *, quiet: bool = False):
+    """Run exercise ``name``'s check on ``fn`` and return the function to go on with.
+
+    ``fn`` itself when it passes (kept, as ``mine.<function name>``, for later cells and notebooks);
+    the reference solution when ``fn`` is still blank and solutions are on (``PIGVIZ_SOLUTIONS=1``),
+    so that a committed notebook runs through. Otherwise ``CheckFailed`` (an AssertionError) with the
+    failing input, expected vs got, and a hint. Prints one line unless ``quiet``."""
     __tracebackhide__ = True  # noqa: F841 - IPython and pytest then show the message, not this frame
     ex = get(name)
+    if is_blank(fn) and solutions_enabled():
+        if not quiet:
+            print(
+                f"{ex.name}: {getattr(fn, '__name__', ex.function_name)} is blank and {SOLUTIONS_ENV} is on, "
+                f"so the reference solution stands in"
+            )
+        fn = ex.reference
     message = failure(ex, fn)
     if message is not None:
         raise CheckFailed(message, ex.name, ex.function_name) from None
     if not quiet:
         print(f"{ex.name}: pass ({len(ex.cases())} cases)")
-    return True
+    mine._keep(ex, fn)
+    return fn
 
 
 class Solution(str):
@@ -216,11 +240,8 @@ def markers(name: str) -> str:
 
 
 def reference_or(name: str, fn):
-    """``fn``, unless it is still blank and solutions are on: then the reference solution.
-
-    Use it in the check cell, before ``check``, so that a notebook run with
-    ``PIGVIZ_SOLUTIONS=1`` (nbval, the static site) passes with the references filled in,
-    while a learner with a blank function sees the check fail."""
+    """``fn``, unless it is still blank and solutions are on: then the reference solution. Older
+    notebooks call it before ``check``; ``check`` itself now returns the function to go on with."""
     ex = get(name)
     if is_blank(fn) and solutions_enabled():
         print(
@@ -229,6 +250,72 @@ def reference_or(name: str, fn):
         )
         return ex.reference
     return fn
+
+
+class Mine:
+    """The learner's own functions, kept when their check passes (d2l's ``#@save``).
+
+    ``ex.mine.softmax`` is the ``softmax`` that passed ``03.softmax``: in this kernel the function
+    object itself; in another notebook's kernel, the source kept on disk (``PIGVIZ_MINE_DIR``, by
+    default ``~/.pigviz/mine``), re-checked before use. Where the learner skipped the exercise, or
+    the kept one no longer passes, the reference stands in and one line says so. With solutions on
+    (nbval, the site) nothing is read from disk, so a committed notebook never depends on what a
+    learner kept."""
+
+    def __init__(self):
+        self._kept: dict[str, object] = {}
+
+    @staticmethod
+    def folder() -> Path:
+        return Path(os.environ.get(MINE_DIR_ENV) or Path.home() / ".pigviz" / "mine")
+
+    def _keep(self, ex: Exercise, fn) -> None:
+        self._kept[ex.function_name] = fn
+        if fn is ex.reference:
+            return
+        try:
+            source = textwrap.dedent(inspect.getsource(fn))
+            write_text_atomic(self.folder() / f"{ex.name}.py", source)
+        except (OSError, TypeError):
+            pass  # a function without source (a lambda in a test, a C function): kept in this kernel only
+
+    def _from_disk(self, ex: Exercise):
+        path = self.folder() / f"{ex.name}.py"
+        if solutions_enabled() or not path.is_file():
+            return None
+        namespace = {"np": np, "numpy": np, "math": math, **{k: v for k, v in self._kept.items()}}
+        try:
+            exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)  # noqa: S102
+            fn = namespace[ex.function_name]
+            if failure(ex, fn) is None:
+                return fn
+        except Exception:  # noqa: BLE001 - a kept function that no longer loads is replaced below
+            pass
+        return None
+
+    def __getattr__(self, function_name: str):
+        if function_name.startswith("_"):
+            raise AttributeError(function_name)
+        try:
+            ex = get(function_name)
+        except KeyError as exc:
+            raise AttributeError(f"mine has no {function_name!r}: {exc.args[0]}") from None
+        kept = self._kept.get(ex.function_name)
+        if kept is None:
+            kept = self._from_disk(ex)
+            if kept is not None:
+                print(f"mine.{ex.function_name}: your {ex.name} from {self.folder() / (ex.name + '.py')}")
+                self._kept[ex.function_name] = kept
+        if kept is None:
+            print(f"mine.{ex.function_name}: you have not passed {ex.name} yet, so the reference stands in")
+            return ex.reference
+        return kept
+
+    def __dir__(self):
+        return sorted(self._kept)
+
+
+mine = Mine()
 
 
 # --------------------------------------------------------------------------- self-test and listing

@@ -51,11 +51,14 @@ class Exercise:
     reference: Callable  # the reference solution (its source is the solution)
     make_cases: Callable[[], list]  # -> list[Case], deterministic
     wrong: tuple  # Wrong, at least two
-    hint: str  # the general hint shown with any failure
+    hint: str  # the code-level hint (the notebook's second fold), shown with any failure
     output: str = ARRAY  # FLOAT, INT or ARRAY (ARRAY also covers float-or-array)
     rtol: float = 1e-6
     atol: float = 1e-12
     helpers: tuple = ()  # functions the reference calls, shown with the solution
+    # The first hint a notebook folds above the blank: what to think about, which earlier result to
+    # use; no code. The second fold gives `hint`, the code-level one; the solution fold the rest.
+    nudge: str = ""
     # What the notebook shows before the blank (ARENA's markers): 1-5 each, and the minutes it takes.
     difficulty: int = 0
     importance: int = 0
