@@ -70,6 +70,9 @@ NB ?= 01
 present: setup
 	PIGVIZ_SOLUTIONS=1 $(BIN)/voila $$(ls notebooks/$(NB)_*.ipynb | head -n 1) --strip_sources=True
 
-## A static HTML site of the executed notebooks (interactive plotly figures, works offline).
+## The documentation site in site/ (open site/index.html): the executed notebooks as pages (never
+## re-run), the workshop guide and the API reference, built by Sphinx (myst-nb, sphinx-book-theme)
+## with warnings as errors. Offline: MathJax and plotly.js are copied into it. Sources staged and
+## cached in build/site/, so a second build re-reads only what changed.
 site: setup
-	$(BIN)/python -c "from pigviz.site import build_site; print('wrote', build_site('site'))"
+	$(BIN)/pigviz site --out site

@@ -1,45 +1,104 @@
-"""A static HTML site of the executed notebooks, readable offline and without a kernel.
+"""The documentation site: the executed notebooks, the workshop guide and the API reference as
+one book, built by Sphinx (``myst-nb`` reads the notebooks, ``sphinx-book-theme`` lays them out).
 
-Plotly figures stay interactive: every ``application/vnd.plotly.v1+json`` output becomes a
-``<div>`` drawn by ``Plotly.newPlot``, with one copy of plotly.js written next to the pages
-(found through a relative ``<script src>``, so the site works from ``file://`` too). Widgets
-need a kernel, so each widget output is replaced by a note that says how to run it live.
+:func:`build_site` stages a Sphinx source tree in a work folder (``build/site/`` of the clone by
+default, never ``docs/``): ``docs/site/`` (``conf.py``, the front page, the API pages), the
+README's front matter, ``docs/workshop.md``, the executed notebooks and the learner copies. It
+then runs ``sphinx-build`` once, with warnings as errors, and copies the HTML to ``out_dir``.
+Nothing is executed (``nb_execution_mode = "off"``): the pages show the committed outputs.
+
+A notebook is adapted as it is staged, so that its page works offline and reads as the lesson:
+
+* a plotly figure (``application/vnd.plotly.v1+json``) becomes a ``<div>`` drawn by
+  ``Plotly.newPlot`` with the plotly.js copied into ``_static/`` (no CDN);
+* a widget needs a kernel: its output becomes a note that says how to run it live;
+* a cell whose source JupyterLab collapses (``"jupyter": {"source_hidden": true}``) gets
+  myst-nb's ``hide-input`` tag: its output shows, its code sits behind a toggle;
+* the "Open in Colab" badge (an image on colab.research.google.com) becomes the page's launch
+  bar: Colab, Binder, and the learner copy to download (blank exercises, no outputs).
+
+MathJax comes from ``jupyter-server-mathjax`` and plotly.js from ``plotly``, both copied into
+the site, which therefore works from a folder with no network.
 """
 
 from __future__ import annotations
 
-import copy
 import html
 import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from pigviz import course
-from pigviz._util.io import atomic_path
 
-__all__ = ["build_site", "install_tree", "NOTEBOOK_DIR", "NOTEBOOK_GLOB", "DOCS_DIR", "GUIDES"]
+__all__ = [
+    "build_site",
+    "stage_sources",
+    "install_tree",
+    "NOTEBOOK_DIR",
+    "NOTEBOOK_GLOB",
+    "DOCS_DIR",
+    "SITE_SOURCE",
+    "README",
+    "GUIDES",
+    "WORK_DIR",
+]
 
-NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK_DIR = ROOT / "notebooks"
 # The executed notebooks, in teaching order when sorted: a two-digit lesson number, a part letter
 # for a lesson in several notebooks (05a, 05b), then "_name".
 NOTEBOOK_GLOB = "[0-9][0-9]*_*.ipynb"
-DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
-# Markdown guides published beside the notebooks: (file in docs/, title on the index page).
-GUIDES = (("workshop.md", "Instructor guide: agendas, room set-up, answers, common stumbles"),)
+DOCS_DIR = ROOT / "docs"
+SITE_SOURCE = DOCS_DIR / "site"  # conf.py, the front page, the API pages, _static/
+README = ROOT / "README.md"
+WORK_DIR = ROOT / "build" / "site"  # the staged sources, Sphinx's caches and its HTML
+# Markdown guides published beside the notebooks: (file in docs/, page name on the site).
+GUIDES = (("workshop.md", "workshop"),)
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+HIDE_INPUT = "hide-input"  # myst-nb's tag: the output shows, the code sits behind a toggle
+LEARNER_FOLDER = "notebooks"  # in the site: the learner copies, for download
 # Written last into a copied folder: its presence means the copy finished.
 COMPLETE_MARKER = ".pigviz-copy-complete"
+# The README up to its first second-level heading: the title, the pitch, the table of notebooks
+# and what the suite finds.
+README_END = re.compile(r"^## ", re.MULTILINE)
 
 WIDGET_NOTE = (
-    '<div class="pigviz-widget-note" style="border:1px dashed #888;padding:0.6em 1em;'
-    'margin:0.4em 0;color:#444;background:#f7f7f7;font-family:sans-serif">'
-    "<b>Interactive widget.</b> It needs a running Python kernel: open this notebook with "
-    "<code>make lab</code> (or on Binder) and run its cells to use the controls.</div>"
+    '<div class="pigviz-widget-note admonition note"><p class="admonition-title">Interactive widget</p>'
+    "<p>It needs a running Python kernel: open this notebook with <code>make lab</code> (or on "
+    "Binder, or Colab: the links at the top of the page) and run its cells to use the controls.</p></div>"
 )
+COLAB_BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
+BADGE_LINE = re.compile(r"^\[!\[[^\]]*\]\(https?://[^)]*\)\]\(https?://[^)]*\)\s*$\n?", re.MULTILINE)
+# A markdown image from the network, which an offline page cannot show: kept as a link.
+REMOTE_IMAGE = re.compile(r"!\[([^\]]*)\]\((https?://[^)\s]*)\)")
+
+
+def launch_bar(stem: str) -> str:
+    """The links at the top of a notebook page: the learner copy on Colab or Binder, or downloaded."""
+    name = f"{stem}.ipynb"
+    github = f"https://github.com/{course.REPOSITORY}/blob/{course.RELEASE}/pigviz/notebooks/{name}"
+    links = [
+        (course.colab_url(name), "Open in Colab", "GPU runtime", ""),
+        (course.binder_url(name), "Launch Binder", "CPU, nothing to install", ""),
+        (f"{LEARNER_FOLDER}/{name}", "Download the notebook", "", f' download="{html.escape(name)}"'),
+        (github, "on GitHub", "", ""),
+    ]
+    items = "".join(
+        f'<a class="pigviz-launch-{i}" href="{html.escape(url)}"{extra}>{html.escape(text)}</a>'
+        + (f' <span class="pigviz-launch-note">({html.escape(note)})</span>' if note else "")
+        for i, (url, text, note, extra) in enumerate(links)
+    )
+    return (
+        f'<div class="pigviz-launch"><span class="pigviz-launch-title">Run this lesson:</span> {items}'
+        '<span class="pigviz-launch-note">the learner copy: blank exercises, no outputs</span></div>'
+    )
 
 
 def _plotly_html(fig_json: dict, div_id: str) -> str:
@@ -49,18 +108,40 @@ def _plotly_html(fig_json: dict, div_id: str) -> str:
             "layout": fig_json.get("layout", {}),
             "config": {"responsive": True, "displaylogo": False},
         }
-    )
+    ).replace("</", "<\\/")
     return (
-        f'<div id="{div_id}" class="pigviz-static-plot" style="width:100%;min-height:420px"></div>\n'
+        f'<div id="{div_id}" class="pigviz-static-plot"></div>\n'
         f"<script>(function(){{var f={payload};"
         f"Plotly.newPlot('{div_id}',f.data,f.layout,f.config);}})();</script>"
     )
 
 
-def _convert_outputs(nb, stem: str) -> tuple[int, int]:
-    """Rewrite rich outputs in place; return (plots, widgets) converted."""
-    plots = widgets = 0
-    for cell in nb.cells:
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def adapt_notebook(nb: dict, stem: str) -> dict:
+    """Return a copy of notebook ``nb`` (JSON) adapted for its page (see the module docstring)."""
+    nb = json.loads(json.dumps(nb))
+    nb.get("metadata", {}).pop("widgets", None)  # no widget state: myst-nb would load a widget manager
+    plots = 0
+    bar_placed = False
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            text = _source(cell)
+            if not bar_placed and COLAB_BADGE.search(text):
+                text = COLAB_BADGE.sub(lambda _m: launch_bar(stem), text, count=1)
+                bar_placed = True
+            cell["source"] = REMOTE_IMAGE.sub(lambda m: f"[{m.group(1)}]({m.group(2)})", text)
+            continue
+        if cell["cell_type"] != "code":
+            continue
+        meta = cell.setdefault("metadata", {})
+        if meta.get("jupyter", {}).get("source_hidden"):
+            tags = meta.setdefault("tags", [])
+            if HIDE_INPUT not in tags:
+                tags.append(HIDE_INPUT)
         for out in cell.get("outputs", []):
             data = out.get("data")
             if not data:
@@ -69,125 +150,25 @@ def _convert_outputs(nb, stem: str) -> tuple[int, int]:
                 plots += 1
                 out["data"] = {"text/html": _plotly_html(data[PLOTLY_MIME], f"{stem}-plot-{plots}")}
             elif WIDGET_MIME in data:
-                widgets += 1
                 out["data"] = {"text/html": WIDGET_NOTE}
-    return plots, widgets
+    if not bar_placed:  # a notebook without the badge still gets its launch links, under its title
+        cells = nb["cells"]
+        at = 1 if cells and cells[0]["cell_type"] == "markdown" else 0
+        cells.insert(at, {"cell_type": "markdown", "metadata": {}, "source": launch_bar(stem)})
+    return nb
 
 
-LEARNER_FOLDER = "notebooks"  # in the site: the learner copies, for download
-HIDDEN_TAG = "pigviz-source-hidden"
-# Cells whose source the notebook collapses by default (``"jupyter": {"source_hidden": true}``, as
-# JupyterLab honours it) show on the site as their outputs with a "show code" button: prose,
-# figures and tables first, code on demand.
-HIDDEN_SOURCE_HEAD = """<style>
-.celltag_pigviz-source-hidden .jp-Cell-inputWrapper { display: none; }
-.celltag_pigviz-source-hidden.pigviz-shown .jp-Cell-inputWrapper { display: block; }
-.pigviz-show-code { font-size: 0.8em; color: #555; background: #f4f4f4; border: 1px solid #ccc;
-  border-radius: 3px; padding: 0.1em 0.6em; margin: 0.2em 0 0.2em 0; cursor: pointer; }
-</style>
-<script>
-document.addEventListener("DOMContentLoaded", function () {
-  document.querySelectorAll(".celltag_pigviz-source-hidden").forEach(function (cell) {
-    var button = document.createElement("button");
-    button.className = "pigviz-show-code";
-    button.textContent = "show code";
-    button.addEventListener("click", function () {
-      var shown = cell.classList.toggle("pigviz-shown");
-      button.textContent = shown ? "hide code" : "show code";
-    });
-    cell.insertBefore(button, cell.firstChild);
-  });
-});
-</script>"""
-
-
-def _tag_hidden_sources(nb) -> int:
-    """Tag the cells whose source is collapsed by default; return how many."""
-    hidden = 0
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.get("metadata", {}).get("jupyter", {}).get("source_hidden"):
-            tags = cell.metadata.setdefault("tags", [])
-            if HIDDEN_TAG not in tags:
-                tags.append(HIDDEN_TAG)
-            hidden += 1
-    return hidden
-
-
-def _launch_bar(stem: str) -> str:
-    """Links at the top of a notebook page: run the learner copy on Colab or Binder, or download it."""
-    name = f"{stem}.ipynb"
-    link = 'style="margin-right:1.2em"'
-    return (
-        '<div class="pigviz-launch" style="font-family:sans-serif;font-size:0.9em;padding:0.5em 1em;'
-        'background:#f7f7f7;border-bottom:1px solid #ddd">'
-        f'<a href="index.html" {link}>&larr; all notebooks</a>'
-        f'<a href="{html.escape(course.colab_url(name))}" {link}>Open in Colab (GPU runtime)</a>'
-        f'<a href="{html.escape(course.binder_url(name))}" {link}>Launch Binder (CPU)</a>'
-        f'<a href="{LEARNER_FOLDER}/{html.escape(name)}" download {link}>Download the notebook</a>'
-        '<span style="color:#666">(your copy: blank exercises, no outputs)</span></div>'
-    )
-
-
-def _guide_page(title: str, body_html: str) -> str:
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font-family:sans-serif;max-width:52em;margin:2em auto;line-height:1.5}}
-table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:0.2em 0.5em}}
-code{{background:#f4f4f4}}</style></head>
-<body><p><a href="index.html">&larr; all notebooks</a></p>
-{body_html}
-</body></html>
-"""
-
-
-def _index_page(entries: list[tuple[str, str, int, int]], guides=()) -> str:
-    binder = html.escape(course.binder_url())
-    guide_rows = "\n".join(f'<li><a href="{html.escape(page)}">{html.escape(title)}</a></li>' for page, title in guides)
-    guide_block = f"<h2>For instructors</h2>\n<ul>\n{guide_rows}\n</ul>" if guides else ""
-    rows = "\n".join(
-        f'<li><a href="{html.escape(page)}">{html.escape(title)}</a>'
-        f' <span style="color:#666">({plots} interactive figure{"s" if plots != 1 else ""}'
-        f"{f', {widgets} widget(s) to run live' if widgets else ''})</span></li>"
-        for page, title, plots, widgets in entries
-    )
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>pigviz notebooks</title>
-<style>body{{font-family:sans-serif;max-width:48em;margin:2em auto;line-height:1.5}}</style></head>
-<body><h1>pigviz: the notebooks, in teaching order</h1>
-<p>How an LLM reads its KV cache at decode time, and how MagicPIG samples it instead.
-Figures are interactive (zoom, hover); widgets need a kernel: run <code>make lab</code>.</p>
-<p>Each page links to the learner's copy of its notebook (blank exercises, no outputs), to run or download.
-<b>Which venue for which workshop:</b> the lessons run from shipped data on a CPU, so
-<a href="{binder}">Binder</a> suits a room of laptops for notebooks 01-06 and 07's recorded results
-(2 GB, one CPU; nothing to install). The optional live cells (the real model's prefill and sampled
-decoding in 02, 03 and 07) want a GPU runtime: <b>Colab</b> (each page's "Open in Colab" link; its first cell
-installs pigviz). Locally: <code>pip install</code> pigviz and run <code>pigviz lab</code>.</p>
-<ol>
-{rows}
-</ol>
-{guide_block}</body></html>
-"""
-
-
-def _title(nb, fallback: str) -> str:
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("# "):
-                    return line[2:].strip()
-    return fallback
-
-
-def _copy_mathjax(out_dir: Path) -> str:
-    """Ship MathJax beside the pages (from jupyter-server-mathjax) so formulas render offline;
-    fall back to nbconvert's CDN address when that package is missing."""
-    try:
-        import jupyter_server_mathjax  # heavy: only the site builder needs it
-    except ImportError:
-        return HTMLExporterDefaults.MATHJAX_CDN
-    static = Path(jupyter_server_mathjax.__file__).parent / "static"
-    install_tree(static, out_dir / "mathjax")
-    return "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+def readme_front(text: str, lessons: list[str]) -> str:
+    """The README's front matter (up to its first ``## `` heading) as the site's front page:
+    badges dropped (the page says where to run instead), paths made the site's."""
+    match = README_END.search(text)
+    text = text[: match.start()] if match else text
+    text = BADGE_LINE.sub("", text)
+    text = REMOTE_IMAGE.sub(lambda m: f"[{m.group(1)}]({m.group(2)})", text)
+    text = text.replace("](docs/img/", "](img/").replace("](docs/workshop.md)", "](workshop.md)")
+    for stem in lessons:  # the table names each notebook: link it to its page
+        text = text.replace(f"`{stem}.ipynb`", f"[`{stem}.ipynb`]({stem}.ipynb)")
+    return text
 
 
 def install_tree(source: Path, target: Path) -> Path:
@@ -224,21 +205,38 @@ def install_tree(source: Path, target: Path) -> Path:
     return target
 
 
-class HTMLExporterDefaults:
-    MATHJAX_CDN = "https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML-full,Safe"
+def _write_if_changed(path: Path, data: bytes) -> None:
+    """Write ``data`` unless ``path`` holds it already: an unchanged source keeps its time stamp,
+    so Sphinx does not read it again."""
+    if path.is_file() and path.read_bytes() == data:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
-def build_site(
-    out_dir: str | Path = "site", notebook_dir: str | Path = NOTEBOOK_DIR, docs_dir: str | Path = DOCS_DIR
-) -> Path:
-    """Export every notebook (``NN_*.ipynb``, ``NNa_*.ipynb``) under ``notebook_dir`` and the
-    ``GUIDES`` found in ``docs_dir`` to ``out_dir``; return the index path."""
-    import nbformat  # heavy: only the site builder needs it
-    import plotly  # heavy: plotly is needed only by notebooks
-    from nbconvert import HTMLExporter  # heavy: only the site builder needs it
-    from nbconvert.filters import markdown2html  # heavy: only the site builder needs it
+def _sync_tree(source: Path, target: Path) -> set[Path]:
+    written = set()
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            dest = target / path.relative_to(source)
+            _write_if_changed(dest, path.read_bytes())
+            written.add(dest)
+    return written
 
-    notebook_dir, out_dir = Path(notebook_dir), Path(out_dir)
+
+def stage_sources(
+    src: Path,
+    notebook_dir: str | Path = NOTEBOOK_DIR,
+    docs_dir: str | Path = DOCS_DIR,
+    readme: str | Path = README,
+    site_source: str | Path = SITE_SOURCE,
+) -> list[str]:
+    """Write the Sphinx source tree into ``src``; return the lesson pages (notebook stems) in order."""
+    import plotly  # heavy: plotly is needed only by notebooks and the site
+
+    src, notebook_dir, docs_dir = Path(src), Path(notebook_dir), Path(docs_dir)
     notebooks = sorted(notebook_dir.glob(NOTEBOOK_GLOB))
     if not notebooks:
         raise FileNotFoundError(
@@ -246,45 +244,70 @@ def build_site(
             f"from a clone of the repository, whose notebooks/ holds them (a pip install carries only the "
             f"learner copies)"
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    with atomic_path(out_dir / "plotly.min.js") as tmp:
-        shutil.copyfile(plotly_js, tmp)
-
-    exporter = HTMLExporter(template_name="lab", mathjax_url=_copy_mathjax(out_dir))
-    for learner in course.learner_notebooks():  # what "Download the notebook" hands out
-        with atomic_path(out_dir / LEARNER_FOLDER / learner.name) as tmp:
-            shutil.copyfile(learner, tmp)
-    entries = []
+    keep = _sync_tree(Path(site_source), src)
+    lessons = [p.stem for p in notebooks]
     for path in notebooks:
-        nb = nbformat.read(str(path), as_version=4)
-        nb = copy.deepcopy(nb)
-        plots, widgets = _convert_outputs(nb, path.stem)
-        hidden = _tag_hidden_sources(nb)
-        body, _ = exporter.from_notebook_node(nb)
-        # require.js is only for classic-notebook widgets, and with it loaded plotly.js would
-        # register as an AMD module instead of the global `Plotly` the figures call.
-        body = re.sub(r'<script src="[^"]*require(\.min)?\.js"></script>', "", body)
-        # plotly.js must load before the first figure's script runs.
-        body = body.replace("<head>", '<head>\n<script src="plotly.min.js"></script>', 1)
-        if hidden:
-            body = body.replace("</head>", HIDDEN_SOURCE_HEAD + "\n</head>", 1)
-        bar = _launch_bar(path.stem)
-        body = re.sub(r"(<body[^>]*>)", lambda m, bar=bar: m.group(1) + "\n" + bar, body, count=1)
-        page = f"{path.stem}.html"
-        with atomic_path(out_dir / page) as tmp:
-            tmp.write_text(body, encoding="utf-8")
-        entries.append((page, _title(nb, path.stem), plots, widgets))
-    guides = []
-    for name, title in GUIDES:
-        source = Path(docs_dir) / name
-        if not source.is_file():
-            continue
-        page = source.with_suffix(".html").name
-        with atomic_path(out_dir / page) as tmp:
-            tmp.write_text(_guide_page(title, markdown2html(source.read_text(encoding="utf-8"))), encoding="utf-8")
-        guides.append((page, title))
-    index = out_dir / "index.html"
-    with atomic_path(index) as tmp:
-        tmp.write_text(_index_page(entries, guides), encoding="utf-8")
-    return index
+        nb = adapt_notebook(json.loads(path.read_text(encoding="utf-8")), path.stem)
+        dest = src / path.name
+        _write_if_changed(dest, (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+        keep.add(dest)
+    for name, page in GUIDES:
+        guide = docs_dir / name
+        text = guide.read_text(encoding="utf-8") if guide.is_file() else f"# {page}\n\n(not in this checkout)\n"
+        _write_if_changed(src / f"{page}.md", text.encode("utf-8"))
+        keep.add(src / f"{page}.md")
+    readme = Path(readme)
+    front = readme_front(readme.read_text(encoding="utf-8"), lessons) if readme.is_file() else "# pigviz\n"
+    _write_if_changed(src / "_readme_front.md", front.encode("utf-8"))
+    keep.add(src / "_readme_front.md")
+    if (docs_dir / "img").is_dir():
+        keep |= _sync_tree(docs_dir / "img", src / "img")
+    for learner in course.learner_notebooks():  # what "Download the notebook" hands out
+        dest = src / "_extra" / LEARNER_FOLDER / learner.name
+        _write_if_changed(dest, learner.read_bytes())
+        keep.add(dest)
+    _write_if_changed(src / "_lessons.json", (json.dumps(lessons) + "\n").encode("utf-8"))  # read by conf.py
+    keep.add(src / "_lessons.json")
+    plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    _write_if_changed(src / "_static" / "plotly.min.js", plotly_js.read_bytes())
+    keep.add(src / "_static" / "plotly.min.js")
+    import jupyter_server_mathjax  # heavy: only the site builder needs it; MathJax 2 for offline formulas
+
+    mathjax = install_tree(Path(jupyter_server_mathjax.__file__).parent / "static", src / "_static" / "mathjax")
+    # A notebook or page removed since the last build must not linger as a page.
+    for path in list(src.rglob("*")):
+        if path.is_file() and mathjax not in path.parents and path not in keep:
+            path.unlink()
+    return lessons
+
+
+def build_site(
+    out_dir: str | Path = "site",
+    notebook_dir: str | Path = NOTEBOOK_DIR,
+    docs_dir: str | Path = DOCS_DIR,
+    *,
+    work_dir: str | Path | None = None,
+    readme: str | Path = README,
+    quiet: bool = True,
+) -> Path:
+    """Build the site from the executed notebooks under ``notebook_dir`` (``NN_*.ipynb``,
+    ``NNa_*.ipynb``), the guides in ``docs_dir`` and the README into ``out_dir``; return the
+    path of its front page. Sphinx's warnings are errors: a broken docstring fails the build.
+
+    ``work_dir`` (default :data:`WORK_DIR`) keeps the staged sources and Sphinx's caches, so a
+    second build re-reads only what changed."""
+    out_dir = Path(out_dir).resolve()
+    work = Path(work_dir).resolve() if work_dir is not None else WORK_DIR
+    src, html_dir = work / "src", work / "html"
+    stage_sources(src, notebook_dir, docs_dir, readme)
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-n"]
+    cmd += ["-q"] if quiet else []
+    cmd += ["-d", str(work / "doctrees"), str(src), str(html_dir)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    result = subprocess.run(cmd, env=env, capture_output=quiet, text=True)
+    if result.returncode != 0:
+        detail = f"\n{result.stdout}{result.stderr}" if quiet else ""
+        raise RuntimeError(f"sphinx-build failed (exit {result.returncode}): {' '.join(cmd)}{detail}")
+    if out_dir != html_dir:
+        shutil.copytree(html_dir, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".buildinfo*"))
+    return out_dir / "index.html"

@@ -1,11 +1,38 @@
-"""Static site: copies are all-or-nothing, and a build leaves no temporary files behind."""
+"""The documentation site: copies are all-or-nothing, each notebook is adapted for its page,
+and (slow) the whole site builds offline with Sphinx, warnings as errors, from the executed
+notebooks without running them."""
 
+import json
+import re
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
-from pigviz import site
+from pigviz import course, site
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_BUILT: dict[str, Path] = {}
+_LOCK = threading.Lock()
+
+
+def build_once(tmp_path_factory) -> Path:
+    """The real site, built once per test session (tests/browser/test_site.py reuses it)."""
+    with _LOCK:
+        if "index" not in _BUILT:
+            base = tmp_path_factory.mktemp("docs-site")
+            _BUILT["index"] = site.build_site(base / "html", work_dir=base / "work")
+        return _BUILT["index"]
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory) -> Path:
+    return build_once(tmp_path_factory)
+
+
+# --- install_tree: MathJax's copy is complete or absent ----------------------------------------
 
 
 @pytest.fixture
@@ -57,79 +84,128 @@ def test_failed_copy_leaves_nothing_under_the_target_name(source, tmp_path, monk
     assert list((tmp_path / "out").iterdir()) == []
 
 
-def test_build_site_writes_pages_and_plotly_without_temporaries(tmp_path):
-    nbformat = pytest.importorskip("nbformat")
-    pytest.importorskip("nbconvert")
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# 99 · A tiny lesson"), nbformat.v4.new_code_cell("1 + 1")]
-    notebooks = tmp_path / "nb"
-    notebooks.mkdir()
-    nbformat.write(nb, str(notebooks / "99_tiny.ipynb"))
-    out = tmp_path / "site"
-    index = site.build_site(out, notebooks)
-    assert "A tiny lesson" in index.read_text()
-    import plotly
-
-    shipped_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    assert (out / "plotly.min.js").stat().st_size == shipped_js.stat().st_size
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+# --- a notebook adapted for its page ------------------------------------------------------------
 
 
-def test_guides_are_published_and_linked_from_the_index(tmp_path):
-    import nbformat
-
-    notebooks, docs = tmp_path / "nb", tmp_path / "docs"
-    notebooks.mkdir()
-    docs.mkdir()
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 01 · A lesson")])
-    nbformat.write(nb, str(notebooks / "01_lesson.ipynb"))
-    (docs / "workshop.md").write_text("# Running the workshop\n\n| agenda | minutes |\n|---|---|\n| 01 | 30 |\n")
-    index = site.build_site(tmp_path / "out", notebook_dir=notebooks, docs_dir=docs)
-    page = (tmp_path / "out" / "workshop.html").read_text()
-    assert "<h1" in page and "Running the workshop" in page and "<table" in page
-    assert 'href="workshop.html"' in index.read_text()
-    assert not list((tmp_path / "out").glob("*.tmp*"))
+def _notebook(*cells) -> dict:
+    return {"cells": list(cells), "metadata": {"widgets": {"state": {}}}, "nbformat": 4, "nbformat_minor": 5}
 
 
-def test_a_lesson_in_two_notebooks_is_listed_in_teaching_order(tmp_path):
-    """05a and 05b (one lesson, two notebooks) sit between 04 and 06 on the index page."""
-    nbformat = pytest.importorskip("nbformat")
-    pytest.importorskip("nbconvert")
-    notebooks = tmp_path / "nb"
-    notebooks.mkdir()
-    for stem in ("06_after", "05b_serving", "04_before", "05a_bill"):
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# {stem.split('_')[0]} · {stem}")])
-        nbformat.write(nb, str(notebooks / f"{stem}.ipynb"))
-    (notebooks / "notes_draft.ipynb").write_text("{}")  # not a lesson: no number in front
-    index = site.build_site(tmp_path / "out", notebooks, docs_dir=tmp_path / "no_docs").read_text()
-    pages = ["04_before.html", "05a_bill.html", "05b_serving.html", "06_after.html"]
-    assert [index.index(f'href="{p}"') for p in pages] == sorted(index.index(f'href="{p}"') for p in pages)
-    assert "notes_draft" not in index
+def _code(source="1 + 1", outputs=(), **metadata) -> dict:
+    return {"cell_type": "code", "metadata": metadata, "source": source, "outputs": list(outputs)}
 
 
-def test_pages_link_to_colab_binder_and_the_learner_copy_and_hide_collapsed_code(tmp_path):
-    import nbformat
+def _display(data: dict) -> dict:
+    return {"output_type": "display_data", "data": data, "metadata": {}}
 
-    from pigviz import course
 
-    notebooks = tmp_path / "nb"
-    notebooks.mkdir()
-    hidden = nbformat.v4.new_code_cell("print('plumbing')", metadata={"jupyter": {"source_hidden": True}})
-    nb = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_markdown_cell("# 01 · A lesson"), hidden, nbformat.v4.new_code_cell("1 + 1")]
+def test_an_adapted_notebook_draws_plotly_locally_notes_widgets_and_hides_collapsed_code():
+    badge = course.colab_badge("01_stick_balance.ipynb")
+    figure = {"data": [{"type": "bar", "y": [1, 2]}], "layout": {"title": {"text": "</script> in a title"}}}
+    nb = _notebook(
+        {"cell_type": "markdown", "metadata": {}, "source": f"# 01 · A lesson\n\n{badge}\n\nProse."},
+        _code("plumbing()", jupyter={"source_hidden": True}),
+        _code(outputs=[_display({site.PLOTLY_MIME: figure, "text/html": '<script src="https://cdn.plot.ly/x.js">'})]),
+        _code(outputs=[_display({site.WIDGET_MIME: {"model_id": "abc"}, "text/plain": "Widget"})]),
     )
-    nbformat.write(nb, str(notebooks / "01_stick_balance.ipynb"))
-    out = tmp_path / "out"
-    index = site.build_site(out, notebook_dir=notebooks, docs_dir=tmp_path / "no_docs").read_text()
-    page = (out / "01_stick_balance.html").read_text()
-    assert course.colab_url("01_stick_balance.ipynb") in page
+    out = site.adapt_notebook(nb, "01_stick_balance")
+    md, hidden, plot, widget = out["cells"]
+    assert "colab-badge.svg" not in md["source"] and "pigviz-launch" in md["source"]
+    assert course.colab_url("01_stick_balance.ipynb") in md["source"]
+    assert course.binder_url("01_stick_balance.ipynb").replace("&", "&amp;") in md["source"]
+    assert 'href="notebooks/01_stick_balance.ipynb" download' in md["source"]
+    assert hidden["metadata"]["tags"] == [site.HIDE_INPUT]
+    (html,) = plot["outputs"][0]["data"].values()
+    assert "Plotly.newPlot('01_stick_balance-plot-1'" in html and "cdn.plot.ly" not in html
+    assert "</script> in" not in html  # the figure's JSON cannot close the script that draws it
     assert (
-        course.binder_url("01_stick_balance.ipynb").replace("&", "&amp;") in page
-        or course.binder_url("01_stick_balance.ipynb") in page
+        list(widget["outputs"][0]["data"]) == ["text/html"] and "make lab" in widget["outputs"][0]["data"]["text/html"]
     )
-    assert 'href="notebooks/01_stick_balance.ipynb" download' in page
-    learner = out / "notebooks" / "01_stick_balance.ipynb"
-    assert learner.read_bytes() == (course.learner_dir() / "01_stick_balance.ipynb").read_bytes()
-    assert "celltag_pigviz-source-hidden" in page and "show code" in page
-    assert page.count("celltag_pigviz-source-hidden") >= 2  # the CSS rule and the one hidden cell
-    assert "Binder" in index and "Colab" in index
+    assert "widgets" not in out["metadata"]
+    assert nb["cells"][1]["metadata"] == {"jupyter": {"source_hidden": True}}  # the original is untouched
+
+
+def test_a_notebook_without_the_badge_gets_its_launch_links_under_its_title():
+    nb = _notebook({"cell_type": "markdown", "metadata": {}, "source": "# 02 · B"}, _code())
+    cells = site.adapt_notebook(nb, "02_b")["cells"]
+    assert [c["cell_type"] for c in cells] == ["markdown", "markdown", "code"]
+    assert course.colab_url("02_b.ipynb") in cells[1]["source"]
+
+
+def test_the_front_page_is_the_readme_front_matter_without_remote_images():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    lessons = [p.stem for p in sorted((ROOT / "notebooks").glob(site.NOTEBOOK_GLOB))]
+    front = site.readme_front(readme, lessons)
+    assert front.startswith("# pigviz") and "\n## " not in front
+    assert not re.search(r"!\[[^\]]*\]\(https?://", front), "an offline page cannot show a remote image"
+    assert "](docs/" not in front
+    for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", front):
+        assert (ROOT / "docs" / image).is_file(), image
+    for stem in lessons:
+        if f"`{stem}.ipynb`" in readme.split("\n## ")[0]:
+            assert f"]({stem}.ipynb)" in front
+
+
+def test_staging_writes_only_into_the_work_folder(tmp_path):
+    docs_before = {p: p.stat().st_mtime_ns for p in (ROOT / "docs").rglob("*") if p.is_file()}
+    src = tmp_path / "src"
+    lessons = site.stage_sources(src)
+    assert lessons == [p.stem for p in sorted((ROOT / "notebooks").glob(site.NOTEBOOK_GLOB))]
+    assert (src / "conf.py").is_file() and (src / "index.md").is_file() and (src / "workshop.md").is_file()
+    assert {p.name for p in (src / "_extra" / "notebooks").iterdir()} == {f"{s}.ipynb" for s in lessons}
+    assert (src / "_static" / "mathjax" / "MathJax.js").is_file() and (src / "_static" / "plotly.min.js").is_file()
+    assert {p: p.stat().st_mtime_ns for p in (ROOT / "docs").rglob("*") if p.is_file()} == docs_before
+    stamp = (src / f"{lessons[0]}.ipynb").stat().st_mtime_ns
+    (src / "gone.md").write_text("# a page removed since")
+    site.stage_sources(src)
+    assert (src / f"{lessons[0]}.ipynb").stat().st_mtime_ns == stamp, "an unchanged source is not rewritten"
+    assert not (src / "gone.md").exists()
+
+
+def test_staging_without_executed_notebooks_says_where_they_are(tmp_path):
+    with pytest.raises(FileNotFoundError, match="clone of the repository"):
+        site.stage_sources(tmp_path / "src", notebook_dir=tmp_path)
+
+
+# --- the whole site -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_site_builds_offline_with_every_page_and_no_network_asset(built_site):
+    out = built_site.parent
+    lessons = [p.stem for p in sorted((ROOT / "notebooks").glob(site.NOTEBOOK_GLOB))]
+    index = built_site.read_text(encoding="utf-8")
+    for stem in lessons:
+        page = (out / f"{stem}.html").read_text(encoding="utf-8")
+        assert f'href="{stem}.html"' in index, f"the front page's navigation lists {stem}"
+        assert "pigviz-launch" in page and course.colab_url(f"{stem}.ipynb") in page
+        learner = out / "notebooks" / f"{stem}.ipynb"
+        assert learner.read_bytes() == (course.learner_dir() / f"{stem}.ipynb").read_bytes()
+        nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+        plots = sum(site.PLOTLY_MIME in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
+        assert page.count('class="pigviz-static-plot"') == plots, stem
+        hidden = sum(bool(c["metadata"].get("jupyter", {}).get("source_hidden")) for c in nb["cells"])
+        assert page.count("tag_hide-input") >= hidden, stem
+    assert (out / "workshop.html").is_file() and 'href="workshop.html"' in index
+    for venue in ("Binder", "Colab", "local"):
+        assert venue in index
+    api = (out / "api" / "estimators.html").read_text(encoding="utf-8")
+    assert 'id="pigviz.study.estimators.evaluate_estimator"' in api
+    for page_name, anchor in [
+        ("protocol", "pigviz.attention.protocol.call"),
+        ("decode", "pigviz.decode.session.use_attention"),
+        ("decode", "pigviz.decode.generation.generate"),
+        ("lsh", "pigviz.lsh.index.build_index"),
+        ("lsh", "pigviz.lsh.magicpig.attend"),
+        ("lsh", "pigviz.lsh.fused.attend"),
+        ("lsh", "module-pigviz.lsh.reference"),
+        ("memory", "module-pigviz.memory.budget"),
+        ("toy", "module-pigviz.toy.stick_balance"),
+    ]:
+        assert f'id="{anchor}"' in (out / "api" / f"{page_name}.html").read_text(encoding="utf-8"), anchor
+    assert (out / "_static" / "mathjax" / "MathJax.js").is_file() and (out / "_static" / "plotly.min.js").is_file()
+    assert (out / "searchindex.js").is_file()
+    remote = re.compile(r"""<(?:script|link|img)\b[^>]*\b(?:src|href)=["']?(?:https?:)?//""", re.IGNORECASE)
+    for page in out.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert not remote.search(text), f"{page.relative_to(out)} loads {remote.search(text).group(0)}"

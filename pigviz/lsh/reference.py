@@ -32,7 +32,8 @@ def simhash_codes(x, planes, K: int, L: int) -> np.ndarray:
 def magicpig_reference(q, keys, values, planes, K, L, sinks, recent, min_hits=2, budget=None):
     """MagicPIG's sampled attention for one query head at one decode step.
 
-    Parameters (any array-likes of reals; computed in float64):
+    Parameters (any array-likes of reals; computed in float64)::
+
         q       (d,)       the query.
         keys    (n, d)     the keys it attends to, post-RoPE, oldest first.
         values  (n, dv)    their values.
