@@ -1,11 +1,11 @@
 """Notebook 05a, the KV bill: what a cached token costs, what MagicPIG's LSH tables add, and what a
-query scans, each number re-derived; and the tables the notebook shows."""
+query scans, each number re-derived; and the tables and figures' data the notebook shows (its rows
+come from :mod:`pigviz.memory.budget`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pigviz.lessons._collapsed import Collapsed
 from pigviz.lessons.tables import Table, table
 from pigviz.lessons.verify import Claim, near
 from pigviz.memory.budget import (
@@ -22,31 +22,23 @@ from pigviz.memory.budget import (
     kv_bytes_per_token,
     lsh_table_bytes,
     read_time_s,
-    text_table,
 )
-from pigviz.memory.model_shapes import ModelShape, get_model_shape, known_models
+from pigviz.memory.model_shapes import get_model_shape, known_models
 from pigviz.study.findings import speed_rows
 
 __all__ = [
     "claims",
-    "Collapsed",
-    "answer",
+    "PROSE_DEFINED",
     "CONTEXT",
     "BIT_SETTINGS",
-    "WEIGHT_BYTES_PER_PARAM",
     "MAGICPIG_DENSE_LAYERS",
-    "context_note",
-    "model_table",
     "kv_curves",
-    "weight_bytes",
-    "kv_overtakes_weights_at",
     "read_floor_table",
     "report_table",
     "layout_rows",
     "layout_table",
     "index_bill_rows",
     "past_context_note",
-    "group_scan",
     "bits_table",
     "uneven_bucket_rows",
     "uneven_bucket_table",
@@ -54,53 +46,36 @@ __all__ = [
 
 CONTEXT = 96 * 1024  # the 96k-token document the notebook follows
 BIT_SETTINGS = ((8, 75), (10, 150), (12, 150), (14, 150), (16, 150))  # section 3's (K, L) walk
-WEIGHT_BYTES_PER_PARAM = 2  # bf16 weights
 # MagicPIG's released code (github.com/Infini-AI-Lab/MagicPIG, models/magicpig_config.json):
 # "cache_layers": [0, 16], the layers of Llama-3.1-8B that keep dense attention and no tables;
 # its tables (models/cache.py) keep a start and an end offset per bucket.
 MAGICPIG_DENSE_LAYERS = (0, 16)
 MAGICPIG_OFFSETS_PER_BUCKET = 2
 
-
-def context_note(shape: ModelShape, context: int, dtype_bytes: int = 2) -> str:
-    """What ``context`` tokens mean for this model beyond the arithmetic: past its maximum
-    context, and, with a sliding window, what a rolling cache would hold instead."""
-    notes = []
-    if shape.max_context and context > shape.max_context:
-        notes.append(f"past its {shape.max_context:,}-token context")
-    if shape.sliding_window and context > shape.sliding_window:
-        rolling = shape.sliding_window * kv_bytes_per_token(shape, dtype_bytes)
-        notes.append(f"sliding window {shape.sliding_window:,}: a rolling cache holds {format_bytes(rolling)}")
-    return "; ".join(notes) or "-"
-
-
-def model_table(context: int = CONTEXT, dtype_bytes: int = 2, bandwidth_bytes_per_s: float = 1e12) -> Table:
-    """Every shipped model: its shape, KV per token and per sequence, and the time to read it once."""
-    rows = []
-    for name in known_models():
-        shape = get_model_shape(name)
-        nbytes = kv_bytes(shape, context, dtype_bytes)
-        rows.append(
-            {
-                "model": shape.name,
-                "params (B)": shape.params / 1e9 if shape.params else float("nan"),
-                "layers x KV heads x head_dim": f"{shape.layers} x {shape.kv_heads} x {shape.head_dim}",
-                "KV / token (B)": kv_bytes_per_token(shape, dtype_bytes),
-                "max context": shape.max_context,
-                f"KV at {context:,}": format_bytes(nbytes),
-                f"read at {bandwidth_bytes_per_s / 1e12:g} TB/s (ms)": read_time_s(nbytes, bandwidth_bytes_per_s) * 1e3,
-                f"at {context:,} tokens": context_note(shape, context, dtype_bytes),
-            }
-        )
-    return table(
-        rows,
-        formats={
-            "params (B)": "{:.2f}",
-            "KV / token (B)": "{:,}",
-            "max context": "{:,}",
-            f"read at {bandwidth_bytes_per_s / 1e12:g} TB/s (ms)": "{:.2f}",
-        },
-    )
+# Numbers the prose writes that are definitions, parameters or the data's fixed facts, not results.
+PROSE_DEFINED = {
+    "96k": "the document's context, defined: 96 x 1,024 tokens",
+    "96": "the 96 of 96 x 1,024 tokens",
+    "1,024": "tokens in one k of context",
+    "98,304": "the document's context, 96 x 1,024 tokens",
+    "16": "16-bit numbers and ids; MagicPIG's dense layer 16; K = 16 in the (K, L) walk",
+    "32": "32-bit indices",
+    "65,536": "2^16: what a 16-bit index can address",
+    "10": "K = 10, the paper's default",
+    "126": "the layers of the exercise's largest test shape",
+    "30": "SmolLM2-135M's layers (config.json)",
+    "24": "Qwen2.5-0.5B's layers (config.json)",
+    "128": "Llama-3.1-8B's head_dim (config.json); DeepSeek-V3's attention heads",
+    "4,096": "Mistral-7B-v0.1's sliding window (config.json)",
+    "10,000,000": "the widget's context limit",
+    "61": "DeepSeek-V3's layers (its config.json)",
+    "512": "DeepSeek-V3's latent width (kv_lora_rank)",
+    "64": "DeepSeek-V3's rotary key width (qk_rope_head_dim)",
+    "576": "512 + 64, the numbers MLA caches per layer",
+    "288": "576 / 2, the head_dim that makes 2 x head_dim = 576",
+    "7,168": "DeepSeek-V3's hidden size (config.json)",
+    "4k": "question 3's context, 4,096 tokens",
+}
 
 
 def kv_curves(lo: int = 1_000, points: int = 13, dtype_bytes: int = 2) -> dict:
@@ -123,21 +98,10 @@ def kv_curves(lo: int = 1_000, points: int = 13, dtype_bytes: int = 2) -> dict:
     return curves
 
 
-def weight_bytes(model="Llama-3.1-8B") -> int:
-    """The model's weights in bf16: what a decode step reads besides the cache."""
-    shape = get_model_shape(model)
-    return int(shape.params) * WEIGHT_BYTES_PER_PARAM
-
-
-def kv_overtakes_weights_at(model="Llama-3.1-8B", dtype_bytes: int = 2) -> int:
-    """The shortest context at which one sequence's KV outweighs the bf16 weights."""
-    return weight_bytes(model) // kv_bytes_per_token(model, dtype_bytes) + 1
-
-
 def read_floor_table(model="Llama-3.1-8B", context: int = CONTEXT, bandwidth_bytes_per_s: float = 1e12) -> Table:
     """What one decode step of one sequence must read, and the time that takes at a bandwidth."""
     shape = get_model_shape(model)
-    kv, w = kv_bytes(shape, context), weight_bytes(shape)
+    kv, w = kv_bytes(shape, context), 2 * shape.params  # bf16 weights
     rows = [
         (f"KV cache ({context:,} tokens)", kv),
         (f"weights (bf16, {shape.params / 1e9:.2f} B parameters)", w),
@@ -229,15 +193,6 @@ def past_context_note(context: int = CONTEXT, mark: str = "†") -> str:
     return note
 
 
-def group_scan(report: dict) -> dict:
-    """The entries the query heads of one KV head scan together (each hashes and reads its own
-    buckets), against that KV head's key bytes."""
-    m = report["model"]
-    group = m["attention_heads"] // m["kv_heads"]
-    nbytes = group * report["candidate_index_bytes"]
-    return {"query_heads": group, "index_bytes": nbytes, "share_of_key_bytes": nbytes / report["key_bytes_per_head"]}
-
-
 def bits_table(model="Llama-3.1-8B", context: int = CONTEXT, settings=BIT_SETTINGS) -> Table:
     """Table entries and bucket offsets per (K, L)."""
     rows = []
@@ -285,34 +240,38 @@ def claims() -> list[Claim]:
     """Bytes per token, the read time, the LSH tables and the candidates a query scans."""
     out = []
 
-    def claim(text, passed, value):
-        out.append(Claim(notebook="05a", text=text, passed=bool(passed), value=value))
+    def claim(text, passed, value, quotes=()):
+        out.append(Claim(notebook="05a", text=text, passed=bool(passed), value=value, quotes=tuple(quotes)))
 
     r = budget_report("Llama-3.1-8B", CONTEXT, K=10, L=150)
     claim(
         "Llama-3.1-8B caches 128 KiB per token (32 x 8 x 128 x 2 x 2 B)",
         r["kv_bytes_per_token"] == 128 * KIB,
         f"{r['kv_bytes_per_token']:,} B",
+        quotes=(format_bytes(r["kv_bytes_per_token"]),),
     )
     claim("a 96k-token (98,304) context holds 12 GiB of KV", r["kv_bytes"] == 12 * GIB, format_bytes(r["kv_bytes"]))
     claim(
         "reading it once at 1 TB/s takes about 13 ms per generated token",
         near(r["kv_read_time_s"] * 1e3, 13, 0.05),
         f"{r['kv_read_time_s'] * 1e3:.1f} ms",
+        quotes=(f"{r['kv_read_time_s'] * 1e3:.0f} ms",),
     )
-    w = weight_bytes("Llama-3.1-8B")
+    w = 2 * get_model_shape("Llama-3.1-8B").params  # bf16
     w_ms = read_time_s(w, 1e12) * 1e3
     claim(
         "that is only the KV part of the floor: the bf16 weights (15 GiB) add ~16.1 ms, and for one sequence "
         "at 96k they still outweigh the KV",
         near(w_ms, 16.1, 0.005) and w > r["kv_bytes"] and format_bytes(w) == "15 GiB",
         f"{format_bytes(w)}, {w_ms:.1f} ms",
+        quotes=(f"{w_ms:.0f} ms",),
     )
-    over = kv_overtakes_weights_at("Llama-3.1-8B")
+    over = w // r["kv_bytes_per_token"] + 1
     claim(
         "one Llama-3.1-8B sequence's KV outweighs its bf16 weights only past ~122.5k tokens",
         near(over, 122_500, 0.002) and kv_bytes("Llama-3.1-8B", over) > w >= kv_bytes("Llama-3.1-8B", over - 1),
         f"from {over:,} tokens",
+        quotes=(f"{over:,} tokens",),
     )
     biggest = max(kv_bytes(name, get_model_shape(name).max_context) for name in known_models())
     claim(
@@ -324,10 +283,17 @@ def claims() -> list[Claim]:
     rolling = mistral.sliding_window * kv_bytes_per_token(mistral)
     past = [n for n in known_models() if CONTEXT > get_model_shape(n).max_context]
     claim(
-        "98,304 tokens is past the maximum context of 3 shipped models; Mistral-7B-v0.1's 4,096-token sliding "
-        "window would let a rolling cache hold 512 MiB",
-        len(past) == 3 and rolling == 512 * 1024 * 1024,
+        "98,304 tokens is past the documented maximum context of four shipped models; Mistral-7B-v0.1's "
+        "4,096-token sliding window would let a rolling cache hold 512 MiB",
+        len(past) == 4 and rolling == 512 * 1024 * 1024,
         f"{', '.join(past)}; {format_bytes(rolling)}",
+    )
+    qwen = get_model_shape("Qwen2.5-1.5B")
+    claim(
+        "Qwen2.5-1.5B's model card documents 32,768 tokens, though its config says max_position_embeddings 131072",
+        (qwen.max_context, qwen.max_position_embeddings) == (32_768, 131_072),
+        f"{qwen.max_context:,} documented, {qwen.max_position_embeddings} in config.json",
+        quotes=(f"{qwen.max_context:,} tokens",),
     )
     claim(
         "(K, L) = (10, 150) stores 600 B of indices per token per head beside a 512 B K+V pair",
@@ -338,6 +304,7 @@ def claims() -> list[Claim]:
         "the table entries come to about 14.1 GiB, more than the 12 GiB they index",
         near(r["table_bytes"] / GIB, 14.1, 0.01) and r["table_bytes"] > r["kv_bytes"],
         f"{r['table_bytes'] / GIB:.2f} GiB",
+        quotes=(f"{r['table_bytes'] / GIB:.1f} GiB",),
     )
     pig, mp = layout_rows("Llama-3.1-8B", CONTEXT)
     claim(
@@ -353,6 +320,13 @@ def claims() -> list[Claim]:
         "bucket offsets add little at 96k tokens: under 2% of the table entries",
         meta_share < 0.02,
         f"{format_bytes(r['bucket_metadata_bytes'])} = {meta_share:.2%}",
+        quotes=(f"{meta_share:.0%}",),
+    )
+    k16 = index_bill("Llama-3.1-8B", CONTEXT, K=16, L=150)
+    claim(
+        "the offsets double with every extra bit: at K = 16 they are two thirds of the table entries",
+        near(k16["bucket_metadata_bytes"] / k16["table_bytes"], 2 / 3, 1e-9),
+        f"{k16['bucket_metadata_bytes'] / k16['table_bytes']:.2%}",
     )
     claim(
         "a query scans about L n / 2^K = 14,400 candidate entries (even buckets)",
@@ -364,8 +338,11 @@ def claims() -> list[Claim]:
         "L n / 2^K is a low estimate: on the shipped benchmark's keys a query scans 14-34% more",
         all(e > 0 for e in excess) and round(min(excess), 2) == 0.14 and round(max(excess), 2) == 0.34,
         f"{min(excess):+.1%} to {max(excess):+.1%} over {len(excess)} settings",
+        quotes=(f"{100 * min(excess):.0f}–{max(excess):.0%}",),
     )
-    g = group_scan(r)
+    group = r["model"]["attention_heads"] // r["model"]["kv_heads"]
+    g = {"query_heads": group, "index_bytes": group * r["candidate_index_bytes"]}
+    g["share_of_key_bytes"] = g["index_bytes"] / r["key_bytes_per_head"]
     claim(
         "the 4 query heads of one KV head scan 4 x 57,600 index bytes, 0.92% of its 25,165,824 key bytes",
         r["key_bytes_per_head"] == 25_165_824
@@ -373,6 +350,7 @@ def claims() -> list[Claim]:
         and g["index_bytes"] == 4 * 57_600
         and round(100 * g["share_of_key_bytes"], 2) == 0.92,
         f"{g['index_bytes']:,.0f} B = {g['share_of_key_bytes']:.3%}",
+        quotes=(f"{g['share_of_key_bytes']:.2%}",),
     )
 
     similar = cache_vs_size("Mistral-7B-v0.1", "Qwen2.5-7B")
@@ -388,125 +366,3 @@ def claims() -> list[Claim]:
         f"{small['params_ratio']:.2f}x params, {small['kv_ratio']:.2f}x KV",
     )
     return out
-
-
-# --- answers to the notebook's "Questions to try", computed when asked ---------------------------
-
-
-def _answer_fp8() -> str:
-    r16 = budget_report("Llama-3.1-8B", CONTEXT, dtype_bytes=2)
-    r8 = budget_report("Llama-3.1-8B", CONTEXT, dtype_bytes=1)
-    return (
-        f"The KV of Llama-3.1-8B at 96k tokens drops from {format_bytes(r16['kv_bytes'])} to "
-        f"{format_bytes(r8['kv_bytes'])}; the tables hold token indices, not numbers, so they stay at "
-        f"{format_bytes(r8['table_bytes'])}. Index / KV goes from {r16['index_to_kv_ratio']:.2f}x to "
-        f"{r8['index_to_kv_ratio']:.2f}x: the tables are still bigger than the cache, by more.\n"
-        "Notebook 05b (section 9) takes FP8 further: what halving the bytes per token does to fetching a "
-        "cached prefix instead of recomputing it."
-    )
-
-
-def _answer_mla() -> str:
-    # DeepSeek-V3's config.json: 61 layers, kv_lora_rank 512, qk_rope_head_dim 64 -> 576 cached numbers
-    latent = 512 + 64
-    mla = ModelShape(
-        name="MLA (DeepSeek-V3 widths)",
-        layers=61,
-        attention_heads=128,
-        kv_heads=1,
-        head_dim=latent // 2,
-        hidden_size=7168,
-        params=None,
-        max_context=None,
-    )
-    per_mla = mla.kv_bytes_per_token(2)
-    per70 = get_model_shape("Llama-3.1-70B").kv_bytes_per_token(2)
-    tables_mla = lsh_table_bytes(mla, 1, 150)  # one token's entries, one set of tables per layer
-    tables8 = lsh_table_bytes("Llama-3.1-8B", 1, 150) / kv_bytes_per_token("Llama-3.1-8B")
-    return (
-        f"With one 'KV head' of head_dim {latent // 2} (so 2 x head_dim = {latent}: the 512-wide latent plus "
-        f"the 64-wide rotary key), 61 layers and 2-byte numbers: {per_mla:,} B = {format_bytes(per_mla)} per "
-        f"token, {per70 / per_mla:.1f}x less than Llama-3.1-70B's {format_bytes(per70)}.\n"
-        "Strictly MLA stores the latent once (not a K and a V copy), so the factor 2 here is a bookkeeping "
-        "device, not two tensors. The tables can index the cached vector itself. With the up-projection "
-        "absorbed into the query, head h scores a token as [W_UK_h^T q_h ; q_rope_h] . [c ; k_rope], a dot "
-        "product with the one cached 576-wide vector [c ; k_rope]: one set of SimHash tables per layer serves "
-        "all 128 heads, as with multi-query attention, and u is still known for every key. That is a memory "
-        f"win: at (10, 150), {tables_mla:,} B of table entries per token, {tables_mla / per_mla:.2f}x the cache, "
-        f"where Llama-3.1-8B's tables, one set per KV head, are {tables8:.2f}x its cache.\n"
-        "What changes is the angle the hash sees. It is measured in latent space, and cos(W_UK_h^T q_h, c) is "
-        "not cos(q_h, W_UK_h c), the angle between the head's query and its up-projected key (W_UK_h is not a "
-        "rotation). The per-head geometry is not lost, it is hashed in another space; whether "
-        "the hash there still finds the keys a head weights most is what notebooks 02-04 would have to measure "
-        "again, on latent vectors."
-    )
-
-
-def _answer_bits() -> str:
-    ctx = 4_096
-    rows = []
-    for K in range(8, 17):
-        meta, tables = bucket_metadata_bytes("Llama-3.1-8B", K, 150), lsh_table_bytes("Llama-3.1-8B", ctx, 150)
-        rows.append((K, format_bytes(meta), format_bytes(tables), "yes" if meta > tables else "no"))
-    first = next(
-        K
-        for K in range(1, 31)
-        if bucket_metadata_bytes("Llama-3.1-8B", K, 150) > lsh_table_bytes("Llama-3.1-8B", ctx, 150)
-    )
-    same_for_L = all(
-        next(
-            K
-            for K in range(1, 31)
-            if bucket_metadata_bytes("Llama-3.1-8B", K, L) > lsh_table_bytes("Llama-3.1-8B", ctx, L)
-        )
-        == first
-        for L in (1, 10, 150, 1000)
-    )
-    return (
-        text_table(("K", "bucket offsets", "table entries", "offsets bigger?"), rows)
-        + f"\n\nFrom K = {first}: offsets are 2^K per table, entries are n = {ctx:,} per table, so they cross "
-        f"where 2^K passes n (2^{first - 1} = {2 ** (first - 1):,} only ties). Both are per table, per layer "
-        f"and per KV head, and both use 4 bytes here, so L cancels "
-        f"(same K for L = 1, 10, 150, 1000: {same_for_L}). A longer context moves the crossing up."
-    )
-
-
-def _answer_own_model() -> str:
-    gpu = H100_MEMORY_BYTES  # the unit notebook 05b's replica uses: an H100's 80 GiB
-    rows = []
-    for name in known_models():
-        shape = get_model_shape(name)
-        weights = 2 * shape.params
-        left = gpu - weights
-        fits = int(left // shape.kv_bytes_per_token(2)) if left > 0 else 0
-        rows.append(
-            (
-                name,
-                format_bytes(weights),
-                f"{fits:,}",
-                f"{shape.max_context:,}",
-                f"{fits / shape.max_context:.2f}x" if fits else "weights do not fit",
-            )
-        )
-    return (
-        f"One H100 ({format_bytes(gpu)}), bf16 weights (2 B per parameter) and bf16 KV, "
-        "nothing else counted (activations and "
-        "the runtime take more in practice):\n"
-        + text_table(("model", "weights", "tokens of KV that fit", "advertised context", "fits / context"), rows)
-    )
-
-
-_ANSWERS = {
-    1: ("Answer 1: FP8 KV", _answer_fp8),
-    2: ("Answer 2: MLA", _answer_mla),
-    3: ("Answer 3: more bits", _answer_bits),
-    4: ("Answer 4: your own model", _answer_own_model),
-}
-
-
-def answer(number: int) -> Collapsed:
-    """The answer to question ``number`` of notebook 05a, computed now and shown folded."""
-    if number not in _ANSWERS:
-        raise ValueError(f"notebook 05a has questions {', '.join(map(str, _ANSWERS))}, not {number!r}")
-    summary, make = _ANSWERS[number]
-    return Collapsed(summary, make())

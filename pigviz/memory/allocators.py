@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pigviz._util.validate import check_array, check_float, check_int
-from pigviz.memory.budget import GIB, REPLICA_KV_BUDGET_BYTES, recompute_seconds, text_table
+from pigviz.memory.budget import GIB, REPLICA_KV_BUDGET_BYTES, decode_step_load, recompute_seconds, text_table
 from pigviz.memory.model_shapes import get_model_shape
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "simulate_serving",
     "preemption_sweep",
     "assembly_table",
+    "decode_loads",
     "format_assembly",
     "contiguous_text",
     "paged_text",
@@ -574,6 +575,39 @@ def assembly_table(
     rows.append(paged_allocation(reqs, page_tokens, budget_bytes, bpt))
     rows.append(paged_allocation(reqs, page_tokens, budget_bytes, bpt, shared_prefix))
     return rows
+
+
+def _cached_tokens(reqs: np.ndarray, allocation: "Allocation", reserve: int | None, halfway: bool) -> int:
+    """Tokens every admitted sequence of an allocation reads per decode step: at its final
+    length, or half-way through its answer. Contiguous slots admit the prompts that fit, in
+    order, each capped at its slot; a shared prefix counts once per sequence that reads it."""
+    if reserve is not None:
+        admitted = reqs[np.flatnonzero(reqs[:, 0] <= reserve)[: allocation.batch]]
+    else:
+        admitted = reqs[: allocation.batch]
+    lengths = admitted[:, 0] + (admitted[:, 1] // 2 if halfway else admitted[:, 1])
+    if reserve is not None:
+        lengths = np.minimum(lengths, reserve)
+    return int(lengths.sum())
+
+
+def decode_loads(requests=None, reserves=(8192, 2048), model="Llama-3.1-70B", n_params: float | None = None):
+    """Each allocator of :func:`assembly_table` with what one decode step of its batch reads and
+    computes (:func:`~pigviz.memory.budget.decode_step_load`; the shape's own parameter count unless
+    ``n_params`` is given), once with every sequence at its final
+    length (``"final"``) and once half-way through its answer (``"half"``). No rate enters: a
+    roofline floor divides ``bytes`` by a bandwidth and ``flops`` by a FLOP/s and takes the larger."""
+    reqs = _requests(request_mix() if requests is None else requests)
+    rows = assembly_table(reqs, reserves=reserves)
+    caps = list(reserves) + [None] * (len(rows) - len(reserves))
+    out = []
+    for allocation, reserve in zip(rows, caps):
+        row = {"allocator": allocation.name, "batch": allocation.batch, "allocation": allocation}
+        for when, halfway in (("final", False), ("half", True)):
+            cached = _cached_tokens(reqs, allocation, reserve, halfway)
+            row[when] = decode_step_load(model, allocation.batch, cached, n_params)
+        out.append(row)
+    return out
 
 
 def format_assembly(rows: list[Allocation]) -> str:

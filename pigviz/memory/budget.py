@@ -29,6 +29,7 @@ __all__ = [
     "replica_memory_text",
     "STORAGE_TIERS_GBPS",
     "H100_HBM_BYTES_PER_S",
+    "decode_step_load",
     "decode_step_time",
     "kv_bytes_per_token",
     "kv_bytes",
@@ -56,6 +57,9 @@ __all__ = [
     "tier_verdict_changes",
     "format_bytes",
     "text_table",
+    "context_note",
+    "model_rows",
+    "MODEL_ROW_FORMATS",
     "model_table",
     "cache_vs_size",
     "break_even_text",
@@ -185,7 +189,7 @@ def budget_report(
     key_bytes = key_bytes_per_head(shape, context, dtype_bytes)
     notes = ["candidates assume evenly filled buckets; real buckets are uneven"]
     if shape.max_context and context > shape.max_context:
-        notes.append(f"context exceeds the model's max_position_embeddings ({shape.max_context:,})")
+        notes.append(f"context exceeds the model's maximum context ({shape.max_context:,} tokens)")
     if shape.sliding_window and context > shape.sliding_window:
         notes.append(
             f"sliding window {shape.sliding_window:,}: a rolling-buffer cache would keep "
@@ -270,33 +274,60 @@ def text_table(headers, rows) -> str:
     return "\n".join(lines)
 
 
-def model_table(context: int, dtype_bytes: int = 2, models=None, bandwidth_bytes_per_s: float = 1e12) -> str:
-    """Per-token and per-sequence KV of several models at one context."""
+def context_note(model, context: int, dtype_bytes: int = 2) -> str:
+    """What ``context`` tokens mean for a model beyond the arithmetic: past its maximum context,
+    and, with a sliding window, what a rolling cache would hold instead ("-" when nothing)."""
+    shape = _shape(model)
+    context = _context(context)
+    notes = []
+    if shape.max_context and context > shape.max_context:
+        notes.append(f"past its {shape.max_context:,}-token context")
+    if shape.sliding_window and context > shape.sliding_window:
+        rolling = shape.sliding_window * kv_bytes_per_token(shape, dtype_bytes)
+        notes.append(f"sliding window {shape.sliding_window:,}: a rolling cache holds {format_bytes(rolling)}")
+    return "; ".join(notes) or "-"
+
+
+def model_rows(context: int, dtype_bytes: int = 2, models=None, bandwidth_bytes_per_s: float = 1e12) -> list[dict]:
+    """Per model (every shipped one by default): its shape, KV per token and per sequence at
+    ``context``, the time to read that once at a bandwidth, and what the context hides
+    (:func:`context_note`). Plain numbers; :func:`model_table` renders them as text."""
+    context = _context(context)
+    bandwidth = check_float("bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
     rows = []
     for name in models or known_models():
         shape = _shape(name)
         nbytes = kv_bytes(shape, context, dtype_bytes)
         rows.append(
-            (
-                shape.name,
-                f"{shape.params / 1e9:.2f} B" if shape.params else "?",
-                f"{shape.layers} x {shape.kv_heads} x {shape.head_dim}",
-                f"{kv_bytes_per_token(shape, dtype_bytes):,} B",
-                format_bytes(nbytes),
-                f"{read_time_s(nbytes, bandwidth_bytes_per_s) * 1e3:.2f} ms",
-            )
+            {
+                "model": shape.name,
+                "params (B)": shape.params / 1e9 if shape.params else float("nan"),
+                "layers x KV heads x head_dim": f"{shape.layers} x {shape.kv_heads} x {shape.head_dim}",
+                "KV / token (B)": kv_bytes_per_token(shape, dtype_bytes),
+                "max context": shape.max_context,
+                f"KV at {context:,}": format_bytes(nbytes),
+                f"read at {bandwidth / 1e12:g} TB/s (ms)": read_time_s(nbytes, bandwidth) * 1e3,
+                f"at {context:,} tokens": context_note(shape, context, dtype_bytes),
+            }
         )
-    return text_table(
-        (
-            "model",
-            "params",
-            "layers x KV heads x head_dim",
-            "KV / token",
-            f"KV at {context:,}",
-            f"read at {bandwidth_bytes_per_s / 1e12:g} TB/s",
-        ),
-        rows,
-    )
+    return rows
+
+
+MODEL_ROW_FORMATS = {"params (B)": "{:.2f}", "KV / token (B)": "{:,}", "max context": "{:,}"}
+
+
+def model_table(context: int, dtype_bytes: int = 2, models=None, bandwidth_bytes_per_s: float = 1e12) -> str:
+    """:func:`model_rows` as a plain-text table (``pigviz budget --model all``)."""
+    rows = model_rows(context, dtype_bytes, models, bandwidth_bytes_per_s)
+    headers = list(rows[0])
+    formats = {**MODEL_ROW_FORMATS, headers[6]: "{:.2f}"}
+
+    def cell(key, value):
+        if value is None:
+            return "?"
+        return formats[key].format(value) if key in formats else str(value)
+
+    return text_table(headers, [[cell(k, r[k]) for k in headers] for r in rows])
 
 
 def cache_vs_size(model_a, model_b, dtype_bytes: int = 2) -> dict:
@@ -502,6 +533,36 @@ def break_even_context_text(rows: list[dict], tiers: dict | None = None) -> str:
     return text_table(headers, body)
 
 
+def decode_step_load(
+    model,
+    batch: int,
+    cached_tokens: int,
+    n_params: float | None = None,
+    dtype_bytes: int = 2,
+    weight_bytes_per_param: int = 2,
+) -> dict:
+    """What one decode step of ``batch`` sequences reads and computes: the weights once (shared
+    by the batch), every sequence's own cache (``cached_tokens``, the sum of the sequences'
+    lengths, a shared prefix counted once per sequence that reads it), 2 N FLOPs per sequence for
+    the weights and 4 x layers x q_width FLOPs per cached token for attention. No rate enters:
+    :func:`decode_step_time` turns it into a roofline floor."""
+    shape = _shape(model)
+    batch = check_int("batch", batch, 1, 10**7)
+    cached = check_int("cached_tokens", cached_tokens, 0, 10**12)
+    weight_bytes_per_param = int(check_choice("weight_bytes_per_param", weight_bytes_per_param, DTYPE_BYTES_CHOICES))
+    params = _n_params(shape, n_params)
+    weight_bytes = params * weight_bytes_per_param
+    kv_read = cached * kv_bytes_per_token(shape, dtype_bytes)
+    flops = 2.0 * params * batch + 4.0 * shape.layers * shape.attention_heads * shape.head_dim * cached
+    return {
+        "batch": batch,
+        "weight_bytes": weight_bytes,
+        "kv_read_bytes": kv_read,
+        "bytes": weight_bytes + kv_read,
+        "flops": flops,
+    }
+
+
 def decode_step_time(
     model,
     batch: int,
@@ -513,31 +574,21 @@ def decode_step_time(
     flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
     weight_bytes_per_param: int = 2,
 ) -> dict:
-    """A roofline floor on one decode step of ``batch`` sequences on ``gpus`` GPUs.
-
-    The step reads the weights once (shared by the batch) and every sequence's own cache:
-    ``cached_tokens`` is the sum of the sequences' lengths, a shared prefix counted once per
-    sequence that reads it. It computes 2 N FLOPs per sequence for the weights and
-    4 x layers x q_width FLOPs per cached token for attention. At 100% of both peaks the step
-    takes the larger of the two times; ``tokens_per_s`` is ``batch`` over that."""
-    shape = _shape(model)
-    batch = check_int("batch", batch, 1, 10**7)
-    cached = check_int("cached_tokens", cached_tokens, 0, 10**12)
+    """A roofline floor on one decode step of ``batch`` sequences on ``gpus`` GPUs: the
+    :func:`decode_step_load` at 100% of both peaks, the larger of bytes / bandwidth and
+    FLOPs / FLOP/s; ``tokens_per_s`` is ``batch`` over that."""
     gpus = check_int("gpus", gpus, 1, 1024)
     hbm = check_float("hbm_bytes_per_s", hbm_bytes_per_s, 0, lo_open=True)
     flops_per_gpu = check_float("flops_per_gpu", flops_per_gpu, 0, lo_open=True)
-    weight_bytes_per_param = int(check_choice("weight_bytes_per_param", weight_bytes_per_param, DTYPE_BYTES_CHOICES))
-    params = _n_params(shape, n_params)
-    weight_bytes = params * weight_bytes_per_param
-    kv_read = cached * kv_bytes_per_token(shape, dtype_bytes)
-    flops = 2.0 * params * batch + 4.0 * shape.layers * shape.attention_heads * shape.head_dim * cached
-    memory_s = (weight_bytes + kv_read) / (gpus * hbm)
+    load = decode_step_load(model, batch, cached_tokens, n_params, dtype_bytes, weight_bytes_per_param)
+    batch, flops = load["batch"], load["flops"]
+    memory_s = load["bytes"] / (gpus * hbm)
     compute_s = flops / (gpus * flops_per_gpu)
     step = max(memory_s, compute_s)
     return {
         "batch": batch,
-        "weight_bytes": weight_bytes,
-        "kv_read_bytes": kv_read,
+        "weight_bytes": load["weight_bytes"],
+        "kv_read_bytes": load["kv_read_bytes"],
         "flops": flops,
         "memory_s": memory_s,
         "compute_s": compute_s,

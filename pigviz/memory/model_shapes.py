@@ -4,6 +4,11 @@ A KV-cache budget needs only layers, KV heads and head size; parameter counts an
 hidden sizes come along because the fetch-versus-recompute trade needs them. A shape
 comes from the shipped table (``known_models.json``), from a Hugging Face
 ``config.json`` (path, directory or dict), or from a ``transformers`` config object.
+
+``max_context`` is the context a model is documented for: the shipped table's ``context_length``
+(from the model card) where it has one, else the config's ``max_position_embeddings``. The field
+``max_position_embeddings`` keeps the config's value (they differ for Qwen2.5-1.5B: 32,768
+documented, 131,072 in its config).
 """
 
 from __future__ import annotations
@@ -52,13 +57,14 @@ class ModelShape:
     head_dim: int
     hidden_size: int
     params: int | None  # total parameters; None when the config cannot say
-    max_context: int | None  # max_position_embeddings; None when the config does not say
+    max_context: int | None  # the documented context (else max_position_embeddings); None when unknown
     intermediate_size: int | None = None
     vocab_size: int | None = None
     tie_word_embeddings: bool = False
     attention_bias: bool = False
     sliding_window: int | None = None
     hf_id: str = ""
+    max_position_embeddings: int | None = None  # the config's field, as written there
 
     def __post_init__(self):
         for field in ("layers", "attention_heads", "kv_heads", "head_dim", "hidden_size", "max_context"):
@@ -181,7 +187,8 @@ def shape_from_config(config, name: str | None = None) -> ModelShape:
         head_dim=head_dim,
         hidden_size=hidden,
         params=None,
-        max_context=_config_int(config, "max_context"),
+        max_context=_config_int(config, "context_length") or _config_int(config, "max_context"),
+        max_position_embeddings=_config_int(config, "max_context"),
         intermediate_size=_config_int(config, "intermediate_size"),
         vocab_size=_config_int(config, "vocab_size"),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),

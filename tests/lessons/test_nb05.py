@@ -60,16 +60,17 @@ def test_sum_of_squared_bucket_counts_is_never_below_the_even_figure():
         assert (counts**2).sum() / n > n / buckets
 
 
-def test_05a_model_table_marks_what_the_context_hides():
-    t = nb05a.model_table()
-    notes = dict(zip(t.frame["model"], t.frame["at 98,304 tokens"]))
+def test_05a_model_rows_mark_what_the_context_hides():
+    rows = budget.model_rows(nb05a.CONTEXT)
+    notes = {r["model"]: r["at 98,304 tokens"] for r in rows}
     assert notes["Llama-3.1-8B"] == "-"
     assert notes["SmolLM2-135M"] == "past its 8,192-token context"
+    assert notes["Qwen2.5-1.5B"] == "past its 32,768-token context"  # the model card's context (finding 05a-1)
     assert notes["Mistral-7B-v0.1"] == (
         "past its 32,768-token context; sliding window 4,096: a rolling cache holds 512 MiB"
     )
     # within its context and its window, a model needs no note
-    assert nb05a.context_note(get_model_shape("Mistral-7B-v0.1"), 4_096) == "-"
+    assert budget.context_note(get_model_shape("Mistral-7B-v0.1"), 4_096) == "-"
 
 
 def test_kv_curves_end_at_each_models_context_and_roll_a_sliding_window():
@@ -84,11 +85,10 @@ def test_kv_curves_end_at_each_models_context_and_roll_a_sliding_window():
 
 
 def test_read_floor_adds_the_weights_and_the_kv_overtakes_them_where_bytes_say():
-    w = nb05a.weight_bytes("Llama-3.1-8B")
-    assert w == 2 * get_model_shape("Llama-3.1-8B").params
-    n = nb05a.kv_overtakes_weights_at("Llama-3.1-8B")
+    w = 2 * get_model_shape("Llama-3.1-8B").params
     per = budget.kv_bytes_per_token("Llama-3.1-8B")
-    assert (n - 1) * per <= w < n * per
+    n = w // per + 1  # the notebook's two-line formula
+    assert (n - 1) * per <= w < n * per and n == 122_533
     t = nb05a.read_floor_table()
     assert list(t.frame["ms at 1 TB/s"].round(1)) == [12.9, 16.1, 28.9]
 
@@ -104,21 +104,14 @@ def test_magicpig_layout_drops_its_dense_layers_and_doubles_the_offsets():
 def test_index_bill_rows_mark_models_past_their_context():
     labels = [r["label"] for r in nb05a.index_bill_rows()]
     assert "Llama-3.1-8B" in labels and "SmolLM2-135M †" in labels and "Mistral-7B-v0.1 †" in labels
+    assert "Qwen2.5-1.5B †" in labels
     assert [r["label"] for r in nb05a.index_bill_rows(4_096)] == known_models()
     assert "last 4,096 tokens" in nb05a.past_context_note()
 
 
-def test_group_scan_counts_every_query_head_of_a_kv_head():
-    r = budget.budget_report("Llama-3.1-8B", nb05a.CONTEXT)
-    g = nb05a.group_scan(r)
-    assert g["query_heads"] == 4 and g["index_bytes"] == 4 * 57_600
-    assert g["share_of_key_bytes"] == pytest.approx(4 * r["candidate_share_of_key_bytes"])
-
-
 def test_05a_tables_follow_the_library():
-    t = nb05a.model_table()
-    row = t.frame[t.frame["model"] == "Llama-3.1-8B"].iloc[0]
-    assert row["KV / token (B)"] == 131_072
+    row = budget.model_rows(nb05a.CONTEXT)[0]
+    assert row["model"] == "Llama-3.1-8B" and row["KV / token (B)"] == 131_072
     bits = nb05a.bits_table()
     assert list(bits.text["K, L"]) == [f"{k}, {l}" for k, l in nb05a.BIT_SETTINGS]
     assert bits.frame["offsets / entries"].iloc[-1] == pytest.approx(2 / 3)
@@ -145,17 +138,27 @@ def test_decode_step_floor_by_hand():
         budget.decode_step_time(shape, batch=0, cached_tokens=10)
 
 
-def test_throughput_grows_less_than_the_batch(mix):
-    rows = nb05b.throughput_rows(mix)
+def test_the_notebooks_roofline_cell_gives_what_decode_step_time_gives(mix):
+    """05b section 8 computes step = max(bytes / bandwidth, FLOPs / peak) in a cell over
+    allocators.decode_loads; the claims take budget.decode_step_time. Both must agree."""
+    hbm, peak = 4 * budget.H100_HBM_BYTES_PER_S, 4 * budget.H100_DENSE_BF16_FLOPS
+    loads = al.decode_loads(mix)
     assembly = al.assembly_table(mix)
-    for r, a in zip(rows, assembly):
+    per = al.replica_bytes_per_token()
+    for r, a in zip(loads, assembly):
         assert r["allocation"] == a
-        # at final lengths each sequence reads exactly its logical KV
-        assert r["final"]["kv_read_bytes"] == a.logical_bytes
-        assert r["half"]["kv_read_bytes"] < r["final"]["kv_read_bytes"]
-    for r in rows[1:]:
-        assert 1 < r["tokens_x"] < r["batch_x"] and r["tokens_x"] < r["tokens_x_half"] < r["batch_x"]
-    assert len(nb05b.throughput_table(rows)) == 4
+        assert r["final"]["kv_read_bytes"] == a.logical_bytes  # final lengths: each sequence's logical KV
+        for when in ("final", "half"):
+            load = r[when]
+            load["step_s"] = max(load["bytes"] / hbm, load["flops"] / peak)
+            load["bound"] = "memory" if load["bytes"] / hbm >= load["flops"] / peak else "compute"
+            load["tokens_per_s"] = r["batch"] / load["step_s"]
+            lib = budget.decode_step_time("Llama-3.1-70B", r["batch"], load["kv_read_bytes"] // per)
+            assert load["step_s"] == pytest.approx(lib["step_s"], rel=1e-12) and load["bound"] == lib["bound"]
+    t = nb05b.throughput_table(loads)
+    assert len(t) == 4
+    tokens_x, batch_x = list(t.frame["tokens/s vs baseline"]), list(t.frame["batch vs baseline"])
+    assert all(1 < x < b for x, b in zip(tokens_x[1:], batch_x[1:]))  # throughput grows less than the batch
 
 
 def test_utilisation_moves_every_break_even_in_proportion():
@@ -179,28 +182,6 @@ def test_reprefill_time_is_replica_seconds():
     tokens_s = full["reprefill_tokens"] * 2 * 70e9 / (4 * budget.H100_DENSE_BF16_FLOPS)
     assert tokens_s < full["reprefill_s"] < 1.1 * tokens_s  # the weights' share, plus some attention
     assert nb05b.first_prefill_seconds() == pytest.approx(140, rel=0.01)
-
-
-def test_prediction_table_sets_guesses_beside_the_measurement():
-    sweep = al.preemption_sweep()
-    blank = nb05b.against_prediction(sweep)
-    assert blank.count("not written") == 3 and "668" in blank and "97%" in blank
-    mine = nb05b.against_prediction(sweep, 0.85, 50, 0.2)
-    assert "85%" in mine and "| 50 |" in mine and "+20.0%" in mine and "not written" not in mine
-    assert "| about 90% |" in nb05b.against_prediction(sweep, "about 90%")
-
-
-def test_paragraphs_state_the_measured_numbers(mix):
-    story = nb05b.preemption_story(al.preemption_sweep(), mix)
-    assert "**668**" in story and "85%" in story and "9.4 s of the TP4 replica" in story
-    assert "enough pages are free" in story
-    rows = budget.break_even_over_context(get_model_shape("Llama-3.1-70B"), nb05b.CONTEXTS, 70e9, tps=(4,))
-    assert "34,545" in nb05b.length_story(rows) and "cancel" in nb05b.length_story(rows)
-    summary = nb05b.presenter_summary(mix)
-    assert summary.count("\n") == 5 and "if the first 2,048 tokens of every prompt" in summary
-    assert "416 sequences against 417 without it" in summary
-    assert "3.1x the tokens per second" in nb05b.assembly_story(mix)
-    assert "16,782" in nb05b.rules_story(mix)
 
 
 def test_05b_tables_hold_the_library_numbers(mix):
@@ -228,12 +209,13 @@ def test_a_prepended_system_prompt_shared_costs_about_nothing(mix):
     longer = mix.copy()
     longer[:, 0] += 2048
     assert pre["unshared"] == al.paged_allocation(longer, 16).batch
-    assert "416" in nb05b.assembly_story(mix) and "162" in nb05b.assembly_story(mix)
+    assert (pre["shared"], pre["unshared"], pre["no_prompt"]) == (416, 162, 417)
 
 
-def test_drive_story_names_the_drive_and_the_break_even():
-    text = nb05b.drive_story()
-    assert "14 GB/s" in text and "9.26 GB/s" in text and "every prefix length" in text
+def test_a_pcie5_drive_beats_every_break_even_and_tiers_say_what_they_stand_for():
+    big = get_model_shape("Llama-3.1-70B")
+    assert nb05b.PCIE5_NVME_GBPS * 1e9 > budget.break_even_at(big, 1, 70e9, tp=4)
+    assert budget.crossover_prefix(big, nb05b.PCIE5_NVME_GBPS * 1e9, 70e9, tp=4) == 1
     assert set(nb05b.TIER_FIGURES) == set(budget.STORAGE_TIERS_GBPS)
     assert "PCIe 4.0" in repr(nb05b.tier_table(al.replica_bytes_per_token()))
 

@@ -296,3 +296,18 @@ def test_allocator_widget_reacts():
     assert w.figure.data[0].y[0] == 17
     assert w.status.value == "" and "held/logical" in w.table.value
     assert AllocatorWidget(page_tokens=-3, reserve_tokens="x").page.value == 1
+
+
+def test_decode_loads_count_each_admitted_sequence_once_at_its_length():
+    reqs = al.request_mix()
+    loads = al.decode_loads(reqs)
+    rows = al.assembly_table(reqs)
+    assert [r["batch"] for r in loads] == [r.batch for r in rows]
+    per = al.replica_bytes_per_token()
+    paged = loads[2]
+    final = int(reqs[: paged["batch"]].sum())  # paged: the first `batch` requests, whole
+    assert paged["final"]["kv_read_bytes"] == final * per
+    assert paged["half"]["kv_read_bytes"] < paged["final"]["kv_read_bytes"]
+    slot = loads[0]  # contiguous 8k: prompts that fit, capped at the slot
+    fits = reqs[reqs[:, 0] <= 8192][: slot["batch"]]
+    assert slot["final"]["kv_read_bytes"] == int(np.minimum(fits.sum(axis=1), 8192).sum()) * per

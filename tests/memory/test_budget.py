@@ -279,3 +279,24 @@ def test_kv_widget_reacts_and_clamps():
     assert "14,400" not in w.table.value
     w.context.value, w.L.value, w.K.value, w.model_picker.value, w.dtype.value = 98_304, 150, 10, LLAMA8, 2
     assert "14,400" in w.table.value and "12 GiB" in w.table.value
+
+
+def test_model_rows_are_the_one_row_builder_of_the_model_table():
+    rows = budget.model_rows(98_304)
+    assert [r["model"] for r in rows] == known_models()
+    llama = rows[0]
+    assert llama["KV / token (B)"] == 131_072 and llama["KV at 98,304"] == "12 GiB"
+    assert llama["read at 1 TB/s (ms)"] == pytest.approx(12 * 2**30 / 1e12 * 1e3)
+    past = [r["model"] for r in rows if "past its" in r["at 98,304 tokens"]]
+    assert past == ["Qwen2.5-0.5B", "Qwen2.5-1.5B", "SmolLM2-135M", "Mistral-7B-v0.1"]
+    text = budget.model_table(98_304)
+    assert all(r["model"] in text for r in rows) and "512 MiB" in text
+
+
+def test_decode_step_time_is_the_roofline_of_decode_step_load():
+    load = budget.decode_step_load("Llama-3.1-70B", 64, 100_000)
+    assert load["bytes"] == load["weight_bytes"] + load["kv_read_bytes"]
+    step = budget.decode_step_time("Llama-3.1-70B", 64, 100_000)
+    hbm, peak = 4 * budget.H100_HBM_BYTES_PER_S, 4 * budget.H100_DENSE_BF16_FLOPS
+    assert step["step_s"] == max(load["bytes"] / hbm, load["flops"] / peak)
+    assert step["tokens_per_s"] == 64 / step["step_s"]

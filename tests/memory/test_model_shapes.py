@@ -20,8 +20,36 @@ EXPECTED = {
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_known_shapes_match_their_configs(name):
     s = get_model_shape(name)
-    assert (s.layers, s.attention_heads, s.kv_heads, s.head_dim, s.hidden_size, s.max_context) == EXPECTED[name]
+    fields = (s.layers, s.attention_heads, s.kv_heads, s.head_dim, s.hidden_size, s.max_position_embeddings)
+    assert fields == EXPECTED[name]
     assert s.name == name
+
+
+# The context each model card documents: the maximum context pigviz uses (known_models.json's
+# context_length). Qwen2.5-1.5B's card says "Full 32,768 tokens" where its config says 131072.
+DOCUMENTED = {
+    "Llama-3.1-8B": 131_072,
+    "Llama-3.1-70B": 131_072,
+    "Qwen2.5-0.5B": 32_768,
+    "Qwen2.5-1.5B": 32_768,
+    "Qwen2.5-7B": 131_072,
+    "SmolLM2-135M": 8_192,
+    "Mistral-7B-v0.1": 32_768,
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_max_context_is_the_documented_context(name):
+    s = get_model_shape(name)
+    assert s.max_context == DOCUMENTED[name]
+    assert s.max_context <= s.max_position_embeddings
+
+
+def test_a_config_without_context_length_takes_max_position_embeddings():
+    cfg = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64, "max_position_embeddings": 2048}
+    s = shape_from_config(cfg)
+    assert s.max_context == s.max_position_embeddings == 2048
+    assert shape_from_config({**cfg, "context_length": 1024}).max_context == 1024
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -223,7 +223,10 @@ EXERCISES = [
         reference=kv_bytes_per_token,
         make_cases=_kv_cases,
         output=INT,
-        hint="2 (K and V) x layers x kv_heads x head_dim x dtype_bytes",
+        nudge="Picture what one new token leaves behind in one layer and one KV head: how many vectors, "
+        "how many numbers in each, how many bytes per number. Then ask which arguments repeat that picture.",
+        hint="The answer is one product: the four arguments and one constant, which counts the vectors a token "
+        "stores per head. Integers multiplied stay integers, so nothing needs rounding.",
         difficulty=1,
         importance=4,
         minutes=3,
@@ -266,8 +269,10 @@ EXERCISES = [
         output=FLOAT,
         rtol=1e-9,
         atol=1e-9,
-        hint="K bits make 2^K buckets, so a bucket holds n / 2^K tokens; the query reads one bucket "
-        "per table: L n / 2^K",
+        nudge="First count the buckets K bits make, then how many of the n tokens one bucket holds on "
+        "average. The query reads exactly one bucket in each table.",
+        hint="`2 ** K` is the bucket count. Divide with `/` rather than `//`: an expected count need not be "
+        "whole, and `n = 0` needs no special case.",
         difficulty=2,
         importance=3,
         minutes=5,
@@ -313,8 +318,10 @@ EXERCISES = [
         output=FLOAT,
         rtol=1e-6,
         atol=1e-6,
-        hint="pages = ceil(length / page) per sequence (in integers: -(-length // page)); "
-        "allocated = page x total pages; waste = (allocated - sum(lengths)) / allocated",
+        nudge="Count what is handed out, not what is used: each sequence rounds its own length up to "
+        "whole pages, and the waste is the empty share of the slots handed out.",
+        hint="`-(-a // b)` is an integer ceiling of `a / b` that works element by element on a numpy array; "
+        "`.sum()` adds up an array. Divide the empty slots by the allocated ones, not by the used ones.",
         difficulty=2,
         importance=3,
         minutes=6,
@@ -360,7 +367,10 @@ EXERCISES = [
         output=FLOAT,
         rtol=1e-6,
         atol=0.0,
-        hint="recompute time per token = 2 n_params / (flops_per_gpu x tp); B = bytes_per_token / that time",
+        nudge="Break-even means equal times. Write the time to recompute one token (its FLOPs over the "
+        "replica's FLOP/s) and the time to fetch it (its bytes over a bandwidth), then solve for the bandwidth.",
+        hint="The replica's FLOP/s is `flops_per_gpu * tp`. A time is work divided by a rate, and a "
+        "bandwidth is bytes divided by seconds.",
         difficulty=2,
         importance=4,
         minutes=6,
