@@ -3,43 +3,23 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/02_key_cone.ipynb)
 #
-# MagicPIG wants to pick keys with random hyperplanes. Whether that can work depends on
-# where the keys sit in space, so before hashing anything we look at real ones.
-#
-# The keys below come from **SmolLM2-135M** reading 8,192 tokens of Python's reference
-# documentation. pigviz ships a small capture of that one prefill: for four layers, the
-# post-RoPE keys and the values of one KV head at every position, the last 64 queries of its
-# three query heads and the model's attention outputs for them; and, for every layer and head,
-# the attention weight on token 0. No model is loaded here; an optional cell further down
-# recaptures it from the real model.
-#
-# Three things turn out to matter: the keys crowd into a **cone**; from the middle layers
-# on, the first token is an **attention sink**; and the queries point **away** from the
-# cone.
+# MagicPIG wants to pick keys with random hyperplanes. Whether that can work depends on where
+# the keys sit in space, so before hashing anything we look at real ones. Three things turn out
+# to matter: the keys crowd into a **cone**; from the middle layers on, the first token is an
+# **attention sink**; and the queries point **away** from the cone.
 #
 # **You will be able to**
 #
-# * measure how narrow a cone a head's keys form, with two functions you write: each key's
-#   cosine with the mean direction, and the cone's width;
+# * measure how tightly a head's keys bunch into a cone, with two functions you write;
 # * compute one query's attention weights yourself and find the attention sink among them;
 # * explain why a short sink key still wins, and why keys in a cone are a problem for
 #   hyperplanes through the origin.
 #
-# **Prerequisites:** notebook 01 (attention as a weighted mean; why TopK and sampling need the
-# weights).
-#
-# **Exercises.** Three cells ask you to write a short function (its body is `...`); the cell
-# after each checks it and says what is wrong if it is. Run All stops at the first exercise you
-# have not written yet: write it, or go on with the reference (for the first one,
-# `cos_to_mean_direction = ex.use_reference("02.cos_to_mean_direction")`, as the failed check
-# says). To read the notebook first with the reference solutions standing in for every blank,
-# run `ex.enable_solutions()` after the imports.
-#
-# **Time in a workshop:** about 40 minutes, of which 15 for the three exercises. The five
-# questions at the end, with their folded answers, take about 20 minutes more.
+# **Prerequisites:** notebook 01 (attention as a weighted mean; how the exercises work).
+# **Time in a workshop:** about 35 minutes, of which 15 for the three exercises.
 
-# %%
-# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+# %% jupyter={"source_hidden": true}
+# Colab only: installs pigviz and the bundled model (does nothing elsewhere)
 import importlib.util, os, subprocess, sys  # noqa: E401, I001
 try:
     import google.colab  # noqa: F401
@@ -66,10 +46,12 @@ from pigviz.lessons import exercises as ex
 from pigviz.lessons import nb02_key_cone as nb02
 from pigviz.plots import key_geometry as pk
 
-
-def folded(summary, text):  # the solutions and the answers: folded until clicked
-    return Markdown(f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>")
-
+# %% [markdown]
+# The keys below come from **SmolLM2-135M** reading 8,192 tokens of Python's reference
+# documentation. pigviz ships a small capture of that one prefill: for four layers, the
+# post-RoPE keys and values of one KV head at every position, the last 64 queries of its three
+# query heads and the model's attention outputs for them; and, for every layer and head, the
+# attention weight on token 0. No model is loaded here.
 
 # %%
 cap = kg.shipped_capture()
@@ -78,12 +60,9 @@ print(nb02.capture_summary(cap))
 
 # %% [markdown]
 # **Optional: recapture from the real model.** The cell below loads SmolLM2-135M and runs the
-# same prefill that produced the shipped file (minutes rather than seconds on a laptop CPU,
-# and a few GB of memory). It is switched off so the notebook runs quickly; set
-# `RUN_LIVE = True` to check that nothing here depends on the shipped copy. Every cell
-# after it reads `cap`. On a GPU runtime `device="auto"` loads the model onto the GPU in bf16
-# (elsewhere the CPU in fp32, as the shipped file was made), so the numbers can differ slightly
-# from the shipped ones; `device="cpu"` repeats the shipped run.
+# same prefill (minutes on a laptop CPU, and a few GB of memory). Set `RUN_LIVE = True` to check
+# that nothing here depends on the shipped copy. On a GPU runtime `device="auto"` loads the
+# model in bf16, so the numbers can differ slightly; `device="cpu"` repeats the shipped run.
 
 # %%
 RUN_LIVE = False
@@ -113,46 +92,67 @@ pk.sink_heatmap_figure(sink["sink_weight"], kg.head_pairs(cap), None, cap.group_
 # The early layers ignore token 0; from the first sink layer on, many heads hand it a large
 # share of everything they have. Why would they? The softmax must give out a total weight of 1
 # even when nothing in the context is relevant to the query. One reading: the model parks the
-# spare weight on a token whose value changes the output little, a "none of the above". For
-# the four shipped heads the capture holds the values too, so the second half of that reading
-# can be tested: how long is token 0's value next to a typical one?
+# spare weight on a token whose value changes the output little, a "none of the above". The
+# capture holds the values of the four shipped KV heads, so that reading can be tested there:
+# how long is token 0's value next to a typical one?
 
 # %%
-nb02.value_table(cap)
+token0 = []
+for layer, heads in zip(cap.layers, cap.query_heads):
+    view = kg.head_view(cap, layer, heads[0])  # the layer's KV head (keys and values), its first query head
+    v_len, k_len = np.linalg.norm(view.values, axis=1), np.linalg.norm(view.keys, axis=1)
+    weight0 = np.mean([kg.head_view(cap, layer, h).attention_weights()[:, 0].mean() for h in heads])
+    token0.append({"layer": layer, "weight on token 0": weight0,
+                   "|v0| / median |v|": v_len[0] / np.median(v_len), "|k0| / median |k|": k_len[0] / np.median(k_len)})
+lessons.table(token0, formats={c: "{:.2f}" for c in token0[0] if c != "layer"},
+              caption="Token 0 in each captured layer (weight: mean over its three query heads and the last 64 queries)")
+
+# %% [markdown]
+# In every captured KV head, token 0's value is about a quarter of the median value's length:
+# weight parked on it adds a vector about a quarter as long as the same weight on a typical token
+# would. That fits the reading, though it does not prove it. Layer 2, which has no sink, has an
+# equally short value at token 0: the short value belongs to token 0 in this model, and the sink
+# layers are the ones that put weight on it.
 
 # %% jupyter={"source_hidden": true}
-v0 = [row["|v0| / median |v|"] for row in nb02.value_lengths(cap)]
 first, per_layer = kg.sink_onset(cap)
-short = nb02.about_fraction(v0)
-Markdown(f"In every captured layer token 0's value is about {short} of the median value's length "
-         f"({min(v0):.2f} to {max(v0):.2f}): weight parked on it adds a vector about {short} as long as the same "
-         "weight on a typical token would. That fits the reading, though it does not prove it. Layer 2, which has "
-         "no sink, has an equally short value at token 0, so the short value belongs to token 0 in this model, and "
-         "the sink layers are the ones that put weight on it.\n\n"
-         "**Bottom line.** From the first sink layer on, heads park a large share of their weight on token 0 "
-         f"({per_layer[first:].mean():.2f} on average, the second printed line), and token 0's value is about "
-         f"{short} as long as a typical one.")
+v0 = [row["|v0| / median |v|"] for row in token0]
+Markdown(f"**Bottom line.** From layer {first} on, heads park a large share of their weight on token 0 "
+         f"({per_layer[first:].mean():.2f} on average, the second printed line), and in the four captured KV heads "
+         f"token 0's value is {min(v0):.2f} to {max(v0):.2f} of a typical value's length.")
 
 # %% [markdown]
 # ## 2. Keys crowd into a cone
 #
 # Take each key's direction (the key scaled to length 1) and average those unit keys; scaled to
 # length 1 again, that average is the keys' **mean direction**. Random directions in 64
-# dimensions would be almost orthogonal to any fixed direction. Real keys are not: every
-# captured head has its keys bunched around their mean direction.
+# dimensions would be almost orthogonal to any fixed direction:
+
+# %%
+random_dirs = kg.unit_rows(np.random.default_rng(1).standard_normal((1000, d)))
+print(f"1,000 random directions in {d}-d: mean |cos| with the first one {np.abs(random_dirs[1:] @ random_dirs[0]).mean():.2f}")
+
+# %% [markdown]
+# Real keys are not: every captured head has its keys bunched around their mean direction.
 #
 # ### Your turn: the cone, measured
 #
-# `cos_to_mean_direction(keys)`: for keys of shape `(n, d)`, each key's cosine with the keys'
-# mean direction, shape `(n,)`. Only directions count: the keys may have very different lengths
-# (one key about 5 times longer than the rest, of length 25, or all of them 1000 times larger),
-# and a single key (`n = 1`) is its own mean direction.
-#
 # Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~6 min
 #
-# <details><summary>Hint</summary>
+# Write `cos_to_mean_direction(keys)`: for keys of shape `(n, d)`, each key's cosine with the
+# keys' mean direction, shape `(n,)`. Only directions count: the keys may have very different
+# lengths (one key about 5 times longer than the rest, of length 25, or all of them 1000 times
+# larger), and a single key (`n = 1`) is its own mean direction.
 #
-# unit = k / |k| row by row; m = unit.mean(0) / |unit.mean(0)|; return unit @ m
+# <details><summary>Hint 1: what to think about</summary>
+#
+# Only directions count, so first make every key length 1; a long key must not pull the mean its way. The average of unit vectors is shorter than 1: a cosine needs it scaled back to length 1.
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# `np.linalg.norm(k, axis=-1, keepdims=True)` gives each row's length as a column, ready to divide by; `.mean(axis=0)` averages the rows; `a @ m` takes every row's dot product with one vector `m`
 #
 # </details>
 
@@ -163,64 +163,80 @@ def cos_to_mean_direction(keys):
 
 
 # %%
-cos_to_mean_direction = ex.reference_or("02.cos_to_mean_direction", cos_to_mean_direction)
-ex.check("02.cos_to_mean_direction", cos_to_mean_direction)
+cos_to_mean_direction = ex.check("02.cos_to_mean_direction", cos_to_mean_direction)
+
+# %%
 layer19 = kg.head_view(cap, 19, 6).keys
 print("layer 19's keys: your cosines and the library's",
       lessons.agree(cos_to_mean_direction(layer19), kg.cos_to_mean_direction(layer19), within=1e-12))
 
+# %%
+lessons.folded("Solution: cos_to_mean_direction", ex.solution("02.cos_to_mean_direction"))
+
 # %% [markdown]
-# `cone_width(keys)`: one number for how tight the cone is, the mean of those cosines. It equals
-# the length of the average unit key (before that average is scaled to length 1): near 1 when
-# all keys point the same way, about $1/\sqrt n$ for $n$ random directions. It returns one
-# float, whatever the keys' lengths, for any `n` from 1 up. Mind the direction of the name:
-# **a larger "cone width" means a narrower cone**, the keys bunched more tightly around their
-# mean direction; the table after the check also gives the median angle to the mean direction,
-# which grows as the cone widens.
+# One number says how tightly the keys bunch: the **cone tightness**, the mean of those cosines.
+# It equals the length of the average unit key (before that average is scaled to length 1):
+# near 1 when all keys point the same way, about $1/\sqrt n$ for $n$ random directions. The
+# table after the check also gives the median angle to the mean direction, which says how wide
+# the cone is.
 #
 # Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~4 min
 #
-# <details><summary>Hint</summary>
+# Write `cone_tightness(keys)`: one float, whatever the keys' lengths, for any `n` from 1 up.
 #
-# the length of (k / |k|).mean(axis=0)
+# <details><summary>Hint 1: what to think about</summary>
+#
+# Average the cosines you just computed. Is there a shorter way? The mean of the unit keys' dot products with a unit vector m is the average unit key's dot product with m, and m points along it.
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# normalise the rows as before and average them with `.mean(axis=0)`: one d-vector; `np.linalg.norm` of a 1-D array is a single number
 #
 # </details>
 
 # %%
-def cone_width(keys):
+def cone_tightness(keys):
     """Mean cosine of the keys with their mean direction = length of the average unit key."""
     ...
 
 
 # %%
-cone_width = ex.reference_or("02.cone_width", cone_width)
-ex.check("02.cone_width", cone_width)
-print(f"layer 19's keys: your cone width {cone_width(layer19):.4f}, the library's {kg.cone_width(layer19):.4f}")
+cone_tightness = ex.check("02.cone_tightness", cone_tightness)
 
 # %%
-folded("Solutions: cos_to_mean_direction, cone_width",
-       f"```python\n{ex.solution('02.cos_to_mean_direction')}\n\n{ex.solution('02.cone_width')}```")
+lessons.folded("Solution: cone_tightness", ex.solution("02.cone_tightness"))
 
 # %% [markdown]
-# Every captured layer, next to as many random directions (the dotted curve):
+# Your two functions on every captured layer, next to as many random directions (the dotted
+# curve):
 
 # %%
 random_keys = np.random.default_rng(0).standard_normal((cap.n_tokens, d))
-display(nb02.cone_table(cap, random_keys))
-series = [(f"layer {layer}", kg.cos_to_mean_direction(kg.head_view(cap, layer, heads[0]).keys),
-           pk.LAYER_COLORS[i], "solid") for i, (layer, heads) in enumerate(zip(cap.layers, cap.query_heads))]
-series.append(("random directions", kg.cos_to_mean_direction(random_keys), "#555555", "dot"))
+sets = [(f"layer {layer}", kg.head_view(cap, layer, heads[0]).keys) for layer, heads in zip(cap.layers, cap.query_heads)]
+sets.append(("random directions", random_keys))
+cone = [{"keys": name, "cone tightness (mean cos)": cone_tightness(keys),
+         "median angle to the mean direction (deg)": np.degrees(np.arccos(np.median(cos_to_mean_direction(keys))))}
+        for name, keys in sets]
+lessons.table(cone, formats={"cone tightness (mean cos)": "{:.2f}", "median angle to the mean direction (deg)": "{:.0f}"},
+              caption=f"All {cap.n_tokens:,} keys of each captured KV head")
+
+# %%
+colours = [*pk.LAYER_COLORS[: len(sets) - 1], "#555555"]
+series = [(name, cos_to_mean_direction(keys), c, "dot" if name.startswith("random") else "solid")
+          for (name, keys), c in zip(sets, colours)]
 pk.cosine_histogram_figure(series, "Keys crowd into a cone", "cos(key, mean direction)",
                            subtitle=f"all {cap.n_tokens:,} keys of each captured KV head")
 
 # %% jupyter={"source_hidden": true}
-*layer_rows, random_row = nb02.cone_rows(cap, random_keys)
-widths = [row["cone width (mean cos)"] for row in layer_rows]
-angles_deg = [row["median angle to the mean direction (deg)"] for row in layer_rows]
-Markdown(f"**Bottom line.** In every captured layer the keys form a cone: their cone width is {min(widths):.2f} to "
-         f"{max(widths):.2f} against {random_row['cone width (mean cos)']:.2f} for random directions, and the median "
-         f"key sits {min(angles_deg):.0f} to {max(angles_deg):.0f} degrees from the mean direction instead of the "
-         f"{random_row['median angle to the mean direction (deg)']:.0f} degrees of random directions.")
+*layers_, random_row = cone
+tight = [row["cone tightness (mean cos)"] for row in layers_]
+angles_deg = [row["median angle to the mean direction (deg)"] for row in layers_]
+Markdown(f"**Bottom line.** In every captured layer the keys form a cone: their tightness is {min(tight):.2f} to "
+         f"{max(tight):.2f} against {random_row['cone tightness (mean cos)']:.2f} for random directions, and the median key "
+         f"sits {min(angles_deg):.0f} to {max(angles_deg):.0f} degrees from the mean direction instead of "
+         f"{random_row['median angle to the mean direction (deg)']:.0f}: a wide cone, but far narrower than random directions.")
 
 # %% [markdown]
 # ## 3. The query looks the other way
@@ -235,8 +251,8 @@ Markdown(f"**Bottom line.** In every captured layer the keys form a cone: their 
 #   subtracts in notebook 03, and the one the queries are measured against here.
 #
 # In this model the two point almost the same way (the angle between them is printed first
-# below), so "away from the mean key" also means "away from the cone". The table averages over each head's 64
-# captured queries.
+# below), so "away from the mean key" also means "away from the cone". The table averages over
+# each head's 64 captured queries.
 
 # %%
 view = kg.head_view(cap, 19, 6)
@@ -257,13 +273,14 @@ pk.cosine_histogram_figure([("cos(query, key)", cos_q, pk.COLORS["raw"], "solid"
                            "One query against its keys", "cos(query, key)", marks=[("sink key", cos_q[0])],
                            subtitle=f"layer 19, head 6, query at position {int(view.positions[-1])}")
 
+# %% [markdown]
+# Only the sink key (dotted line) and the few other keys counted above lean towards this
+# query. Scores $q \cdot k / \sqrt d$ are therefore mostly negative, and the interesting keys
+# are the few that lean less away than the rest.
+
 # %% jupyter={"source_hidden": true}
-others = int(np.sum(cos_q[1:] > 0))
 query_angles = [row.query_angle_deg for row in rows]
-Markdown(f"Only the sink key (dotted line) and the {others} other keys counted above lean towards this query. Scores "
-         "$q \\cdot k / \\sqrt d$ are therefore mostly negative, and the interesting keys are the few that lean less "
-         "away than the rest.\n\n"
-         "**Bottom line.** In every captured head the queries sit more than 90 degrees from the mean key (the angle "
+Markdown("**Bottom line.** In every captured head the queries sit more than 90 degrees from the mean key (the angle "
          f"column: {min(query_angles):.0f} to {max(query_angles):.0f} degrees), so they point away from the cone.")
 
 # %% [markdown]
@@ -284,19 +301,23 @@ nb02.sink_key_table(rows)
 #
 # ### Your turn: one query's attention weights
 #
-# `attention_weights(q, keys)`: the attention weights of one query `q` (shape `(d,)`) over
-# `keys` (shape `(n, d)`), the softmax of the scores $q\cdot k_i/\sqrt d$ with $d$ the length of
-# `q`; shape `(n,)`, summing to 1. Scores can be large (the checks use thousands above and
-# below 0, where `exp` overflows to `inf` or underflows to 0 for every key); subtracting the
-# largest score before `exp` makes it safe whatever they are, and the softmax does not change.
-# A single key gets all the weight. Then use it on the last
-# query of layer 19, head 6: how much weight lands on the sink?
-#
 # Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~5 min
 #
-# <details><summary>Hint</summary>
+# Write `attention_weights(q, keys)`: the attention weights of one query `q` (shape `(d,)`) over
+# `keys` (shape `(n, d)`), the softmax of the scores $q\cdot k_i/\sqrt d$ with $d$ the length of
+# `q`; shape `(n,)`, summing to 1. Scores can be large: the checks use thousands above and below
+# 0, where `exp` overflows to `inf` or underflows to 0 for every key. A single key gets all the
+# weight. Then use it on the last query of layer 19, head 6: how much weight lands on the sink?
 #
-# scores = keys @ q / sqrt(d); w = exp(scores - max) / sum(exp(scores - max))
+# <details><summary>Hint 1: what to think about</summary>
+#
+# First the scores, one per key, scaled by the square root of d, the length of q. Then the softmax: adding the same number to every score does not change it, so pick a number that keeps every exp finite.
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# `keys @ q` gives all n dot products at once and `np.sqrt(len(q))` the scale; `scores.max()` is one number you can subtract from every score before `np.exp`
 #
 # </details>
 
@@ -307,23 +328,24 @@ def attention_weights(q, keys):
 
 
 # %%
-attention_weights = ex.reference_or("02.attention_weights", attention_weights)
-ex.check("02.attention_weights", attention_weights)
+attention_weights = ex.check("02.attention_weights", attention_weights)
+
+# %%
 mine = attention_weights(view.queries[-1], view.keys)
 print(f"last query of layer 19, head 6: your weight on the sink key {mine[0]:.3f}, on the last "
       f"{kg.EXACT_RECENT} keys {mine[-kg.EXACT_RECENT:].sum():.3f}; "
       f"yours and the library's weights {lessons.agree(mine, view.attention_weights()[-1], within=1e-12)}")
 
 # %%
-folded("Solution: attention_weights", f"```python\n{ex.solution('02.attention_weights')}```")
+lessons.folded("Solution: attention_weights", ex.solution("02.attention_weights"))
 
 # %% jupyter={"source_hidden": true}
 sink_heads = [row for row in rows if row.sink_weight > 0.1]
 k0 = [row.sink_norm_ratio for row in sink_heads]
-Markdown("**Bottom line.** The sink key wins by its direction, not its length: in the sink heads it is about "
-         f"{nb02.about_fraction(k0)} of the median key's length ({min(k0):.2f} to {max(k0):.2f}), yet it outscores "
-         f"every older key for {np.mean([row.sink_wins for row in sink_heads]):.1%} of their queries, and this one "
-         f"query puts {mine[0]:.2f} of its weight on it (printed above).")
+Markdown(f"**Bottom line.** The sink key wins by its direction, not its length: in the sink heads it is {min(k0):.2f} "
+         f"to {max(k0):.2f} of the median key's length, yet it outscores every older key for "
+         f"{np.mean([row.sink_wins for row in sink_heads]):.1%} of their queries, and this one query puts {mine[0]:.2f} of "
+         "its weight on it (printed above).")
 
 # %% [markdown]
 # ## 5. The picture: keys in the plane of the query and the mean key
@@ -331,57 +353,58 @@ Markdown("**Bottom line.** The sink key wins by its direction, not its length: i
 # A 64-dimensional cloud cannot be drawn, but a plane through it can. Take the plane spanned
 # by the mean key (x axis) and the query (y axis: the part of the query perpendicular to
 # the mean key). Each key is drawn at its **projection** onto that plane, which drops its
-# other 62 coordinates: distances shrink, and angles to the query are exaggerated, pushed away
-# from 90 degrees (a projected key is shorter, while its dot product with the query, which
-# lies in the plane, is unchanged). The query itself is drawn exactly.
+# other 62 coordinates: distances shrink, and angles to the query are pushed away from 90
+# degrees (a projected key is shorter, while its dot product with the query is unchanged).
+# The query itself is drawn exactly.
 #
 # The dashed lines are six random hyperplanes through the origin, drawn where they cut this
 # plane. Together they make one table of a SimHash of 6 bits: a vector's bucket is the side of
 # each hyperplane it lies on, and a key shares the query's bucket when it sits on the query's
-# side of all six (notebook 04 builds this up step by step). The shaded wedge is the query's
-# bucket as the picture shows it.
+# side of all six (notebook 04 builds this up). The shaded wedge is the query's bucket as the
+# picture shows it.
 
 # %%
 cloud = kp.key_cloud(view, -1, "raw", n_planes=6)
 n_hashed = int(kg.non_exact_mask(cap.n_tokens).sum())
-angles = nb02.picture_angles(cloud)
+real_deg = np.degrees(np.arccos(np.median(np.clip(cloud.cos_query, -1, 1))))
+picture_deg = np.degrees(np.arccos(np.median(np.clip(kp.picture_cosines(cloud), -1, 1))))
 print(f"keys in the query's wedge in the picture: {cloud.share_picture:.2%}; "
       f"sharing its bucket under real {d}-d hashing: {cloud.share_real:.2%} of {n_hashed:,}")
-print(f"median angle between the query and the drawn keys: {angles['real']:.1f} degrees in {d}-d, "
-      f"{angles['picture']:.1f} in the picture")
+print(f"median angle between the query and the drawn keys: {real_deg:.1f} degrees in {d}-d, {picture_deg:.1f} in the picture")
 pk.key_cloud_figure(cloud, d, n_hashed)
 
 # %% [markdown]
 # The cloud sits far from the origin, on the side opposite the query, and the sink (star)
-# sits near the origin, off the cloud. How does each of the six hyperplanes split the hashed
-# keys, in the picture and in 64 dimensions?
+# sits near the origin, off the cloud. How do the six hyperplanes split the hashed keys, in
+# the picture and in 64 dimensions? First as one table: each key's bucket is its six sides,
+# read as a 6-bit number.
 
 # %%
-fill = nb02.bucket_fill(view)
-print(f"the six hyperplanes as one {d}-d table: the hashed keys fill {fill['filled']} of its {fill['buckets']} "
-      f"buckets, and the fullest {fill['top']} hold {fill['top_share']:.0%} of them")
+planes = kp.hyperplanes(d, 6, 0)  # the picture's six hyperplanes
+hashed_keys = view.keys[kg.non_exact_mask(view.n)]
+buckets = (hashed_keys @ planes.T >= 0) @ (1 << np.arange(6))  # six sides -> a bucket number 0..63
+fill = np.bincount(buckets, minlength=2**6)
+print(f"the hashed keys fill {np.sum(fill > 0)} of the {fill.size} buckets; "
+      f"the fullest 4 hold {np.sort(fill)[-4:].sum() / fill.sum():.0%} of them")
 splits = kp.plane_splits(view, -1, "raw", n_planes=6)
 nb02.plane_table(splits)
 
+# %% [markdown]
+# A line that misses the drawn cloud can still cut it along the coordinates the picture drops.
+# So read the picture for where the cloud sits, not for which keys a table catches; the widget
+# below prints both shares.
+
 # %% jupyter={"source_hidden": true}
 crossing = int(splits.crosses().sum())
-shares = kp.all_bucket_shares(cap)  # every captured head and query, the same six hyperplanes
-last_raw = shares["raw"][:, -1]
-fullest = shares["heads"][int(np.argmax(last_raw))]
-Markdown(f"In the picture, {len(splits.real) - crossing} of the {len(splits.real)} lines miss the cloud and "
-         f"{crossing} cross it, and the query's wedge holds {cloud.share_picture:.2%} of the keys. In {d} dimensions "
-         f"every one of them splits the keys (the {d}-d column: {splits.real.min():.0%} to {splits.real.max():.0%} "
-         "on the query's side): a line that misses the drawn cloud can still cut it along the coordinates the "
-         "picture drops. So the keys spread over most buckets, but unevenly (the printed line), and almost none "
-         "of them lands on the query's side of all six planes at once. Read the picture for where the cloud sits, "
-         "not for which keys a table catches; the widget below prints both shares.\n\n"
-         f"**Bottom line.** For this query of layer {view.layer}, head {view.head}, pointing away from the cone, "
-         f"real hashing finds its own bucket almost empty ({cloud.share_real:.2%} of the hashed keys, the first "
-         "printed line of this section). One table of six bits varies a lot from head to head, though: over the "
-         f"{len(last_raw)} captured heads, the last query's bucket holds {last_raw.min():.2%} to "
-         f"{last_raw.max():.2%} of the raw keys (the most in layer {fullest[0]}, head {fullest[1]}), against "
-         f"1/64 = {1 / 64:.1%} in an evenly filled table. Notebook 03 counts with many tables and queries, and "
-         "shows what centring changes.")
+Markdown(f"In the picture {crossing} of the {len(splits.real)} lines cross the cloud; in {d} dimensions every one "
+         f"splits it ({splits.real.min():.0%} to {splits.real.max():.0%} on the query's side), yet almost no key lands "
+         f"on the query's side of all six at once ({cloud.share_real:.2%} of the hashed keys, the first printed line).")
+
+# %% jupyter={"source_hidden": true}
+last_raw = kp.all_bucket_shares(cap)["raw"][:, -1]  # every captured head's last query, the same six hyperplanes
+Markdown(f"**Bottom line.** For this query, pointing away from the cone, real hashing finds its own bucket almost "
+         f"empty; over the {len(last_raw)} captured heads the last query's bucket holds {last_raw.min():.2%} to "
+         f"{last_raw.max():.2%} of the raw keys, against 1/64 = {1 / 64:.1%} in an evenly filled table.")
 
 # %% [markdown]
 # ## 6. Explore
@@ -412,105 +435,100 @@ display(cloud_widget)
 lessons.claims_table("02")
 
 # %% [markdown]
+# ## Recap
+#
+# * A real head's keys crowd into a cone: their mean cosine with their mean direction is far
+#   from the near-0 of random directions.
+# * From the first sink layer on, many heads park a large share of their weight on token 0,
+#   whose value, in the four captured KV heads, is about a quarter as long as a typical one.
+# * The queries point away from the cone; the sink key is short but points towards them, so
+#   its small positive score beats the others' large negative ones.
+# * Hyperplanes through the origin split a cone that sits far from the origin unevenly. The
+#   query drawn in §5 finds its own bucket almost empty, though one table of six bits varies a
+#   lot from head to head. Only the 64-dimensional count says which keys share a bucket.
+#
+# **Next: notebook 03** subtracts the mean key before hashing, shows that attention does not
+# notice, and counts what that does to real 64-dimensional hashing.
+#
 # ## Questions to try
 #
-# Each answer is one click away: the cell under the question computes it and folds it.
+# Each answer is one click away: the cell under the question computes it and folds it (open
+# its code to see how).
 #
-# **1.** Layer 2 has no sink. Is its cone wider or narrower than the sink layers' cones, and
+# **1.** Layer 2 has no sink. Are its keys less tightly bunched than the sink layers' keys, and
 # does its query point less far away?
 
-# %%
-by_layer = {r.layer: r for r in rows[::cap.group_size]}
-sink_layers = [layer for layer in cap.layers if layer != 2]
-wider = by_layer[2].cone_raw < min(by_layer[x].cone_raw for x in sink_layers)
-less_far = by_layer[2].query_cos > max(by_layer[x].query_cos for x in sink_layers)
-folded("Answer 1", "Cone width (mean cos with the mean direction; larger = narrower) and cos(query, mean key), "
-       "averaged over the captured queries of the first head of each layer: "
-       + "; ".join(f"layer {layer}: cone {by_layer[layer].cone_raw:.2f}, query cos {by_layer[layer].query_cos:+.2f}"
-                   for layer in cap.layers)
-       + f". Layer 2's cone is **{'wider' if wider else 'not wider'}** than every sink layer's (wider means a "
-       f"smaller cone width), and its query points **{'less' if less_far else 'not less'} far away** than in "
-       "every sink layer. Both make hashing raw keys easier there (notebook 03).")
+# %% jupyter={"source_hidden": true}
+by_layer = {r.layer: r for r in rows[::cap.group_size]}  # the first query head of each layer
+lessons.folded("Answer 1", "Cone tightness (mean cos with the mean direction) and cos(query, mean key), averaged over the "
+               "captured queries of the first head of each layer: "
+               + "; ".join(f"layer {layer}: tightness {by_layer[layer].cone_raw:.2f}, query cos {by_layer[layer].query_cos:+.2f}"
+                           for layer in cap.layers)
+               + ". Layer 2's keys are **less tightly bunched** than every sink layer's, and its query points **less far "
+               "away** than in every sink layer (a claim of this notebook checks both). Both make hashing raw keys easier "
+               "there (notebook 03).")
 
 # %% [markdown]
 # **2.** In the heatmap, find a sink layer where one head ignores token 0. What might that head
 # be doing instead?
 
-# %%
-first_sink, _ = kg.sink_onset(cap)
+# %% jupyter={"source_hidden": true}
 weight0 = sink["sink_weight"]
-quiet = [(layer, head) for layer in range(first_sink, weight0.shape[0]) for head in range(weight0.shape[1])
+quiet = [(layer, head) for layer in range(first, weight0.shape[0]) for head in range(weight0.shape[1])
          if weight0[layer, head] < 0.05]
-folded("Answer 2", f"From layer {first_sink} on, {len(quiet)} of {(weight0.shape[0] - first_sink) * weight0.shape[1]} "
-       "(layer, head) cells put under 5% of their weight on token 0, for example "
-       + ", ".join(f"layer {layer} head {head} ({weight0[layer, head]:.1%})" for layer, head in quiet[:4])
-       + ". For heads outside the four shipped layers the capture holds only this weight, so what they do instead "
-       "is a guess to test (a head that always finds something relevant, such as the previous token, has no spare "
-       f"weight to park). To test it, load the model as in the optional cell, then `c = capture(model, tokenizer, "
-       f"layers=[{quiet[0][0]}], kv_heads=[{quiet[0][1] // cap.group_size}])` (from `pigviz.model.capture`); "
-       f"`kg.head_view(c, {quiet[0][0]}, {quiet[0][1]}).attention_weights()[-1]` is where its last query's weight goes.")
+lessons.folded("Answer 2", f"From layer {first} on, {len(quiet)} of {(weight0.shape[0] - first) * weight0.shape[1]} "
+               "(layer, head) cells put under 5% of their weight on token 0, for example "
+               + ", ".join(f"layer {layer} head {head} ({weight0[layer, head]:.1%})" for layer, head in quiet[:4])
+               + ". For heads outside the four shipped layers the capture holds only this weight, so what they do instead "
+               "is a guess to test (a head that always finds something relevant, such as the previous token, has no spare "
+               f"weight to park). To test it, load the model as in the optional cell, then `c = capture(model, tokenizer, "
+               f"layers=[{quiet[0][0]}], kv_heads=[{quiet[0][1] // cap.group_size}])` (from `pigviz.model.capture`); "
+               f"`kg.head_view(c, {quiet[0][0]}, {quiet[0][1]}).attention_weights()[-1]` is where its last query's weight goes.")
 
 # %% [markdown]
 # **3.** With `kg.cos_with_query(view, i)`, which positions does the last query like best? How
 # many of them are among the last 64 tokens?
 
-# %%
+# %% jupyter={"source_hidden": true}
 top20 = np.argsort(-cos_q)[:20]
 recent = int(np.sum(top20 >= view.n - kg.EXACT_RECENT))
 older = [p for p in sorted(top20.tolist()) if p < view.n - kg.EXACT_RECENT]
-folded("Answer 3", f"The 20 keys with the largest cosine sit at positions {', '.join(map(str, sorted(top20.tolist())))}; "
-       f"**{recent} of the 20** are among the last {kg.EXACT_RECENT} tokens (positions {view.n - kg.EXACT_RECENT} on); "
-       f"the other{'s are' if len(older) > 1 else ' is'} at position {', '.join(map(str, older))} (0 is the sink). "
-       "The query likes the recent tokens and the sink: exactly the keys MagicPIG reads without hashing.")
+lessons.folded("Answer 3", f"The 20 keys with the largest cosine sit at positions {', '.join(map(str, sorted(top20.tolist())))}; "
+               f"**{recent} of the 20** are among the last {kg.EXACT_RECENT} tokens (positions {view.n - kg.EXACT_RECENT} on); "
+               f"the other{'s are' if len(older) > 1 else ' is'} at position {', '.join(map(str, older))} (0 is the sink). "
+               "The query likes the recent tokens and the sink: exactly the keys MagicPIG reads without hashing.")
 
 # %% [markdown]
 # **4.** The sink key is short. What would happen to its attention weight if it were scaled to
 # the median key length, with the same direction? Compute it from `view.keys` and
 # `view.attention_weights`.
 
-# %%
+# %% jupyter={"source_hidden": true}
 lengths = np.linalg.norm(view.keys, axis=1)
 stretched = view.keys.copy()
 stretched[0] *= np.median(lengths) / lengths[0]
 w_now = view.attention_weights()[-1, 0]
 w_long = view.attention_weights(stretched)[-1, 0]
-folded("Answer 4", f"Key 0 is {lengths[0] / np.median(lengths):.2f} times the median length. Stretched to the median "
-       f"length, its score (positive for this query) grows {np.median(lengths) / lengths[0]:.1f}-fold, and the last "
-       "query's weight on it goes "
-       f"from **{w_now:.3f} to {w_long:.3f}**. The sink key's direction does the work; its shortness keeps its "
-       "score, and so its weight, moderate.")
+lessons.folded("Answer 4", f"Key 0 is {lengths[0] / np.median(lengths):.2f} times the median length. Stretched to the median "
+               f"length, its score (positive for this query) grows {np.median(lengths) / lengths[0]:.1f}-fold, and the last "
+               f"query's weight on it goes from **{w_now:.3f} to {w_long:.3f}**. The sink key's direction does the work; its "
+               "shortness keeps its score, and so its weight, moderate.")
 
 # %% [markdown]
 # **5.** In the widget, set one hyperplane and toggle between raw and centred keys. What share
 # of the keys sits on the query's side in each case, and why does it depend on the head and
 # the query for raw keys much more than for centred ones?
 
-# %%
+# %% jupyter={"source_hidden": true}
 shares = nb02.one_plane_shares(cap, n_planes=20, query_stride=8)  # (heads, planes, queries) per variant
 spread = {r["keys"]: r for r in nb02.spread_summary(shares)}
-folded("Answer 5", f"Over 20 random hyperplanes, the {len(shares['raw'])} captured heads and {shares['raw'].shape[2]} "
-       "of each head's captured queries, the share of hashed keys on the query's side of one plane: "
-       + "; ".join(f"{v}: mean {r['mean share']:.0%}, from {r['lowest']:.0%} to {r['highest']:.0%}, spread (std) "
-                   f"{r['spread over planes']:.1%} over planes, {r['over heads']:.1%} over heads and "
-                   f"{r['over queries']:.1%} over queries" for v, r in spread.items())
-       + ". Raw keys sit in a narrow cone away from the origin, so where a plane through the origin falls relative "
-       "to the cone and the query decides whether few or most of them are on the query's side: the share swings "
-       "from plane to plane, from head to head and, when two queries fall on opposite sides, from query to query. "
-       "Centred keys surround the origin, so every plane cuts them about in half, whatever the head or query.")
-
-# %% [markdown]
-# ## Recap
-#
-# * A real head's keys crowd into a cone: their mean cosine with their mean direction is far
-#   from the near-0 of random directions.
-# * From the first sink layer on, many heads park a large share of their weight on token 0,
-#   whose value is about a quarter as long as a typical one.
-# * The queries point away from the cone; the sink key is short but points towards them, so
-#   its small positive score beats the others' large negative ones.
-# * Hyperplanes through the origin split a cone that sits far from the origin unevenly; the
-#   query drawn in §5, pointing away from it, finds its own bucket almost empty, though one
-#   table of six bits varies a lot from head to head. The 2-D picture shows where the cloud
-#   sits; only the 64-dimensional count says which keys share a bucket.
-#
-# **Next: notebook 03** subtracts the mean key before hashing, shows that attention does not
-# notice, and counts what that does to real 64-dimensional hashing.
+lessons.folded("Answer 5", f"Over 20 random hyperplanes, the {len(shares['raw'])} captured heads and {shares['raw'].shape[2]} "
+               "of each head's captured queries, the share of hashed keys on the query's side of one plane: "
+               + "; ".join(f"{v}: mean {r['mean share']:.0%}, from {r['lowest']:.0%} to {r['highest']:.0%}, spread (std) "
+                           f"{r['spread over planes']:.1%} over planes, {r['over heads']:.1%} over heads and "
+                           f"{r['over queries']:.1%} over queries" for v, r in spread.items())
+               + f". Raw keys sit in a cone away from the origin (the median key {min(angles_deg):.0f} to "
+               f"{max(angles_deg):.0f} degrees off its axis, §2), so where a plane through the origin falls relative to the "
+               "cone and the query decides whether few or most of them are on the query's side: the share swings from plane "
+               "to plane, from head to head and, when two queries fall on opposite sides, from query to query. Centred "
+               "keys surround the origin, so every plane cuts them about in half, whatever the head or query.")

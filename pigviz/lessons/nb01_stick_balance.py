@@ -1,11 +1,9 @@
 """Notebook 01, the stick-balance toy: the numbers it states, each re-derived with a pass condition,
-and the helpers that turn its results into tables (so its code cells carry the idea, not the
-formatting)."""
+and the formatters that render the toy library's rows as tables (the studies themselves live in
+``pigviz.toy.stick_balance``)."""
 
 from __future__ import annotations
 
-import copy
-import functools
 import math
 
 import numpy as np
@@ -18,48 +16,49 @@ from pigviz.toy.stick_balance import (
     DEFAULT_BUDGET,
     SCENARIOS,
     ErrorCurves,
-    Estimate,
-    Scenario,
     custom_scenario,
-    draws_made,
+    draws_vs_keys,
     error_curves,
+    estimate_rows,
+    hybrid_losses_to_topk,
     loglog_slope,
     make_scenario,
     repeat_estimates,
-    repeat_fixed_draws,
-    rough_proposal,
+    sharpness_study,
     topk,
-    value_spread,
 )
 
 __all__ = [
+    "PROSE_DEFINED",
     "claims",
-    "table",
     "markdown_table",
+    "draw_count",
     "estimates_table",
     "runs_table",
     "curves_table",
-    "errors_at",
-    "draws_vs_keys",
+    "errors_at_table",
     "draws_vs_keys_table",
-    "SHARPNESS",
-    "sharpness_study",
     "sharpness_table",
-    "draw_count",
-    "split_hybrid_rms",
-    "hybrid_losses_to_topk",
-    "first_budget_topk_beats_sampling",
 ]
 
-SHARPNESS = (0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 8.0)
+# Numbers the markdown writes that are not measured: the toy's parameters and fixed facts, a citation.
+PROSE_DEFINED = {
+    "2025": "the MagicPIG paper's year (ICLR 2025)",
+    "12": "the default budget, toy.stick_balance.DEFAULT_BUDGET",
+    "32": "keys per scenario, toy.stick_balance.DEFAULT_N",
+    "0.36": "the sink scenario's flat values are drawn from [0.36, 0.96] (tests/lessons/test_prose_010203.py)",
+    "0.96": "the sink scenario's flat values are drawn from [0.36, 0.96]",
+    "0.02": "the sink token's value in the sink scenario",
+    "0.5": "the rough proposal's sharpness, toy.stick_balance.rough_proposal",
+    "4000": "the number of runs Question 5 asks for",
+    "20000": "runs per row of the Going-further tables",
+    "2000": "runs per error in §7's table",
+    "400": "runs per budget of §9's curves",
+    "10": "the factor by which §4 squeezes the values towards their balance point",
+}
 
 
 # ----------------------------------------------------------------------------- tables
-
-
-def table(rows, **kwargs) -> tables.Table:
-    """``lessons.table``, under the name this notebook's cells use."""
-    return tables.table(rows, **kwargs)
 
 
 def markdown_table(t: tables.Table) -> str:
@@ -100,26 +99,10 @@ def draw_count(draws: float) -> str:
 
 
 def estimates_table(estimates: dict, caption: str | None = None) -> tables.Table:
-    """One row per estimator (``{"exact": Estimate, "topk": ...}``, "exact" included): its
-    balance point, its miss from the truth, the distinct keys it read and the draws it made."""
-    if "exact" not in estimates:
-        raise ValueError(f"estimates must include 'exact' (the truth), got {sorted(estimates)}")
-    truth = estimates["exact"].value
-    rows = []
-    for name, est in estimates.items():
-        if not isinstance(est, Estimate):
-            raise TypeError(f"estimates[{name!r}] must be an Estimate, got {type(est).__name__}")
-        rows.append(
-            {
-                "method": _label(name),
-                "estimate": est.value,
-                "miss": est.value - truth,
-                "keys read": est.keys_read,
-                "draws": est.draws,
-            }
-        )
+    """``toy.stick_balance.estimate_rows`` as a table, each method under its figure label."""
+    rows = [{**row, "method": _label(row["method"])} for row in estimate_rows(estimates)]
     formats = {"estimate": "{:.3f}", "miss": "{:+.3f}", "draws": _draws_text}
-    return table(rows, formats=formats, caption=caption)
+    return tables.table(rows, formats=formats, caption=caption)
 
 
 def runs_table(runs: dict, truth: float, caption: str | None = None) -> tables.Table:
@@ -137,7 +120,7 @@ def runs_table(runs: dict, truth: float, caption: str | None = None) -> tables.T
             }
         )
     formats = {c: "{:.4f}" for c in rows[0] if c != "method"}
-    return table(rows, formats=formats, caption=caption)
+    return tables.table(rows, formats=formats, caption=caption)
 
 
 def curves_table(
@@ -157,10 +140,10 @@ def curves_table(
             row["σ_w/√B"] = curves.reference[i]
         rows.append(row)
     formats = {c: spec for c in rows[0] if c != "B"}
-    return table(rows, formats=formats, caption=caption)
+    return tables.table(rows, formats=formats, caption=caption)
 
 
-def errors_at(curves: ErrorCurves, budget: int, caption: str | None = None) -> tables.Table:
+def errors_at_table(curves: ErrorCurves, budget: int, caption: str | None = None) -> tables.Table:
     """Every method's error at one budget of ``curves``, then the sigma_w/sqrt(B) reference."""
     if not isinstance(curves, ErrorCurves):
         raise TypeError(f"curves must be ErrorCurves (see error_curves), got {type(curves).__name__}")
@@ -171,108 +154,20 @@ def errors_at(curves: ErrorCurves, budget: int, caption: str | None = None) -> t
     column = f"error at B = {budget}"
     rows = [{"method": _label(m), column: float(e[at])} for m, e in curves.errors.items()]
     rows.append({"method": "σ_w/√B (B independent draws)", column: float(curves.reference[at])})
-    return table(rows, formats={column: "{:.3f}"}, highlight={column: "min"}, caption=caption)
-
-
-def _rms(estimates, truth) -> float:
-    return math.sqrt(float(np.mean((np.asarray(estimates) - truth) ** 2)))
-
-
-# ----------------------------------------------------------------------------- B draws against B distinct keys
-
-
-def draws_vs_keys(budget: int = DEFAULT_BUDGET, runs: int = 20000, seed: int = 1) -> list[dict]:
-    """Oracle sampling in each scenario, two ways of spending a budget of ``budget``: exactly that
-    many independent draws (every repeat paid for), or that many distinct keys (repeats free).
-    One dict per scenario: sigma_w/sqrt(B), both RMS errors over ``runs`` runs, and the mean
-    number of draws the distinct-key rule makes. (Computed once per kernel for given arguments:
-    the notebook's cell and its claims read the same runs.)"""
-    return copy.deepcopy(_draws_vs_keys(int(budget), int(runs), int(seed)))
-
-
-@functools.lru_cache(maxsize=8)
-def _draws_vs_keys(budget: int, runs: int, seed: int) -> list[dict]:
-    rows = []
-    for name in SCENARIOS:
-        s = make_scenario(name)
-        fixed = repeat_fixed_draws(s, budget, runs=runs, seed=seed)["sampling"]
-        keys = repeat_estimates(s, budget, runs=runs, seed=seed, methods=("sampling",))["sampling"]
-        rows.append(
-            {
-                "scenario": name,
-                "σ_w/√B": value_spread(s.values, s.weights) / math.sqrt(budget),
-                f"{budget} draws": _rms(fixed, s.truth),
-                f"{budget} distinct keys": _rms(keys, s.truth),
-                "draws made (mean)": float(draws_made(s, budget, runs=runs, seed=seed).mean()),
-            }
-        )
-    return rows
+    return tables.table(rows, formats={column: "{:.3f}"}, highlight={column: "min"}, caption=caption)
 
 
 def draws_vs_keys_table(rows: list[dict], caption: str | None = None) -> tables.Table:
-    """``draws_vs_keys`` as a table: errors to 4 digits, draws to 1."""
+    """``toy.stick_balance.draws_vs_keys`` as a table: errors to 4 digits, draws to 1."""
     formats = {c: "{:.4f}" for c in rows[0] if c not in ("scenario", "draws made (mean)")}
-    return table(rows, formats={**formats, "draws made (mean)": "{:.1f}"}, caption=caption)
+    return tables.table(rows, formats={**formats, "draws made (mean)": "{:.1f}"}, caption=caption)
 
 
-# ----------------------------------------------------------------------------- Question 3: proposal sharpness
-
-
-def sharpness_study(
-    scenario: Scenario | None = None,
-    budget: int = DEFAULT_BUDGET,
-    sharpness=SHARPNESS,
-    runs: int = 20000,
-    seed: int = 3,
-) -> list[dict]:
-    """Importance sampling with proposals ``softmax(k * scores)``, one row per sharpness k.
-
-    ``RMS, distinct keys``: the library's budget of ``budget`` distinct keys. Every k uses the same
-    seed, so the runs are paired (the same random arrival times, differently weighted), and
-    ``paired z`` is the gap in mean squared error to the best k in standard errors of the paired
-    differences (0 for the best itself). ``draws made (median)``: the median number of draws those
-    runs make, repeats included, before they would need a (budget+1)-th key; the budget rule makes
-    every one of them free, however many. ``RMS, fixed draws``: exactly ``budget`` independent
-    draws instead, every repeat paid for. (Computed once per kernel for given arguments.)"""
-    scenario = make_scenario("sink") if scenario is None else scenario
-    if not isinstance(scenario, Scenario):
-        raise TypeError(f"scenario must be a Scenario (see make_scenario), got {type(scenario).__name__}")
-    key = (scenario.values.tobytes(), scenario.scores.tobytes(), int(budget), tuple(map(float, sharpness)))
-    return copy.deepcopy(_sharpness_study(key, int(runs), int(seed)))
-
-
-@functools.lru_cache(maxsize=8)
-def _sharpness_study(key, runs, seed) -> list[dict]:
-    values, scores, budget, sharpness = key
-    scenario = custom_scenario(np.frombuffer(values), np.frombuffer(scores))  # same weights: softmax(scores)
-    sq, fixed, draws = {}, {}, {}
-    for k in sharpness:
-        u = rough_proposal(scenario.scores, k)
-        est = repeat_estimates(scenario, budget, runs=runs, seed=seed, methods=("importance",), proposal=u)
-        sq[k] = (est["importance"] - scenario.truth) ** 2
-        # The same seed replays the same arrival times, so these are the draws of the runs above.
-        draws[k] = float(np.median(draws_made(scenario, budget, runs=runs, seed=seed, proposal=u)))
-        drawn = repeat_fixed_draws(scenario, budget, runs=runs, seed=seed, methods=("importance",), proposal=u)
-        fixed[k] = _rms(drawn["importance"], scenario.truth)
-    best = min(sq, key=lambda k: sq[k].mean())
-    rows = []
-    for k in sharpness:
-        gap = sq[k] - sq[best]
-        z = 0.0 if k == best else float(gap.mean() / (gap.std(ddof=1) / math.sqrt(gap.size)))
-        rows.append(
-            {
-                "sharpness": float(k),
-                "RMS, distinct keys": math.sqrt(float(sq[k].mean())),
-                "paired z": z,
-                "draws made (median)": draws[k],
-                "RMS, fixed draws": fixed[k],
-            }
-        )
-    return rows
-
-
-def sharpness_table(rows: list[dict], caption: str | None = None) -> tables.Table:
-    """``sharpness_study`` as a table, the lowest error of each budget rule highlighted."""
+def sharpness_table(rows: list[dict], columns=None, caption: str | None = None) -> tables.Table:
+    """``toy.stick_balance.sharpness_study`` as a table (only ``columns``, when given, after the
+    sharpness), the lowest error of each budget rule highlighted."""
+    if columns is not None:
+        rows = [{"sharpness": r["sharpness"], **{c: r[c] for c in columns}} for r in rows]
     formats = {
         "sharpness": "{:g}",
         "RMS, distinct keys": "{:.4f}",
@@ -280,50 +175,9 @@ def sharpness_table(rows: list[dict], caption: str | None = None) -> tables.Tabl
         "draws made (median)": draw_count,
         "RMS, fixed draws": "{:.3f}",
     }
-    return table(
-        rows,
-        formats=formats,
-        highlight={"RMS, distinct keys": "min", "RMS, fixed draws": "min"},
-        caption=caption,
-    )
-
-
-# ----------------------------------------------------------------------------- Question 4: hybrids
-
-
-def split_hybrid_rms(scenario: Scenario, n_exact: int, budget: int = DEFAULT_BUDGET, runs: int = 2000, seed: int = 5):
-    """RMS error of a hybrid that reads the ``n_exact`` tallest sticks exactly and spends the other
-    ``budget - n_exact`` keys on oracle sampling of the rest, scaled by the weight the rest holds."""
-    if not isinstance(scenario, Scenario):
-        raise TypeError(f"scenario must be a Scenario (see make_scenario), got {type(scenario).__name__}")
-    if not 1 <= n_exact < min(budget, scenario.n):
-        raise ValueError(f"n_exact must be in [1, {min(budget, scenario.n) - 1}], got {n_exact}")
-    order = np.argsort(-scenario.weights, kind="stable")
-    top, rest = order[:n_exact], order[n_exact:]
-    rest_only = custom_scenario(scenario.values[rest], scenario.scores[rest])  # weights renormalised over rest
-    tail = repeat_estimates(rest_only, budget - n_exact, runs=runs, seed=seed, methods=("sampling",))["sampling"]
-    estimates = scenario.weights[top] @ scenario.values[top] + scenario.weights[rest].sum() * tail
-    return _rms(estimates, scenario.truth)
-
-
-def hybrid_losses_to_topk(seeds=range(20), budget: int = DEFAULT_BUDGET, runs: int = 2000) -> int:
-    """In how many peaked scenarios (``make_scenario("peaked", seed=s)``) the hybrid's RMS error
-    at ``budget`` is above TopK's miss."""
-    losses = 0
-    for s in seeds:
-        errs = error_curves(make_scenario("peaked", seed=s), [budget], n_seeds=runs, seed=5, methods=("topk", "hybrid"))
-        losses += bool(errs.errors["hybrid"][0] > errs.errors["topk"][0])
-    return losses
-
-
-def first_budget_topk_beats_sampling(curves: ErrorCurves) -> int:
-    """The smallest budget above 1 at which TopK's miss is below sampling's RMS error (B = 1 left
-    out: there both read a single key); ``-1`` if there is none."""
-    for key in ("topk", "sampling"):
-        if key not in curves.errors:
-            raise ValueError(f"curves must hold {key!r} errors, got {sorted(curves.errors)}")
-    better = curves.budgets[(curves.errors["topk"] < curves.errors["sampling"]) & (curves.budgets > 1)]
-    return int(better.min()) if better.size else -1
+    highlight = {c: "min" for c in ("RMS, distinct keys", "RMS, fixed draws") if c in rows[0]}
+    present = {c: f for c, f in formats.items() if c in rows[0]}
+    return tables.table(rows, formats=present, highlight=highlight, caption=caption)
 
 
 # ----------------------------------------------------------------------------- claims
@@ -350,7 +204,7 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
     tight = error_curves(squeezed, [8], n_seeds=2000, seed=7, methods=("sampling",)).errors["sampling"][0]
     dvk = {row["scenario"]: row for row in draws_vs_keys(budget)}
     fixed_ratio = [dvk[s][f"{budget} draws"] / dvk[s]["σ_w/√B"] for s in SCENARIOS]
-    keys_ratio = {s: dvk[s][f"{budget} distinct keys"] / dvk[s]["σ_w/√B"] for s in ("peaked", "sink")}
+    keys_ratio = {s: dvk[s][f"{budget} distinct keys"] / dvk[s]["σ_w/√B"] for s in SCENARIOS}
     worst = max(abs(topk(s.values, s.weights, s.n).value - s.truth) for s in map(make_scenario, SCENARIOS))
     pk = error_curves(peaked, [budget], n_seeds=2000, seed=5, methods=("sampling", "hybrid")).errors
     peaked_topk = topk(peaked.values, peaked.weights, budget).value - peaked.truth
@@ -358,7 +212,15 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
     sink_all = error_curves(sink, n_seeds=400, seed=0)  # notebook 01, section 9
     at = list(sink_all.budgets).index(budget)
     sink_smp, sink_ref = sink_all.errors["sampling"][at], sink_all.reference[at]
-    first = first_budget_topk_beats_sampling(sink_all)
+    better = sink_all.budgets[(sink_all.errors["topk"] < sink_all.errors["sampling"]) & (sink_all.budgets > 1)]
+    first = int(better.min()) if better.size else -1
+    ranked = sorted(sink_all.errors, key=lambda m: sink_all.errors[m][at])
+    quarter = {
+        sc.name: error_curves(
+            sc, [budget], n_seeds=2000, seed=5, methods=("sampling", "hybrid"), n_exact=budget // 4
+        ).errors["hybrid"][0]
+        for sc in (peaked, sink)
+    }
     kept = topk(sink.values, sink.weights, budget).read
     missed = np.setdiff1d(np.arange(sink.n), kept)
     w_missed = float(sink.weights[missed].sum())
@@ -411,8 +273,8 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
         ),
         Claim(
             "01",
-            f"{budget} distinct keys: well below sigma_w/sqrt(B) where few keys dominate",
-            all(r < 0.8 for r in keys_ratio.values()),
+            f"{budget} distinct keys: a little below sigma_w/sqrt(B) if flat, well below where few keys dominate",
+            0.8 < keys_ratio["flat"] < 1 and keys_ratio["peaked"] < 0.8 and keys_ratio["sink"] < 0.8,
             ", ".join(f"{s} {r:.2f}" for s, r in keys_ratio.items()),
         ),
         Claim(
@@ -444,6 +306,20 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
             f"Sink, {budget} keys: hybrid RMS error below plain sampling's",
             sk["hybrid"][0] < sk["sampling"][0],
             f"{sk['hybrid'][0]:.4f} vs {sk['sampling'][0]:.4f}",
+        ),
+        Claim(
+            "01",
+            f"Sink, {budget} keys, 400 runs: hybrid < oracle sampling < importance sampling < TopK",
+            ranked == ["hybrid", "sampling", "importance", "topk"]
+            and sink_all.errors["importance"][at] > 0.9 * sink_all.errors["topk"][at],
+            ", ".join(f"{m} {sink_all.errors[m][at]:.3f}" for m in ranked),
+        ),
+        Claim(
+            "01",
+            f"Hybrid reading {budget // 4} of {budget} exactly (same runs as half): worse in peaked, better in sink",
+            quarter["peaked"] > pk["hybrid"][0] and quarter["sink"] < sk["hybrid"][0],
+            f"peaked {pk['hybrid'][0]:.4f} -> {quarter['peaked']:.4f}, "
+            f"sink {sk['hybrid'][0]:.4f} -> {quarter['sink']:.4f}",
         ),
         Claim(
             "01",

@@ -1,6 +1,7 @@
 """Notebook 02, the key cone: the numbers it states about a real model's keys, re-derived from the
-shipped capture, and the tables and summaries the notebook shows (so its cells carry the idea and
-this module the formatting)."""
+shipped capture, and the tables and summaries the notebook shows. The measurements a section
+teaches (token 0's value length, the cone, the bucket fill) are computed in the notebook's cells;
+the claims here re-derive them independently."""
 
 from __future__ import annotations
 
@@ -25,21 +26,26 @@ from pigviz.lessons.verify import Claim, span
 
 __all__ = [
     "PICTURE_HEAD",
+    "PROSE_DEFINED",
     "capture_summary",
-    "value_lengths",
-    "value_table",
-    "about_fraction",
-    "cone_rows",
-    "cone_table",
     "query_table",
     "sink_key_table",
     "plane_table",
-    "bucket_fill",
-    "picture_angles",
     "one_plane_shares",
     "spread_summary",
     "claims",
 ]
+
+# Numbers the markdown writes that are facts of the shipped capture or of the checks, not measurements.
+PROSE_DEFINED = {
+    "8,192": "tokens in the shipped capture's context (cap.n_tokens)",
+    "64": "the head dimension d, the captured queries per head and the exact recent window (all 64)",
+    "62": "the coordinates a projection onto a plane drops: d - 2",
+    "90": "a right angle: cos < 0 means more than 90 degrees",
+    "25": "the long key's length in 02.cos_to_mean_direction's check (tests/lessons/test_prose_010203.py)",
+    "1000": "the scale of 02.cos_to_mean_direction's scaled-keys case",
+    "19": "the layer of the head the notebook draws, PICTURE_HEAD = (19, 6)",
+}
 
 # The head notebook 02 draws (and notebook 03 centres): a sink layer, its last captured query.
 PICTURE_HEAD = (19, 6)
@@ -69,78 +75,6 @@ def capture_summary(cap) -> str:
     held = ["keys", "values"] + (["the model's outputs"] if cap.outputs is not None else [])
     lines.append(f"held for those heads: queries, {', '.join(held)}; for every layer and head: the weight on token 0")
     return "\n".join(lines)
-
-
-def value_lengths(cap) -> list[dict]:
-    """Per captured layer (one KV head each): |v0| / median |v| and |k0| / median |k|, next to the
-    weight its query heads put on token 0 (mean over heads and captured queries)."""
-    rows = []
-    for layer, heads in zip(cap.layers, cap.query_heads):
-        view = head_view(cap, layer, heads[0])
-        nv, nk = np.linalg.norm(view.values, axis=1), np.linalg.norm(view.keys, axis=1)
-        weight = np.mean([head_view(cap, layer, h).attention_weights()[:, 0].mean() for h in heads])
-        rows.append(
-            {
-                "layer": layer,
-                "weight on token 0": float(weight),
-                "|v0| / median |v|": float(nv[0] / np.median(nv)),
-                "|k0| / median |k|": float(nk[0] / np.median(nk)),
-            }
-        )
-    return rows
-
-
-def value_table(cap):
-    return table(
-        value_lengths(cap),
-        formats={"weight on token 0": "{:.2f}", "|v0| / median |v|": "{:.2f}", "|k0| / median |k|": "{:.2f}"},
-        caption="Token 0 in each captured layer (weight: mean over its three query heads and the last 64 queries)",
-    )
-
-
-_FRACTIONS = {2: "half", 3: "a third", 4: "a quarter", 5: "a fifth", 6: "a sixth", 8: "an eighth", 10: "a tenth"}
-
-
-def about_fraction(values, tol: float = 0.25) -> str:
-    """The unit fraction 1/k nearest the mean of ``values``, in words ("a quarter"), for prose such
-    as "about a quarter as long". ValueError when some value is more than ``tol`` (relative) from
-    1/k, or when no word fits: then the prose must give the numbers instead."""
-    x = np.asarray(values, dtype=np.float64).ravel()
-    if x.size == 0 or not np.all(np.isfinite(x)) or np.any(x <= 0) or np.any(x > 1):
-        raise ValueError(f"values must be a non-empty list of numbers in (0, 1], got {x.tolist()}")
-    k = int(round(1 / x.mean()))
-    if k not in _FRACTIONS or np.any(np.abs(x * k - 1) > tol):
-        raise ValueError(f"values {np.round(x, 3).tolist()} are not all within {tol:.0%} of one simple fraction")
-    return _FRACTIONS[k]
-
-
-def cone_rows(cap, random_keys) -> list[dict]:
-    """Per captured layer (its KV head), then for ``random_keys``: the cone width (mean cosine with
-    the mean direction) and the median angle of the keys to the mean direction, in degrees."""
-
-    def row(label, keys):
-        cos = cos_to_mean_direction(keys)
-        return {
-            "keys": label,
-            "cone width (mean cos)": cone_width(keys),
-            "median angle to the mean direction (deg)": float(np.degrees(np.arccos(np.median(cos)))),
-        }
-
-    rows = [
-        row(f"layer {layer}", head_view(cap, layer, heads[0]).keys) for layer, heads in zip(cap.layers, cap.query_heads)
-    ]
-    rows.append(row("random directions", random_keys))
-    return rows
-
-
-def cone_table(cap, random_keys):
-    """``cone_rows`` as a table."""
-    rows = cone_rows(cap, random_keys)
-    return table(
-        rows,
-        formats={"cone width (mean cos)": "{:.2f}", "median angle to the mean direction (deg)": "{:.0f}"},
-        caption=f"All {cap.n_tokens:,} keys of each captured KV head; larger width = narrower cone = smaller angle",
-    )
 
 
 def query_table(rows):
@@ -205,28 +139,6 @@ def plane_table(splits):
     )
 
 
-def bucket_fill(view, n_planes: int = N_PLANES, seed: int = 0, top: int = 4) -> dict:
-    """The picture's ``n_planes`` hyperplanes as one SimHash table in d dimensions: how many of its
-    2**n_planes buckets the hashed keys fill, and the share of them in the ``top`` fullest."""
-    planes = hyperplanes(view.keys.shape[-1], n_planes, seed)
-    codes = (view.keys[non_exact_mask(view.n)] @ planes.T >= 0) @ (1 << np.arange(n_planes))
-    fill = np.bincount(codes, minlength=2**n_planes)
-    return {
-        "filled": int(np.sum(fill > 0)),
-        "buckets": int(fill.size),
-        "top": top,
-        "top_share": float(np.sort(fill)[-top:].sum() / fill.sum()),
-    }
-
-
-def picture_angles(cloud) -> dict:
-    """Median angle (degrees) between the query and the drawn keys: in d dimensions and in the picture."""
-    return {
-        "real": float(np.degrees(np.arccos(np.median(np.clip(cloud.cos_query, -1, 1))))),
-        "picture": float(np.degrees(np.arccos(np.median(np.clip(picture_cosines(cloud), -1, 1))))),
-    }
-
-
 def one_plane_shares(cap, n_planes: int = 20, query_stride: int = 8, seed: int = 5) -> dict:
     """Answer 5: for ``n_planes`` random hyperplanes, every captured head and every
     ``query_stride``-th captured query, the share of the head's hashed keys on the query's side.
@@ -260,6 +172,29 @@ def spread_summary(shares: dict) -> list[dict]:
     return rows
 
 
+def _v0_ratio(view) -> float:
+    lengths = np.linalg.norm(view.values, axis=1)
+    return float(lengths[0] / np.median(lengths))
+
+
+def _median_deg(cos) -> float:
+    return float(np.degrees(np.arccos(np.median(np.clip(cos, -1, 1)))))
+
+
+def _bucket_fill(view, n_planes: int = N_PLANES, seed: int = 0, top: int = 4) -> dict:
+    """The picture's hyperplanes as one SimHash table in d dimensions (as the notebook's cell
+    counts it): buckets the hashed keys fill, and the share of them in the ``top`` fullest."""
+    planes = hyperplanes(view.keys.shape[-1], n_planes, seed)
+    codes = (view.keys[non_exact_mask(view.n)] @ planes.T >= 0) @ (1 << np.arange(n_planes))
+    fill = np.bincount(codes, minlength=2**n_planes)
+    return {
+        "filled": int(np.sum(fill > 0)),
+        "buckets": int(fill.size),
+        "top": top,
+        "top_share": float(np.sort(fill)[-top:].sum() / fill.sum()),
+    }
+
+
 def claims(cap=None) -> list:
     """From the shipped capture, or from ``cap`` (tests plant edge cases in a synthetic one)."""
     cap = cap if cap is not None else shipped_capture()
@@ -275,34 +210,48 @@ def claims(cap=None) -> list:
     before = float(per_layer[:first].max()) if first > 0 else None  # None: no layer before the sink
     before_head = float(weights[:first].max()) if first > 0 else None
     after = float(per_layer[first:].mean()) if first < len(per_layer) else None  # None: no sink layer
-    values = [r["|v0| / median |v|"] for r in value_lengths(cap)]
+    values = [_v0_ratio(head_view(cap, layer, heads[0])) for layer, heads in zip(cap.layers, cap.query_heads)]
     view = _picture_view(cap)
     cos_q = cos_with_query(view, -1)
     w_last = view.attention_weights()[-1]
     splits = plane_splits(view, -1, "raw", N_PLANES)
     crossing = int(splits.crosses().sum())
     cloud = key_cloud(view, -1, "raw", n_planes=N_PLANES)
-    angles = picture_angles(cloud)
-    fill = bucket_fill(view)
+    angles = {"real": _median_deg(cloud.cos_query), "picture": _median_deg(picture_cosines(cloud))}
+    fill = _bucket_fill(view)
     shares = one_plane_shares(cap)
     spread = {v: float(x.std()) for v, x in shares.items()}
     random_keys = np.random.default_rng(0).standard_normal((cap.n_tokens, cap.keys.shape[-1]))
-    *layer_rows, random_row = cone_rows(cap, random_keys)
-    cone_angles = [r["median angle to the mean direction (deg)"] for r in layer_rows]
+    cone_angles = [
+        _median_deg(cos_to_mean_direction(head_view(cap, layer, heads[0]).keys))
+        for layer, heads in zip(cap.layers, cap.query_heads)
+    ]
+    random_angle = _median_deg(cos_to_mean_direction(random_keys))
     last_raw = all_bucket_shares(cap, N_PLANES)["raw"][:, -1]
     where = f"layer {view.layer}, head {view.head}, last query"
+    by_layer = {layer: next(r for r in rows if r.layer == layer) for layer in cap.layers}
+    no_sink, sink_layers = by_layer[cap.layers[0]], [by_layer[x] for x in cap.layers[1:]]
     return [
         Claim(
             "02",
-            "Raw keys form a cone: mean cos to their mean direction (random: ~0)",
+            "Raw keys form a cone: tightness, the mean cos to their mean direction (random: ~0)",
             min(cones) > 0.3 and baseline < 0.05,
             f"{span(cones)} (random: {baseline:.2f})",
         ),
         Claim(
             "02",
             "...the median key's angle to the mean direction, per layer (random directions: ~90 deg)",
-            max(cone_angles) < 70 and random_row["median angle to the mean direction (deg)"] > 85,
-            f"{span(cone_angles, '{:.0f}')} deg (random: {random_row['median angle to the mean direction (deg)']:.0f})",
+            max(cone_angles) < 70 and random_angle > 85,
+            f"{span(cone_angles, '{:.0f}')} deg (random: {random_angle:.0f})",
+        ),
+        Claim(
+            "02",
+            f"Layer {no_sink.layer} (no sink) against the sink layers: looser cone, query less far away (first heads)",
+            bool(sink_layers)
+            and no_sink.cone_raw < min(r.cone_raw for r in sink_layers)
+            and no_sink.query_cos > max(r.query_cos for r in sink_layers),
+            f"tightness {no_sink.cone_raw:.2f} vs {span([r.cone_raw for r in sink_layers])}, "
+            f"query cos {no_sink.query_cos:+.2f} vs {span([r.query_cos for r in sink_layers], '{:+.2f}')}",
         ),
         Claim(
             "02",
@@ -323,8 +272,8 @@ def claims(cap=None) -> list:
         ),
         Claim(
             "02",
-            "Token 0's value is short in every captured layer: |v0| / median |v|",
-            bool(values) and max(values) < 0.5,
+            "Token 0's value is about a quarter of the median's, every captured layer (within 25% of 1/4)",
+            bool(values) and all(abs(4 * v - 1) <= 0.25 for v in values),
             span(values),
         ),
         Claim(

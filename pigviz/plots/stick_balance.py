@@ -25,7 +25,7 @@ METHOD_STYLE = {
     "topk": ("TopK", style.METHOD_COLORS["topk"]),
     "sampling": ("sampling (oracle)", style.METHOD_COLORS["sampling"]),
     "importance": ("importance sampling", style.METHOD_COLORS["importance"]),
-    "hybrid": ("hybrid", style.METHOD_COLORS["hybrid"]),
+    "hybrid": ("hybrid (oracle)", style.METHOD_COLORS["hybrid"]),
 }
 STICK_COLOUR = "#8C8C8C"
 SINK_COLOUR = "#8C510A"  # brown: vermillion is MagicPIG/importance sampling

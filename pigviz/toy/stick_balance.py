@@ -10,8 +10,12 @@ four ways of spending a budget of B distinct keys:
   "oracle"). Unbiased; typical miss about sigma_w / sqrt(B).
 * ``importance_sampling``: draw from a cheap proposal u and weigh each draw by w_i / u_i,
   divided by the sum of those ratios (self-normalised). Biased at finite B, consistent.
-* ``hybrid``: the B // 2 tallest sticks exactly, the rest of the budget sampled from the
-  remaining weight, scaled by that remaining weight. Unbiased.
+* ``hybrid``: the B // 2 tallest sticks exactly (or ``n_exact`` of them), the rest of the budget
+  sampled from the remaining weight, scaled by that remaining weight. Unbiased.
+
+Oracle methods: TopK, sampling and the hybrid all use the true weights (to find the tallest sticks,
+to draw in proportion, to know the weight the rest holds), so a real system could run them only
+after reading every key. Only importance sampling draws from something cheaper.
 
 How a sampler spends a budget of B distinct keys
 ------------------------------------------------
@@ -34,6 +38,8 @@ times. This vectorises over many runs at once.
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -66,7 +72,11 @@ __all__ = [
     "draws_made",
     "error_curves",
     "loglog_slope",
-    "estimates_table",
+    "estimate_rows",
+    "draws_vs_keys",
+    "SHARPNESS",
+    "sharpness_study",
+    "hybrid_losses_to_topk",
 ]
 
 SCENARIOS = ("peaked", "flat", "sink")
@@ -269,9 +279,9 @@ def _importance_batch(values, weights, u, budget, rng, runs):
     return est, read, draws
 
 
-def _hybrid_batch(values, weights, budget, rng, runs):
+def _hybrid_batch(values, weights, budget, rng, runs, n_exact=None):
     w = weights / weights.sum()
-    n_exact = budget // 2
+    n_exact = budget // 2 if n_exact is None else n_exact
     order = np.argsort(-w, kind="stable")
     top, rest = order[:n_exact], order[n_exact:]
     head = float(w[top] @ values[top])
@@ -326,11 +336,18 @@ def importance_sampling(values, weights, budget: int, proposal, rng=None) -> Est
     return _single("importance", _importance_batch(values, weights, u, budget, _as_rng(rng), 1))
 
 
-def hybrid(values, weights, budget: int, rng=None) -> Estimate:
-    """The budget // 2 tallest sticks exactly, the remaining budget sampled from the rest."""
+def _check_n_exact(n_exact, budget):
+    """None (half the budget) or an int from 0 to ``budget`` - 1: the sticks the hybrid reads exactly."""
+    return None if n_exact is None else check_int("n_exact", n_exact, 0, budget - 1)
+
+
+def hybrid(values, weights, budget: int, rng=None, n_exact: int | None = None) -> Estimate:
+    """The ``n_exact`` tallest sticks exactly (default ``budget // 2``), the remaining budget sampled
+    from the rest in proportion to their weights, scaled by the weight the rest holds."""
     values, weights = _check_values_weights(values, weights)
     budget = check_int("budget", budget, 1, values.size)
-    return _single("hybrid", _hybrid_batch(values, weights, budget, _as_rng(rng), 1))
+    n_exact = _check_n_exact(n_exact, budget)
+    return _single("hybrid", _hybrid_batch(values, weights, budget, _as_rng(rng), 1, n_exact))
 
 
 def estimate_all(scenario: Scenario, budget: int, rng=None, proposal=None) -> dict[str, Estimate]:
@@ -352,7 +369,7 @@ def estimate_all(scenario: Scenario, budget: int, rng=None, proposal=None) -> di
 # ----------------------------------------------------------------------------- error curves
 
 
-def _repeat(scenario, u, method, budget, rng, runs):
+def _repeat(scenario, u, method, budget, rng, runs, n_exact=None):
     """``runs`` independent estimates of one method, computed in memory-bounded chunks."""
     v, w = scenario.values, scenario.weights
     if method == "topk":
@@ -360,7 +377,7 @@ def _repeat(scenario, u, method, budget, rng, runs):
     batch = {
         "sampling": lambda r: _sampling_batch(v, w, budget, rng, r),
         "importance": lambda r: _importance_batch(v, w, u, budget, rng, r),
-        "hybrid": lambda r: _hybrid_batch(v, w, budget, rng, r),
+        "hybrid": lambda r: _hybrid_batch(v, w, budget, rng, r, n_exact),
     }[method]
     chunk = max(1, 2_000_000 // scenario.n)
     return np.concatenate([batch(min(chunk, runs - start))[0] for start in range(0, runs, chunk)])
@@ -376,14 +393,22 @@ def _check_common(scenario, methods, seed, proposal):
 
 
 def repeat_estimates(
-    scenario: Scenario, budget: int, runs: int = 1000, seed: int = 0, methods=METHODS, proposal=None
+    scenario: Scenario,
+    budget: int,
+    runs: int = 1000,
+    seed: int = 0,
+    methods=METHODS,
+    proposal=None,
+    n_exact: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Many independent runs of each method at one budget: method -> array of estimates.
-    (TopK is deterministic: its array repeats one value.)"""
+    (TopK is deterministic: its array repeats one value.) ``n_exact``: the sticks the hybrid
+    reads exactly (default ``budget // 2``)."""
     methods, rng, u = _check_common(scenario, methods, seed, proposal)
     budget = check_int("budget", budget, 1, scenario.n)
     runs = check_int("runs", runs, 1, 1_000_000)
-    return {m: _repeat(scenario, u, m, budget, rng, runs) for m in methods}
+    n_exact = _check_n_exact(n_exact, budget)
+    return {m: _repeat(scenario, u, m, budget, rng, runs, n_exact) for m in methods}
 
 
 def repeat_fixed_draws(
@@ -429,12 +454,21 @@ def draws_made(scenario: Scenario, budget: int, runs: int = 1000, seed: int = 0,
 
 
 def error_curves(
-    scenario: Scenario, budgets=None, n_seeds: int = 400, seed: int = 0, proposal=None, methods=METHODS
+    scenario: Scenario,
+    budgets=None,
+    n_seeds: int = 400,
+    seed: int = 0,
+    proposal=None,
+    methods=METHODS,
+    n_exact: int | None = None,
 ) -> ErrorCurves:
     """RMS error of each method against the exact output, per budget, over ``n_seeds`` runs.
 
     TopK is deterministic, so its entry is its absolute error. ``reference`` is
-    sigma_w / sqrt(B), the RMS error of B independent draws from the true weights."""
+    sigma_w / sqrt(B), the RMS error of B independent draws from the true weights. ``n_exact``:
+    the sticks the hybrid reads exactly at every budget (default half of each budget; it must be
+    below the smallest budget). With the same seed and methods, a run with another ``n_exact``
+    replays the same random stream up to the hybrid's draws."""
     methods, rng, u = _check_common(scenario, methods, seed, proposal)
     n = scenario.n
     if budgets is None:
@@ -444,10 +478,12 @@ def error_curves(
         raise ValueError(f"budgets must be integers in [1, {n}], got min {budgets.min():g} and max {budgets.max():g}")
     budgets = budgets.astype(int)
     n_seeds = check_int("n_seeds", n_seeds, 1, 1_000_000)
+    n_exact = _check_n_exact(n_exact, int(budgets.min()))
     runs = {m: 1 if m == "topk" else n_seeds for m in methods}
 
     def rms(m, b):
-        return math.sqrt(np.mean((_repeat(scenario, u, m, int(b), rng, runs[m]) - scenario.truth) ** 2))
+        estimates = _repeat(scenario, u, m, int(b), rng, runs[m], n_exact)
+        return math.sqrt(np.mean((estimates - scenario.truth) ** 2))
 
     errors = {m: np.array([rms(m, b) for b in budgets]) for m in methods}
     spread = value_spread(scenario.values, scenario.weights)
@@ -465,14 +501,132 @@ def loglog_slope(budgets, errors) -> float:
     return float(np.polyfit(np.log(budgets), np.log(errors), 1)[0])
 
 
-# ----------------------------------------------------------------------------- claims
+# ----------------------------------------------------------------------------- studies
 
 
-def estimates_table(estimates: dict) -> str:
-    """One line per estimator: balance point, miss, distinct keys read, draws."""
+def estimate_rows(estimates: dict) -> list[dict]:
+    """One row per estimator of ``{"exact": Estimate, "topk": ...}`` ("exact" included): the method,
+    its balance point, its miss from the truth, the distinct keys it read and the draws it made
+    (``inf``: unlimited free draws). The rows notebook 01 and the CLI render."""
+    if "exact" not in estimates:
+        raise ValueError(f"estimates must include 'exact' (the truth), got {sorted(estimates)}")
     truth = estimates["exact"].value
-    lines = [f"{'method':<11}{'estimate':>9}{'miss':>8}{'keys read':>10}{'draws':>8}"]
+    rows = []
     for name, est in estimates.items():
-        draws = "inf" if math.isinf(est.draws) else f"{est.draws:.0f}"
-        lines.append(f"{name:<11}{est.value:>9.3f}{est.value - truth:>+8.3f}{est.keys_read:>10d}{draws:>8}")
-    return "\n".join(lines)
+        if not isinstance(est, Estimate):
+            raise TypeError(f"estimates[{name!r}] must be an Estimate, got {type(est).__name__}")
+        rows.append(
+            {
+                "method": name,
+                "estimate": est.value,
+                "miss": est.value - truth,
+                "keys read": est.keys_read,
+                "draws": est.draws,
+            }
+        )
+    return rows
+
+
+def _rms(estimates, truth) -> float:
+    return math.sqrt(float(np.mean((np.asarray(estimates) - truth) ** 2)))
+
+
+def draws_vs_keys(budget: int = DEFAULT_BUDGET, runs: int = 20000, seed: int = 3) -> list[dict]:
+    """Oracle sampling in each scenario, two ways of spending a budget of ``budget``: exactly that
+    many independent draws (every repeat paid for), or that many distinct keys (repeats free).
+    One dict per scenario: sigma_w/sqrt(B), both RMS errors over ``runs`` runs, and the mean
+    number of draws the distinct-key rule makes. With the default seed, the sink row's distinct-key
+    error is ``sharpness_study``'s sharpness-1 row (the same runs). Computed once per process for
+    given arguments: a notebook cell and its claims read the same runs."""
+    budget = check_int("budget", budget, 1, DEFAULT_N)
+    runs = check_int("runs", runs, 1, 1_000_000)
+    seed = check_int("seed", seed, 0, 2**63 - 1)
+    return copy.deepcopy(_draws_vs_keys(budget, runs, seed))
+
+
+@functools.lru_cache(maxsize=8)
+def _draws_vs_keys(budget: int, runs: int, seed: int) -> list[dict]:
+    rows = []
+    for name in SCENARIOS:
+        s = make_scenario(name)
+        fixed = repeat_fixed_draws(s, budget, runs=runs, seed=seed)["sampling"]
+        keys = repeat_estimates(s, budget, runs=runs, seed=seed, methods=("sampling",))["sampling"]
+        rows.append(
+            {
+                "scenario": name,
+                "σ_w/√B": value_spread(s.values, s.weights) / math.sqrt(budget),
+                f"{budget} draws": _rms(fixed, s.truth),
+                f"{budget} distinct keys": _rms(keys, s.truth),
+                "draws made (mean)": float(draws_made(s, budget, runs=runs, seed=seed).mean()),
+            }
+        )
+    return rows
+
+
+SHARPNESS = (0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 8.0)
+
+
+def sharpness_study(
+    scenario: Scenario | None = None,
+    budget: int = DEFAULT_BUDGET,
+    sharpness=SHARPNESS,
+    runs: int = 20000,
+    seed: int = 3,
+) -> list[dict]:
+    """Importance sampling with proposals ``softmax(k * scores)``, one row per sharpness k.
+
+    ``RMS, distinct keys``: the budget of ``budget`` distinct keys. Every k uses the same seed, so
+    the runs are paired (the same random arrival times, differently weighted), and ``paired z`` is
+    the gap in mean squared error to the best k in standard errors of the paired differences (0 for
+    the best itself). ``draws made (median)``: the median number of draws those runs make, repeats
+    included, before they would need a (budget+1)-th key; the budget rule makes every one of them
+    free, however many. ``RMS, fixed draws``: exactly ``budget`` independent draws instead, every
+    repeat paid for. (Computed once per process for given arguments.)"""
+    scenario = make_scenario("sink") if scenario is None else scenario
+    if not isinstance(scenario, Scenario):
+        raise TypeError(f"scenario must be a Scenario (see make_scenario), got {type(scenario).__name__}")
+    budget = check_int("budget", budget, 1, scenario.n)
+    sharpness = tuple(check_float("sharpness", k, 0.0, 10.0) for k in sharpness)
+    key = (scenario.values.tobytes(), scenario.scores.tobytes(), budget, sharpness)
+    runs = check_int("runs", runs, 2, 1_000_000)
+    return copy.deepcopy(_sharpness_study(key, runs, check_int("seed", seed, 0, 2**63 - 1)))
+
+
+@functools.lru_cache(maxsize=8)
+def _sharpness_study(key, runs, seed) -> list[dict]:
+    values, scores, budget, sharpness = key
+    scenario = custom_scenario(np.frombuffer(values), np.frombuffer(scores))  # same weights: softmax(scores)
+    sq, fixed, draws = {}, {}, {}
+    for k in sharpness:
+        u = rough_proposal(scenario.scores, k)
+        est = repeat_estimates(scenario, budget, runs=runs, seed=seed, methods=("importance",), proposal=u)
+        sq[k] = (est["importance"] - scenario.truth) ** 2
+        # The same seed replays the same arrival times, so these are the draws of the runs above.
+        draws[k] = float(np.median(draws_made(scenario, budget, runs=runs, seed=seed, proposal=u)))
+        drawn = repeat_fixed_draws(scenario, budget, runs=runs, seed=seed, methods=("importance",), proposal=u)
+        fixed[k] = _rms(drawn["importance"], scenario.truth)
+    best = min(sq, key=lambda k: sq[k].mean())
+    rows = []
+    for k in sharpness:
+        gap = sq[k] - sq[best]
+        z = 0.0 if k == best else float(gap.mean() / (gap.std(ddof=1) / math.sqrt(gap.size)))
+        rows.append(
+            {
+                "sharpness": float(k),
+                "RMS, distinct keys": math.sqrt(float(sq[k].mean())),
+                "paired z": z,
+                "draws made (median)": draws[k],
+                "RMS, fixed draws": fixed[k],
+            }
+        )
+    return rows
+
+
+def hybrid_losses_to_topk(seeds=range(20), budget: int = DEFAULT_BUDGET, runs: int = 2000) -> int:
+    """In how many peaked scenarios (``make_scenario("peaked", seed=s)`` for s in ``seeds``) the
+    hybrid's RMS error at ``budget`` is above TopK's miss."""
+    losses = 0
+    for s in seeds:
+        errs = error_curves(make_scenario("peaked", seed=s), [budget], n_seeds=runs, seed=5, methods=("topk", "hybrid"))
+        losses += bool(errs.errors["hybrid"][0] > errs.errors["topk"][0])
+    return losses

@@ -1,7 +1,7 @@
 """Numbers that notebooks 01-03 must state in static text (an exercise's task, which the learner
 copy shows before anything runs; a scenario's description), tied to the values they describe.
 Every other number in those notebooks' prose is printed from the computation (``Markdown(f"...")``)
-and so checked by nbval, or bound by a claim."""
+and so checked by nbval, or bound by a claim (``pigviz verify --prose``)."""
 
 import re
 from pathlib import Path
@@ -54,16 +54,11 @@ def test_02_the_attention_check_uses_scores_in_the_thousands():
     assert "the checks use thousands" in ex.get("02.attention_weights").task
 
 
-def test_about_fraction_names_the_nearest_unit_fraction_or_refuses():
-    assert nb02.about_fraction([0.22, 0.25]) == "a quarter"
-    assert nb02.about_fraction([0.18, 0.24]) == "a fifth"
-    assert nb02.about_fraction([0.5]) == "half"
-    with pytest.raises(ValueError, match="simple fraction"):
-        nb02.about_fraction([0.1, 0.5])  # no one fraction fits both
-    with pytest.raises(ValueError, match="values"):
-        nb02.about_fraction([])
-    with pytest.raises(ValueError, match="values"):
-        nb02.about_fraction([1.5])
+def test_02_says_a_quarter_where_a_claim_holds_every_layer_to_a_quarter():
+    """The markdown says token 0's value is "about a quarter" of a typical one; a claim checks it."""
+    assert "about a quarter of the median value's length" in _prose("02_key_cone")
+    (claim,) = [c for c in nb02.claims() if "about a quarter" in c.text]
+    assert claim.passed
 
 
 def test_no_prose_of_01_to_03_types_a_number_the_reviews_found_typed():

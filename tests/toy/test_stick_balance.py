@@ -354,7 +354,7 @@ def test_sticks_figure_places_each_balance_point(name):
     np.testing.assert_allclose(np.concatenate([fig.data[0].x, fig.data[1].x]).size, s.n)
     markers = {tr.name: tr.x[0] for tr in fig.data[2:]}
     assert markers["TopK"] == pytest.approx(est["topk"].value)
-    assert markers["hybrid"] == pytest.approx(est["hybrid"].value)
+    assert markers["hybrid (oracle)"] == pytest.approx(est["hybrid"].value)
     assert fig.layout.title.text and fig.layout.xaxis2.title.text and fig.layout.yaxis.title.text
     assert all(np.isfinite(a).all() for a in _all_numbers(fig))
     assert (len(fig.data[1].x) == 1) == (name == "sink")
@@ -450,3 +450,58 @@ def test_subnormal_weights_keep_every_estimate_on_the_values(weight):
         assert -0.5 <= est.value <= 1.5
     assert sb.topk(values[:1], weights[:1], 1).value == 1.5
     assert sb.exact(values, weights).value == pytest.approx((2 * 1.5 - 0.5) / 3)
+
+
+# ---------------------------------------------------------------------------- hybrid split, rows, studies
+
+
+def test_hybrid_n_exact_defaults_to_half_and_replays_the_same_stream():
+    s = sb.make_scenario("sink")
+    half = sb.error_curves(s, [12], n_seeds=500, seed=5, methods=("sampling", "hybrid"))
+    same = sb.error_curves(s, [12], n_seeds=500, seed=5, methods=("sampling", "hybrid"), n_exact=6)
+    quarter = sb.error_curves(s, [12], n_seeds=500, seed=5, methods=("sampling", "hybrid"), n_exact=3)
+    assert same.errors["hybrid"][0] == half.errors["hybrid"][0]
+    assert quarter.errors["sampling"][0] == half.errors["sampling"][0]  # the same stream up to the hybrid
+    assert quarter.errors["hybrid"][0] != half.errors["hybrid"][0]
+
+
+def test_hybrid_with_n_exact_reads_that_many_tallest_sticks_and_stays_unbiased():
+    s = sb.make_scenario("peaked")
+    est = sb.hybrid(s.values, s.weights, 12, rng=0, n_exact=3)
+    tallest = np.argsort(-s.weights, kind="stable")[:3]
+    assert set(tallest) <= set(est.read.tolist()) and est.keys_read <= 12
+    runs = sb.repeat_estimates(s, 12, runs=20000, seed=1, methods=("hybrid",), n_exact=3)["hybrid"]
+    assert abs(runs.mean() - s.truth) < 4 * runs.std() / np.sqrt(runs.size)
+    # n_exact = 0 is plain oracle sampling of every key (the keys in another order): the same error
+    plain = sb.error_curves(s, [12], n_seeds=4000, seed=2, methods=("sampling",)).errors["sampling"][0]
+    zero = sb.error_curves(s, [12], n_seeds=4000, seed=3, methods=("hybrid",), n_exact=0).errors["hybrid"][0]
+    assert zero == pytest.approx(plain, rel=0.08)
+
+
+@pytest.mark.parametrize("n_exact", [-1, 12, 2.5])
+def test_hybrid_n_exact_must_be_below_the_budget(n_exact):
+    s = sb.make_scenario("sink")
+    with pytest.raises((ValueError, TypeError), match="n_exact"):
+        sb.hybrid(s.values, s.weights, 12, rng=0, n_exact=n_exact)
+    with pytest.raises((ValueError, TypeError), match="n_exact"):
+        sb.error_curves(s, [12, 20], n_seeds=2, n_exact=n_exact if n_exact != 12 else 12)
+
+
+def test_estimate_rows_give_miss_keys_and_draws():
+    s = sb.make_scenario("sink")
+    est = sb.estimate_all(s, 12, rng=0)
+    rows = sb.estimate_rows(est)
+    assert [r["method"] for r in rows] == ["exact", "topk", "sampling", "importance", "hybrid"]
+    assert rows[0]["miss"] == 0 and rows[1]["miss"] == pytest.approx(est["topk"].value - s.truth)
+    assert rows[1]["keys read"] == 12 and rows[2]["draws"] >= 12
+    with pytest.raises(ValueError, match="exact"):
+        sb.estimate_rows({"topk": est["topk"]})
+
+
+def test_draws_vs_keys_and_sharpness_study_refuse_bad_input():
+    with pytest.raises(ValueError, match="budget"):
+        sb.draws_vs_keys(0)
+    with pytest.raises(TypeError, match="scenario"):
+        sb.sharpness_study("sink")
+    with pytest.raises(ValueError, match="sharpness"):
+        sb.sharpness_study(sb.make_scenario("sink"), 12, sharpness=(-1.0,), runs=10)

@@ -16,9 +16,12 @@ def _markers(w):
     return {tr.name: tr.x[0] for tr in w.sticks.data[2:]}
 
 
+def _random_markers_of(m):
+    return (m["sampling (oracle)"], m["importance sampling"], m["hybrid (oracle)"])
+
+
 def _random_markers(w):
-    m = _markers(w)
-    return (m["sampling (oracle)"], m["importance sampling"], m["hybrid"])
+    return _random_markers_of(_markers(w))
 
 
 def test_controls_carry_dom_classes(widget):
@@ -34,7 +37,7 @@ def test_slider_moves_the_balance_points(widget):
     widget.budget_slider.value = 3
     after = _markers(widget)
     assert after["TopK"] != before["TopK"]
-    assert _random_markers(widget) != (before["sampling (oracle)"], before["importance sampling"], before["hybrid"])
+    assert _random_markers(widget) != _random_markers_of(before)
     assert after["TopK"] == pytest.approx(widget.estimates["topk"].value)
     assert "budget 3 of" in widget.sticks.layout.title.text
     assert widget.errors.layout.shapes[0].x0 == 3
@@ -46,7 +49,7 @@ def test_resample_moves_the_sampled_points_only(widget):
     before = _markers(widget)
     widget.resample_button.click()
     after = _markers(widget)
-    assert _random_markers(widget) != (before["sampling (oracle)"], before["importance sampling"], before["hybrid"])
+    assert _random_markers(widget) != _random_markers_of(before)
     assert after["TopK"] == before["TopK"] and after["truth (every key)"] == before["truth (every key)"]
 
 

@@ -233,7 +233,11 @@ EXERCISES = [
         reference=balance_point,
         make_cases=_balance_cases,
         output=FLOAT,
-        hint="the balance point is sum(w * v) / sum(w)",
+        nudge="Balance means the turning forces cancel: each weight times its value's distance from o, summed "
+        "over the sticks, is 0. Solve that for o, and see what stands below the line when the weights do not "
+        "add up to 1.",
+        hint="for two 1-D arrays, `np.dot(a, b)` is the sum of `a[i] * b[i]` and `a.sum()` the sum of `a[i]`; "
+        "return a plain `float(...)`",
         wrong=(
             Wrong(
                 "no division by the total weight",
@@ -271,7 +275,10 @@ EXERCISES = [
         reference=topk_estimate,
         make_cases=_topk_cases,
         output=FLOAT,
-        hint="sort by decreasing weight (np.argsort(-w)), keep the first `budget`, return sum(w v) / sum(w) over those",
+        nudge="Two steps: pick the keys, then balance them. The weights come unsorted, so which keys are the "
+        "`budget` heaviest? The second step is the balance point you just wrote, over the kept sticks only.",
+        hint="`np.argsort(-weights)` lists the key indices from heaviest to lightest, and a slice `[:budget]` "
+        "that runs past the end of an array stops at its end; index `weights` and `values` with the kept indices",
         wrong=(
             Wrong(
                 "not renormalised", _topk_not_renormalised, "the kept weights sum to less than 1: divide by their sum"
@@ -311,7 +318,11 @@ EXERCISES = [
         reference=importance_estimate,
         make_cases=_importance_cases,
         output=FLOAT,
-        hint="r = w[drawn] / u[drawn]; estimate = sum(r * v[drawn]) / sum(r)",
+        nudge="A key the guess draws too often must count less on each draw, one it draws too rarely more: "
+        "that is the ratio w/u. Both sums run over the draws, so a key drawn twice enters twice, and what is left "
+        "is a weighted mean again, as in section 1.",
+        hint="indexing with the whole array, `weights[drawn]`, gives one entry per draw, repeats included; do the "
+        "same for `proposal` and `values`, then your `balance_point` does the rest",
         wrong=(
             Wrong(
                 "drops repeated draws", _importance_unique, "a key drawn twice counts twice: do not deduplicate `drawn`"

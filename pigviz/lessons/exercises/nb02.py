@@ -1,4 +1,4 @@
-"""Notebook 02, the key cone: cosine with the mean direction, cone width, attention weights."""
+"""Notebook 02, the key cone: cosine with the mean direction, cone tightness, attention weights."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def cos_to_mean_direction(keys):
     return unit @ mean_dir
 
 
-def cone_width(keys):
+def cone_tightness(keys):
     k = np.asarray(keys, dtype=np.float64)
     unit = k / np.linalg.norm(k, axis=-1, keepdims=True)
     return float(np.linalg.norm(unit.mean(axis=0)))  # length of the average unit key
@@ -182,7 +182,10 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-6,
         atol=1e-10,
-        hint="unit = k / |k| row by row; m = unit.mean(0) / |unit.mean(0)|; return unit @ m",
+        nudge="Only directions count, so first make every key length 1; a long key must not pull the mean its way. "
+        "The average of unit vectors is shorter than 1: a cosine needs it scaled back to length 1.",
+        hint="`np.linalg.norm(k, axis=-1, keepdims=True)` gives each row's length as a column, ready to divide by; "
+        "`.mean(axis=0)` averages the rows; `a @ m` takes every row's dot product with one vector `m`",
         difficulty=2,
         importance=3,
         minutes=6,
@@ -211,18 +214,21 @@ EXERCISES = [
         ),
     ),
     Exercise(
-        name="02.cone_width",
-        signature="cone_width(keys) -> float",
-        task="How narrow the cone of keys (n, d) is: the mean cosine of the keys with their mean "
-        "direction, which equals the length of the average unit key (near 1: a narrow cone, so a "
-        "larger value means a narrower cone; about 1/sqrt(n) for random directions). Only "
-        "directions count, whatever the keys' lengths; n may be 1. Returns one float.",
-        reference=cone_width,
+        name="02.cone_tightness",
+        signature="cone_tightness(keys) -> float",
+        task="How tightly the keys (n, d) bunch around their mean direction: the mean cosine of the keys "
+        "with their mean direction, which equals the length of the average unit key (near 1: all keys point "
+        "the same way; about 1/sqrt(n) for random directions). Only directions count, whatever the keys' "
+        "lengths; n may be 1. Returns one float.",
+        reference=cone_tightness,
         make_cases=_geometry_cases,
         output=FLOAT,
         rtol=1e-6,
         atol=1e-10,
-        hint="the length of (k / |k|).mean(axis=0)",
+        nudge="Average the cosines you just computed. Is there a shorter way? The mean of the unit keys' dot "
+        "products with a unit vector m is the average unit key's dot product with m, and m points along it.",
+        hint="normalise the rows as before and average them with `.mean(axis=0)`: one d-vector; `np.linalg.norm` "
+        "of a 1-D array is a single number",
         difficulty=1,
         importance=3,
         minutes=4,
@@ -240,7 +246,7 @@ EXERCISES = [
             Wrong(
                 "length of the mean raw key",
                 _cone_norm_of_mean_key,
-                "a width is a cosine, between 0 and 1: average unit vectors, not raw keys",
+                "the tightness is a cosine, between 0 and 1: average unit vectors, not raw keys",
             ),
             Wrong(
                 "averaged over the coordinates instead of the keys",
@@ -263,7 +269,10 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-6,
         atol=1e-15,
-        hint="scores = keys @ q / sqrt(d); w = exp(scores - max) / sum(exp(scores - max))",
+        nudge="First the scores, one per key, scaled by the square root of d, the length of q. Then the softmax: "
+        "adding the same number to every score does not change it, so pick a number that keeps every exp finite.",
+        hint="`keys @ q` gives all n dot products at once and `np.sqrt(len(q))` the scale; `scores.max()` is "
+        "one number you can subtract from every score before `np.exp`",
         difficulty=2,
         importance=4,
         minutes=5,
