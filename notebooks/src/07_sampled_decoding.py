@@ -3,53 +3,33 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/07_sampled_decoding.ipynb)
 #
-# Notebook 06 measured MagicPIG (Chen et al., ICLR 2025, arXiv:2410.16179) one attention row at a
-# time: a query, its keys, and the error of one output vector. A language model never sees that
-# error on its own. Each layer's output feeds the next layer, and each generated token joins the
-# context of the next one. This notebook runs the estimator where those effects add up: inside
-# SmolLM2-135M, token after token, with transformers' own model code around it.
+# Notebook 06 scored MagicPIG (Chen et al., ICLR 2025, arXiv:2410.16179) one attention row at a
+# time. A language model never sees that error alone: each layer feeds the next, and each new
+# token joins the context of the next step. Here the estimator runs inside SmolLM2-135M, token
+# after token. We ask three questions against dense
+# decoding: is the text the same, how far does the next-token distribution move, and can the
+# model still find a pass key? Then we time it.
 #
-# We ask three questions, each against ordinary dense decoding of the same model:
-#
-# 1. **Text**: does the same prompt give the same continuation?
-# 2. **Quality**: over a stretch of real text, how far does each method's next-token
-#    distribution move from dense, when every method reads the same share of the cache in the
-#    layers it makes sparse (Quest, as its authors run it, also keeps layer 1 dense)?
-# 3. **Retrieval**: can the model still find a five-digit pass key hidden in a long prompt?
-#
-# Then we time it: is MagicPIG's decoding faster on a CPU, by how much, and why?
-#
-# Running the model for all of this takes a while on a CPU, so the results ship in `pigviz/data/`.
-# `pigviz eval` and the repository's `benchmarks/bench_decode.py` made them, and
-# `pigviz/data/manifest.json` records the exact command and each file's sha256. This notebook reads
-# them and runs in seconds. A live run waits in section 6, switched off by default.
+# The runs take a while on a CPU, so their results ship in `pigviz/data/` (made by `pigviz eval`
+# and `benchmarks/bench_decode.py`, each command and sha256 in the manifest). A live run, off by
+# default, waits in section 6.
 #
 # **You will be able to**
 #
-# * explain how transformers' attention is swapped for MagicPIG's, and merge two partial
-#   attention outputs by log-sum-exp, as decoding does without the compiled engine;
-# * compute the KL of a method's next-token distribution from dense's, and the perplexity of
-#   a text, stably, and read a quality table at matched budgets;
-# * say what a passkey test and a teacher-forced KL each ask of sampled attention, and why the
-#   passkey is the easier one to pass;
-# * tell what a CPU (or GPU) timing of a small model does and does not measure.
+# * swap the attention function of a transformers model, and merge two partial softmaxes by
+#   log-sum-exp, as decoding does without the compiled engine;
+# * compute the KL from dense and the perplexity of a text, and read a quality table at
+#   matched budgets;
+# * say why a passkey test is easier to pass than a teacher-forced KL;
+# * tell what a CPU timing of a small model does and does not measure.
 #
-# **Prerequisites:** notebook 06 (the estimator and its error per row), and notebooks 01 to
-# 05b for the recap in section 7.
+# **Prerequisites:** notebook 06 (the estimator and `log u`) and notebook 03 (your `softmax`).
 #
-# **Time in a workshop:** about 50 minutes, of which 15 for the 3 exercises; the questions at the
-# end take about 15 more, the "Going further" appendix about 5.
-#
-# **Exercises.** Three cells ask you to write a short function (its body is `...`); the cell
-# after each checks it and says what is wrong if it is. Run All stops at the first exercise you
-# have not written yet: write it, or go on with the reference (`merge_partial =
-# ex.use_reference("07.merge_partial")`, as the failed check says). To read the notebook first
-# with the reference solutions standing in for every blank, run `ex.enable_solutions()` after
-# the imports.
+# **Time in a workshop:** about 45 minutes, of which 12 for the 3 exercises; the questions and
+# "Going further" at the end are extra. How the exercises work: notebook 01.
 
-
-# %%
-# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+# %% jupyter={"source_hidden": true}
+# Colab only: installs pigviz and the bundled model (does nothing elsewhere)
 import importlib.util, os, subprocess, sys  # noqa: E401, I001
 try:
     import google.colab  # noqa: F401
@@ -67,69 +47,107 @@ import pigviz
 pigviz.setup_notebook()
 
 import numpy as np
-from IPython.display import Markdown
 
 from pigviz import decode, lessons
-from pigviz.decode import report
+from pigviz.decode import report, stats
 from pigviz.lessons import exercises as ex
 from pigviz.lessons import nb07_sampled_decoding as nb07
 from pigviz.plots import decoding as plots
-
-
-def folded(summary, text):
-    """Markdown that stays folded until clicked: the solutions and the answers."""
-    return Markdown(f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>")
+from pigviz.study.experiments import decode_step_pieces
 
 # %%
 quality, passkey, speed = nb07.load_results()  # pigviz/data/, each file checked against its sha256
 generations = quality["generation"]  # section 2's two runs
-print(nb07.measured_on(quality))
+env = quality["environment"]
+print(f"model: {env['model']['name']} ({env['dtype']}), measured on: {env['hardware']}, "
+      f"torch {env['torch_version']}, transformers {env['transformers_version']}")
 
 # %% [markdown]
 # ## 1. Swapping the attention inside transformers
 #
-# A transformers model looks up each layer's attention function by name, in a registry
-# called `AttentionInterface`. `pigviz.decode.session` registers one more entry and switches the
-# model to it inside a `with` block. Leaving the block switches it back, even after an
-# error. Inside the block, decoding runs in three phases:
+# A transformers model looks up each layer's attention function by name, in a registry called
+# `AttentionInterface`. Register a function under a new name, switch the model to it, and every
+# layer calls it with its query, keys and values. The cell below does that on a tiny randomly
+# initialised Llama (3 layers, so it runs in a second). Its function only counts the calls and
+# hands them on to transformers' own `sdpa`.
+
+# %%
+import torch
+from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+calls = []
+def counting_sdpa(module, query, key, value, attention_mask, **kwargs):
+    calls.append((module.layer_idx, tuple(query.shape), tuple(key.shape)))
+    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+AttentionInterface.register("counting", counting_sdpa)
+torch.manual_seed(0)
+tiny = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                    num_attention_heads=4, num_key_value_heads=2)).eval()
+
+# %%
+with torch.no_grad():
+    before = tiny(torch.arange(8)[None]).logits  # the default, sdpa
+    tiny.set_attn_implementation("counting")
+    after = tiny(torch.arange(8)[None]).logits
+print(f"{len(calls)} calls, one per layer: (layer, query shape, key shape) = {calls}")
+print(f"logits through the counting function and through sdpa {lessons.agree(after, before, within=1e-6)}")
+
+# %% [markdown]
+# The query has 4 heads and the keys 2: grouped-query attention, each KV head shared by two
+# query heads. `pigviz.decode.session` registers its function the same way, inside a `with`
+# block that switches the model back on exit. Decoding then runs in three phases:
 #
-# * **Prefill.** The prompt goes through in one pass with ordinary `sdpa` attention. MagicPIG's
-#   prefill is dense too. The first new token comes out of this pass.
-# * **Index.** For every layer except the dense ones (layer 0 by default, as MagicPIG keeps
-#   some layers dense; Quest keeps layers 0 and 1 dense, as in its paper), the post-RoPE keys in
-#   the cache are hashed into `L` tables of `K` bits (`pigviz.lsh.index.build_index`, notebooks
-#   03–04).
-# * **Decode.** Each new query reads three groups of keys. The first `sinks` tokens and
-#   the last `recent` ones are read exactly. A sample comes from the tables, with each score
-#   corrected by its inclusion probability `u` (`pigviz.lsh.magicpig.attend`, notebook 06). Every
-#   token generated since the index was built is read exactly too: the *buffer*. Once the
-#   buffer would grow past `buffer` tokens, the index is rebuilt over the whole cache.
+# * **Prefill.** The prompt goes through once with ordinary `sdpa`, as in MagicPIG. The first
+#   new token comes out of this pass.
+# * **Index.** In every layer but the dense ones (layer 0), the cached post-RoPE keys are hashed
+#   into `L` tables of `K` bits (notebooks 03–04).
+# * **Decode.** Each new query reads the `sinks` first and the `recent` last tokens exactly, plus
+#   a sample from the tables, each score corrected by `log u` (notebook 06). Tokens generated since
+#   the index was built, the *buffer*, are read exactly too; a full buffer triggers a rebuild.
 #
-# One call of `pigviz.lsh.fused.attend` per layer reads both the indexed tokens (sinks, recent
-# window, sample) and the buffer. The compiled engine (numba) scores all of them in one list
-# and takes one softmax. Without numba, or on a GPU, it falls back to the torch path:
-# `magicpig.attend` returns the index part's output and its log-normaliser `lse` (the log of
-# its sum of exp-scores), exact attention over the buffer gives a second output and `lse`, and
-# the two are merged by log-sum-exp, like two blocks of a flash-attention pass.
-#
+# The compiled engine scores all of these in one list and takes one softmax. Without numba, or on
+# a GPU, decoding takes two softmaxes instead: one over the index part, one over the buffer. Each
+# part returns its output and `lse`, the log of its sum of exp-scores:
+
+# %%
+softmax = ex.mine.softmax  # your 03.softmax, over the last axis
+
+
+def logsumexp(scores):
+    """log(sum(exp(scores))) over the last axis, shifted by the max as your softmax is."""
+    top = np.max(scores, axis=-1)
+    return top + np.log(np.exp(scores - top[..., None]).sum(axis=-1))
+
+
+def softmax_part(scores, values):
+    """Attention over one set of keys: its output, and lse, the log of its sum of exp-scores."""
+    return softmax(scores) @ values, logsumexp(scores)
+
+# %% [markdown]
 # ### Your turn: merging two partial softmaxes
-#
-# This is the fallback's merge of the index part with the exact buffer. Each part is a
-# softmax over its own keys: an output `out` and `lse`, the log of its sum of exp-scores. The
-# output over the union weighs each part by its share of the total, `exp(lse)`. Subtract the
-# larger `lse` before `exp`: normalisers in the thousands overflow, and at minus a thousand they
-# underflow to 0. An empty part has `lse = -inf`.
-#
-# Decoding merges every head at once, so your function takes one head or a batch: `out_a` and
-# `out_b` of shape `(..., dv)`, `lse_a` and `lse_b` of shape `(...)`. For one head that is
-# `out (dv,)` with `lse` a number; for a batch of `H` heads, `out (H, dv)` with `lse (H,)`, and
-# each head is merged with its own two weights (the heads' `lse` may lie thousands apart).
 #
 # Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~5 min
 #
-# <details><summary>Hint</summary>
+# Two parts over disjoint keys give `(out_a, lse_a)` and `(out_b, lse_b)`. Return the output of
+# one softmax over the union of their keys. Shapes: `out` is `(..., dv)` and `lse` is `(...)`, so
+# one head (`out (dv,)`, `lse` a number) or a batch of `H` heads (`out (H, dv)`, `lse (H,)`), each
+# head merged on its own. It must hold for `lse` in the thousands, of either sign, and for heads
+# whose `lse` lie thousands apart. An empty part has `lse = -inf`.
 #
-# `m = np.maximum(lse_a, lse_b) (one per head); w_a, w_b = exp(lse_a - m), exp(lse_b - m); (w_a[..., None] * out_a + w_b[..., None] * out_b) / (w_a + w_b)[..., None]`
+# <details><summary>Hint 1: what to think about</summary>
+#
+# Each part's output is already normalised over its own keys. In the union, a part counts in
+# proportion to its share of the total sum of exp-scores, and `lse` is the log of that sum. Only
+# the difference of the two `lse` matters, just as only differences of scores matter in your
+# softmax.
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# `np.maximum(lse_a, lse_b)` gives one shift per head; the weight of part a is `exp(lse_a - shift)`; `w[..., None]` broadcasts one weight per head over `dv`.
 #
 # </details>
 
@@ -140,43 +158,38 @@ def merge_partial(out_a, lse_a, out_b, lse_b):
     ...
 
 # %%
-merge_partial = ex.reference_or("07.merge_partial", merge_partial)
-_ = ex.check("07.merge_partial", merge_partial)
+merge_partial = ex.check("07.merge_partial", merge_partial)
 
 # %%
-folded("Solution: merge_partial", f"```python\n{ex.solution('07.merge_partial')}```")
+lessons.folded("Solution: merge_partial", ex.solution("07.merge_partial"))
 
 # %% [markdown]
-# On a real decode step (notebook 06's head in layer 2): the sampled keys, with their scores
-# corrected by `log u`, form one part, and the exact keys (sinks and recent window) the other.
-# (Without numba, decoding splits the index part from the buffer the same way.) Merged, the
-# two parts give what `pigviz.lsh.magicpig.attend` computes in one softmax over both (its torch
-# path here; a test holds the compiled engine to the same output within 1e-5):
+# Now one real decode step of notebook 06's head in layer 2. The sampled keys, their scores
+# corrected by your `log_u` from notebook 06, form one part; the exact keys (sinks and recent
+# window) the other. Merged, they must give what `pigviz.lsh.magicpig.attend` computed in one
+# softmax over both:
 
 # %%
-step = nb07.decode_step(row=0, head=0)  # one decode row of one head, cut into its pieces
+step = decode_step_pieces(row=0, head=0)  # one decode row of one head, cut into its pieces
 q, d = step["q"], len(step["q"])
-log_u = nb07.log_inclusion(step)  # each sampled key's log-chance to be sampled (notebook 04)
-out_s, lse_s = nb07.softmax_part(step["K_S"] @ q / np.sqrt(d) - log_u, step["V_S"])  # the sample
-out_e, lse_e = nb07.softmax_part(step["K_exact"] @ q / np.sqrt(d), step["V_exact"])  # sinks + recent
+log_u = ex.mine.log_u(q, step["K_S"], step["mu"], step["K"], step["L"])  # your 06.log_u
+out_s, lse_s = softmax_part(step["K_S"] @ q / np.sqrt(d) - log_u, step["V_S"])  # the sample
+out_e, lse_e = softmax_part(step["K_exact"] @ q / np.sqrt(d), step["V_exact"])  # sinks + recent
 merged = merge_partial(out_s, lse_s, out_e, lse_e)
 share = np.exp(lse_s - np.logaddexp(lse_s, lse_e))
 print(f"{len(step['K_S'])} sampled keys hold {share:.1%} of the merged weight, {len(step['K_exact'])} exact keys the rest")
 print(f"merged and attend's (float32) {lessons.agree(merged, step['engine'], within=1e-5)}")
 
 # %% [markdown]
-# `attend` tabulates `log u` on a fine grid of `p` (and works in float32), which accounts for the
-# tiny difference.
-#
-# The baselines plug in the same way: TopK, Quest and StreamingLLM each get one layer's
-# whole cache per decode step (`pigviz.attention`).
+# `attend` works in float32 and tabulates `log u` on a fine grid, hence the small tolerance. The
+# baselines plug in the same way: TopK, Quest and StreamingLLM each get one layer's whole cache per
+# step (`pigviz.attention`).
 
 # %%
 nb07.methods_table()
 
 # %% [markdown]
-# In code, one call decodes a prompt, and the result keeps the time and the budget of
-# every token:
+# In code, one call decodes a prompt and keeps the time and budget of every token:
 #
 # ```python
 # model, tokenizer = pigviz.model.loading.load_model()  # SmolLM2-135M: GPU in bf16 if there is one, else CPU in fp32
@@ -186,18 +199,14 @@ nb07.methods_table()
 #
 # `pigviz generate --from-text 4096 --attention magicpig` does the same from a shell.
 #
-# **Bottom line.** Any attention method plugs into the model by name; MagicPIG's sample and its
-# exact keys are two softmaxes, and log-sum-exp merges them into what one softmax over both gives
-# (to the engine's float32 precision above).
+# **Bottom line.** Any attention method plugs into the model by name. MagicPIG's sample and its
+# exact keys are two softmaxes, and log-sum-exp merges them into what one softmax over both gives.
 #
 # ## 2. One prompt, decoded both ways
 #
-# The prompt is the start of Python's help topics (`pydoc_data`, in alphabetical order of
-# topic), the text notebooks 02–04 and 06 read. The model continues it by greedy decoding, once
-# dense and once with MagicPIG at (K, L) = (10, 150). Both runs prefill identically, so the
-# first token always agrees. After that, each MagicPIG step reads the exact set (sinks and recent
-# window), the buffer of tokens generated since the index was built, and the keys its tables
-# sample.
+# The prompt is the start of Python's help topics (`pydoc_data`), the text notebooks 02–06 read.
+# The model continues it by greedy decoding, once dense and once with MagicPIG at (K, L) = (10, 150).
+# Both runs prefill identically, so the first token always agrees.
 
 # %%
 print(f"prompt: the first {generations[0]['prompt_tokens']:,} tokens; "
@@ -205,57 +214,79 @@ print(f"prompt: the first {generations[0]['prompt_tokens']:,} tokens; "
 print(report.side_by_side(generations))
 
 # %% [markdown]
-# The two texts agree for a while, then part. From the first token that differs, the two runs
-# condition on different text, so from there on they cannot be compared token by token (they may
-# still write the same tokens for a while). Here they do not part into two equally good texts.
-# Count what each run writes after the shared start:
+# From the first token that differs, the two runs condition on different text, so they can no
+# longer be compared token by token. They do not part into two equally good texts, though. Count
+# what each writes after the shared start:
 
 # %%
-counts = nb07.repeat_counts(generations)  # per run: its lines after the shared start, and repeats
-nb07.repeat_table(counts)
-
-# %%
-Markdown(nb07.repeat_story(counts, generations))
+lessons.table(stats.repeat_rows(generations), columns=["run", "shared tokens", '"def" written', 'bare "def" items',
+                                                        "lines", "lines that repeat an earlier one"])
 
 # %% [markdown]
-# The top panel below shows how much of the cache MagicPIG read at each step
-# (log axis; dense reads everything). The bottom panel shows the wall time of each step on
-# the machine that made the data (stored; noisy: wall time on a machine shared with other jobs). MagicPIG's first step also fills the
-# lookup tables and scratch buffers that later steps reuse.
+# Both runs repeat themselves. Dense explains the keyword, then starts the same sentence again, cut
+# off where the run stops. MagicPIG's run falls into a loop: it lists `"def"` as a bare item 4
+# times. A likely mechanism, not measured here (the runs keep no token probabilities): greedy
+# decoding amplifies a small shift. Once a repeated item is a little more likely than the
+# alternatives, each repetition can make the next more likely still.
+#
+# The top panel below shows the share of the cache MagicPIG read at each step (log axis; dense
+# reads everything), the bottom one each step's wall time on the machine that made the data
+# (noisy: the machine was shared). MagicPIG's first step also fills lookup tables that later steps
+# reuse.
 
 # %%
 plots.generation_figure(generations)
 
-# %%
-Markdown(nb07.generation_bottom_line(generations, counts))
-
 # %% [markdown]
+# **Bottom line.** The two runs share their first 10 of 40 tokens. After that MagicPIG's run,
+# reading 5.7% of the cache per step, loops (4 bare `"def"` items; dense, none). One continuation
+# shows that the runs part, not how far each step's distribution moved: section 3 measures that.
+#
 # ## 3. Quality at matched budgets, teacher-forced
 #
-# *Teacher forcing*: after a long prefix, the model is fed the **real** next tokens of the
-# text, so every method predicts the same positions from the same context, and one mistake
-# does not derail the rest. At every position we compare the method's next-token
-# distribution with dense's:
+# *Teacher forcing*: after a long prefix, the model is fed the **real** next tokens of the text.
+# Every method then predicts the same positions from the same context, and one mistake does not
+# derail the rest. At every position we compare the method's next-token distribution with dense's:
 #
 # * **KL(dense ‖ method)**: how much probability moved, in nats (0 = identical);
 # * **top-1 agreement**: how often the method's most likely token is dense's;
-# * **perplexity** of the real next tokens: lower means the model predicts the text better.
-#   Over a short stretch, a method whose perplexity lands a little below dense's has not improved
-#   the model: that is most likely chance. Closeness to dense is what the KL measures.
+# * **perplexity** of the real next tokens: lower means the text is better predicted. Over a short
+#   stretch, a perplexity a little below dense's is most likely chance; closeness to dense is what
+#   the KL measures.
 #
+# Both need log-probabilities. `log softmax(x) = x - logsumexp(x)`, with the `logsumexp` of §1:
+# exact even where a probability underflows to 0 and its log would be `-inf`.
+
+# %%
+def log_softmax(logits):
+    """log softmax over the last axis: the logits minus their logsumexp (section 1)."""
+    x = np.asarray(logits, dtype=np.float64)
+    return x - logsumexp(x)[..., None]
+
+
+print(f"a probability of exp(-800): softmax gives {softmax(np.array([0.0, -800.0]))[1]}, "
+      f"log_softmax {log_softmax(np.array([0.0, -800.0]))[1]:.1f}")
+
+# %% [markdown]
 # ### Your turn: KL from dense
 #
-# `KL(p ‖ q) = Σ p log(p / q)` with `p = softmax(ref_logits)` (dense) and `q = softmax(logits)`
-# (the method), over the last axis, in nats (the natural log). For one position the inputs are
-# two 1-D arrays of `V` logits and the answer is a float; for a batch they are `(T, V)` and the
-# answer has one KL per row, shape `(T,)`. Work in log-softmax: logits in the thousands overflow
-# `exp`, and tiny probabilities underflow to 0, whose log is `-inf`.
+# Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~4 min
 #
-# Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~5 min
+# `KL(p ‖ q) = Σ p log(p / q)`, with `p = softmax(ref_logits)` (dense) and `q = softmax(logits)`
+# (the method), over the last axis, in nats. For one position the inputs are two 1-D arrays of
+# `V` logits and the answer is a float; for a batch they are `(T, V)` and the answer has one KL
+# per row. Use `log_softmax` above: logits in the thousands must work.
 #
-# <details><summary>Hint</summary>
+# <details><summary>Hint 1: what to think about</summary>
 #
-# `log_p = log_softmax(ref_logits), log_q = log_softmax(logits); sum(exp(log_p) * (log_p - log_q), -1)`
+# KL is not symmetric: which distribution weighs the log-ratio? And `log(p / q)` is a difference of
+# two logs you can already compute exactly; only the weights need the probabilities themselves.
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# `log_p = log_softmax(ref_logits)` and likewise `log_q`; the weights are `np.exp(log_p)`; reduce with `.sum(axis=-1)`.
 #
 # </details>
 
@@ -265,26 +296,31 @@ def kl_divergence(ref_logits, logits):
     ...
 
 # %%
-kl_divergence = ex.reference_or("07.kl_divergence", kl_divergence)
-_ = ex.check("07.kl_divergence", kl_divergence)
+kl_divergence = ex.check("07.kl_divergence", kl_divergence)
 
 # %%
-folded("Solution: kl_divergence", f"```python\n{ex.solution('07.kl_divergence')}```")
+lessons.folded("Solution: kl_divergence", ex.solution("07.kl_divergence"))
 
 # %% [markdown]
 # ### Your turn: perplexity
 #
-# `logits` is `(T, V)` with `T >= 1`, `targets` the `T` real next tokens as integer ids:
-# `targets[t]` is already the token that follows position `t`, so there is nothing to shift.
-# Perplexity is the exp of the mean negative log-probability (natural log) of the targets: a
-# geometric mean, so one badly predicted token counts a lot. Make it exact for logits in the
-# thousands and for a target whose probability is as small as `exp(-800)`, which underflows to 0.
+# Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~3 min
 #
-# Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~5 min
+# `logits` is `(T, V)` with `T >= 1`, and `targets` the `T` real next tokens as integer ids:
+# `targets[t]` already is the token after position `t`, so there is nothing to shift. Perplexity
+# is the exp of the mean negative log-probability (natural log) of the targets. Use
+# `log_softmax`: a target whose probability is `exp(-800)` must work.
 #
-# <details><summary>Hint</summary>
+# <details><summary>Hint 1: what to think about</summary>
 #
-# `nll = -log_softmax(logits)[range(T), targets]; return exp(nll.mean())`
+# Each position contributes one number: the log-probability of its own target. Perplexity is a
+# geometric mean of the probabilities, so average the logs, then undo the log.
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# `a[np.arange(T), targets]` picks one entry per row of a `(T, V)` array.
 #
 # </details>
 
@@ -294,20 +330,18 @@ def perplexity(logits, targets):
     ...
 
 # %%
-perplexity = ex.reference_or("07.perplexity", perplexity)
-_ = ex.check("07.perplexity", perplexity)
+perplexity = ex.check("07.perplexity", perplexity)
 
 # %%
-folded("Solution: perplexity", f"```python\n{ex.solution('07.perplexity')}```")
+lessons.folded("Solution: perplexity", ex.solution("07.perplexity"))
 
 # %% [markdown]
-# The shipped results keep, for every position, each method's negative log-probability of
-# the real token (`nll_per_token`) and its KL from dense (`kl_per_token`), but not the logits over
-# the whole vocabulary. Two logits per position are enough to test your functions on them: "the
-# real token" with log-probability `-nll`, and "any other token" with the rest. Your perplexity on
-# those two columns must give the shipped perplexity (to the digits shown). Your KL between dense's and the
-# method's two-column distributions merges all the other tokens into one, which can only hide
-# differences, so it must stay at or below the shipped KL at every position.
+# The shipped results keep, per position, each method's negative log-probability of the real
+# token (`nll_per_token`) and its KL from dense, but not the logits over the whole vocabulary.
+# Two logits per position test your functions on them: "the real token", with log-probability
+# `-nll`, and "any other token". Your perplexity on those two columns must give the shipped one.
+# Your KL merges all other tokens into one, which can only hide differences, so it must stay at or
+# below the shipped KL at every position.
 
 # %%
 def two_columns(nll):
@@ -316,27 +350,27 @@ def two_columns(nll):
     return np.stack([-nll, np.log(-np.expm1(-nll))], axis=1)
 
 
-print(f"a full row of logits: {nb07.vocab_size():,} numbers per position; two stand in for them here")
 nb07.two_column_table(quality, two_columns, perplexity, kl_divergence)
 
-# %%
-Markdown(nb07.baselines_text(quality))
-
 # %% [markdown]
-# Three budget columns: `budget` counts the keys read over the layers a method makes sparse;
-# `all lyr` counts every layer, the dense ones at 100% (so Quest, with more dense layers, reads
-# more in all than the others); `sampled` is MagicPIG's budget as its authors count it, the
-# keys sampled over the keys the tables could sample, exact set left out. The baselines are
-# matched to MagicPIG on `budget`.
+# MagicPIG runs at several (K, L), each with 3 hash seeds. Its budget is what the tables sample.
+# Each baseline then runs once at MagicPIG's mean budget for that setting, so the rows of a block
+# read about the same share of keys in the layers they make sparse. TopK is an oracle: it scores
+# every key to pick the best, which a real system cannot afford. Quest (Tang et al., ICML 2024),
+# as its authors run it, reads the current page and ranks the others by their bound, with layers
+# 0 and 1 dense; pages of 16, as in its paper, and of 4. `quest_rank_all` ranks every page and
+# keeps only layer 0 dense, like the others.
+#
+# Three budget columns: `budget` counts keys read in the sparse layers; `all lyr` counts every
+# layer, the dense ones at 100%; `sampled` is MagicPIG's budget as its authors count it, sampled
+# keys over the keys the tables could sample. The baselines are matched on `budget`.
 
 # %%
 st = quality["settings"]
 print(f"prefix {st['prefix']:,} tokens (prefilled once, dense), then positions {st['prefix'] + 1:,} to "
       f"{st['prefix'] + st['stretch']:,} teacher-forced; MagicPIG seeds {st['seeds']}, dense layers {st['dense_layers']}")
-nb07.quality_table(quality)
-
-# %%
-plots.quality_figure(quality["rows"]).update_xaxes(title_text="attention budget in the sparse layers (% of cached keys read)")
+lessons.table(report.quality_rows(quality), formats={"budget": "{:.2%}", "all lyr": "{:.2%}", "sampled": "{:.2%}",
+                                                     "KL (nats)": "{:.4f}", "top-1": "{:.1%}", "ppl": "{:.2f}"})
 
 # %% [markdown]
 # At the default (K, L) = (10, 150), each baseline against the range of MagicPIG's seeds:
@@ -344,149 +378,197 @@ plots.quality_figure(quality["rows"]).update_xaxes(title_text="attention budget 
 # %%
 nb07.headline_table(quality)
 
+# %% [markdown]
+# What the rows say:
+#
+# * **MagicPIG is far better than reading only the exact keys.** StreamingLLM reads as many keys,
+#   all sinks and recent tokens. At (10, 150) its KL is 1.62 against MagicPIG's 0.144, and it stays
+#   high at every budget: this text needs keys beyond the recent window (question 2).
+# * **Oracle TopK stays closer to dense at every budget.** Notebook 06 found the same row by row:
+#   at (10, 150) TopK's error is lower in 251 of its 270 (layer, head) cells. MagicPIG's sample is
+#   noisy, and biased at finite budgets; here its errors cost more than TopK's missing tail.
+# * **Quest needs small pages.** With pages of 16, as its authors run it, its KL is 1.7 to 4.5
+#   times MagicPIG's, though 38% to 51% of what ranking every page gives. A likely reason, not
+#   measured: one bound per 16 keys is too loose to single out the right pages. With pages of 4 it
+#   lands between TopK and MagicPIG, at a cost in bytes its key count hides (Going further).
+# * **The budget matters, and so does the seed.** At its smallest budget (3.2%) MagicPIG's KL is
+#   6.3 times that at its largest (9.9%), and its top-1 agreement falls from 92.1% to 71.7%.
+
 # %%
-study = nb07.load_study()  # notebook 06's study, for its seed spread and its wins
-Markdown(nb07.quality_story(quality, study))
+plots.quality_figure(quality["rows"]).update_xaxes(title_text="attention budget in the sparse layers (% of cached keys read)")
 
 # %% [markdown]
 # ### The hash seed: barely moving in notebook 06, tens of per cent here
 #
-# Notebook 06 found that the hash seed barely moves MagicPIG's error; here different seeds of
-# one (K, L) move the KL by tens of per cent. The two measurements differ in two ways:
-#
-# * **The quantity.** Notebook 06 scores each attention row's output error on its own. Here the
-#   score is the next token's KL, after the errors of every sampled layer have fed into the
-#   layers above.
-# * **What is averaged.** Both average over tens of thousands of attention rows and about as many
-#   hashed caches (the table below). But notebook 06 averages each row's error, which is about the
-#   same size everywhere; here a seed's mean KL is over the few hundred positions of one stretch
-#   of text, one number per position, and a few positions carry much of it.
-#
-# The numbers, each spread relative to its own mean:
+# Different seeds of one (K, L) move the KL a lot (the seed ranges above), while notebook 06 found
+# that the seed barely moves MagicPIG's error. The two measure different things. Notebook 06 scores
+# each attention row's output error on its own; here the score is the next token's KL, after every
+# sampled layer's errors fed the layers above. And a seed's mean KL is over a few hundred positions,
+# one number each:
 
 # %%
-sv = nb07.seed_variance(quality, study)
-nb07.seed_table(sv)
-
-# %%
-Markdown(nb07.seed_story(sv))
-
-# %%
-run = nb07.first_magicpig(quality)
-print(nb07.layer_budget_range(run))
-plots.layer_budget_figure(run["layer_budgets"], title=f"MagicPIG K={run['K']} L={run['L']} (seed {run['seed']}): keys read per layer")
-
-# %%
-Markdown(nb07.quality_bottom_line(quality))
+lessons.table(stats.seed_variance(quality, nb07.load_study()), formats={
+    "positions": "{:,.0f}", "attention rows": "{:,}", "std / mean, least": "{:.1%}", "std / mean, most": "{:.1%}"})
 
 # %% [markdown]
-# ## 4. Passkey retrieval
+# Both average over tens of thousands of attention rows and about as many hashed caches. But the
+# KL per position is heavy-tailed: the 5 worst of 256 positions carry 14% to 47% of a run's total.
+# At (10, 150) no position is among the 5 worst of all 3 seeds (question 1). A likely mechanism,
+# not measured: whether a seed misses a key that matters at one of those few positions moves its
+# whole mean.
 #
-# The classic long-context test: a short needle, "The pass key is NNNNN. Remember it. NNNNN is
-# the pass key.", with NNNNN a random five-digit number, hidden at some depth in a prompt of
-# repeated filler ("The grass is green. The sky is blue. ..."), then the question "What is the
-# pass key?" in the model's chat template. The whole prompt is prefilled densely, as MagicPIG
-# does. The answer is forced to start with "The pass key is ", and a trial counts as retrieved
-# only if greedy decoding then produces all five digits. Every digit comes from a decode step of
-# the method under test.
-#
-# First, dense: a 135M model is small, so we check that dense decoding itself retrieves the
-# key at these lengths before we ask more of the approximations. Each baseline runs at the
-# budget MagicPIG used in the same trial. The interval is a 95% Wilson score interval for n
-# trials.
+# One budget number is also an average over layers: the same (K, L) samples more keys in some.
 
 # %%
-print(nb07.passkey_settings(passkey))
-nb07.passkey_table(passkey)
+run = next(r for r in quality["rows"] if r["method"] == "magicpig")  # K=10, L=150, seed 0
+plots.layer_budget_figure(run["layer_budgets"], title=f"MagicPIG K={run['K']} L={run['L']} (seed {run['seed']}): keys read per layer")
+
+# %% [markdown]
+# **Bottom line.** At (10, 150), reading 6.27% of the keys in its sparse layers, MagicPIG's
+# next-token distribution moves 0.144 nats from dense on average: far less than StreamingLLM's 1.62
+# at the same budget, but oracle TopK's moves only 0.010. The hash seed alone moves MagicPIG's KL
+# by 21% to 86% of its mean (range over mean, by (K, L)).
+#
+# ## 4. Passkey retrieval
+#
+# The classic long-context test: a needle, "The pass key is NNNNN. Remember it. NNNNN is the pass
+# key.", with a random five-digit NNNNN, hidden at some depth in repeated filler ("The grass is
+# green. The sky is blue. ..."). Then comes the question "What is the pass key?" in the model's chat
+# template. The prompt is prefilled densely, as MagicPIG does. The answer is forced to start with
+# "The pass key is ", and a trial counts only if greedy decoding then writes all five digits.
+#
+# Dense comes first: SmolLM2-135M is a small model, so we check that dense itself finds the key. Each
+# baseline runs at the budget MagicPIG used in the same trial. The interval is a 95% Wilson score
+# interval over the trials.
+
+# %%
+ps = passkey["settings"]
+print(f"{ps['trials']} trials per length; needle depths {ps['depths']} of the filler; "
+      f"MagicPIG K={ps['K']} L={ps['L']}, hash seed = trial number")
+lessons.table(report.passkey_rows(passkey), formats={"length": "{:,}", "budget": "{:.1%}"})
 
 # %%
 plots.passkey_figure(passkey["rows"])
 
-# %%
-Markdown(nb07.passkey_story(passkey, quality))
+# %% [markdown]
+# Dense finds the key in 60 of 60 trials, so the question is fair. MagicPIG finds it in 59 of 60,
+# reading 4.9% to 10.0% of the cache. StreamingLLM finds it in 0 of 60: the needle is neither a
+# sink nor recent. Quest with pages of 16 finds it in 11 of 60 (5 of 60 ranking every page), with
+# pages of 4 in 60 of 60, and TopK in 60 of 60.
+#
+# Why is retrieval the easier test? Two measured facts point the same way:
+#
+# * **The keys the answer needs score high.** TopK, reading the top-scoring keys at MagicPIG's
+#   budget, never misses. A likely reason, not measured (no attention weights were recorded): the
+#   question points to the needle, so its keys score far above the repeating filler.
+# * **The test asks less.** It scores five greedy digits, each right or wrong; the KL scores the
+#   whole distribution at every position. At (10, 150) MagicPIG's top choice differed from dense's
+#   at 10.8% of section 3's positions. Were each digit that often wrong, independently, how often
+#   would all five be right?
 
 # %%
-Markdown(nb07.passkey_bottom_line(passkey))
+top1 = report.headline(quality, ps["K"], ps["L"])["magicpig"]["top1_agreement"]  # section 3, at (10, 150)
+found = [r for r in passkey["rows"] if r["method"] == "magicpig"]
+print(f"five independent digits at {top1:.1%} each: {top1**5:.0%} of trials; "
+      f"MagicPIG retrieved {sum(r['correct'] for r in found) / sum(r['n'] for r in found):.0%}")
+
+# %% [markdown]
+# **Bottom line.** MagicPIG retrieves the pass key in 59 of 60 trials, dense in 60 of 60 and
+# StreamingLLM in 0 of 60. Passing takes reading a few right keys, so it says little about the
+# small shifts of the next-token distribution that section 3's KL counts.
 
 # %% [markdown]
 # ## 5. Speed on the benchmark's CPU
 #
-# Is MagicPIG's decoding faster, by how much, and why? The timings below are stored, measured
-# on the 2-core CPU that made this notebook's data, not timed now. The answer first, read from
-# the benchmark below and from section 2's run:
-
-# %%
-Markdown(nb07.speed_bottom_line(speed, generations))
-
-# %% [markdown]
-# `benchmarks/bench_decode.py` (in the pigviz repository) prefills one prompt per context of the
-# table below, once, then decodes a few tokens per method from the same cache. It times each whole
-# step and, separately, the attention calls of all layers, both on the wall clock and in the
-# decoding thread's own CPU time (which leaves out the time other jobs held the core). Everything
-# outside attention counts as "rest": reading all of the model's weights for every token, the
-# norms and MLPs, and transformers appending the new key and value to the cache.
+# Is MagicPIG's decoding faster, and why? The timings are stored, measured on the 2-core CPU that
+# made this notebook's data. `benchmarks/bench_decode.py` prefills one prompt per context, then
+# decodes a few tokens per method from the same cache. It times each step and, apart, the attention
+# calls of all layers, on the wall clock and in the decoding thread's CPU time (which leaves out
+# other jobs). The rest of a step is the weights, norms, MLPs and the cache append.
 
 # %%
 rows = nb07.speed_rows(speed)  # dense and MagicPIG at each context
-print(nb07.speed_environment(speed))
-nb07.speed_table(rows)
+print(f"{speed['environment']['hardware']}; load average before/after: {speed['load_average_before'][0]:.1f} / "
+      f"{speed['load_average_after'][0]:.1f} on {speed['cpu_count']} cores")
+lessons.table(report.speed_table_rows(rows), columns=nb07.SPEED_COLUMNS, formats=nb07.SPEED_FORMATS)
+
+# %% [markdown]
+# **What the table says.** In CPU time, at 4,096 and 8,174 tokens, MagicPIG's attention costs
+# 0.58x and 0.41x dense's, reading 5.6% and 5.1% of the keys. The whole step costs 0.88x and 0.70x:
+# faster. Attention is only 33% and 48% of a dense step, and the rest is the same work for both,
+# so the step gains only attention's share: 1 - share x (1 - ratio) predicts 0.86x and 0.72x.
+# The rest of the step differs between the two runs by 3%, a gauge of the noise; a ratio within 10%
+# of 1 counts as about the same.
 
 # %%
 plots.speed_figure(nb07.speed_figure_rows(rows), title="CPU time of the decoding thread per generated token")
 
-# %%
-Markdown(nb07.speed_story(speed, generations))
+# %% [markdown]
+# **Against which dense?** Dense here is transformers' `sdpa` attention, which expands K/V to all 9
+# query heads and reads them in fp32; MagicPIG's sampled layers keep their K/V in bf16. Timed alone
+# on one layer at 8,192 keys (notebook 06 §7), that expanded form takes 2.09 ms and the grouped
+# form, which reads each KV head once, 1.10 ms. Inside the model dense took 2.44 ms a layer, the
+# expanded form's cost; MagicPIG's sampled layers took 0.94 ms each. Against a grouped dense, then,
+# MagicPIG's attention is roughly level (0.86x), not 0.41x.
 
 # %% [markdown]
-# ### The kernel alone, against its floor and against the authors' kernels
+# ### The kernel alone, against its floor and the authors' kernels
 #
-# Inside the model a step's attention is one part among many. Timed alone on one layer
-# (`benchmarks/bench_attend.py`, synthetic keys shaped like SmolLM2-135M's and like
-# Llama-3.1-8B's), each row also gets its *floor*: the bytes the step must read, at the
-# sequential read bandwidth measured in the same run. `benchmarks/bench_authors.py` times the
-# same step beside the MagicPIG authors' CPU kernels, built from their repository
-# (github.com/Infini-AI-Lab/MagicPIG), on the same data and hash codes.
+# `benchmarks/bench_attend.py` times one layer's step alone (synthetic keys shaped like SmolLM2's
+# and like Llama-3.1-8B's). Each row gets its *floor*: the bytes the step must read, at the
+# sequential read bandwidth measured in the same run. The thread columns say how many threads the
+# step asked for and used: a step too small to split runs on one.
 
 # %%
 attend, authors = nb07.load_kernels()  # pigviz/data/bench_attend_cpu.json, bench_authors_cpu.json
 nb07.kernel_table(attend)
 
+# %% [markdown]
+# `benchmarks/bench_authors.py` times the same step beside the MagicPIG authors' CPU kernels,
+# built unchanged from their repository (github.com/Infini-AI-Lab/MagicPIG), on the same keys,
+# values and hash codes:
+
 # %%
 nb07.authors_table(authors)
 
-# %%
-Markdown(nb07.kernel_story(attend, authors))
-
 # %% [markdown]
-# MagicPIG's own system splits the work between two devices: the GPU runs the model, hashes the
-# query and attends over the exact tokens (the sinks and the recent window); the rest of the
-# cache and the tables live in CPU memory, freeing the GPU's, and the CPU's cores run the
-# sampled attention; the two parts are merged by log-sum-exp, as in §1. pigviz runs that
-# placement too: `decode.generate(..., "magicpig", placement="cpu_offload")` (`pigviz generate
-# --placement cpu_offload`). On a machine without a GPU both sides run on the CPU, and a test
-# holds it to the single-device path (the same keys read, outputs within 1e-5).
+# At 98,304 tokens one thread's step took several times its floor: 7.4x in fp32 and 13.1x in bf16
+# for SmolLM2's shape. It reads scattered rows and walks buckets, which a core fetches at a
+# fraction of its sequential bandwidth (30.1 GB/s here). Where the step did split, 2 threads ran
+# the bf16 step 2.04x (SmolLM2) and 1.53x (Llama-like) as fast as one, with the same output bits.
+# On the same sampled sets the authors' time was 1.1x to 2.5x pigviz's: pigviz was ahead in every
+# row.
+#
+# MagicPIG's own system splits the work between devices: the GPU runs the model and the exact
+# keys; the cache and tables live in CPU memory, where the CPU cores run the sampled attention,
+# merged by log-sum-exp as in §1. `decode.generate(..., "magicpig", placement="cpu_offload")` runs
+# that placement; without a GPU both sides run on the CPU, held by a test to the same keys read.
+#
+# **A GPU timing** would measure something else at this size. On assumed constants named in
+# `pigviz.decode.report` (an H100's HBM, bf16, 10 kernels per layer at 5 µs each to launch), SmolLM2
+# at 8,192 tokens reads its cache in 56 µs and its weights in 80 µs, while its 300 kernel launches
+# take 1.5 ms. Llama-3.1-8B at 131,072 tokens reads its cache in 5.1 ms, longer than its 1.6 ms of
+# launches.
 
 # %%
 gpu = report.load_gpu_speed()  # None unless a GPU run was imported into pigviz/data/
 if gpu is not None:
-    print(gpu["environment"]["hardware"], "- a random-weight 30-layer model of SmolLM2's shape in bf16; its "
-          "'CPU' columns are the host thread's time; every attention call is synchronised, so steps run serialised")
-    display(nb07.gpu_table(gpu))  # noqa: F821 (Jupyter's display)
-Markdown(nb07.gpu_story(gpu))
-
-# %%
-Markdown(nb07.speed_end_line(speed))
+    print(gpu["environment"]["hardware"], "- a random-weight 30-layer model of SmolLM2's shape in bf16")
+    display(lessons.table(report.speed_table_rows([r for r in gpu["speed"] if r["method"] in ("dense", "magicpig")])))  # noqa: F821
 
 # %% [markdown]
+# **Bottom line.** On the benchmark's CPU MagicPIG's attention costs 0.58x and 0.41x transformers'
+# dense `sdpa`, and the whole step 0.88x and 0.70x: it saves in attention what it does not read, and
+# attention is only 33% to 48% of a dense step on this small model. Part of that saving is the
+# expanded fp32 dense path; against a grouped dense, its attention is about level. A GPU timing at
+# this size would mostly measure kernel launches.
+#
 # ## 6. Live: run it yourself
 #
-# Set `RUN_LIVE = True` to load the model (quick once it is cached; the first load
-# de-quantises it) and decode a 1,024-token prompt both ways. Swap `"magicpig"` for
-# `"topk"`, `"quest"` or `"streaming"`, or change (K, L), and compare. On a GPU runtime
-# `device="auto"` loads the model onto the GPU in bf16, where MagicPIG runs its torch path (in a
-# padded, fixed-shape form that never waits for the GPU) rather than the compiled CPU engine
-# (§1); the end of §5 estimates what step times on a GPU measure at this model's size.
-# `device="cpu"` gives the CPU in fp32, as §5's timings were made.
+# Set `RUN_LIVE = True` to load the model and decode a 1,024-token prompt both ways. Swap
+# `"magicpig"` for `"topk"`, `"quest"` or `"streaming"`, or change (K, L). On a GPU runtime
+# `device="auto"` loads the model in bf16, where MagicPIG runs its torch path; `device="cpu"`
+# gives the CPU in fp32, as section 5's timings were made.
 
 # %%
 RUN_LIVE = False
@@ -502,122 +584,149 @@ if RUN_LIVE:
     display(plots.generation_figure(live))  # noqa: F821 (Jupyter's display)
 
 # %% [markdown]
-# **Bottom line.** The live cell runs the same `decode.generate` that made section 2's runs;
-# your text and times will differ from the shipped ones with the prompt, the machine and its load.
-#
+# **Bottom line.** The live cell runs the same `decode.generate` that made section 2's runs; your
+# text and times will differ with the prompt, the machine and its load.
+
+# %% [markdown]
 # ## 7. From notebook 01 to here
 #
-# * **01**: the attention output is a balance point of value "sticks". Reading only the
-#   tallest sticks (TopK) is biased when the weight is spread out. A sample re-weighted by
-#   how likely each stick was to be drawn aims at the right answer: it is noisy, and biased at
-#   finite budgets, with the bias shrinking as the budget grows.
-# * **02**: real keys crowd into a narrow cone, and a short first-token key (the sink)
-#   takes much of the weight.
-# * **03**: centring the keys costs attention nothing and spreads the cone, so that hashing
-#   can tell keys apart.
-# * **04**: SimHash makes the chance of sampling a key a known function of its angle to the
-#   query. That function is `u`, the weight the estimator divides by.
-# * **05a**: the KV cache is what grows with context, and the hash tables MagicPIG adds can
-#   be larger than the cache itself. **05b**: on a serving replica that cache, not the weights,
-#   limits how many sequences run at once.
-# * **06**: on every head of SmolLM2-135M, MagicPIG's output error per key read, next to
-#   TopK, oracle sampling, Quest and StreamingLLM; then (Part 2) estimators a system could
-#   afford, and what each method reads per step in bytes, not only in keys.
-# * **07**: the same estimator inside real decoding, where its errors can compound across
-#   layers and through the cache (not measured separately here); it is measured by what the
-#   model predicts, and it is timed.
-
-# %%
-Markdown(nb07.closing(speed))
+# * **Notebook 01**: attention is a balance point of value sticks. TopK is biased when the weight is spread
+#   out; a sample re-weighted by each stick's chance to be drawn aims at the right answer.
+# * **Notebook 02**: real keys crowd into a narrow cone, and a sink key takes much of the weight.
+# * **Notebook 03**: centring the keys costs attention nothing and spreads the cone for the hash.
+# * **Notebook 04**: SimHash makes the chance of sampling a key a known function of its angle: `u`.
+# * **Notebooks 05a and 05b**: the KV cache grows with context, MagicPIG's tables can outweigh it, and on a
+#   serving replica the cache limits how many sequences run at once.
+# * **Notebook 06**: on every head, MagicPIG's error per key read next to TopK, Quest and StreamingLLM.
+# * **Notebook 07**: the same estimator inside real decoding, measured by what the model predicts, and timed.
 
 # %% [markdown]
 # ## 8. The headline numbers, re-derived
 #
-# The notebook's headline statements (not every number it prints), each re-derived from the
-# shipped files; `pigviz verify` runs the same checks.
+# The notebook's headline statements, each re-derived from the shipped files; `pigviz verify` runs
+# the same checks.
 
 # %%
 lessons.claims_table("07")
 
 # %% [markdown]
 # ## Recap
-
-# %%
-Markdown(nb07.recap(quality, passkey, speed, generations))
-
-# %% [markdown]
+#
+# * Transformers looks up attention by name, so any method plugs into the real model; two
+#   partial softmaxes merge by log-sum-exp.
+# * At matched budgets MagicPIG stays far closer to dense than StreamingLLM, but oracle TopK stays
+#   closer still (KL 0.010 against 0.144 at (10, 150)).
+# * The hash seed moves the decode KL far more than notebook 06's per-row error.
+# * The passkey test is easier: MagicPIG finds the key in 59 of 60 trials.
+# * On the benchmark's CPU MagicPIG's attention costs 0.41x to 0.58x transformers' expanded fp32
+#   `sdpa` (about level with a grouped dense), the step 0.70x to 0.88x. Its index (268 MiB) is 1.4x
+#   the KV cache it held (191 MiB, bf16), 0.7x an fp32 cache.
+#
 # ## What comes next
 #
-# The notebooks end here. What these measurements do and do not say: they show how MagicPIG's
-# estimator behaves inside a real model, at up to 8k tokens, on a 135M model whose KV cache is
-# smaller than its weights at every context it supports (question 6). They do not test the
-# setting MagicPIG's paper argues for: far larger models and far longer contexts, where the cache
-# outgrows the weights and the GPU's memory, and a system that runs the sampling on CPU cores
-# beside the GPU. A small model's findings (TopK closer at a matched budget, the hash seed moving
-# the KL) are questions to ask of a larger one, not answers for it.
+# The notebooks end here. They test MagicPIG on a small model up to 8k tokens, where the KV cache
+# is smaller than the weights (question 6). The paper's setting, far larger models and contexts
+# where the cache outgrows the weights, is the question to ask next.
 #
 # ## Questions to try
 #
-# Each answer is one click away: the cell under the question computes it and folds it.
-#
-# 1. In section 3 the seeds of one (K, L) differ by tens of per cent in KL. Which positions
-#    have the largest `kl_per_token` values, and are they the same positions for every seed?
-#    (Hint: sort positions by KL for each seed.)
+# 1. In section 3 the seeds of one (K, L) differ by tens of per cent in KL. Which positions have
+#    the largest `kl_per_token`, and are they the same for every seed? (Sort positions by KL.)
 
-# %%
-folded("Answer 1", nb07.answer_1(quality))
-
-# %% [markdown]
-# 2. StreamingLLM's KL hardly changes between its smallest and largest budget. What does that
-#    say about where the weight of this text's queries lies?
-
-# %%
-folded("Answer 2", nb07.answer_2(quality))
+# %% jupyter={"source_hidden": true}
+worst = stats.worst_positions(quality, 10, 150)
+shares = [stats.worst_share(r) for r in quality["rows"] if r["method"] == "magicpig" and (r["K"], r["L"]) == (10, 150)]
+lessons.folded("Answer 1", f"The 5 worst positions per seed at (10, 150): {worst}, {len(set.intersection(*map(set, worst.values())))} "
+               f"in common to all seeds. They carry {', '.join(f'{s:.0%}' for s in shares)} of each seed's total KL: "
+               "one seed's bad luck at a few positions decides much of its mean, not positions hard for any sample.")
 
 # %% [markdown]
-# 3. Run `pigviz eval --task quality --prefix 1024 --stretch 64 --configs 10x150 --seeds 0`
-#    (a few minutes). Is MagicPIG's budget at 1k tokens larger or smaller than at 8k, and
-#    why? (Count the exact keys: 4 + 64, plus the buffer.)
+# 2. StreamingLLM's KL hardly changes between its smallest and largest budget. What does that say
+#    about where the weight of this text's queries lies?
 
-# %%
-folded("Answer 3", nb07.answer_3(quality, passkey))
+# %% jupyter={"source_hidden": true}
+stream = sorted((r for r in quality["rows"] if r["method"] == "streaming"), key=lambda r: r["budget"])
+window = [round(r["budget"] * st["prefix"]) - 4 for r in stream]  # the budget's keys less the 4 sinks
+steps = " -> ".join(f"{r['kl_mean']:.3f} ({r['budget']:.1%})" for r in stream)
+lessons.folded("Answer 2", f"Its KL goes {steps}, while "
+               f"the extra budget only widens the recent window, from about {window[0]:,} to {window[-1]:,} of {st['prefix']:,} "
+               "tokens. The keys still missing lie further back than any window these budgets buy: sampling and TopK reach "
+               "them, a window cannot.")
+
+# %% [markdown]
+# 3. Run `pigviz eval --task quality --prefix 1024 --stretch 64 --configs 10x150 --seeds 0` (a few
+#    minutes). Is MagicPIG's budget at 1k tokens larger or smaller than at 8k, and why? (Count the
+#    exact keys: 4 + 64, plus the buffer.)
+
+# %% jupyter={"source_hidden": true}
+lessons.folded("Answer 3", f"Larger: the 68 exact keys (plus the buffer) are {68 / 1024:.1%} of a 1,024-token cache but "
+               f"{68 / st['prefix']:.1%} of {st['prefix']:,} tokens. The passkey runs (same K, L) show the trend: MagicPIG read "
+               + ", ".join(f"{r['budget']:.1%} at {r['length']:,}" for r in passkey["rows"] if r["method"] == "magicpig") + " tokens.")
 
 # %% [markdown]
 # 4. Run `pigviz eval --task quality --attention magicpig --configs 10x150 --seeds 0 --dense-layers 0,1`
-#    (a few minutes) to keep layers 0 and 1 dense. Does the KL at (10, 150) drop, and what does
-#    it cost in budget? (Quest already runs that way, as in its paper; the `all lyr` column of
-#    section 3 shows what its dense layers cost.)
+#    (a few minutes) to keep layers 0 and 1 dense. Does the KL at (10, 150) drop, and what does it
+#    cost in budget?
 
-# %%
-folded("Answer 4", nb07.answer_4(quality))
-
-# %% [markdown]
-# 5. With `RUN_LIVE = True`, set `buffer=16`. How many times is the index rebuilt in 24
-#    tokens, and what does `GenerationResult.rebuilds` then read? (It counts each sampled
-#    layer's rebuild, not each rebuild step.) What does a rebuild cost in step time?
-
-# %%
-folded("Answer 5", nb07.answer_5(quality, speed, new_tokens=24, buffer=16))
+# %% jupyter={"source_hidden": true}
+lb = {int(k): v for k, v in run["layer_budgets"].items()}  # seed 0's sampled layers
+lessons.folded("Answer 4", f"Layer 1 reads {lb[1]:.1%} of the cache; dense, 100%, so over all 30 layers the keys read go from "
+               f"{(sum(lb.values()) + 1) / 30:.1%} to {(sum(lb.values()) - lb[1] + 2) / 30:.1%}, which the `budget` column (sparse "
+               "layers only) hides. Expect the KL to drop, since layer 1's error no longer feeds the layers above; compare with "
+               "what the same extra keys buy spread over every layer.")
 
 # %% [markdown]
-# 6. Section 5 splits a CPU decode step into attention and the rest (weights, norms, MLPs).
-#    Using notebook 05a's arithmetic, at what context would reading SmolLM2-135M's KV cache
-#    (fp32) cost as many bytes as reading its weights?
+# 5. With `RUN_LIVE = True`, set `buffer=16`. How many times is the index rebuilt in 24 tokens,
+#    and what does `GenerationResult.rebuilds` then read? What does a rebuild cost in step time?
 
-# %%
-folded("Answer 6", nb07.answer_6(speed))
+# %% jupyter={"source_hidden": true}
+g = generations[1]  # MagicPIG's run of section 2
+lessons.folded("Answer 5", f"24 tokens take 23 decode steps; the buffer passes 16 tokens once: {stats.rebuild_events(24, 16)} "
+               f"rebuild, and `rebuilds` reads {stats.rebuild_events(24, 16) * 29}, one per sampled layer. A rebuild hashes the "
+               f"whole cache again: the shipped run's first index took {g['index_seconds']:.2f} s at {g['prompt_tokens']:,} tokens, "
+               f"against a median step of {1e3 * np.median(g['step_seconds'][1:]):.0f} ms.")
+
+# %% [markdown]
+# 6. Using notebook 05a's arithmetic, at what context would reading SmolLM2-135M's KV cache (fp32)
+#    cost as many bytes as reading its weights?
+
+# %% jupyter={"source_hidden": true}
+per_token = 2 * 30 * 3 * 64 * 4  # K and V, 30 layers, 3 KV heads, head_dim 64, fp32
+weights = 134_515_008 * 4
+lessons.folded("Answer 6", f"Weights: {weights / 2**20:.0f} MiB; KV: {per_token:,} B per token, so they match at "
+               f"{weights / per_token:,.0f} tokens, beyond the model's 8,192-token context. At section 5's contexts the cache is "
+               + " and ".join(f"{r['context'] * per_token / weights:.0%}" for r in rows if r["method"] == "dense") + " of the weights.")
 
 # %% [markdown]
 # ## Going further
 #
-# Three measurements behind sentences above, for when there is time: what Quest with small
-# pages reads in bytes, what MagicPIG's index costs in memory, and what building it costs in time.
+# **Quest with pages of 4, counted in bytes.** It reads two bound vectors (each page's min and max
+# key) per 4 keys. Per query head and step in a sparse layer (`pigviz.attention.cost.bytes_read`),
+# those bounds alone are 25% of dense attention's bytes, so Quest with pages of 4 reads 31% of
+# dense's bytes while its budget counts 6.2% of the keys. With layers 0 and 1 dense, over all layers
+# it reads 12.5% of the keys against MagicPIG's 9.4%.
+#
+# **Memory.** Each method also ran in a process of its own (`bench_decode.py --memory`). Does
+# MagicPIG's decoding peak stay within dense's, plus its index, less what its bf16 sampled layers
+# save?
 
 # %%
-Markdown(nb07.quest_bytes_story(quality))
+lessons.table(report.memory_check(rows), columns=["context", "dense_mb", "index_mb", "kv_saved_mb", "method_mb",
+                                                  "excess_mb", "tolerance_mb", "holds"], formats={"context": "{:,}", **dict.fromkeys(
+                  ["dense_mb", "index_mb", "kv_saved_mb", "method_mb", "excess_mb", "tolerance_mb"], "{:,.0f}")})
 
-# %%
-Markdown(nb07.memory_story(speed))
-
-# %%
-Markdown(nb07.index_story(speed, generations))
+# %% [markdown]
+# At 8,174 tokens MagicPIG's peak was 1,498 MiB against dense's 1,373 MiB, plus its index of 268
+# MiB, less the 179 MiB saved: 35 MiB over that sum, within the 64 MiB of allocator noise
+# tolerated. So decoding keeps no second copy of the cache. Per key and KV head of a
+# sampled layer the index takes 395 bytes: 375 of token ids and bucket offsets, as notebook 05a's
+# bill gives with 16-bit ids, plus hyperplanes and norms.
+#
+# **The index is not free.** Building it after the prefill took 2.3 s at 4,096 tokens and 3.2 s at
+# 8,174, and a full buffer rebuilds it (question 5).
+#
+# **Two runs, two step ratios.** Section 2's run at 4,096 tokens had a median step of 105 ms for
+# MagicPIG and 71 ms for dense: 1.48x on the wall clock, where the benchmark measured 0.88x. It
+# recorded 57 ms of MagicPIG attention per step against 16 ms for dense, so that run lost its time in
+# attention; these files do not say why. It is one pass of 39 steps on a shared machine, with no
+# load average recorded.

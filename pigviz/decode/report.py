@@ -20,8 +20,11 @@ __all__ = [
     "load_result",
     "load_gpu_speed",
     "magicpig_summary",
+    "quality_rows",
     "quality_table",
+    "passkey_rows",
     "passkey_table",
+    "speed_table_rows",
     "speed_table",
     "side_by_side",
     "headline",
@@ -92,71 +95,153 @@ def magicpig_summary(data: dict) -> list[dict]:
     return out
 
 
-def quality_table(data: dict) -> str:
-    """Per (K, L): MagicPIG (mean over seeds, KL range) and each baseline at its budget.
-    ``budget``: keys read / visible over the layers a method makes sparse; ``all layers``: over
-    every layer, dense ones at 100%; ``sampled``: MagicPIG's sampled / sampleable keys (the
-    share its authors report)."""
+def quality_rows(data: dict) -> list[dict]:
+    """The rows of the quality table: dense, then per (K, L) MagicPIG (mean over seeds, with the
+    seed-to-seed range of KL) and each baseline at its budget. ``budget``: keys read / visible over
+    the layers a method makes sparse; ``all lyr``: over every layer, dense ones at 100%; ``sampled``:
+    MagicPIG's sampled / sampleable keys (the share its authors report); None where a row has none."""
     dense = next(r for r in data["rows"] if r["method"] == "dense")
-    pct = lambda row, key: f"{100 * row[key]:6.2f}%" if key in row else f"{'':>7}"  # noqa: E731
-    lines = [
-        f"{'attention':<34} {'budget':>7} {'all lyr':>7} {'sampled':>7} {'KL (nats), seed range':>22} "
-        f"{'top-1':>7} {'ppl':>6}",
-        f"{'dense (reference)':<34} {100.0:6.1f}% {100.0:6.1f}% {'':>7} {0.0:>22.4f} {100.0:6.1f}% "
-        f"{dense['perplexity']:6.2f}",
+    out = [
+        {
+            "attention": "dense (reference)",
+            "budget": 1.0,
+            "all lyr": 1.0,
+            "sampled": None,
+            "KL (nats)": 0.0,
+            "KL seed range": "",
+            "top-1": 1.0,
+            "ppl": dense["perplexity"],
+        }
     ]
     for s in magicpig_summary(data):
-        spread = f"{s['kl_mean']:.4f} ({s['kl_min']:.3f}-{s['kl_max']:.3f})"
-        name = f"MagicPIG K={s['K']} L={s['L']}, {s['seeds']} seeds"
-        lines.append(
-            f"{name:<34} "
-            f"{100 * s['budget']:6.2f}% {pct(s, 'budget_all_layers')} {pct(s, 'budget_sampled')} "
-            f"{spread:>22} {100 * s['top1_agreement']:6.1f}% {s['perplexity']:6.2f}"
+        out.append(
+            {
+                "attention": f"MagicPIG K={s['K']} L={s['L']}, {s['seeds']} seeds",
+                "budget": s["budget"],
+                "all lyr": s.get("budget_all_layers"),
+                "sampled": s.get("budget_sampled"),
+                "KL (nats)": s["kl_mean"],
+                "KL seed range": f"{s['kl_min']:.3f}-{s['kl_max']:.3f}",
+                "top-1": s["top1_agreement"],
+                "ppl": s["perplexity"],
+            }
         )
         for r in data["rows"]:
             if r["method"] not in ("dense", "magicpig") and (r["K"], r["L"]) == (s["K"], s["L"]):
-                lines.append(
-                    f"{'  ' + method_label(r.get('variant', r['method'])):<34} {100 * r['budget']:6.2f}% "
-                    f"{pct(r, 'budget_all_layers')} {'':>7} "
-                    f"{r['kl_mean']:>22.4f} {100 * r['top1_agreement']:6.1f}% {r['perplexity']:6.2f}"
+                out.append(
+                    {
+                        "attention": "  " + method_label(r.get("variant", r["method"])),
+                        "budget": r["budget"],
+                        "all lyr": r.get("budget_all_layers"),
+                        "sampled": None,
+                        "KL (nats)": r["kl_mean"],
+                        "KL seed range": "",
+                        "top-1": r["top1_agreement"],
+                        "ppl": r["perplexity"],
+                    }
                 )
-    return "\n".join(lines)
+    return out
 
 
-def passkey_table(data: dict) -> str:
-    lines = [f"{'length':>6}  {'attention':<24} {'retrieved':>9}  {'95% CI':>12}  {'budget':>7}"]
-    for r in data["rows"]:
+def quality_table(data: dict) -> str:
+    """``quality_rows`` as text (the CLI's table)."""
+    pct = lambda x: f"{'':>7}" if x is None else f"{100 * x:6.2f}%"  # noqa: E731
+    lines = [
+        f"{'attention':<34} {'budget':>7} {'all lyr':>7} {'sampled':>7} {'KL (nats), seed range':>22} "
+        f"{'top-1':>7} {'ppl':>6}"
+    ]
+    for r in quality_rows(data):
+        kl = f"{r['KL (nats)']:.4f}" + (f" ({r['KL seed range']})" if r["KL seed range"] else "")
         lines.append(
-            f"{r['length']:>6}  {method_label(r['method']):<24} {r['correct']:>4}/{r['n']:<4}  "
-            f"[{100 * r['ci_low']:3.0f}%, {100 * r['ci_high']:3.0f}%]  {100 * r['budget']:6.1f}%"
+            f"{r['attention']:<34} {pct(r['budget'])} {pct(r['all lyr'])} {pct(r['sampled'])} {kl:>22} "
+            f"{100 * r['top-1']:6.1f}% {r['ppl']:6.2f}"
         )
     return "\n".join(lines)
 
 
-def speed_table(rows: list[dict]) -> str:
-    """Side by side per context: step/attention/rest time and the ratios to dense; peak RSS and
-    the index's size too where the rows carry them (``bench_decode.py --memory``)."""
+def passkey_rows(data: dict) -> list[dict]:
+    """Per length and method: trials retrieved, the 95% Wilson interval, the budget read."""
+    return [
+        {
+            "length": r["length"],
+            "attention": method_label(r["method"]),
+            "retrieved": f"{r['correct']}/{r['n']}",
+            "95% CI": f"[{r['ci_low']:.0%}, {r['ci_high']:.0%}]",
+            "budget": r["budget"],
+        }
+        for r in data["rows"]
+    ]
+
+
+def passkey_table(data: dict) -> str:
+    """``passkey_rows`` as text (the CLI's table)."""
+    lines = [f"{'length':>6}  {'attention':<29} {'retrieved':>9}  {'95% CI':>12}  {'budget':>7}"]
+    for r in passkey_rows(data):
+        lines.append(
+            f"{r['length']:>6}  {r['attention']:<29} {r['retrieved']:>9}  {r['95% CI']:>12}  {100 * r['budget']:6.1f}%"
+        )
+    return "\n".join(lines)
+
+
+def speed_table_rows(rows: list[dict]) -> list[dict]:
+    """Per context and method: step, attention and rest time on the wall clock, the index build, the
+    budget and the ratios to dense at that context; the decoding thread's CPU time where every row
+    carries it; peak RSS and the index's size where every row does (``bench_decode.py --memory``)."""
     cpu = all("attention_cpu_ms" in r for r in rows)  # CPU-time columns (newer files)
     memory = all("peak_rss_mb" in r for r in rows)  # measured with --memory
+    dense = {r["context"]: r for r in rows if r["method"] == "dense"}
+    out = []
+    for r in rows:
+        d = dense.get(r["context"])
+        ratio = lambda key, r=r, d=d: r[key] / d[key] if d and d[key] > 0 else None  # noqa: E731
+        row = {
+            "context": r["context"],
+            "method": r["method"],
+            "step ms": r["step_ms"],
+            "attn ms": r["attention_ms"],
+            "rest ms": r["rest_ms"],
+            "index s": r["index_seconds"],
+            "budget": r["budget"],
+            "step / dense": ratio("step_ms"),
+            "attn / dense": ratio("attention_ms"),
+        }
+        if cpu:
+            row.update(
+                {
+                    "CPU: step ms": r["step_cpu_ms"],
+                    "CPU: attn ms": r["attention_cpu_ms"],
+                    "CPU: step / dense": ratio("step_cpu_ms"),
+                    "CPU: attn / dense": ratio("attention_cpu_ms"),
+                }
+            )
+        if memory:
+            row.update({"peak MB": r["peak_rss_mb"], "index MB": r["index_mb"]})
+        out.append(row)
+    return out
+
+
+def speed_table(rows: list[dict]) -> str:
+    """``speed_table_rows`` as text (the CLI's table)."""
+    table = speed_table_rows(rows)
+    cpu, memory = bool(table) and "CPU: step ms" in table[0], bool(table) and "peak MB" in table[0]
+    ratio = lambda x: "-" if x is None else f"{x:.2f}x"  # noqa: E731
     lines = [
         f"{'context':>7}  {'method':<9} {'step ms':>8} {'attn ms':>8} {'rest ms':>8} "
         f"{'index s':>8} {'budget':>7} {'step/dense':>10} {'attn/dense':>10}"
         + (f" {'CPU: step ms':>12} {'attn ms':>8} {'attn/dense':>10}" if cpu else "")
         + (f" {'peak MB':>8} {'index MB':>8}" if memory else "")
     ]
-    dense = {r["context"]: r for r in rows if r["method"] == "dense"}
-    for r in rows:
-        d = dense.get(r["context"])
-
-        def ratio(key, r=r, d=d):
-            return f"{r[key] / d[key]:.2f}x" if d and d[key] > 0 else "-"
-
+    for r in table:
         lines.append(
-            f"{r['context']:>7}  {r['method']:<9} {r['step_ms']:8.1f} {r['attention_ms']:8.1f} "
-            f"{r['rest_ms']:8.1f} {r['index_seconds']:8.2f} {100 * r['budget']:6.1f}% "
-            f"{ratio('step_ms'):>10} {ratio('attention_ms'):>10}"
-            + (f" {r['step_cpu_ms']:12.1f} {r['attention_cpu_ms']:8.1f} {ratio('attention_cpu_ms'):>10}" if cpu else "")
-            + (f" {r['peak_rss_mb']:8.0f} {r['index_mb']:8.0f}" if memory else "")
+            f"{r['context']:>7}  {r['method']:<9} {r['step ms']:8.1f} {r['attn ms']:8.1f} "
+            f"{r['rest ms']:8.1f} {r['index s']:8.2f} {100 * r['budget']:6.1f}% "
+            f"{ratio(r['step / dense']):>10} {ratio(r['attn / dense']):>10}"
+            + (
+                f" {r['CPU: step ms']:12.1f} {r['CPU: attn ms']:8.1f} {ratio(r['CPU: attn / dense']):>10}"
+                if cpu
+                else ""
+            )
+            + (f" {r['peak MB']:8.0f} {r['index MB']:8.0f}" if memory else "")
         )
     return "\n".join(lines)
 

@@ -76,7 +76,10 @@ def test_a_changed_number_in_07s_markdown_fails_naming_its_sentence(tmp_path):
     for index, cell in enumerate(nb["cells"]):  # noqa: B007 - the cell found is used below
         source = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
         hits = [
-            (s, n) for s, b in prose.sentences(source) for n in prose.numbers_in(b, statable=False) if n in computed
+            (s, n)
+            for s, b in prose.sentences(source)
+            for n in prose.numbers_in(b, statable=False)
+            if n in computed and len(n) > 1  # a one-digit count is exempt from the check, so changing it proves nothing
         ]
         if hits:
             sentence, number = hits[0]

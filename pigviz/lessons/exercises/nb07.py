@@ -1,4 +1,8 @@
-"""Notebook 07, sampled decoding: KL from dense, merging two partial softmaxes, perplexity."""
+"""Notebook 07, sampled decoding: KL from dense, merging two partial softmaxes, perplexity.
+
+The notebook gives ``log_softmax`` (the logits minus their logsumexp, built on the learner's 03
+softmax idea), so the KL and perplexity exercises ask for what is new: which distribution weighs
+the log-ratio, and which log-probability each position contributes."""
 
 from __future__ import annotations
 
@@ -9,14 +13,16 @@ from pigviz.lessons.exercises._framework import ARRAY, FLOAT, Case, Exercise, Wr
 # --------------------------------------------------------------------------- references
 
 
-def kl_divergence(ref_logits, logits):
-    def log_softmax(x):
-        x = np.asarray(x, dtype=np.float64)
-        shifted = x - x.max(axis=-1, keepdims=True)
-        return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+def log_softmax(logits):
+    """log softmax over the last axis, as notebook 07 gives it (from its logsumexp)."""
+    x = np.asarray(logits, dtype=np.float64)
+    top = x.max(axis=-1, keepdims=True)
+    return x - (top + np.log(np.exp(x - top).sum(axis=-1, keepdims=True)))
 
+
+def kl_divergence(ref_logits, logits):
     log_p, log_q = log_softmax(ref_logits), log_softmax(logits)  # p: dense, q: the method
-    kl = (np.exp(log_p) * (log_p - log_q)).sum(axis=-1)  # KL(p || q), in nats
+    kl = (np.exp(log_p) * (log_p - log_q)).sum(axis=-1)  # KL(p || q), in nats, weighed by dense
     return kl if kl.ndim else float(kl)
 
 
@@ -29,10 +35,8 @@ def merge_partial(out_a, lse_a, out_b, lse_b):
 
 
 def perplexity(logits, targets):
-    x = np.asarray(logits, dtype=np.float64)
-    shifted = x - x.max(axis=-1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    nll = -log_probs[np.arange(len(x)), np.asarray(targets)]  # one per position
+    log_probs = log_softmax(logits)  # (T, V)
+    nll = -log_probs[np.arange(len(log_probs)), np.asarray(targets)]  # each position's own target
     return float(np.exp(nll.mean()))
 
 
@@ -286,16 +290,19 @@ EXERCISES = [
         "softmax(ref_logits) (dense) and softmax(logits) (the method), over the last axis: for one "
         "position (two 1-D arrays of V logits) a float; for a batch (two (T, V) arrays) one KL per row, "
         "shape (T,). Exact for logits in the thousands, where exp overflows and small probabilities "
-        "underflow to 0.",
+        "underflow to 0: use the notebook's log_softmax.",
         reference=kl_divergence,
         make_cases=_kl_cases,
         output=ARRAY,
         rtol=1e-6,
         atol=1e-10,
-        hint="log_p = log_softmax(ref_logits), log_q = log_softmax(logits); sum(exp(log_p) * (log_p - log_q), -1)",
-        difficulty=2,
+        hint="`log_p = log_softmax(ref_logits)` and likewise `log_q`; the weights are `np.exp(log_p)`; reduce "
+        "with `.sum(axis=-1)`.",
+        nudge="KL is not symmetric: which distribution weighs the log-ratio? And `log(p / q)` is a difference of "
+        "two logs you can already compute exactly; only the weights need the probabilities themselves.",
+        difficulty=1,
         importance=4,
-        minutes=5,
+        minutes=4,
         wrong=(
             Wrong(
                 "KL(method || dense)",
@@ -342,8 +349,11 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-6,
         atol=1e-12,
-        hint="m = np.maximum(lse_a, lse_b) (one per head); w_a, w_b = exp(lse_a - m), exp(lse_b - m); "
-        "(w_a[..., None] * out_a + w_b[..., None] * out_b) / (w_a + w_b)[..., None]",
+        hint="`np.maximum(lse_a, lse_b)` gives one shift per head; the weight of part a is `exp(lse_a - shift)`; "
+        "`w[..., None]` broadcasts one weight per head over `dv`.",
+        nudge="Each part's output is already normalised over its own keys. In the union, a part counts in "
+        "proportion to its share of the total sum of exp-scores, and `lse` is the log of that sum. Only the "
+        "difference of the two `lse` matters, just as only differences of scores matter in your softmax.",
         difficulty=2,
         importance=3,
         minutes=5,
@@ -383,16 +393,19 @@ EXERCISES = [
         task="Perplexity of the real next tokens: logits (T, V) with T >= 1, targets (T,) integer token "
         "ids, targets[t] the token that follows position t (already aligned: no shift); a float, the exp "
         "of the mean over positions of -log softmax(logits)[t, targets[t]], natural log. Exact for logits "
-        "in the thousands and for a target whose probability is as small as exp(-800), which underflows to 0.",
+        "in the thousands and for a target whose probability is as small as exp(-800), which underflows to 0: "
+        "use the notebook's log_softmax.",
         reference=perplexity,
         make_cases=_perplexity_cases,
         output=FLOAT,
         rtol=1e-6,
         atol=1e-12,
-        hint="nll = -log_softmax(logits)[range(T), targets]; return exp(nll.mean())",
+        hint="`a[np.arange(T), targets]` picks one entry per row of a `(T, V)` array.",
+        nudge="Each position contributes one number: the log-probability of its own target. Perplexity is a "
+        "geometric mean of the probabilities, so average the logs, then undo the log.",
         difficulty=1,
         importance=3,
-        minutes=5,
+        minutes=3,
         wrong=(
             Wrong(
                 "exp of the summed NLL", _ppl_sum, "average the negative log-probabilities over positions before exp"
