@@ -142,9 +142,15 @@ def error_budget_figure(
                 )
             )
     _log_axes(fig, x_title=_X_AXES[x_key])
+    # Quest as its authors run it reads layers 0-1 densely and StreamingLLM only its exact set:
+    # those two sit at their own budgets, every other baseline at MagicPIG's (review 06-1).
+    own = [labels.get(m, m).split(" (")[0] for m, pts in points.items() if pts and m in ("quest", "streaming")]
     fig.add_annotation(
-        text="orange labels: MagicPIG's (K, L); baselines read as many keys"
-        + (" (not as many bytes)" if x_key != "budget" else ""),
+        text="orange labels: MagicPIG's (K, L); "
+        + ("matched baselines" if own else "baselines")
+        + " read as many keys"
+        + (" (not as many bytes)" if x_key != "budget" else "")
+        + (f"; {' and '.join(own)} at their own budgets" if own else ""),
         xref="paper",
         yref="paper",
         x=0,

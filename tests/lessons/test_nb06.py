@@ -1,6 +1,6 @@
-"""Notebook 06's lesson helpers: the tables, figures and computed sentences it shows read their
-numbers from the shipped files (a re-measured file flows in), and its exercises' new cases and
-wrong versions do what their comments say."""
+"""Notebook 06's lesson helpers: the tables and figures it shows read their numbers from the
+shipped files (a re-measured file flows in); its exercises' cases and wrong versions do what
+their comments say, and the assembly exercise is held to the library's teaching reference."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from pigviz.lessons import exercises as ex
-from pigviz.lessons import nb06_sampled_attention as lesson
+from pigviz.lessons import nb06_sampled_attention as nb06
 from pigviz.lessons.exercises import nb06 as ex06
 from pigviz.lessons.exercises._framework import failure
+from pigviz.lsh import magicpig_reference
 from pigviz.lsh.simhash import log_inclusion_probability
 from pigviz.model.shipped import data_dir
 from pigviz.study import experiments, findings
@@ -67,15 +68,60 @@ def test_each_wrong_version_is_named_by_its_own_hint_and_the_task_says_what_the_
         message = failure(e, wrong.fn)
         named = [line for line in message.splitlines() if "common mistake" in line]
         assert named == [f"  this is what you get with a common mistake ({wrong.label}): {wrong.hint}"], message
-    assert "clip" in e.task and "natural log" in e.task and "mu may be 0" in e.task
-    assert 1 <= e.difficulty <= 5 and 1 <= e.importance <= 5 and e.minutes >= 1
+    assert "mu may be 0" in e.task and ("clip" in e.task if name == "06.log_u" else "your log_u" in e.task)
+    assert "notebook 04" in e.task if name == "06.log_u" else "notebook 03" in e.task  # the learner's own pieces
+    assert e.nudge and 1 <= e.difficulty <= 5 and 1 <= e.importance <= 5 and e.minutes >= 1
 
 
-# --------------------------------------------------------------------------- section 2
+def test_the_assembly_reference_equals_the_librarys_teaching_reference_on_every_case():
+    e = ex.get("06.magicpig_estimate")
+    for case, _ in e.cases():
+        out, read = e.reference(*case.args)
+        want_out, want_read = magicpig_reference(*case.args)
+        assert np.array_equal(np.sort(read), want_read), case.label
+        assert np.allclose(out, want_out, rtol=1e-9, atol=1e-12), case.label
+    labels = [c.label for c, _ in e.cases()]
+    assert sum("real row" in label for label in labels) == 2 and any("recent = 0" in label for label in labels)
+
+
+def test_the_assembly_check_takes_the_read_in_any_order_and_form_and_names_what_is_off():
+    compare = ex.get("06.magicpig_estimate").compare
+    out, read = np.array([0.5, -1.0]), np.array([0, 1, 7, 3])
+    expected = (out, np.sort(read))
+    assert compare((out, read), expected) is None  # unsorted
+    assert compare([out.tolist(), list(read[::-1])], expected) is None  # lists
+    assert compare((out, np.r_[read, 7]), expected) is None  # a key read twice counts once
+    assert compare((out, np.isin(np.arange(9), read)), expected) is None  # a boolean mask
+    assert compare((out, read.astype(float)), expected) is None  # whole floats
+    assert "integer positions" in compare((out, read + 0.5), expected)
+    assert "1 extra (first 5), 1 missing (first 7)" in compare((out, np.array([0, 1, 3, 5])), expected)
+    assert "the output differs" in compare((out + 1, read), expected)
+    assert "shape" in compare((out[:1], read), expected)
+    assert "return the pair" in compare(out, expected)
+    assert "NaN" in compare((np.array([np.nan, 0.0]), read), expected)
+
+
+def test_each_assembly_mistake_is_named_by_its_own_hint():
+    e = ex.get("06.magicpig_estimate")
+    labels = {w.label for w in e.wrong}
+    assert {
+        "hits counted per bit",
+        "exact keys sampled again",
+        "centring forgotten",
+        "one table's bucket for all tables",
+        "min_hits ignored",
+    } <= labels
+    for wrong in e.wrong:
+        message = failure(e, wrong.fn)
+        assert f"common mistake ({wrong.label}): {wrong.hint}" in message, message
+    assert (e.difficulty, e.importance, e.minutes) == (4, 5, 20) and e.nudge
+
+
+# --------------------------------------------------------------------------- the tables and figures
 
 
 def test_part1_table_holds_part1_series_only_with_the_study_numbers(results):
-    t = lesson.part1_table(results)
+    t = nb06.part1_table(results)
     assert len(t) == len(results["spec"]["settings"])
     assert not any(word in " ".join(map(str, t.frame.columns)) for word in ("sparq", "vattention", "exact_top"))
     row = t.frame[t.frame["(K, L)"] == "(10, 150)"].iloc[0]
@@ -84,98 +130,59 @@ def test_part1_table_holds_part1_series_only_with_the_study_numbers(results):
     assert row["sampled (authors')"] < row["budget"] < row["Quest budget"]
 
 
-def test_reveal_compares_a_guess_and_handles_none_and_nonsense(results):
-    won, total = findings.wins(results, "magicpig K10 L150", "topk @K10 L150")
-    assert f"**{won} of {total}**" in lesson.reveal(..., results) and "no prediction" in lesson.reveal(..., results)
-    assert "You predicted **100**" in lesson.reveal(100, results)
-    assert "should be a number from 0 to 270" in lesson.reveal("many", results)
-    assert "should be a number" in lesson.reveal(1000, results)
+def test_the_error_figure_says_which_baselines_read_as_many_keys(results):
+    """Review 06-1: Quest (layers 0-1 dense) and StreamingLLM sit at their own budgets."""
+    fig = nb06.error_budget_figure(results, title="t")
+    note = fig.layout.annotations[0].text
+    assert "matched baselines read as many keys" in note and "Quest and StreamingLLM at their own budgets" in note
+    only_matched = nb06.error_budget_figure(results, ("magicpig", "topk"), title="t").layout.annotations[0].text
+    assert "own budgets" not in only_matched and "baselines read as many keys" in only_matched
+    bytes_note = nb06.error_budget_figure(results, x="bytes_share", title="t").layout.annotations[0].text
+    assert "(not as many bytes)" in bytes_note
 
 
-def test_hybrid_wins_sum_the_cells_of_every_budget(results):
-    won, total = lesson.hybrid_wins(results)
-    per = [findings.wins(results, f"hybrid @K{K} L{L}", f"topk @K{K} L{L}") for K, L in results["spec"]["settings"]]
-    assert (won, total) == (sum(w for w, _ in per), sum(t for _, t in per)) and total == 4 * 270
+def test_the_claims_quote_what_the_prose_states():
+    claims = {c.text: c for c in nb06.claims()}
+    assert all(c.passed for c in claims.values()), [c.text for c in claims.values() if not c.passed]
+    bill = next(c for t, c in claims.items() if t.startswith("the index takes more memory"))
+    assert {"600 bytes", "256-byte", "2.34x", "75 bytes"} <= set(bill.quotes)
+    mass = next(c for t, c in claims.items() if "hold less of the true weight" in t)
+    assert "layer 2" in mass.value and "layer 25" in mass.value
+    writers = [n for n in dir(nb06) if n.endswith(("_text", "_bottom_line", "_line")) or n.startswith("answer")]
+    assert not writers, f"the prose is markdown in the notebook, not written by {writers}"
 
 
-def test_computed_sentences_carry_the_study_numbers_and_no_nan(results):
-    texts = [
-        lesson.study_bottom_line(results),
-        lesson.layer0_text(results),
-        lesson.sampled_share_text(results),
-        lesson.matched_bottom_line(results),
-        lesson.answer_hybrid(results),
-    ]
-    assert all("nan" not in t.lower() for t in texts)
-    assert f"{findings.series_summary(results, 'topk @K10 L150')['error']:.4f}" in texts[0]
-    assert f"{findings.series_summary(results, 'magicpig K10 L150')['budget_sampled']:.2%}" in texts[2]
-    assert "Bottom line" in texts[0] and "Bottom line" in texts[1] and "Bottom line" in texts[3]
+def test_mass_table_renders_mass_captured_rows():
+    fake = {
+        0: {
+            "layer": 2,
+            "heads": [6, 7],
+            "budget": [0.07, 0.06],
+            "exact": [0.4, 0.5],
+            "sampled": [0.3, 0.2],
+            "topk": [0.9, 0.8],
+        }
+    }
+    t = nb06.mass_table(fake)
+    assert list(t.frame["MagicPIG total"]) == pytest.approx([0.7, 0.7]) and list(t.frame["head"]) == [6, 7]
 
 
-def test_claims_of_cause_that_were_not_measured_say_so(results):
-    assert "not measured here" in lesson.answer_hybrid(results)
-
-
-def _reads(counts=(164, 119, 160), layer=2, head=6, n=8192):
-    shares = (0.75, 0.52, 0.49)
-    names = ("topk", "magicpig", "quest")
-    methods = {m: {"read": np.arange(c), "weight_read": w} for m, c, w in zip(names, counts, shares)}
-    return {"layer": layer, "head": head, "n": n, "budget": 164, "methods": methods}
-
-
-def test_the_token_views_bottom_line_counts_each_read_and_says_the_budget_is_a_cap():
-    step = {"layer": 2, "model_head": 6, "n": 8192, "keys_read": 655}
-    call = {"min_hits": 4, "sampled": 51, "fallback": False}
-    text = lesson.reads_bottom_line(_reads(), step, call)
-    counts = "TopK 164, MagicPIG (10, 150) 119, Quest (pages of 16) 160"
-    assert f"within the same budget of 164 keys (read: {counts})" in text
-    assert "raises `min_hits` from 2" in text and "here to 4, which leaves 51 sampled keys" in text
-    assert "the same query reads 655 keys (8.0%, section 1)" in text
-    other = lesson.reads_bottom_line(_reads(head=7), step, call)  # another query: no comparison with section 1
-    assert "655" not in other and "here to 4" in other
-
-
-def test_the_live_runs_time_is_stated_coarsely():
-    assert "in under a minute on this machine" in lesson.live_bottom_line(3.2)
-    assert "in about 2 minutes on this machine" in lesson.live_bottom_line(130.0)
-
-
-def test_the_bill_separates_table_ids_from_bucket_offsets():
-    text = lesson.bill_bottom_line()
-    assert "600 bytes of table ids beside its 256-byte key and value, 2.34x on their own" in text
-    assert "add 75 bytes per key at 8,192 tokens" in text and "2.64x the KV cache" in text
-
-
-def test_the_flat_heads_answer_rests_on_measurements_not_the_sink_alone(results):
-    sink = experiments.load_shipped_capture().extras["sink_weight"].numpy()
-    text = lesson.answer_flat_heads(results, sink)
-    tk = findings.head_grid(results, "topk @K10 L150")
-    won = lesson.head_ratio(results) < 1
-    assert f"{np.median(tk[won]):.3f}" in text and f"{np.median(tk[~won]):.3f}" in text
-    assert f"{(sink < 0.5).sum()} of all {sink.size} heads" in text
-
-
-# --------------------------------------------------------------------------- section 7: a re-measured file flows in
-
-
-def test_speed_table_and_text_read_every_number_from_the_file(tmp_path):
+def test_speed_table_reads_every_number_from_the_file_and_names_both_caches(tmp_path):
+    """Review 06-3: the timed step reads float32 K/V; the tables are set against both caches."""
     data = json.loads((data_dir() / "bench_attend_cpu.json").read_text(encoding="utf-8"))
     for r in data["rows"]:
         r["speedup"] = 42.0 + r["n"] / 1e6
         r["new_field"] = 1.0  # a field a re-measurement adds does not break the table
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    text = lesson.speed_text(path)
-    assert "42.0x" in text and "Bottom line" in text
-    t = lesson.speed_table(path)
+    t = nb06.speed_table(path)
     assert len(t) == len(data["rows"]) and "42.0x" in repr(t)
-    for r in data["rows"]:  # without the floor fields the text and the table still stand
+    assert {"tables / KV timed (fp32)", "tables / KV in fp16"} <= set(t.frame.columns)
+    assert "float32 K/V" in t.caption and "SDPA" in t.caption
+    for r in data["rows"]:  # without the floor fields the table still stands
         del r["attend_floor_ms"], r["sdpa_floor_ms"]
     path.write_text(json.dumps(data), encoding="utf-8")
-    assert "floor" not in lesson.speed_text(path) and "floor ms" not in repr(lesson.speed_table(path))
-
-
-# --------------------------------------------------------------------------- Part 2 and the appendix
+    assert "floor ms" not in repr(nb06.speed_table(path))
 
 
 def test_bytes_table_matches_the_cost_model():
@@ -183,27 +190,26 @@ def test_bytes_table_matches_the_cost_model():
 
     step = experiments.decode_step_pieces(row=0, head=0)
     results = findings.load_shipped_results()
-    t = lesson.bytes_table(step, results)
+    t = nb06.bytes_table(step, results)
     row = t.frame[t.frame["method"] == "topk"].iloc[0]
     dense = cost.dense_bytes(step["n"], len(step["q"]))
     assert row["share of dense"] == cost.bytes_read("topk", n=step["n"], d=64, keys_read=step["keys_read"]) / dense
     assert row["to choose (keys_read = 0)"] == pytest.approx(0.5)
-    assert "Bottom line" in lesson.bytes_text(step)
 
 
 def test_matched_view_has_one_row_per_method_and_budget(results):
-    t = lesson.matched_view(results)
+    t = nb06.matched_view(results)
     assert len(t) == len(results["spec"]["settings"]) * 6
 
 
 def test_full_summary_table_explains_every_series(results):
-    t = lesson.full_summary_table(results)
+    t = nb06.full_summary_table(results)
     assert len(t) == len(results["series"]) and all(t.frame["what"])
 
 
 def test_current_page_table_groups_by_share_and_adds_the_means():
     errors = {(row, share): (0.1 * (row + 1), 0.2 * (row + 1)) for row in range(4) for share in (0.02, 0.05)}
-    t = lesson.current_page_table(errors)
+    t = nb06.current_page_table(errors)
     assert list(t.frame["share"]) == [0.02] * 5 + [0.05] * 5
     means = t.frame[t.frame["layer"] == "mean"]
     assert list(means["current page read"]) == pytest.approx([0.25, 0.25])

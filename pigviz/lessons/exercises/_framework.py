@@ -66,6 +66,9 @@ class Exercise:
     # The notebook that holds it, when a lesson spans several ("05a", "05b"); by default the
     # lesson number that starts the name.
     notebook_key: str = ""
+    # For a result that is not one number or one array (06.magicpig_estimate's (output, read)):
+    # compare(got, expected) -> None when right, else what is off; it also names known mistakes.
+    compare: Callable | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def markers(self) -> str:
@@ -175,6 +178,8 @@ def _as_number_or_array(value):
     """numpy view of a result: torch tensors, numpy scalars, lists and Python numbers."""
     if value is None or isinstance(value, (str, bytes, dict)):
         return value
+    if isinstance(value, tuple):  # several results, as (output, read): each one converted
+        return tuple(_as_number_or_array(v) for v in value)
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
         value = value.detach().cpu()
         value = value.double() if value.is_floating_point() else value
@@ -210,6 +215,8 @@ def _compare(ex: Exercise, got, expected) -> str | None:
     """None if ``got`` is right, else a short description of what is off."""
     if got is None:
         return "returned None"
+    if ex.compare is not None:
+        return ex.compare(got, expected)
     if ex.output in (FLOAT, INT):
         try:
             arr = np.asarray(got, dtype=np.float64)
@@ -247,8 +254,9 @@ def _compare(ex: Exercise, got, expected) -> str | None:
     return None
 
 
-def _same(a: _Result, b: _Result, atol: float = 1e-12) -> bool:
-    """Do two calls agree (used to recognise a known mistake in a learner's result)?"""
+def _same(a: _Result, b: _Result, atol: float = 1e-12, ex: Exercise | None = None) -> bool:
+    """Do two calls agree (used to recognise a known mistake in a learner's result)? With an
+    exercise's own ``compare``, they agree when it finds nothing off between them."""
     if a.error is not None or b.error is not None:
         return (
             a.error is not None
@@ -259,6 +267,8 @@ def _same(a: _Result, b: _Result, atol: float = 1e-12) -> bool:
     x, y = _as_number_or_array(a.value), _as_number_or_array(b.value)
     if x is None or y is None:
         return x is None and y is None
+    if ex is not None and ex.compare is not None:
+        return ex.compare(y, x) is None
     try:
         x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
         if x.size == 1 and y.size == 1:
@@ -275,6 +285,8 @@ def _same(a: _Result, b: _Result, atol: float = 1e-12) -> bool:
 def show(x, width: int = 90) -> str:
     """Compact text for an input or a result: small arrays in full, large ones summarised."""
     x = _as_number_or_array(x)
+    if isinstance(x, tuple):
+        return "(" + ", ".join(show(v, width) for v in x) + ")"
     if isinstance(x, np.ndarray):
         if x.ndim == 0:
             return show(x.item())
@@ -345,7 +357,7 @@ def _message(ex, fn, number, total, case, expected, result) -> str:
     elif result.error is None and result.value is None:
         lines.append("  hint: your function returned None. Did you forget `return`?")
     else:
-        matches = [w for w in ex.wrong if _same(_call_quietly(w.fn, case.args), result, min(ex.atol, 1e-12))]
+        matches = [w for w in ex.wrong if _same(_call_quietly(w.fn, case.args), result, min(ex.atol, 1e-12), ex)]
         if case.hint:
             lines.append(f"  hint: {case.hint}")
         for w in matches:
@@ -396,7 +408,7 @@ def _relative_error(got, expected) -> float | None:
 
 def _where(ex, got, expected) -> str:
     """For arrays: the first entry that differs, so a long array still gives one number."""
-    if ex.output != ARRAY:
+    if ex.output != ARRAY or ex.compare is not None:
         return ""
     try:
         g = np.asarray(got, dtype=np.float64)

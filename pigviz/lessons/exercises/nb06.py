@@ -1,9 +1,12 @@
-"""Notebook 06, sampled attention: log u from the centred-key angle, and MagicPIG's estimator.
+"""Notebook 06, sampled attention: log u from the centred-key angle, MagicPIG's estimator, and
+MagicPIG assembled from those pieces and SimHash.
 
-The conventions are those of ``pigviz.lsh.magicpig.attend``: the query is hashed as it is, the
-keys after subtracting the mean key mu, so p = 1 - angle(q, k - mu) / pi; u is the chance of
-colliding in at least 2 of L tables of K bits; one softmax runs over
-[q.k_S / sqrt(d) - log u ; q.k_exact / sqrt(d)] and mixes [v_S ; v_exact].
+The conventions are those of ``pigviz.lsh.reference.magicpig_reference`` (and of the engine,
+``pigviz.lsh.magicpig.attend``): the query is hashed as it is, the keys after subtracting the
+mean mu of the sampleable keys, so p = 1 - angle(q, k - mu) / pi; u is the chance of colliding
+in at least 2 of L tables of K bits; one softmax runs over
+[q.k_S / sqrt(d) - log u ; q.k_exact / sqrt(d)] and mixes [v_S ; v_exact]. The learner's own
+``log_inclusion_probability`` (04) and ``softmax`` (03) stand in for the references' helpers.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from pigviz.lessons.exercises._framework import ARRAY, Case, Exercise, Wrong
+from pigviz.lessons.exercises.nb03 import softmax
 from pigviz.lessons.exercises.nb04 import log_inclusion_probability
+from pigviz.lsh.reference import simhash_codes
 
 # --------------------------------------------------------------------------- references
 
@@ -21,25 +26,31 @@ def log_u(q, keys, mu, K, L):
     centred = np.asarray(keys, dtype=np.float64) - np.asarray(mu, dtype=np.float64)  # keys centred, q as is
     cos = centred @ q / (np.linalg.norm(centred, axis=-1) * np.linalg.norm(q))
     p = 1.0 - np.arccos(np.clip(cos, -1.0, 1.0)) / np.pi  # one bit agrees
-    return log_inclusion_probability(p, K, L)  # as pigviz.lsh.simhash.log_inclusion_probability(p, K, L)
+    return log_inclusion_probability(p, K, L)  # yours from notebook 04 (ex.mine.log_inclusion_probability)
 
 
 def sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L):
     q = np.asarray(q, dtype=np.float64)
-    K_S, V_S = np.asarray(K_S, dtype=np.float64), np.asarray(V_S, dtype=np.float64)
-    K_exact, V_exact = np.asarray(K_exact, dtype=np.float64), np.asarray(V_exact, dtype=np.float64)
-    d = q.shape[-1]
-    # 1. scores of the sampled and the exact keys
-    s_sampled = K_S @ q / np.sqrt(d)
-    s_exact = K_exact @ q / np.sqrt(d)
-    # 2. log u from the angle between q and each centred sampled key
-    c = K_S - np.asarray(mu, dtype=np.float64)
-    p = 1.0 - np.arccos(np.clip(c @ q / (np.linalg.norm(c, axis=-1) * np.linalg.norm(q)), -1.0, 1.0)) / np.pi
-    s_sampled = s_sampled - log_inclusion_probability(p, K, L)
-    # 3. one softmax over both sets  4. mix their values
-    scores = np.concatenate([s_sampled, s_exact])
-    w = np.exp(scores - scores.max())
-    return (w / w.sum()) @ np.concatenate([V_S, V_exact])
+    K_S, K_exact = np.asarray(K_S, dtype=np.float64), np.asarray(K_exact, dtype=np.float64)
+    d = len(q)
+    # the sampled keys' scores minus log u (w / u after the exp), the exact keys' plain scores
+    scores = np.concatenate([K_S @ q / np.sqrt(d) - log_u(q, K_S, mu, K, L), K_exact @ q / np.sqrt(d)])
+    values = np.concatenate([np.asarray(V_S, dtype=np.float64), np.asarray(V_exact, dtype=np.float64)])
+    return softmax(scores) @ values  # one softmax (yours from notebook 03) over both sets
+
+
+def magicpig_estimate(q, keys, values, planes, K, L, sinks, recent, min_hits=2):
+    q, keys, values = (np.asarray(a, dtype=np.float64) for a in (q, keys, values))
+    planes = np.asarray(planes, dtype=np.float64)
+    n = len(keys)
+    exact = np.r_[0:sinks, n - recent : n]  # the sinks and the window: read exactly
+    mu = keys[sinks : n - recent].mean(axis=0)  # the mean of the keys that can be sampled
+    # in how many of the L tables each centred key shares the query's bucket (same planes)
+    hits = (simhash_codes(keys - mu, planes, K, L) == simhash_codes(q, planes, K, L)).sum(axis=1)
+    hits[exact] = 0  # read anyway: never sampled as well
+    sampled = np.flatnonzero(hits >= min_hits)
+    out = sampled_estimate(q, keys[sampled], values[sampled], mu, keys[exact], values[exact], K, L)
+    return out, np.r_[exact, sampled]  # every key whose score and value enter the output
 
 
 # --------------------------------------------------------------------------- cases
@@ -221,16 +232,177 @@ def _est_exact_corrected(q, K_S, V_S, mu, K_exact, V_exact, K, L):
     return (w / w.sum()) @ np.concatenate([np.asarray(V_S, float), np.asarray(V_exact, float)])
 
 
+# --------------------------------------------------------------------------- the assembly
+
+
+def output_and_read(got, expected) -> str | None:
+    """06.magicpig_estimate's comparison: ``got`` must be a pair (output, read) whose output is
+    the reference's to the check's tolerance and whose read holds the same positions, in any
+    order (a position listed twice counts once; a boolean mask of length n works too)."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return "returned one value: return the pair (output, read)"
+    out, read = got
+    want_out, want_read = expected
+    try:
+        out = np.asarray(out, dtype=np.float64)
+        read = np.asarray(read)
+    except (TypeError, ValueError):
+        return "output must be numbers and read an array of positions"
+    if out.shape != np.shape(want_out):
+        return f"output has shape {out.shape}, expected {np.shape(want_out)} (one value vector)"
+    if np.isnan(out).any():
+        return "output holds NaN"
+    if read.dtype == bool:
+        read = np.flatnonzero(read)
+    elif read.size and not np.issubdtype(read.dtype, np.integer):
+        if not np.issubdtype(read.dtype, np.number) or not np.all(read == np.round(read)):
+            return f"read must hold integer positions, got dtype {read.dtype}"
+    read = np.unique(read.astype(np.int64).ravel())
+    want_read = np.unique(np.asarray(want_read, dtype=np.int64))
+    if not np.array_equal(read, want_read):
+        extra, missing = np.setdiff1d(read, want_read), np.setdiff1d(want_read, read)
+        return (
+            f"read holds {read.size} positions, the reference {len(want_read)}: {extra.size} extra"
+            + (f" (first {extra[0]})" if extra.size else "")
+            + f", {missing.size} missing"
+            + (f" (first {missing[0]})" if missing.size else "")
+        )
+    if not np.allclose(out, want_out, rtol=1e-3, atol=1e-5):
+        return "the same keys read, but the output differs"
+    return None
+
+
+def _planes(seed, d, K, L):
+    return np.random.default_rng(seed).standard_normal((d, K * L))
+
+
+def _synthetic(seed, n=300, d=16, dv=4, sink=False):
+    """Keys in a narrow cone (as real keys are), optionally a large first key (a sink)."""
+    rng = np.random.default_rng(seed)
+    cone = rng.standard_normal(d)
+    keys = 3.0 * cone / np.linalg.norm(cone) * np.sqrt(d) + rng.standard_normal((n, d))
+    if sink:
+        keys[0] = 12.0 * keys[0]
+    q = rng.standard_normal(d) * 2.0
+    return q, keys, rng.standard_normal((n, dv))
+
+
+def _assembly_cases():
+    from pigviz.lsh.index import build_index  # heavy: imports torch
+    from pigviz.study.estimators import shipped_row
+
+    q, k, v = _synthetic(621, n=40, d=4, dv=2)
+    cases = [Case("40 keys, d = 4, K = 2, L = 6, 2 sinks and 4 recent", (q, k, v, _planes(1, 4, 2, 6), 2, 6, 2, 4))]
+    q, k, v = _synthetic(622)
+    cases.append(Case("300 keys in a cone, d = 16, K = 4, L = 20", (q, k, v, _planes(2, 16, 4, 20), 4, 20, 4, 16)))
+    q, k, v = _synthetic(623, sink=True)
+    cases.append(
+        Case(
+            "a large first key (a sink), K = 4, L = 20",
+            (q, k, v, _planes(3, 16, 4, 20), 4, 20, 4, 16),
+            "the mean is over the sampleable keys only: keys[sinks : n - recent], not the sinks and the window",
+        )
+    )
+    cases.append(
+        Case(
+            "no recent window: recent = 0",
+            (q, k, v, _planes(3, 16, 4, 20), 4, 20, 4, 0),
+            "with recent = 0 the window is empty: keys[-0:] is every key, keys[n - recent:] none",
+        )
+    )
+    cases.append(
+        Case(
+            "nothing reaches 2 hits (K = 14, L = 3)",
+            (q[:], k, v, _planes(4, 16, 14, 3), 14, 3, 4, 16),
+            "with nothing sampled, the output is plain attention over the exact set",
+        )
+    )
+    for row, head, position in ((0, 0, 63), (3, 1, 20)):  # layers 2 and 25 of the shipped capture
+        q, k, v = shipped_row(row, head, position)
+        planes = build_index(_torch_keys(k[:128]), K=10, L=150, seed=0).planes.double().numpy()
+        cases.append(
+            Case(
+                f"a real row: shipped layer {(2, 13, 19, 25)[row]}, {len(k):,} keys, (K, L) = (10, 150)",
+                (q, k, v, planes, 10, 150, 4, 64),
+            )
+        )
+    return cases
+
+
+def _torch_keys(k):
+    import torch  # heavy: only the real rows' planes need it
+
+    return torch.from_numpy(np.ascontiguousarray(k, dtype=np.float32))[None]
+
+
+def _assemble(q, keys, values, planes, K, L, sinks, recent, min_hits=2, *, mistake=""):
+    """The reference with one mistake made (the wrong versions below)."""
+    q, keys, values = (np.asarray(a, dtype=np.float64) for a in (q, keys, values))
+    planes = np.asarray(planes, dtype=np.float64)
+    n, d = keys.shape
+    exact = np.r_[0:sinks, n - recent : n]
+    if mistake == "window from the end":
+        exact = np.unique(np.r_[0:sinks, np.arange(n)[-recent:]])  # every key when recent = 0
+    mu = keys.mean(axis=0) if mistake == "mean of all" else keys[sinks : n - recent].mean(axis=0)
+    if mistake == "not centred":
+        mu = np.zeros(d)
+    query = q - mu if mistake == "query centred" else q
+    if mistake == "per bit":
+        bits_k = (keys - mu) @ planes > 0
+        bits_q = query @ planes > 0
+        hits = (bits_k == bits_q).sum(axis=1) // K  # matching bits, in tables' worth
+    else:
+        codes_k, codes_q = simhash_codes(keys - mu, planes, K, L), simhash_codes(query, planes, K, L)
+        hits = (codes_k == (codes_q[0] if mistake == "one table" else codes_q)).sum(axis=1)
+    if mistake != "exact sampled":
+        hits[exact] = 0
+    sampled = np.flatnonzero(hits >= (1 if mistake == "min_hits ignored" else min_hits))
+    out = sampled_estimate(q, keys[sampled], values[sampled], mu, keys[exact], values[exact], K, L)
+    return out, np.r_[exact, sampled]
+
+
+def _mp_per_bit(q, keys, values, planes, K, L, sinks, recent, min_hits=2):
+    return _assemble(q, keys, values, planes, K, L, sinks, recent, min_hits, mistake="per bit")
+
+
+def _mp_exact_sampled(q, keys, values, planes, K, L, sinks, recent, min_hits=2):
+    return _assemble(q, keys, values, planes, K, L, sinks, recent, min_hits, mistake="exact sampled")
+
+
+def _mp_not_centred(q, keys, values, planes, K, L, sinks, recent, min_hits=2):
+    return _assemble(q, keys, values, planes, K, L, sinks, recent, min_hits, mistake="not centred")
+
+
+def _mp_one_table(q, keys, values, planes, K, L, sinks, recent, min_hits=2):
+    return _assemble(q, keys, values, planes, K, L, sinks, recent, min_hits, mistake="one table")
+
+
+def _mp_min_hits_ignored(q, keys, values, planes, K, L, sinks, recent, min_hits=2):
+    return _assemble(q, keys, values, planes, K, L, sinks, recent, min_hits, mistake="min_hits ignored")
+
+
+def _mp_mean_of_all(q, keys, values, planes, K, L, sinks, recent, min_hits=2):
+    return _assemble(q, keys, values, planes, K, L, sinks, recent, min_hits, mistake="mean of all")
+
+
+def _mp_query_centred(q, keys, values, planes, K, L, sinks, recent, min_hits=2):
+    return _assemble(q, keys, values, planes, K, L, sinks, recent, min_hits, mistake="query centred")
+
+
+def _mp_window_from_the_end(q, keys, values, planes, K, L, sinks, recent, min_hits=2):
+    return _assemble(q, keys, values, planes, K, L, sinks, recent, min_hits, mistake="window from the end")
+
+
 EXERCISES = [
     Exercise(
         name="06.log_u",
         signature="log_u(q, keys, mu, K, L) -> ndarray",
         task="The natural log of each key's inclusion probability u: p = 1 - angle(q, k - mu) / pi "
         "(keys centred, the query as it is), u = P(at least 2 of L tables of K bits collide). "
-        "q (d,), keys (n, d), mu (d,) -> shape (n,). log_inclusion_probability(p, K, L) (imported) gives "
-        "log u from p: mind the order, K bits per table, then L tables. A cosine computed in floating "
-        "point can round a hair past 1 (a key along q): clip it to [-1, 1] before arccos. mu may be 0 "
-        "and q may be long.",
+        "q (d,), keys (n, d), mu (d,) -> shape (n,). log_inclusion_probability(p, K, L), yours from "
+        "notebook 04, gives log u from p: mind the order, K bits per table, then L tables. A cosine "
+        "computed in floating point can round a hair past 1 (a key along q): clip it to [-1, 1] before "
+        "arccos. mu may be 0 and q may be long.",
         difficulty=2,
         importance=4,
         minutes=8,
@@ -240,8 +412,11 @@ EXERCISES = [
         rtol=1e-3,
         atol=1e-3,
         helpers=(log_inclusion_probability,),
-        hint="c = keys - mu; cos = c @ q / (|c| |q|); p = 1 - arccos(clip(cos, -1, 1)) / pi; "
-        "log u = log_inclusion_probability(p, K, L)",
+        nudge="Notebook 04 turned p, the chance that one bit agrees, into log u. What is new is which angle "
+        "gives p: the tables hash the centred keys and the query as it is. And a cosine computed in floating "
+        "point is not always inside the range arccos accepts.",
+        hint="np.linalg.norm(c, axis=1) gives the lengths of the centred keys c = keys - mu; np.clip(cos, -1, 1) "
+        "before np.arccos; log_inclusion_probability takes p, then K, then L",
         wrong=(
             Wrong(
                 "centres the query too",
@@ -273,11 +448,10 @@ EXERCISES = [
         name="06.sampled_estimate",
         signature="sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L) -> ndarray",
         task="MagicPIG's estimate of one attention output: scores q.k / sqrt(d) of the sampled keys "
-        "K_S (m, d) and of the exact keys K_exact (e, d), d = len(q); subtract the natural log u from the "
-        "sampled scores only (u from the angle between q and k - mu, at least 2 of L tables of K bits, "
-        "as in log_u; clip the cosine to [-1, 1]); one softmax over both sets; the weighted sum of "
+        "K_S (m, d) and of the exact keys K_exact (e, d), d = len(q); subtract log u (your log_u) from the "
+        "sampled scores only; one softmax (yours from notebook 03) over both sets; the weighted sum of "
         "[V_S ; V_exact] (values (m, dv) and (e, dv)). Returns shape (dv,). m or e may be 0; scores "
-        "may be in the hundreds (subtract the largest before exp); mu may be 0.",
+        "may be in the hundreds; mu may be 0.",
         difficulty=3,
         importance=5,
         minutes=12,
@@ -286,9 +460,11 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-3,
         atol=1e-5,
-        helpers=(log_inclusion_probability,),
-        hint="scores = [K_S @ q / sqrt(d) - log u ; K_exact @ q / sqrt(d)], log u from the centred sampled "
-        "keys; w = exp(scores - max) / sum; return w @ [V_S ; V_exact]",
+        helpers=(log_u, log_inclusion_probability, softmax),
+        nudge="Notebook 01 weighed each drawn stick by w / u. After the exp of a softmax, dividing a weight by u "
+        "is subtracting log u from its score. Which keys were drawn by chance, and which were read for sure?",
+        hint="np.concatenate joins the two score vectors, and the two value blocks in the same order; "
+        "log_u(q, K_S, mu, K, L) is the correction; softmax(scores) @ values mixes",
         wrong=(
             Wrong(
                 "no -log u correction",
@@ -326,6 +502,79 @@ EXERCISES = [
                 "exact keys corrected too",
                 _est_exact_corrected,
                 "the exact keys are read with certainty (u = 1): subtract log u from the sampled scores only",
+            ),
+        ),
+    ),
+    Exercise(
+        name="06.magicpig_estimate",
+        signature="magicpig_estimate(q, keys, values, planes, K, L, sinks, recent, min_hits=2) -> (output, read)",
+        task="MagicPIG for one query q (d,) over keys (n, d) and values (n, dv), built from your pieces. The "
+        "exact set: the first `sinks` and the last `recent` positions. Centre every key by mu, the mean of "
+        "the keys between them (the sampleable ones); hash the centred keys and q, as it is, with the same "
+        "planes (d, K*L): simhash_codes(x, planes, K, L) gives one bucket per table. A key outside the exact "
+        "set is sampled when it shares the query's bucket in at least min_hits of the L tables (2 here, as "
+        "your sampled_estimate's u assumes). Return (output, read): your sampled_estimate of the output, and "
+        "the positions of every key read, exact set and sample, in any order.",
+        difficulty=4,
+        importance=5,
+        minutes=20,
+        reference=magicpig_estimate,
+        make_cases=_assembly_cases,
+        compare=output_and_read,
+        rtol=1e-3,
+        atol=1e-5,
+        nudge="Four steps come before your sampled_estimate: which keys are read for sure, the mean the others "
+        "are centred by, in how many tables each key lands in the query's bucket, and which keys clear the "
+        "bar. A table is one bucket of K bits, not K separate bits; and a key that is read for sure must not "
+        "be drawn again.",
+        hint="np.r_[0:sinks, n - recent : n] lists the exact positions (keys[-recent:] is every key when "
+        "recent = 0); simhash_codes gives (n, L) buckets for the keys and (L,) for q, so == compares each "
+        "table with its own, and .sum(axis=1) counts the tables; np.flatnonzero(hits >= min_hits)",
+        wrong=(
+            Wrong(
+                "hits counted per bit",
+                _mp_per_bit,
+                "a table counts as a hit only when all K bits of the key's bucket match the query's: compare "
+                "buckets (simhash_codes), then count tables, not bits",
+            ),
+            Wrong(
+                "exact keys sampled again",
+                _mp_exact_sampled,
+                "the sinks and the window are read exactly already: leave them out of the sample (their hits "
+                "do not count), or they enter the softmax twice",
+            ),
+            Wrong(
+                "centring forgotten",
+                _mp_not_centred,
+                "real keys sit in a narrow cone: hash k - mu (and take u's angle from it), with mu the mean of "
+                "the sampleable keys",
+            ),
+            Wrong(
+                "one table's bucket for all tables",
+                _mp_one_table,
+                "compare each table's bucket of a key with the query's bucket in the same table (codes_k == "
+                "codes_q, both with L columns)",
+            ),
+            Wrong(
+                "min_hits ignored",
+                _mp_min_hits_ignored,
+                "a key is sampled when it shares the query's bucket in at least min_hits tables (2), not in one",
+            ),
+            Wrong(
+                "mean of every key",
+                _mp_mean_of_all,
+                "centre by the mean of the sampleable keys only, keys[sinks : n - recent]: a sink key would "
+                "drag the mean of all keys off the cloud",
+            ),
+            Wrong(
+                "query centred too",
+                _mp_query_centred,
+                "MagicPIG hashes the query as it is; only the keys are centred",
+            ),
+            Wrong(
+                "window from the end",
+                _mp_window_from_the_end,
+                "with recent = 0 there is no window, but keys[-0:] is every key: count the window from n - recent",
             ),
         ),
     ),
