@@ -35,3 +35,11 @@ def smollm2():
 def shipped_capture():
     """The capture shipped in pigviz/data/, checked against its manifest."""
     return shipped.load_shipped_capture()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    # The test command runs the suite in random order (pytest-randomly) and quietly (-q), which
+    # hides the plugin's header line: say at the end how to replay this order.
+    seed = getattr(config.option, "randomly_seed", None)
+    if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
+        terminalreporter.write_line(f"random order: replay it with `pytest --randomly-seed={seed}`")

@@ -54,6 +54,7 @@ __all__ = [
     "wants_torch",
     "keys_for",
     "call",
+    "add_row_note",
     "exact_output",
     "LibraryEstimator",
     "exact",
@@ -189,6 +190,20 @@ def call(estimator, q, keys, values, budget):
     if read.size > budget:
         raise OverBudget(f"estimator {name!r} read {read.size} distinct keys, more than its budget of {budget}")
     return output, read
+
+
+def add_row_note(exc: BaseException, estimator, where: str, **row) -> BaseException:
+    """Add a PEP 678 note to ``exc`` naming ``estimator`` and the row it was on (``row``: e.g.
+    layer, head, position, budget), so an error raised inside a learner's estimator keeps its
+    own traceback and says where it happened. Returns ``exc`` (re-raise it with ``raise``).
+    On Python 3.10, which has no ``add_note``, the note goes to ``__notes__`` all the same."""
+    fields = ", ".join(f"{k} {v}" for k, v in row.items() if v is not None)
+    note = f"{where}: estimator {estimator_name(estimator)!r} at {fields}"
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # Python 3.10
+        exc.__notes__ = [*getattr(exc, "__notes__", []), note]
+    return exc
 
 
 def _read_indices(name: str, read: np.ndarray, n: int) -> np.ndarray:

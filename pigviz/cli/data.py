@@ -14,12 +14,30 @@ from pathlib import Path
 from pigviz.cli.args import int_list
 from pigviz.model import gguf_cut, shipped, tokens
 from pigviz.model.capture import capture, save_capture  # heavy: torch and transformers
-from pigviz.model.loading import bundled_gguf_path, load_model  # heavy: torch and transformers
+from pigviz.model.loading import bundled_gguf_path, check_model_args, load_model  # heavy: torch, transformers
 
 __all__ = ["register", "verify_in_fresh_process"]
 
 
+def _check_capture(args) -> None:
+    """Everything ``pigviz capture`` can check before the model loads and prefills."""
+    if args.last < 1 or args.last > args.context:
+        raise ValueError(f"--last must be in [1, --context={args.context}], got {args.last}")
+    check_model_args(
+        args.model,
+        device=args.device,
+        layers=args.layers,
+        kv_heads=args.kv_heads,
+        n_tokens=args.context,
+        allow_long_context=args.allow_long_context,
+    )
+    folder = Path(args.out).expanduser().resolve().parent
+    if not folder.is_dir():
+        raise FileNotFoundError(f"--out must be a file in an existing folder; {folder} does not exist")
+
+
 def _cmd_capture(args) -> int:
+    _check_capture(args)
     model, tokenizer = load_model(args.model, device=args.device, progress=not args.quiet)
     cap = capture(
         model,

@@ -12,9 +12,9 @@ from pigviz.cli.args import int_list, kl_pairs
 from pigviz.decode import custom
 from pigviz.decode import evaluate as decode_eval
 from pigviz.decode.generation import generate
-from pigviz.decode.session import METHODS, PLACEMENTS
+from pigviz.decode.session import METHODS, PLACEMENTS, check_options
 from pigviz.model import texts
-from pigviz.model.loading import load_model
+from pigviz.model.loading import check_model_args, load_model
 
 __all__ = ["register"]
 
@@ -79,19 +79,87 @@ def _add_method_options(p) -> None:
     )
 
 
+def _check_common(args, *, device: bool = True):
+    """The model's own arguments, checked before it loads (its limits, from its files, or None).
+    ``device``: also --device and --dtype (they import torch, so the other checks go first)."""
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be at least 1, got {args.threads}")
+    if device:
+        return check_model_args(args.model, device=args.device, dtype=args.dtype)
+    return check_model_args(args.model)
+
+
 def _load(args):
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
+    _check_common(args)
     if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     return load_model(args.model, device=args.device, dtype=args.dtype, progress=not args.quiet)
 
 
-def _cmd_generate(args) -> int:
+def _check_generate(args) -> None:
+    """Everything ``pigviz generate`` can check before the model loads."""
     if (args.prompt is None) == (args.from_text is None):
         raise ValueError("give exactly one of --prompt TEXT or --from-text N (the first N tokens of the stdlib docs)")
+    if args.max_new_tokens < 1:
+        raise ValueError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    if args.from_text is not None and args.from_text < 1:
+        raise ValueError(f"--from-text must be at least 1 token, got {args.from_text}")
+    limits = _check_common(args, device=False)
+    if args.from_text is not None and limits is not None and limits.max_context and not args.allow_long_context:
+        if args.from_text + args.max_new_tokens > limits.max_context:
+            raise ValueError(
+                f"--from-text + --max-new-tokens must be at most {limits.max_context} (the model's trained "
+                f"context), got {args.from_text + args.max_new_tokens}; pass --allow-long-context to go past it"
+            )
+    options = {k: getattr(args, k) for k in _METHOD_OPTIONS if getattr(args, k) is not None}
+    check_options(args.attention, options, limits.layers if limits is not None else None)
+    _check_common(args)
+
+
+def _check_eval(args, baselines) -> None:
+    """Everything ``pigviz eval`` can check before the model loads."""
+    limits = _check_common(args, device=False)
+    n_layers, context = (limits.layers, limits.max_context) if limits is not None else (None, None)
+    dense_layers = tuple(args.dense_layers) if args.dense_layers is not None else (0,)
+    if args.task == "quality":
+        decode_eval.check_quality_args(
+            prefix=args.prefix,
+            stretch=args.stretch,
+            configs=args.configs,
+            seeds=args.seeds,
+            baselines=baselines,
+            dense_layers=dense_layers,
+            n_layers=n_layers,
+            max_context=context,
+        )
+        if args.demo_tokens:
+            if args.demo_tokens < 1 or args.demo_prefix < 1:
+                raise ValueError(
+                    f"--demo-tokens and --demo-prefix must be positive, got {args.demo_tokens} and {args.demo_prefix}"
+                )
+            if context is not None and args.demo_prefix + args.demo_tokens > context:
+                raise ValueError(
+                    f"--demo-prefix + --demo-tokens must be at most {context} (the model's trained context), "
+                    f"got {args.demo_prefix + args.demo_tokens}"
+                )
+    else:
+        if any(callable(b) for b in baselines):
+            raise ValueError("an estimator of your own (module:function) runs with --task quality only")
+        decode_eval.check_passkey_args(
+            lengths=args.lengths,
+            trials=args.trials,
+            baselines=baselines,
+            dense_layers=dense_layers,
+            n_layers=n_layers,
+            max_context=context,
+        )
+    _check_common(args)
+
+
+def _cmd_generate(args) -> int:
+    _check_generate(args)
     model, tokenizer = _load(args)
     prompt = args.prompt if args.prompt is not None else texts.first_tokens(tokenizer, args.from_text)
     options = {k: getattr(args, k) for k in _METHOD_OPTIONS if getattr(args, k) is not None}
@@ -125,6 +193,7 @@ def _cmd_eval(args) -> int:
     baselines = [
         custom.resolve(m) if custom.is_spec(m) else m for m in args.attention if m not in ("dense", "magicpig")
     ]
+    _check_eval(args, baselines)
     model, tokenizer = _load(args)
     dense_layers = tuple(args.dense_layers) if args.dense_layers is not None else (0,)
     if args.task == "quality":
@@ -157,8 +226,6 @@ def _cmd_eval(args) -> int:
             for r in result["rows"]
         ]
     else:
-        if any(callable(b) for b in baselines):
-            raise ValueError("an estimator of your own (module:function) runs with --task quality only")
         result = decode_eval.passkey_eval(
             model,
             tokenizer,

@@ -57,8 +57,6 @@ def _cmd_study(args) -> int:
 
 
 def _run(args) -> dict:
-    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
-
     spec = study.StudySpec(
         settings=tuple(args.settings or study.DEFAULT_SETTINGS),
         seeds=args.seeds,
@@ -67,7 +65,21 @@ def _run(args) -> dict:
     )
     if args.threads < 0:
         raise ValueError(f"--threads must be >= 0 (0: torch's default), got {args.threads}")
+    # Every argument is checked before the model loads or a cached capture is read, so a wrong
+    # one fails in a second on a fresh machine as on one with a warm cache.
+    study.check_study_args(
+        spec,
+        model=args.model,
+        context=args.context,
+        last=args.last,
+        layers=args.layers,
+        device=args.device,
+        dtype=args.dtype,
+        out=args.out,
+    )
     if args.threads:
+        import torch  # heavy: torch loads in ~1 s; only after the arguments are checked
+
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     cap = study.cached_capture(

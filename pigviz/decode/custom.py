@@ -45,11 +45,12 @@ def check_estimator(estimator):
     return estimator
 
 
-def decode_rows(estimator, q, k, v, scaling: float, budget: float):
+def decode_rows(estimator, q, k, v, scaling: float, budget: float, layer: int | None = None):
     """The decode rows of one layer: ``q`` (H, T, d), ``k`` and ``v`` (Hkv, n_total, d) with the
     T rows' own tokens last. Row t sees the cache up to n_total - T + t. Returns the outputs
     (T, H, dv) as a float32 tensor on ``q``'s device and the per-row budget used, (T,): keys
-    read / keys visible, mean over heads."""
+    read / keys visible, mean over heads. ``layer`` names the model layer in the note an error of
+    the estimator gains (:func:`pigviz.attention.protocol.add_row_note`)."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, T, d = q.shape
@@ -70,7 +71,13 @@ def decode_rows(estimator, q, k, v, scaling: float, budget: float):
         read_total = 0
         for h in range(H):
             g = h // group
-            o, read = protocol.call(estimator, q64[h, t], k64[g, :n], v64[g, :n], m)
+            try:
+                o, read = protocol.call(estimator, q64[h, t], k64[g, :n], v64[g, :n], m)
+            except Exception as exc:
+                protocol.add_row_note(
+                    exc, estimator, "sampled decoding", layer=layer, head=h, position=n - 1, n=n, budget=f"{m} keys"
+                )
+                raise
             out[t, h] = o
             read_total += read.size
         used[t] = read_total / (H * n)

@@ -36,7 +36,7 @@ from pigviz._util.validate import check_choice, check_float, check_int
 from pigviz.attention.protocol import estimator_name
 from pigviz.decode import custom
 from pigviz.decode.generation import generate
-from pigviz.decode.session import forward, new_cache, use_attention
+from pigviz.decode.session import check_options, forward, new_cache, use_attention
 from pigviz.model import shipped, texts
 from pigviz.model.loading import check_context, model_source
 
@@ -45,6 +45,8 @@ __all__ = [
     "PASSKEY_FORMAT",
     "quality_eval",
     "passkey_eval",
+    "check_quality_args",
+    "check_passkey_args",
     "passkey_prompt",
     "wilson_interval",
     "generation_demo",
@@ -154,17 +156,24 @@ def quality_eval(
     ``ids``: at least prefix + stretch + 1 token ids to use instead of ``texts.long_text()``'s
     (whose text changes between Python releases), e.g. ids recorded on another machine.
     ``baselines`` entries are method names or estimators of the protocol
-    (:mod:`pigviz.attention.protocol`), each run at MagicPIG's budget."""
+    (:mod:`pigviz.attention.protocol`), each run at MagicPIG's budget. Every argument is
+    checked before the prefill (:func:`check_quality_args`)."""
+    prefix, stretch, configs, seeds = check_quality_args(
+        prefix=prefix,
+        stretch=stretch,
+        configs=configs,
+        seeds=seeds,
+        baselines=baselines,
+        min_hits=min_hits,
+        sinks=sinks,
+        recent=recent,
+        dense_layers=dense_layers,
+        n_layers=model.config.num_hidden_layers,
+    )
+    check_context(model, prefix + stretch)
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     from tqdm.auto import tqdm  # heavy: progress bars only for long runs
 
-    prefix = check_int("prefix", prefix, 1)
-    stretch = check_int("stretch", stretch, 1)
-    check_context(model, prefix + stretch)
-    configs = [(check_int("K", k, 1, 30), check_int("L", l, 1, 4096)) for k, l in configs]
-    seeds = [check_int("seed", s, 0) for s in seeds]
-    if not configs or not seeds:
-        raise ValueError("configs and seeds must each hold at least one entry")
     if ids is None:
         ids = texts.first_tokens(tokenizer, prefix + stretch + 1)
     else:
@@ -246,6 +255,82 @@ def quality_eval(
         "prefill_seconds": round(prefill_s, 2),
         "rows": rows,
     }
+
+
+def _check_sampled_options(K, L, min_hits, sinks, recent, seeds, baselines, dense_layers, n_layers) -> None:
+    """MagicPIG's options and every baseline's, checked as ``use_attention`` will check them."""
+    if isinstance(baselines, str) or not hasattr(baselines, "__iter__"):
+        raise TypeError(f"baselines must be a list of method names or estimators, got {baselines!r}")
+    if isinstance(dense_layers, int) or not hasattr(dense_layers, "__iter__"):
+        raise TypeError(f"dense_layers must be a list of layer indices, got {dense_layers!r}")
+    common = dict(sinks=sinks, recent=recent, dense_layers=tuple(dense_layers))
+    for seed in seeds:
+        check_options("magicpig", dict(common, K=K, L=L, min_hits=min_hits, seed=seed), n_layers)
+    for spec in baselines:
+        method, opts = _baseline_options(spec, 0.05, sinks, dense_layers)
+        if callable(method):
+            method, opts = custom.CUSTOM, dict(opts, estimator=method)
+        check_options(method, opts, n_layers)
+
+
+def check_quality_args(
+    *,
+    prefix: int = 7936,
+    stretch: int = 256,
+    configs=((10, 150),),
+    seeds=(0, 1),
+    baselines=("topk", "quest", "streaming"),
+    min_hits: int = 2,
+    sinks: int = 4,
+    recent: int = 64,
+    dense_layers=(0,),
+    n_layers: int | None = None,
+    max_context: int | None = None,
+):
+    """:func:`quality_eval`'s arguments checked without the model (before it loads, so a wrong
+    one fails at once): ``n_layers`` and ``max_context`` (None: not known yet) bound
+    ``dense_layers`` and ``prefix + stretch``. Returns ``(prefix, stretch, configs, seeds)``."""
+    prefix = check_int("prefix", prefix, 1)
+    stretch = check_int("stretch", stretch, 1)
+    if max_context is not None and prefix + stretch > max_context:
+        raise ValueError(
+            f"prefix + stretch must be at most {max_context} (the model's trained context), got {prefix + stretch}"
+        )
+    configs = [(check_int("K", k, 1, 30), check_int("L", l, 1, 4096)) for k, l in configs]
+    seeds = [check_int("seed", s, 0) for s in seeds]
+    if not configs or not seeds:
+        raise ValueError("configs and seeds must each hold at least one entry")
+    for K, L in configs:
+        _check_sampled_options(K, L, min_hits, sinks, recent, seeds, baselines, dense_layers, n_layers)
+    return prefix, stretch, configs, seeds
+
+
+def check_passkey_args(
+    *,
+    lengths=(1024, 2048, 4096),
+    trials: int = 20,
+    depths=(0.1, 0.3, 0.5, 0.7, 0.9),
+    K: int = 10,
+    L: int = 150,
+    min_hits: int = 2,
+    sinks: int = 4,
+    recent: int = 64,
+    dense_layers=(0,),
+    baselines=("topk", "quest", "streaming"),
+    seed: int = 0,
+    n_layers: int | None = None,
+    max_context: int | None = None,
+):
+    """:func:`passkey_eval`'s arguments checked without the model, as
+    :func:`check_quality_args`. Returns ``(lengths, trials, depths)``."""
+    lengths = [check_int("lengths entry", n, 128, max_context) for n in lengths]
+    depths = [check_float("depths entry", x, 0.0, 1.0) for x in depths]
+    if not lengths or not depths:
+        raise ValueError("lengths and depths must each hold at least one entry")
+    trials = check_int("trials", trials, 1)
+    check_int("seed", seed, 0)
+    _check_sampled_options(K, L, min_hits, sinks, recent, (0,), baselines, dense_layers, n_layers)
+    return lengths, trials, depths
 
 
 def _baseline_options(spec: str, budget: float, sinks: int, dense_layers) -> tuple[str, dict]:
@@ -333,12 +418,27 @@ def passkey_eval(
     progress: bool = True,
 ) -> dict:
     """Passkey accuracy per context length: dense, MagicPIG (hash seed = trial number) and the
-    baselines at the budget MagicPIG used in that same trial."""
+    baselines at the budget MagicPIG used in that same trial. Every argument is checked before
+    the first prefill (:func:`check_passkey_args`)."""
+    lengths, trials, depths = check_passkey_args(
+        lengths=lengths,
+        trials=trials,
+        depths=depths,
+        K=K,
+        L=L,
+        min_hits=min_hits,
+        sinks=sinks,
+        recent=recent,
+        dense_layers=dense_layers,
+        baselines=baselines,
+        seed=seed,
+        n_layers=model.config.num_hidden_layers,
+        max_context=getattr(model.config, "max_position_embeddings", None),
+    )
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     from tqdm.auto import tqdm  # heavy: progress bars only for long runs
 
-    trials = check_int("trials", trials, 1)
-    rng = random.Random(check_int("seed", seed, 0))
+    rng = random.Random(seed)
     methods = ["dense", "magicpig", *baselines]
     results = {(n, m): [] for n in lengths for m in methods}
     budgets = {(n, m): [] for n in lengths for m in methods}

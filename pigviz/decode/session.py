@@ -66,6 +66,7 @@ __all__ = [
     "DecodeSession",
     "use_attention",
     "check_swappable",
+    "check_options",
     "new_cache",
     "transformers_cache",
     "forward",
@@ -165,6 +166,13 @@ def _check_options(method: str, options: dict, num_layers: int) -> dict:
     if method == "streaming" and out["budget"] is None and out["sinks"] + out["recent"] < 1:
         raise ValueError("streaming needs sinks + recent >= 1 (or a budget)")
     return out
+
+
+def check_options(method: str, options: dict, num_layers: int | None = None) -> dict:
+    """``options`` of ``method`` checked and completed with the defaults, as
+    :func:`use_attention` will check them, without a model: ``num_layers`` (None: unknown,
+    e.g. before the model loads and where its files do not say) bounds ``dense_layers``."""
+    return _check_options(method, dict(options), 2**31 if num_layers is None else num_layers)
 
 
 @dataclass
@@ -392,7 +400,7 @@ class DecodeSession:
                 if self.method == "magicpig":
                     out, budgets = self._magicpig(layer, query[0], key[0], value[0], scaling)
                 else:
-                    out, budgets = self._baseline(query[0], key[0], value[0], scaling)
+                    out, budgets = self._baseline(query[0], key[0], value[0], scaling, layer)
                 self._budgets[layer] = budgets
                 out = out.unsqueeze(0)
             result = (out if out.dtype == query.dtype else out.to(query.dtype)).contiguous(), None
@@ -408,7 +416,7 @@ class DecodeSession:
 
             torch.cuda.synchronize(tensor.device)
 
-    def _baseline(self, q, k, v, scaling):
+    def _baseline(self, q, k, v, scaling, layer=None):
         """Rows one by one, each against the keys up to its own position."""
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
@@ -416,7 +424,7 @@ class DecodeSession:
         n_total = k.shape[1]
         o = self.options
         if self.method == custom.CUSTOM:
-            return custom.decode_rows(o["estimator"], q, k, v, scaling, o["budget"])
+            return custom.decode_rows(o["estimator"], q, k, v, scaling, o["budget"], layer)
         q = q * (scaling * math.sqrt(d))  # the baselines scale by 1/sqrt(d)
         outs, budgets = [], []
         for t in range(T):

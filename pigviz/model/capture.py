@@ -299,10 +299,8 @@ def capture(
 ) -> Capture:
     """One prefill of the first ``n_tokens`` tokens of ``text`` (default: ``texts.long_text()``)
     through ``model``, recording every kept layer's post-RoPE q (last ``last`` positions), k and
-    v (all positions). ``layers``/``kv_heads``: model indices to keep (default all)."""
-    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
-    import transformers  # heavy: transformers loads in seconds; only model code needs it
-
+    v (all positions). ``layers``/``kv_heads``: model indices to keep (default all). The
+    arguments are checked before anything heavy is imported or run."""
     cfg = model.config
     models.check_supported_attention(cfg, type(model).__name__)
     n_tokens = models.check_context(model, n_tokens, allow_long_context)
@@ -311,6 +309,9 @@ def capture(
         raise ValueError(f"last must be at most n_tokens={n_tokens} (queries come from the context), got {last}")
     layers = _check_indices("layers", layers, cfg.num_hidden_layers)
     kv_heads = _check_indices("kv_heads", kv_heads, cfg.num_key_value_heads)
+
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+    import transformers  # heavy: transformers loads in seconds; only model code needs it
 
     if text is None:
         text, text_sha = texts.long_text()
@@ -374,16 +375,7 @@ def capture(
     )
 
 
-def _check_indices(name, value, count) -> list[int]:
-    if value is None:
-        return list(range(count))
-    try:
-        out = [check_int(f"{name} entry", v, lo=0, hi=count - 1) for v in value]
-    except TypeError:
-        raise TypeError(f"{name} must be None or a list of integers in [0, {count - 1}]") from None
-    if not out or len(set(out)) != len(out):
-        raise ValueError(f"{name} must be a non-empty list of distinct integers in [0, {count - 1}]; got {out}")
-    return sorted(out)
+_check_indices = models.check_indices  # the same check before the model loads (check_model_args)
 
 
 # -- one-file storage --------------------------------------------------------------------------

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import re
 import shutil
 import socket
+import struct
 import tempfile
 import warnings
 from dataclasses import asdict, dataclass
@@ -48,6 +50,10 @@ __all__ = [
     "model_source",
     "max_context",
     "check_context",
+    "ModelLimits",
+    "model_limits",
+    "check_indices",
+    "check_model_args",
 ]
 
 
@@ -157,6 +163,9 @@ def resolve_device(device="auto") -> "torch.device":
     if kind == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' was asked for but torch sees no CUDA GPU here; use device='cpu' or 'auto'")
     return torch.device(device)
+
+
+_DTYPE_NAMES = ("float32", "fp32", "float16", "fp16", "bfloat16", "bf16")  # resolve_dtype's names
 
 
 def resolve_dtype(dtype, device="auto") -> "torch.dtype":
@@ -314,6 +323,182 @@ def check_context(model, n_tokens: int, allow_long_context: bool = False) -> int
             f"got {n_tokens}; pass allow_long_context=True to go past it anyway"
         )
     return n_tokens
+
+
+# -- the arguments, checked before the model loads -----------------------------------------------
+@dataclass(frozen=True)
+class ModelLimits:
+    """What a model's arguments are checked against before it loads: its layers, KV heads and
+    trained context (None where its files do not say)."""
+
+    layers: int
+    kv_heads: int
+    max_context: int | None
+
+
+def model_limits(name: str = "smollm2-135m") -> ModelLimits | None:
+    """:class:`ModelLimits` of ``name`` read from its files without loading it: a bundled
+    model's GGUF header (a fraction of a second), a local folder's ``config.json``, a hub id's
+    ``config.json`` in the local Hugging Face cache. None where nothing on this machine says
+    (a hub id not downloaded yet): the model's own config is then checked once it has loaded.
+    Raises :class:`ModelUnavailableError` for a bundled model that is not installed."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    if name in BUNDLED_MODELS:
+        fields = _gguf_fields(bundled_gguf_path(name))
+        arch = fields.get("general.architecture")
+        layers, kv = fields.get(f"{arch}.block_count"), fields.get(f"{arch}.attention.head_count_kv")
+        kv = kv if kv is not None else fields.get(f"{arch}.attention.head_count")
+        if not isinstance(layers, int) or not isinstance(kv, int):
+            return None
+        context = fields.get(f"{arch}.context_length")
+        return ModelLimits(layers, kv, context if isinstance(context, int) else None)
+    if Path(name).expanduser().is_dir():
+        config = Path(name).expanduser() / "config.json"
+    elif _HUB_ID.match(name):
+        config = _hub_cached_config(name)
+    else:
+        return None
+    try:
+        data = json.loads(Path(config).read_text(encoding="utf-8")) if config else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    data = data.get("text_config") if isinstance(data.get("text_config"), dict) else data
+    layers, heads = data.get("num_hidden_layers"), data.get("num_attention_heads")
+    kv = data.get("num_key_value_heads") or heads
+    if not isinstance(layers, int) or not isinstance(kv, int):
+        return None
+    context = data.get("max_position_embeddings")
+    return ModelLimits(layers, kv, context if isinstance(context, int) else None)
+
+
+def _hub_cached_config(repo_id: str):
+    """The hub model's config.json in the local Hugging Face cache (its ``main`` revision), or
+    None: read from the cache's layout, without the network or the hub library."""
+    if os.environ.get("HF_HUB_CACHE"):
+        hub = Path(os.environ["HF_HUB_CACHE"])
+    elif os.environ.get("HF_HOME"):
+        hub = Path(os.environ["HF_HOME"]) / "hub"
+    else:
+        hub = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface" / "hub"
+    folder = hub.expanduser() / ("models--" + repo_id.replace("/", "--"))
+    try:
+        commit = (folder / "refs" / "main").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    config = folder / "snapshots" / commit / "config.json"
+    return config if commit and config.is_file() else None
+
+
+# GGUF value types: struct format of the scalars, 8 = string, 9 = array.
+_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+
+def _gguf_fields(path) -> dict:
+    """The scalar and string key-value fields of a GGUF file's header (arrays skipped), read
+    without the gguf package and without touching the tensors. Empty when the file is not a
+    little-endian GGUF of version 2 or later."""
+
+    with open(path, "rb") as fh:
+        head = fh.read(24)
+        if len(head) < 24 or head[:4] != b"GGUF":
+            return {}
+        version, _, n_kv = struct.unpack("<IQQ", head[4:])
+        if not 2 <= version < 2**16:
+            return {}
+
+        def read(fmt):
+            size = struct.calcsize(fmt)
+            data = fh.read(size)
+            if len(data) != size:
+                raise EOFError
+            return struct.unpack("<" + fmt, data)[0]
+
+        def string():
+            n = read("Q")
+            return fh.read(n).decode("utf-8", "replace")
+
+        def value(kind):
+            if kind in _GGUF_SCALARS:
+                return read(_GGUF_SCALARS[kind])
+            if kind == 8:
+                return string()
+            if kind == 9:
+                inner, count = read("I"), read("Q")
+                if inner in _GGUF_SCALARS:
+                    fh.seek(count * struct.calcsize(_GGUF_SCALARS[inner]), 1)
+                else:
+                    for _ in range(count):
+                        value(inner)
+                return None
+            raise ValueError(f"unknown GGUF value type {kind}")
+
+        out = {}
+        try:
+            for _ in range(n_kv):
+                key = string()
+                out[key] = value(read("I"))
+        except (EOFError, ValueError):
+            pass
+        return out
+
+
+def check_indices(name: str, value, count: int) -> list[int]:
+    """``value`` (None: all) as a sorted list of distinct integers in [0, count - 1]."""
+    if value is None:
+        return list(range(count))
+    try:
+        out = [check_int(f"{name} entry", v, lo=0, hi=count - 1) for v in value]
+    except TypeError:
+        raise TypeError(f"{name} must be None or a list of integers in [0, {count - 1}]") from None
+    if not out or len(set(out)) != len(out):
+        raise ValueError(f"{name} must be a non-empty list of distinct integers in [0, {count - 1}]; got {out}")
+    return sorted(out)
+
+
+def check_model_args(
+    name: str = "smollm2-135m",
+    *,
+    device=None,
+    dtype=None,
+    layers=None,
+    kv_heads=None,
+    n_tokens: int | None = None,
+    allow_long_context: bool = False,
+) -> ModelLimits | None:
+    """Check what a model load and prefill would be asked for, before anything loads: layer
+    and KV-head indices and a context length against :func:`model_limits`, then ``device``
+    and ``dtype`` (each skipped when None). The same errors as the checks made once the model
+    has loaded; returns the limits (None where this machine cannot tell them in advance)."""
+    limits = model_limits(name)
+    if n_tokens is not None:
+        n_tokens = check_int("n_tokens", n_tokens, lo=1)
+    if limits is not None:
+        if layers is not None:
+            check_indices("layers", layers, limits.layers)
+        if kv_heads is not None:
+            check_indices("kv_heads", kv_heads, limits.kv_heads)
+        if n_tokens is not None and limits.max_context is not None and not allow_long_context:
+            if n_tokens > limits.max_context:
+                raise ValueError(
+                    f"n_tokens must be at most {limits.max_context} (the model's trained context, "
+                    f"max_position_embeddings), got {n_tokens}; pass allow_long_context=True to go past it anyway"
+                )
+    # A device or dtype name is checked by its spelling first: only asking for CUDA, or passing
+    # torch objects, needs torch (which takes seconds to import on a busy machine).
+    if device is not None:
+        if isinstance(device, str) and device != "auto" and device.split(":", 1)[0] not in ("cpu", "cuda"):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda' (optionally 'cuda:N'); got {device!r}")
+        if not isinstance(device, str) or device.startswith("cuda"):
+            resolve_device(device)
+    if dtype is not None:
+        if not isinstance(dtype, str):
+            resolve_dtype(dtype, "cpu" if device is None else device)
+        elif dtype not in _DTYPE_NAMES:
+            raise ValueError(f"dtype must be None or one of {', '.join(map(repr, _DTYPE_NAMES))}; got {dtype!r}")
+    return limits
 
 
 # ----------------------------------------------------------------------------------------------

@@ -311,6 +311,8 @@ def regenerate_shipped(out_dir=None, *, check: bool = False, progress: bool = Tr
     "sha256", "expected", "match", "within_precision", "comparison"}``: ``match`` is bit-for-bit
     equality, which holds only on the CPU the file was made on; ``within_precision`` is what a
     check on any machine should ask for."""
+    if not check and out_dir is not None and not Path(out_dir).is_dir():
+        raise FileNotFoundError(f"out_dir must be an existing folder, got {str(out_dir)!r}")  # before the load
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     expected = None

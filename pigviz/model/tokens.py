@@ -57,9 +57,9 @@ def build_tokens(tokenizer, n: int = shipped.SHIPPED_N_TOKENS) -> dict:
 def write_tokens(out_dir=None, *, progress: bool = True):
     """Build the tokens of the shipped capture with the bundled tokenizer, refuse them unless
     their ids are the capture's, write the JSON and its manifest entry. Returns the path."""
+    entry = shipped.read_manifest(out_dir)["files"].get(shipped.CAPTURE_FILE, {})  # before the load
     _, tokenizer = load_model(shipped.SHIPPED_MODEL, device="cpu", progress=progress)
     data = build_tokens(tokenizer)
-    entry = shipped.read_manifest(out_dir)["files"].get(shipped.CAPTURE_FILE, {})
     want = entry.get("token_ids_sha256")
     if want and data["token_ids_sha256"] != want:
         raise ValueError(

@@ -34,6 +34,7 @@ from pigviz._util.validate import check_float, check_int
 from pigviz.attention import cost, protocol
 from pigviz.lsh import estimators as lsh_estimators
 from pigviz.model import shipped
+from pigviz.model.loading import ModelUnavailableError, model_limits
 from pigviz.study.run import cached_capture
 
 __all__ = [
@@ -96,6 +97,10 @@ LABELS = {
 }
 _NEEDS_HEADS = ("magicpig", "mp_exact_top")  # their hyperplanes are shared by a layer's query heads
 
+# What ``layers=[...]`` captures: the bundled model, cached_capture's defaults (8k tokens, last 64).
+FRESH_MODEL = "smollm2-135m"
+FRESH_LAST = 64
+
 _BASELINE_ROWS: dict = {}  # (capture key, baseline, budgets, positions) -> rows
 
 
@@ -115,7 +120,7 @@ def _source(capture, layers, progress):
         cap = shipped.load_shipped_capture()
         return cap, list(range(len(cap.layers))), ("shipped",), bool(progress)
     if capture is None:
-        cap = cached_capture(progress=progress is not False)
+        cap = cached_capture(progress=progress is not False)  # FRESH_MODEL, last FRESH_LAST
         key = ("fresh", cap.metadata["model_revision"], cap.metadata["token_ids_sha256"], cap.n_tokens)
     else:
         cap = capture
@@ -125,6 +130,22 @@ def _source(capture, layers, progress):
     if missing or not wanted:
         raise ValueError(f"layers must be a non-empty subset of the captured layers {cap.layers}, got {layers}")
     return cap, [cap.layers.index(x) for x in wanted], key, progress is not False
+
+
+def _check_fresh_layers(layers) -> list[int]:
+    """``layers`` of a fresh capture, checked against the bundled model's files (no load)."""
+    if isinstance(layers, (str, bytes)) or not hasattr(layers, "__iter__"):
+        raise TypeError(f"layers must be None or a list of layer indices, got {type(layers).__name__} {layers!r}")
+    wanted = [check_int("layers entry", x, 0) for x in layers]
+    try:
+        limits = model_limits(FRESH_MODEL)
+    except ModelUnavailableError:
+        limits = None  # the capture will say how to install it
+    n = limits.layers if limits is not None else None
+    if not wanted or (n is not None and any(x >= n for x in wanted)):
+        span = f"0..{n - 1}" if n is not None else "the model's"
+        raise ValueError(f"layers must be a non-empty list of {FRESH_MODEL}'s layers {span}, got {list(layers)}")
+    return wanted
 
 
 def _positions(positions, last: int) -> list[int]:
@@ -180,10 +201,24 @@ def _run(estimator, name, units, arrays, budgets, positions, first, bar) -> list
             o_norm = float(np.linalg.norm(o))
             for f in budgets:
                 budget = protocol.keys_for(f, n)
-                if torch_in:
-                    out, read = protocol.call(estimator, qt[t], kt[:n], vt[:n], budget)
-                else:
-                    out, read = protocol.call(estimator, q[t], k[:n], v[:n], budget)
+                try:
+                    if torch_in:
+                        out, read = protocol.call(estimator, qt[t], kt[:n], vt[:n], budget)
+                    else:
+                        out, read = protocol.call(estimator, q[t], k[:n], v[:n], budget)
+                except Exception as exc:
+                    protocol.add_row_note(
+                        exc,
+                        estimator,
+                        "evaluate_estimator",
+                        layer=layer,
+                        head=head,
+                        kv_head=kv_head,
+                        position=n - 1,
+                        n=n,
+                        budget=f"{budget} keys (fraction {f})",
+                    )
+                    raise
                 share = None
                 if declared:
                     share = float(estimator.bytes_read(n, d, dv, int(read.size))) / cost.dense_bytes(n, d, dv)
@@ -234,12 +269,6 @@ def evaluate_estimator(
     for b in baselines:
         if not (callable(b) or b in BASELINES):
             raise ValueError(f"baselines entries must be names of {', '.join(BASELINES)} or estimators, got {b!r}")
-    cap, layer_rows, key, show = _source(capture, layers, progress)
-    positions = _positions(positions, cap.last)
-    units = _heads(cap, layer_rows)
-    first = cap.n_tokens - cap.last
-    arrays = _arrays(cap, units, first)
-    heads = int(cap.metadata["n_model_heads"])
     names = [protocol.estimator_name(b) if callable(b) else b for b in baselines]
     if estimator is not None:
         mine = protocol.estimator_name(estimator)
@@ -247,6 +276,17 @@ def evaluate_estimator(
             raise ValueError(
                 f"estimator is called {mine!r}, as a baseline is: give it another name (declare(name=...))"
             )
+    if capture is None and layers is not None:
+        # A fresh capture takes a minute (and a model load) on an empty cache: every argument is
+        # checked against the model's files first, so a wrong one fails at once either way.
+        _check_fresh_layers(layers)
+        _positions(positions, FRESH_LAST)
+    cap, layer_rows, key, show = _source(capture, layers, progress)
+    positions = _positions(positions, cap.last)
+    units = _heads(cap, layer_rows)
+    first = cap.n_tokens - cap.last
+    arrays = _arrays(cap, units, first)
+    heads = int(cap.metadata["n_model_heads"])
     todo = [(estimator, protocol.estimator_name(estimator), None)] if estimator is not None else []
     for b, name in zip(baselines, names):
         cached = (key, name, budgets, tuple(positions)) if isinstance(b, str) else None

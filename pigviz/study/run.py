@@ -63,6 +63,7 @@ __all__ = [
     "series_id",
     "capture_cache_path",
     "cached_capture",
+    "check_study_args",
     "decode_index",
     "exact_outputs",
     "run_layer",
@@ -179,9 +180,11 @@ def cached_capture(
     device: str = "cpu",
     dtype: str | None = None,
 ):
-    """The full capture (all layers and heads, fp32), from the cache or made once and cached."""
+    """The full capture (all layers and heads, fp32), from the cache or made once and cached.
+    The arguments are checked before either (:func:`pigviz.model.loading.check_model_args`)."""
     context = check_int("context", context, 2)
     last = check_int("last", last, 1, context - 1)
+    models.check_model_args(model, device=device, dtype=dtype, n_tokens=context)
     path = capture_cache_path(model, context, last, dtype)
     if path.is_file():
         try:
@@ -193,6 +196,54 @@ def cached_capture(
     cap = capture(net, tokenizer, n_tokens=context, last=last, progress=progress)
     save_capture(cap, path)
     return cap
+
+
+def check_study_args(
+    spec: StudySpec,
+    *,
+    model: str = "smollm2-135m",
+    context: int = 8192,
+    last: int = 64,
+    layers=None,
+    device=None,
+    dtype=None,
+    out=None,
+) -> None:
+    """Every check :func:`cached_capture` and :func:`run_study` make of their arguments, made
+    before the model loads: the model's layers and trained context (from its files, see
+    :func:`pigviz.model.loading.model_limits`), ``last`` against ``context`` and ``spec``'s
+    exact set, ``device``, ``dtype`` and the folder of ``out``."""
+    if not isinstance(spec, StudySpec):
+        raise TypeError(f"spec must be a StudySpec, got {type(spec).__name__}")
+    context = check_int("context", context, 2)
+    last = check_int("last", last, 1, context - 1)
+    if layers is not None:
+        layers = [check_int("layers entry", x, 0) for x in layers]
+        if not layers or len(set(layers)) != len(layers):
+            raise ValueError(f"layers must be a non-empty list of distinct layer indices, got {layers}")
+    _check_shape(spec, context, last)
+    if out is not None:
+        folder = Path(out).expanduser().resolve().parent
+        if not folder.is_dir():
+            raise FileNotFoundError(f"out must be a file in an existing folder; {folder} does not exist")
+    # The model's limits, then device and dtype (these two import torch: last).
+    models.check_model_args(model, device=device, dtype=dtype, layers=layers, n_tokens=context)
+
+
+def _check_shape(spec: StudySpec, n: int, t: int) -> None:
+    """A capture of N keys and T queries suits ``spec``: something left to sample, and the
+    keys written after the prompt inside the exact recent window."""
+    first = n - t
+    if first + 1 <= spec.sinks + spec.recent:
+        raise ValueError(
+            f"the first query sees {first + 1} keys, not more than sinks + recent = "
+            f"{spec.sinks + spec.recent}: nothing would be left to sample"
+        )
+    if "magicpig" in spec.methods and t - 1 > spec.recent:
+        raise ValueError(
+            f"last={t} queries need recent >= {t - 1}: the keys written after the prompt "
+            f"are read exactly, never hashed; got recent={spec.recent}"
+        )
 
 
 # -- MagicPIG tables during decoding ---------------------------------------------------------
@@ -257,16 +308,7 @@ def run_layer(q, k, v, spec: StudySpec, tick=None, layer=None) -> dict:
     H, T, d = q.shape
     Hkv, N, _ = k.shape
     first = N - T
-    if first + 1 <= spec.sinks + spec.recent:
-        raise ValueError(
-            f"the first query sees {first + 1} keys, not more than sinks + recent = "
-            f"{spec.sinks + spec.recent}: nothing would be left to sample"
-        )
-    if "magicpig" in spec.methods and T - 1 > spec.recent:
-        raise ValueError(
-            f"last={T} queries need recent >= {T - 1}: the keys written after the prompt "
-            f"are read exactly, never hashed; got recent={spec.recent}"
-        )
+    _check_shape(spec, N, T)
     scores, exact = exact_outputs(q, k, v)
     out: dict = {}
     tick = tick or (lambda: None)

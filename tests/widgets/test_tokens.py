@@ -5,8 +5,9 @@ import pytest
 from pigviz.widgets.tokens import BUDGETS, TokenReader
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def reader():
+    """A new reader per test: the tests move its controls, and none may see another's moves."""
     return TokenReader()
 
 
