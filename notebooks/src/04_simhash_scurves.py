@@ -3,39 +3,28 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/04_simhash_scurves.ipynb)
 #
-# MagicPIG never reads every key. It hashes the keys into buckets ahead of time, hashes the
-# query the same way, and samples the keys that land where the query lands. The attention
-# correction then needs, for every sampled key, the probability `u` that it was sampled.
-# This lesson builds that probability from one random hyperplane up to MagicPIG's
-# "at least 2 of L tables" rule, and checks each step by hashing and counting.
-#
-# Everything before the last part is synthetic: random points in a plane for the first
-# picture, a random Gaussian query for the first 64-dimensional hash, then pairs of unit vectors
-# at chosen angles for every count that checks a formula. Real keys come at the end.
+# MagicPIG hashes the keys into buckets ahead of time, hashes the query the same way, and samples
+# the keys that land where the query lands. Its correction then needs, for every sampled key, the
+# probability `u` that it was sampled. This lesson builds `u` from one random hyperplane up to the
+# "at least 2 of L tables" rule, checking each step by counting: synthetic pairs of vectors first,
+# real keys at the end.
 #
 # **You will be able to**
 #
-# * derive, and write yourself, the chance that one hyperplane bit agrees and the chance $u$
-#   that a key is sampled under "at least 2 of L tables of K bits", first as the formula reads,
-#   then in a form that stays accurate for far keys;
-# * say what K and L do to the S-curve: both move its 50% point, and K mostly sets how steep
-#   it is;
-# * explain why $u$ is an inclusion probability (the $u$'s of a query's keys need not sum to
-#   1), and why a deterministic graph or cluster index (HNSW, IVF) cannot supply it.
+# * derive, and write yourself, the chance that one bit agrees and the chance $u$ that a key is
+#   sampled, first as the formula reads, then accurately for far keys;
+# * say what K and L do to the S-curve: both move its 50% point, K mostly sets its steepness;
+# * explain why $u$ is an inclusion probability, and why a deterministic index (HNSW, IVF) cannot
+#   supply it.
 #
-# **Prerequisites:** notebook 01 (importance sampling needs $u$ for every key it draws); 02 and
-# 03 for the last part, on real keys. **Time in a workshop:** about 60 minutes, of which 20 for
-# the 3 exercises; the "Going further" part at the end adds about 15.
+# **Prerequisites:** notebook 01 (importance sampling needs $u$ for every key it draws);
+# notebooks 02 and 03 for the last part, on real keys.
+# **Time in a workshop:** about 60 minutes, 30 of them for the three exercises; "Going further" adds 15.
 #
-# **Exercises.** Three cells ask you to write a short function (its body is `...`); the cell
-# after each checks it and says what is wrong if it is. Run All stops at the first exercise you
-# have not written yet: write it, or go on with the reference
-# (`bit_agreement = ex.use_reference("04.bit_agreement")`, as the failed check says). To read the
-# notebook first with the reference solutions standing in for every blank, run
-# `ex.enable_solutions()` after the imports.
+# The exercises work as in notebook 01: a blank body `...`, a check cell after it.
 
-# %%
-# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+# %% jupyter={"source_hidden": true}
+# Colab only: installs pigviz and the bundled model (does nothing elsewhere)
 import importlib.util, os, subprocess, sys  # noqa: E401, I001
 try:
     import google.colab  # noqa: F401
@@ -55,17 +44,14 @@ pigviz.setup_notebook()
 import math  # noqa: F401 (math.lgamma, for your log_inclusion_probability)
 
 import numpy as np
-from IPython.display import Markdown, display
+from IPython.display import display
 
 from pigviz import lessons
 from pigviz.lessons import exercises as ex
+from pigviz.lessons import nb04_simhash as nb04
 from pigviz.lsh import simhash as sh
 from pigviz.lsh import simhash_checks
 from pigviz.plots import simhash as plots
-
-
-def folded(summary, text):  # the solutions and the answers: folded until clicked
-    return Markdown(f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>")
 
 # %% [markdown]
 # ## Hyperplanes and bits
@@ -114,13 +100,14 @@ print("hits of the query itself, of -query, of a random key:",
 #
 # $$p = 1 - \theta/\pi, \qquad \theta = \arccos(\cos(q, k)).$$
 #
-# Don't take it on trust: draw 20,000 hyperplanes and count, for pairs of unit vectors at
-# 0, 15, ..., 180 degrees.
+# Don't take it on trust, and test the step "in more dimensions nothing changes" with it: draw
+# 20,000 hyperplanes in 64 dimensions and count, for pairs of unit vectors at 0, 15, ..., 180
+# degrees, each pair placed in a random plane of that space (`dim=64`).
 
 # %%
 angles = np.linspace(0, 180, 181)
 p_curve = sh.collision_probability(np.cos(np.radians(angles)))
-bits = simhash_checks.monte_carlo_bit_agreement(np.cos(np.radians(sh.CHECK_ANGLES_DEG)), n_planes=20_000, seed=0)
+bits = simhash_checks.monte_carlo_bit_agreement(np.cos(np.radians(sh.CHECK_ANGLES_DEG)), n_planes=20_000, dim=64)
 display(lessons.table(
     [{"angle (deg)": a, "formula": e, "counted": f, "z": z}
      for a, e, f, z in zip(bits.angle_deg, bits.expected, bits.freq, bits.z_scores())],
@@ -143,9 +130,16 @@ plots.bit_agreement_figure(angles, p_curve, bits)
 # 1.0000000000000002, and `arccos` is not defined there. Clip the cosines to [−1, 1] first;
 # the check feeds such values.
 #
-# <details><summary>Hint</summary>
+# <details><summary>Hint 1: what to think about</summary>
 #
-# p = 1 - arccos(clip(cos, -1, 1)) / pi
+# The section above found that a random line splits two vectors at angle theta with probability
+# theta / pi. Mind cosines that rounding pushed a hair past 1 or -1.
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# np.clip(cos, -1.0, 1.0) first; np.arccos then gives theta in radians, between 0 and np.pi.
 #
 # </details>
 
@@ -156,13 +150,14 @@ def bit_agreement(cos):
 
 
 # %%
-bit_agreement = ex.reference_or("04.bit_agreement", bit_agreement)
-ex.check("04.bit_agreement", bit_agreement)
+bit_agreement = ex.check("04.bit_agreement", bit_agreement)
+
+# %%
 print(f"over 181 angles, your p and the library's "
       f"{lessons.agree(bit_agreement(np.cos(np.radians(angles))), p_curve, within=1e-12)}")
 
 # %%
-folded("Solution: bit_agreement", f"```python\n{ex.solution('04.bit_agreement')}```")
+lessons.folded("Solution: bit_agreement", ex.solution("04.bit_agreement"))
 
 # %% [markdown]
 # **Bottom line.** One bit agrees with probability $p = 1 - \theta/\pi$, a straight line in the
@@ -217,7 +212,8 @@ lessons.table([{"L p^K": a, "p": p, "u_1": sh.inclusion_probability(p, K, L, 1)}
 #
 # One lucky collision no longer suffices, so the cliff gets steeper and moves towards the
 # query. Below, both curves at the default (K, L) = (10, 150) and the one-table curve $p^K$,
-# with markers counted from 300 independent sets of 150 tables (error bars: 95% intervals).
+# with markers counted from 300 independent sets of 150 tables, hashing pairs placed in 64
+# dimensions as above (error bars: 95% intervals).
 #
 # To judge the gaps we use an exact binomial test rather than standard errors: far from the
 # query a key is expected in well under one of the 300 hashings, and there a single hit
@@ -227,9 +223,8 @@ lessons.table([{"L p^K": a, "p": p, "u_1": sh.inclusion_probability(p, K, L, 1)}
 # and the smallest p-value among them, with its angle and counts.
 
 # %%
-from pigviz.lessons import nb04_simhash as nb04
-
-counted = {m: simhash_checks.monte_carlo_inclusion(sh.MARKER_COS, K, L, m, n_trials=300, seed=m) for m in (1, 2)}
+counted = {m: simhash_checks.monte_carlo_inclusion(sh.MARKER_COS, K, L, m, n_trials=300, seed=m, dim=64)
+           for m in (1, 2)}
 curves = [
     ("one table: p^K", p_curve**K, plots.COLORS["one_table"], "dot"),
     (">= 1 of L tables", simhash_checks.inclusion_curve(angles, K, L, 1), plots.COLORS["hits1"], "solid"),
@@ -239,10 +234,18 @@ markers = [(f"counted, >= {m} (300 hashings)", counted[m], plots.COLORS[f"hits{m
 display(nb04.marker_test_table(counted))
 plots.scurve_figure(angles, curves, markers, K=K, L=L)
 
-# %%
-Markdown(nb04.marker_story(counted))
-
 # %% [markdown]
+# How to read the table. Only 10 of the 25 angles of the "at least 1" curve, and 8 of the "at least
+# 2" one, have a $u$ between 0.001 and 0.999. At the others the formula expects fewer than 0.3
+# hits (or misses) in 300 hashings. There the count can hardly differ from it, and the p-value
+# says little. Nor are the informative angles independent. Within one hashing every key meets the
+# same hyperplanes, so a lucky draw lifts neighbouring angles together.
+#
+# The smallest p-value, 0.106, is at 67.5 degrees on the "at least 1" curve: 211 hits where 223.80
+# were expected. By chance alone, the smallest of 10 p-values falls below 0.01 at most 10% of the
+# time (10 x 0.01, however they are correlated). A wrong formula would instead drive the p-values
+# towards zero at many angles at once.
+#
 # Where each curve crosses 50%, and how many degrees its climb from 10% to 90% takes:
 
 # %%
@@ -265,9 +268,17 @@ lessons.table(
 # whose `u` is tiny, are the third exercise's, after the section that shows what goes wrong
 # there.
 #
-# <details><summary>Hint</summary>
+# <details><summary>Hint 1: what to think about</summary>
 #
-# `u = 1 - P(no table collides) - P(exactly one does) = 1 - (1 - P)**L - L * P * (1 - P)**(L - 1), with P = p**K`
+# 'At least 2' is everything except 'none' and 'exactly one', and the number of colliding tables
+# is Binomial(L, P). Both of those two cases have a short closed form.
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# With P = p**K: no table collides with probability (1 - P)**L; for exactly one, count the L
+# choices of that table, which collides (P) while the other L - 1 miss.
 #
 # </details>
 
@@ -278,15 +289,16 @@ def inclusion_probability(p, K, L):
 
 
 # %%
-inclusion_probability = ex.reference_or("04.inclusion_probability", inclusion_probability)
-ex.check("04.inclusion_probability", inclusion_probability)
+inclusion_probability = ex.check("04.inclusion_probability", inclusion_probability)
+
+# %%
 lib_u = sh.inclusion_probability(p_curve, K, L)
 fine = lib_u > 1e-7  # where the formula as written holds; tiny u comes below
 print(f"(K, L) = ({K}, {L}), the {fine.sum()} of 181 angles where u > 1e-7: your u and the library's "
       f"{lessons.agree(inclusion_probability(p_curve[fine], K, L), lib_u[fine], within=1e-3, relative=True)}")
 
 # %%
-folded("Solution: inclusion_probability", f"```python\n{ex.solution('04.inclusion_probability')}```")
+lessons.folded("Solution: inclusion_probability", ex.solution("04.inclusion_probability"))
 
 # %% [markdown]
 # **Bottom line.** Under "at least 2 of L", $u$ depends on the angle alone; at (10, 150) it
@@ -329,7 +341,13 @@ print(f"K 5 -> 20 (L = 150): the 50% point moves {half[3] - half[4]:.0f} deg clo
 # sampled. MagicPIG hashes with one fixed draw, so the correction is right on average over
 # draws, not draw by draw (notebook 03's last part, "Going further: one draw of hyperplanes
 # against the formula", shows how far one draw can stray).
-#
+
+# %%
+cos_keys = np.array([0.9, 0.6, 0.3, 0.0])
+u_keys = sh.inclusion_probability(sh.collision_probability(cos_keys), K, L)  # from the cosine alone
+print(f"(K, L) = ({K}, {L}): " + ", ".join(f"cos {c:.1f}: u = {u:.3g}" for c, u in zip(cos_keys, u_keys)))
+
+# %% [markdown]
 # Notice what kind of probability `u` is. Notebook 01's sampler drew keys one at a time from a
 # distribution over keys, whose probabilities add up to 1. The hash does something else: it
 # produces a **set** $S$ of sampled keys, and each key is in $S$ or not, with its own
@@ -339,8 +357,15 @@ print(f"K 5 -> 20 (L = 150): the 50% point moves {half[3] - half[4]:.0f} deg clo
 # inclusions independent: keys close to each other fall on the same side of most hyperplanes,
 # so they tend to land in $S$ together. What the correction needs is only each key's own
 # $u_i$: the estimate weighs every key in $S$ by $w_i / u_i$, and a key that is in $S$ with
-# probability $u_i$ then counts $w_i$ on average, whatever the other keys do.
-#
+# probability $u_i$ then counts $w_i$ on average, whatever the other keys do. A query with 50
+# keys within 40 degrees of it, for instance:
+
+# %%
+close = np.cos(np.radians(np.linspace(0, 40, 50)))  # 50 keys between 0 and 40 degrees from the query
+print(f"sum of u over these 50 keys: {sh.inclusion_probability(sh.collision_probability(close), K, L).sum():.1f} (a "
+      "distribution would sum to 1)")
+
+# %% [markdown]
 # **Bottom line.** $u_i$ is the chance that key $i$ is in the sampled set; dividing by it makes
 # each key count its full weight on average, however the keys' inclusions are correlated.
 #
@@ -368,7 +393,7 @@ lessons.table(rows, formats={"u (stable)": "{:.3e}", "log u": "{:.2f}"})
 # %% [markdown]
 # ### Your turn: log u, for every key
 #
-# Difficulty 🔴🔴🔴🔴⚪ · Importance 🔵🔵🔵⚪⚪ · ~10 min
+# Difficulty 🔴🔴🔴🔴⚪ · Importance 🔵🔵🔵⚪⚪ · ~20 min
 #
 # Write `log_inclusion_probability(p, K, L)`: $\log u$ for the same $u$, elementwise on arrays
 # of `p` (a float may come back as a float or a 0-d array), within
@@ -378,10 +403,19 @@ lessons.table(rows, formats={"u (stable)": "{:.3e}", "log u": "{:.2f}"})
 # 2" are $\binom{L}{k} P^k (1-P)^{L-k}$ for $k = 2, \dots, L$; `math.lgamma(n + 1)` is
 # $\log n!$ (`math` is imported above).
 #
-# <details><summary>Hint</summary>
+# <details><summary>Hint 1: what to think about</summary>
 #
-# u = sum over k = 2..L of C(L, k) P^k (1 - P)^(L - k), with P = p**K; sum it in log space
-# (log C(L, k) from math.lgamma, then logsumexp) so that nothing over- or underflows
+# Subtracting from 1 is what loses a tiny u. Add up the positive terms of 'at least 2' instead,
+# one per number of colliding tables, and keep each as a logarithm so that neither the binomial
+# coefficient nor P**k over- or underflows. Then think about p = 0 and p = 1.
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# log C(L, k) = lgamma(L + 1) - lgamma(k + 1) - lgamma(L - k + 1); log(1 - P) =
+# np.log(-np.expm1(K * np.log(p))) stays accurate near P = 1; a log-sum-exp of terms t is m +
+# log(sum(exp(t - m))) with m their largest.
 #
 # </details>
 
@@ -392,14 +426,15 @@ def log_inclusion_probability(p, K, L):
 
 
 # %%
-log_inclusion_probability = ex.reference_or("04.log_inclusion_probability", log_inclusion_probability)
-ex.check("04.log_inclusion_probability", log_inclusion_probability)
+log_inclusion_probability = ex.check("04.log_inclusion_probability", log_inclusion_probability)
+
+# %%
 inside = angles < 180  # at 180 degrees u = 0: log u = -inf on both sides
 print(f"(K, L) = ({K}, {L}), {inside.sum()} angles below 180 deg: your log u and the library's "
       f"{lessons.agree(log_inclusion_probability(p_curve[inside], K, L), sh.log_inclusion_probability(p_curve[inside], K, L), within=1e-3)}")
 
 # %%
-folded("Solution: log_inclusion_probability", f"```python\n{ex.solution('04.log_inclusion_probability')}```")
+lessons.folded("Solution: log_inclusion_probability", ex.solution("04.log_inclusion_probability"))
 
 # %% [markdown]
 # **Bottom line.** Far from the query (160 and 175 degrees in the table above), $1 - P(0) - P(1)$
@@ -412,7 +447,17 @@ folded("Solution: log_inclusion_probability", f"```python\n{ex.solution('04.log_
 # query, and fast. But what they return is a set, fixed once the index is built: the same
 # query gets the same keys every time, and no key comes with a probability of having been
 # returned. A key is in or out depending on the graph's edges or the cluster boundaries, not
-# through a known function of its angle. There is no `u_i` to divide by, so their result can
+# through a known function of its angle. SimHash, by contrast, samples a different set with every
+# draw of hyperplanes, each key with its known $u$; here two draws on 2,000 random keys:
+
+# %%
+keys_demo = rng.standard_normal((2000, 64))
+q_demo = keys_demo[0] + 0.5 * rng.standard_normal(64)
+sets = [set(np.flatnonzero(sh.SimHash(64, K, L, seed).hits(q_demo, keys_demo) >= 2)) for seed in (1, 2)]
+print(f"two draws sample {len(sets[0])} and {len(sets[1])} keys, {len(sets[0] & sets[1])} of them in both")
+
+# %% [markdown]
+# A deterministic index has no `u_i` to divide by, so its result can
 # be used only as TopK is (notebook 01), with TopK's bias, or as the exact part of a hybrid
 # (notebook 01, §7). A randomised index could supply `u` in principle; SimHash's `u` is a
 # simple formula of the angle, and that is what makes the correction easy.
@@ -512,19 +557,17 @@ lessons.claims_table("04")
 # * One random hyperplane separates two vectors with probability θ/π, so a bit agrees with
 #   probability $p = 1 - \theta/\pi$; a table of K bits collides with probability $p^K$.
 # * Under "at least 2 of L tables", a key is sampled with probability $u$, a function of its
-#   angle to the query alone: an S-curve whose position both K and L move, and whose
-#   steepness mostly K sets.
-# * For far keys $u$ is tiny, and $1 - P(0) - P(1)$ loses it to rounding; summing the
-#   positive terms in log space keeps $\log u$, which is what the correction uses.
-# * $u$ is an inclusion probability: the sampled set $S$ has expected size $\sum_i u_i$, far
-#   above 1 for a real query, and keys close to each other get in together.
-# * Because $u$ is known for every sampled key, the estimate can divide by it; a
-#   deterministic index that returns a set with no known probabilities (HNSW, IVF) cannot be
-#   corrected that way.
+#   angle alone: an S-curve that K and L both move, and whose steepness mostly K sets.
+# * For far keys $1 - P(0) - P(1)$ loses $u$ to rounding; summing the positive terms in log
+#   space keeps $\log u$.
+# * $u$ is an inclusion probability: $S$ has expected size $\sum_i u_i$, and close keys get in
+#   together.
+# * SimHash knows $u$ for every sampled key, so the estimate can divide by it; a deterministic
+#   index (HNSW, IVF) cannot be corrected that way.
 # * Real, centred keys follow the formula key by key, but fill mostly the bottom of the S.
 #
-# **Next: notebooks 05a and 05b** do the accounting. 05a: what a cached token costs, how long reading
-# the cache takes, what MagicPIG's LSH tables add on top. 05b: how sequences share a fixed KV budget.
+# **Next: notebooks 05a and 05b** do the accounting: what a cached token costs and what MagicPIG's
+# tables add (notebook 05a), and how sequences share a fixed KV budget (notebook 05b).
 #
 # ## Going further
 #
@@ -577,7 +620,7 @@ RealSCurveWidget()
 
 # %% jupyter={"source_hidden": true}
 l45 = min(range(2, 200), key=lambda l_: abs(nb04.half_point_deg(10, l_) - 45))
-folded("Answer 1", f"**L = {l45}**: the 50% point is then at {nb04.half_point_deg(10, l45):.1f} deg "
+lessons.folded("Answer 1", f"**L = {l45}**: the 50% point is then at {nb04.half_point_deg(10, l45):.1f} deg "
        f"(L = {l45 - 1}: {nb04.half_point_deg(10, l45 - 1):.1f} deg, L = {l45 + 1}: "
        f"{nb04.half_point_deg(10, l45 + 1):.1f} deg). Fewer tables than the default {L} pull the cliff towards the query.")
 
@@ -588,7 +631,7 @@ folded("Answer 1", f"**L = {l45}**: the 50% point is then at {nb04.half_point_de
 # %% jupyter={"source_hidden": true}
 goal = nb04.half_point_deg(K, L)
 q2 = [(k_, nb04.l_for_half_point(k_, goal)) for k_ in (8, 10, 12, 14)]
-folded("Answer 2", f"To keep the 50% point at {goal:.1f} deg (the default's), n = {sh.NAPKIN_TOKENS:,}: "
+lessons.folded("Answer 2", f"To keep the 50% point at {goal:.1f} deg (the default's), n = {sh.NAPKIN_TOKENS:,}: "
        + "; ".join(f"K = {k_}: L = {l_:,}, L n / 2^K = {sh.expected_candidates(sh.NAPKIN_TOKENS, k_, l_):,.0f}"
                    for k_, l_ in q2)
        + f". Each 2 extra bits multiply L by about {q2[-1][1] / q2[-2][1]:.1f} (the keys near the "
@@ -604,7 +647,7 @@ folded("Answer 2", f"To keep the 50% point at {goal:.1f} deg (the default's), n 
 
 # %% jupyter={"source_hidden": true}
 u_orth1 = sh.inclusion_probability(0.5, K, L, 1)
-folded("Answer 3", f"u = {u_orth1:.3f}, against p^K = 0.5^{K} = {0.5 ** K:.5f} for one table: {u_orth1 / 0.5 ** K:.0f} times "
+lessons.folded("Answer 3", f"u = {u_orth1:.3f}, against p^K = 0.5^{K} = {0.5 ** K:.5f} for one table: {u_orth1 / 0.5 ** K:.0f} times "
        f"more. The key has {L} independent chances; for small p^K, 1 - (1 - p^K)^L is close to L p^K = {L * 0.5 ** K:.3f}, "
        "a little less because L p^K counts a hashing with two or more collisions more than once.")
 
@@ -612,7 +655,7 @@ folded("Answer 3", f"u = {u_orth1:.3f}, against p^K = 0.5^{K} = {0.5 ** K:.5f} f
 # **4.** Set K = 20 in the first widget. Why do the counted markers get wider error bars?
 
 # %% jupyter={"source_hidden": true}
-folded("Answer 4", f"The widget spends a fixed budget of sign bits per change, so at (K, L) = (20, {L}) it counts "
+lessons.folded("Answer 4", f"The widget spends a fixed budget of sign bits per change, so at (K, L) = (20, {L}) it counts "
        f"{explorer.mc_trials(20, L)} hashings per marker against {explorer.mc_trials(K, L)} at K = {K}. Fewer "
        "hashings, wider binomial intervals (at any K, widest for the markers where u is near 50%).")
 
@@ -628,7 +671,7 @@ stable = sh.inclusion_probability(p_grid, K, L)
 bad = np.abs(closed - stable) > 1e-3 * stable
 first_bad = p_grid[bad].max()
 below = p_grid <= first_bad
-folded("Answer 5", f"On a grid of 401 values of p from 0.5 down to 0.1, the closed form agrees with the stable value to 0.1% "
+lessons.folded("Answer 5", f"On a grid of 401 values of p from 0.5 down to 0.1, the closed form agrees with the stable value to 0.1% "
        f"down to p = {p_grid[~bad & ~below].min():.3f}; it first fails at p = {first_bad:.3f} (u = "
        f"{sh.inclusion_probability(first_bad, K, L):.1e}), and from there down it fails at {bad[below].mean():.0%} of the "
        "grid points, agreeing at the others only by luck. "
@@ -646,7 +689,7 @@ q6 = [(k_, l_, float(np.sum(sh.inclusion_probability(p_all, k_, l_))))
       for k_ in range(6, 13) for l_ in (50, 100, 150, 200, 250, 300)
       if sh.inclusion_probability(p_best, k_, l_) > 0.9]
 q6_best = min(q6, key=lambda row: row[2]) if q6 else None
-folded("Answer 6", "None of K 6-12, L 50-300 does it." if q6_best is None else
+lessons.folded("Answer 6", "None of K 6-12, L 50-300 does it." if q6_best is None else
        f"On a grid of K 6-12 and L 50, 100, ..., 300, {len(q6)} settings lift the closest key (cos "
        f"{curve.cos_all.max():.2f}) above u = 90%. The one that samples fewest keys is **(K, L) = ({q6_best[0]}, "
        f"{q6_best[1]})**, expecting {q6_best[2]:,.0f} of the {len(curve.cos_all):,} hashed keys "
@@ -663,7 +706,7 @@ near0 = np.abs(curve.cos_all) < 0.05
 u2_best, u1_best = sh.inclusion_probability(p_best, K, L, 2), sh.inclusion_probability(p_best, K, L, 1)
 u2_bulk = sh.inclusion_probability(p_all[near0], K, L, 2).mean()
 u1_bulk = sh.inclusion_probability(p_all[near0], K, L, 1).mean()
-folded("Answer 7", f"At ({K}, {L}): the closest key goes from u = {u2_best:.2f} to {u1_best:.2f} ({u1_best / u2_best:.1f} "
+lessons.folded("Answer 7", f"At ({K}, {L}): the closest key goes from u = {u2_best:.2f} to {u1_best:.2f} ({u1_best / u2_best:.1f} "
        f"times); the {near0.sum():,} keys with |cos| < 0.05 go on average from {u2_bulk:.4f} to {u1_bulk:.4f} "
        f"({u1_bulk / u2_bulk:.0f} times). In proportion the bulk gains far more: one lucky collision is what "
        "a distant key gets, and 'at least 2' is what shuts it out. The expected size of S goes from "

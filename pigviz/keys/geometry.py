@@ -46,6 +46,7 @@ __all__ = [
     "centring_mean",
     "unit_rows",
     "cone_width",
+    "cone_tightness",
     "HeadGeometry",
     "head_geometry",
     "geometry_table",
@@ -210,6 +211,11 @@ def cone_width(keys) -> float:
     if keys.ndim != 2 or len(keys) == 0:
         raise ValueError(f"keys must be a non-empty (n, d) array, got shape {keys.shape}")
     return float(np.linalg.norm(unit_rows(keys).mean(axis=0)))
+
+
+# Notebook 02's name for the same number (its exercise 02.cone_tightness): it grows as the keys bunch
+# more tightly, so "tightness" reads the right way round where "width" did not.
+cone_tightness = cone_width
 
 
 @dataclass

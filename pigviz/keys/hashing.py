@@ -7,9 +7,12 @@ first K bits of a table of ``K_max`` bits, and L tables are the first L of ``L_m
 (K, L) on a grid is therefore an honest SimHash of its own; neighbouring cells share
 hyperplanes, which correlates them but does not bias any of them.
 
-Keys are the hashed ones (``key_geometry.non_exact_mask``: neither the first 4 sinks nor the
-last 64), centred on their own mean as ``pigviz.lsh.index.build_index`` centres them
-(``key_geometry.centring_mean``). The query is never centred.
+Each query hashes its own keys (``query_hashed_mask``): those after the first 4 sinks and before
+its own window, the 64 positions ending at the query, which it reads exactly (MagicPIG keeps the
+sinks, the recent tokens and every generated token out of its tables). For the last captured
+query these are ``key_geometry.non_exact_mask``'s keys; an earlier query hashes up to 63 fewer.
+Keys are centred on the mean of the last query's hashed keys, as ``pigviz.lsh.index.build_index``
+centres them (``key_geometry.centring_mean``). The query is never centred.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from pigviz.lsh import simhash as sh
 
 __all__ = [
     "MAX_PREFIX_BITS",
+    "query_hashed_mask",
     "HashAgreement",
     "agreement_prefix",
     "sampled_in",
@@ -68,6 +72,37 @@ __all__ = [
 
 # Most bits per table the counting supports: agreement lengths come from a 2**bits lookup table.
 MAX_PREFIX_BITS = 16
+
+
+# --------------------------------------------------------------------------- which keys a query hashes
+
+
+def query_hashed_mask(query_positions, n: int, sinks: int = EXACT_SINKS, recent: int = EXACT_RECENT) -> np.ndarray:
+    """``(queries, n)`` bool: the keys that the query at each position hashes, the ones after the
+    first ``sinks`` and before its own window of the ``recent`` positions ending at it (it reads
+    the sinks and that window exactly; keys after it are its future). ValueError if a query would
+    hash no key."""
+    n = check_int("n", n, 1)
+    pos = np.asarray(query_positions, dtype=np.int64).reshape(-1)
+    if pos.size and (pos.min() < 0 or pos.max() >= n):
+        raise ValueError(f"query_positions must lie in [0, {n - 1}], got {pos.min()} to {pos.max()}")
+    key = np.arange(n)[None, :]
+    mask = (key >= check_int("sinks", sinks, 0)) & (key <= pos[:, None] - check_int("recent", recent, 0))
+    empty = ~mask.any(axis=1)
+    if empty.any():
+        raise ValueError(
+            f"the query at position {int(pos[empty][0])} hashes no key: it needs more than sinks + recent = "
+            f"{sinks + recent} keys before it"
+        )
+    return mask
+
+
+def _queries_and_masks(views, hashed, query_stride: int):
+    """The ``query_stride``-th queries of every head in ``views``, stacked, and for each the mask
+    of the columns of ``hashed`` (the last query's hashed keys) that it hashes itself."""
+    queries = np.concatenate([v.queries[::query_stride] for v in views])
+    positions = np.concatenate([v.positions[::query_stride] for v in views])
+    return queries, query_hashed_mask(positions, views[0].n)[:, hashed]
 
 
 # --------------------------------------------------------------------------- hashing real vectors
@@ -169,9 +204,12 @@ class CollisionGrid:
     variant ("raw", "centred"), captured layer (all its query heads), K and L.
 
     ``measured`` and ``formula``: ``(variant, layer, K, L, min_hits - 1)`` for min_hits 1 and 2,
-    the mean over (query, key) pairs of the counted outcome and of the formula's probability.
-    ``weight_share``: ``(variant, layer, K, L)``, the share of the hashed keys' attention
-    weight that sits on keys sampled (>= 2 hits), averaged over queries."""
+    per query the share of the keys it hashes (``query_hashed_mask``) that are counted sampled, and
+    the formula's mean probability over them, averaged over the queries. ``weight_share``:
+    ``(variant, layer, K, L)``, the share of the weight on a query's hashed keys that sits on keys
+    sampled (>= 2 hits), averaged over queries. ``n_keys``: the keys the last query hashes (the
+    most any counted query hashes); ``n_pairs``: the (query, key) pairs counted per layer;
+    ``pairs_hit``: shaped as ``measured``, how many of them collided (int)."""
 
     Ks: tuple
     Ls: tuple
@@ -181,6 +219,8 @@ class CollisionGrid:
     measured: np.ndarray
     formula: np.ndarray
     weight_share: np.ndarray
+    n_pairs: int
+    pairs_hit: np.ndarray
 
     def _cell(self, K, L):
         if K not in self.Ks or L not in self.Ls:
@@ -232,7 +272,8 @@ def half_point_cos(K: int, L: int, min_hits: int = 2) -> float:
 def collision_grid(cap, Ks=GRID_K, Ls=GRID_L, query_stride: int = 8, seed: int = 0) -> CollisionGrid:
     """Hash every hashed key of every captured head with ``max(Ls)`` tables of ``max(Ks)`` bits
     (one draw per layer, shared by raw and centred keys) and count, for every ``query_stride``-th
-    captured query, the keys sharing its bucket; smaller K and L use the first bits and tables."""
+    captured query, the keys it hashes (``query_hashed_mask``) that share its bucket; smaller K
+    and L use the first bits and tables."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     Ks = tuple(sorted({check_int("Ks entry", k, 1, MAX_PREFIX_BITS) for k in Ks}))
@@ -244,14 +285,16 @@ def collision_grid(cap, Ks=GRID_K, Ls=GRID_L, query_stride: int = 8, seed: int =
     measured = np.zeros((2, n_layers, len(Ks), len(Ls), 2))
     formula = np.zeros_like(measured)
     share = np.zeros((2, n_layers, len(Ks), len(Ls)))
+    pairs_hit = np.zeros(measured.shape, dtype=np.int64)
     curves = np.array([[[_formula_on_bins(K, L, m) for m in (1, 2)] for L in Ls] for K in Ks])
     groups = _counter_groups(Ks, K_max, L_max)
     n_queries = 0
     for row, layer in enumerate(cap.layers):
         views = [head_view(cap, layer, h) for h in cap.query_heads[row]]
         hashed = non_exact_mask(views[0].n)
-        queries = np.concatenate([v.queries[::query_stride] for v in views])
-        weights = np.concatenate([v.attention_weights()[::query_stride][:, hashed] for v in views])
+        queries, own = _queries_and_masks(views, hashed, query_stride)
+        n_own = own.sum(axis=1)
+        weights = np.concatenate([v.attention_weights()[::query_stride][:, hashed] for v in views]) * own
         weights /= weights.sum(axis=1, keepdims=True)
         n_queries = len(queries)
         rng = np.random.default_rng(check_int("seed", seed, 0) + layer)
@@ -263,20 +306,26 @@ def collision_grid(cap, Ks=GRID_K, Ls=GRID_L, query_stride: int = 8, seed: int =
             for c in range(0, len(queries), 8):
                 x = (q_codes[c : c + 8, :, None] ^ k_codes[None]).numpy()  # (queries, tables, keys)
                 w = weights[c : c + 8, None, :]
+                mine, n_mine = own[c : c + 8, None, :], n_own[c : c + 8, None]
                 for members, bits, table in groups:
                     packed = table[x].reshape(x.shape[0], -1, block, x.shape[2]).sum(2)
                     packed = packed.cumsum(1)[:, at]  # (queries, Ls, keys)
                     for j, ki in enumerate(members):
                         hits = (packed >> (bits * j)) & ((1 << bits) - 1)
                         for m in (1, 2):
-                            measured[vi, row, ki, :, m - 1] += (hits >= m).mean(2).sum(0)
+                            hit = ((hits >= m) & mine).sum(2)  # (queries, Ls)
+                            measured[vi, row, ki, :, m - 1] += (hit / n_mine).sum(0)
+                            pairs_hit[vi, row, ki, :, m - 1] += hit.sum(0)
                         share[vi, row, ki] += ((hits >= 2) * w).sum((0, 2))
             cos = unit_rows(queries) @ unit_rows(keys).T
-            hist = np.histogram(cos, bins=_FORMULA_BINS, range=(-1.0, 1.0))[0] / cos.size
+            per_query = own / n_own[:, None]  # each query's keys count 1 / (its keys) each
+            hist = np.histogram(cos, bins=_FORMULA_BINS, range=(-1.0, 1.0), weights=per_query)[0] / n_queries
             formula[vi, row] = curves @ hist  # (K, L, min_hits)
     measured /= n_queries
     share /= n_queries
-    return CollisionGrid(Ks, Ls, list(cap.layers), n_queries, int(hashed.sum()), measured, formula, share)
+    return CollisionGrid(
+        Ks, Ls, list(cap.layers), n_queries, int(hashed.sum()), measured, formula, share, int(own.sum()), pairs_hit
+    )
 
 
 def _counter_groups(Ks, K_max: int, L_max: int):
@@ -308,10 +357,12 @@ def shipped_collision_grid() -> CollisionGrid:
 class DrawScatter:
     """The collision rate one draw of hyperplanes gives, over many independent draws.
 
-    ``rates``: ``(variant, layer, draw, min_hits - 1)``, the share of (query, key) pairs that
-    share a bucket in at least ``min_hits`` of ``L`` tables of ``K`` bits, one entry per draw.
-    ``formula``: ``(variant, layer, min_hits - 1)``, the formula's mean over the same pairs:
-    what the rates average to over draws. The same draw is used for raw and centred keys."""
+    ``rates``: ``(variant, layer, draw, min_hits - 1)``, per query the share of the keys it
+    hashes (``query_hashed_mask``) that share its bucket in at least ``min_hits`` of ``L`` tables
+    of ``K`` bits, averaged over the queries, one entry per draw. ``formula``: ``(variant, layer,
+    min_hits - 1)``, the formula's mean over the same pairs: what the rates average to over
+    draws. The same draw is used for raw and centred keys. ``n_keys``: the keys the last query
+    hashes (of the subsample); ``n_pairs``: the (query, key) pairs counted per layer."""
 
     layers: list
     K: int
@@ -320,6 +371,7 @@ class DrawScatter:
     n_keys: int
     rates: np.ndarray
     formula: np.ndarray
+    n_pairs: int
 
     @property
     def n_draws(self) -> int:
@@ -344,6 +396,14 @@ class DrawScatter:
         """Per layer, the standard deviation of one draw's rate over the mean rate."""
         r = self.per_layer(variant, min_hits)
         return r.std(axis=1, ddof=1) / np.maximum(r.mean(axis=1), 1e-300)
+
+    def independent_spread(self, variant: str, min_hits: int = 1) -> np.ndarray:
+        """Per layer, the spread (SD / mean) one draw's rate would have if the pairs collided
+        independently, each with the formula's mean probability f: binomial, sqrt(f (1 - f) / N) / f
+        over the N pairs counted. Pairs with different probabilities spread less, so this is an
+        upper bound for independent pairs."""
+        f = self.formula_per_layer(variant, min_hits)
+        return np.sqrt(f * (1 - f) / self.n_pairs) / np.maximum(f, 1e-300)
 
 
 def collision_rate_draws(
@@ -373,7 +433,12 @@ def collision_rate_draws(
     for row, layer in enumerate(cap.layers):
         views = [head_view(cap, layer, h) for h in cap.query_heads[row]]
         hashed = non_exact_mask(views[0].n)
-        queries = np.concatenate([v.queries[::query_stride] for v in views])
+        queries, own = _queries_and_masks(views, hashed, query_stride)
+        own = own[:, ::key_stride]
+        n_own = own.sum(axis=1)
+        if not n_own.all():
+            raise ValueError(f"key_stride = {key_stride} leaves a query without a hashed key in the subsample")
+        own_t, n_own_t = torch.from_numpy(own), torch.from_numpy(n_own).double()
         keys = {variant: views[0].keys_as(variant)[hashed][::key_stride] for variant in VARIANTS}
         n_queries, n_keys = len(queries), len(keys["raw"])
         rng = np.random.default_rng(check_int("seed", seed, 0) + layer)
@@ -385,17 +450,19 @@ def collision_rate_draws(
                 k_codes = _codes(keys[variant], planes, L, K).to(small)  # (keys, L)
                 hits = torch.count_nonzero(q_codes[:, None, :] == k_codes[None], dim=2)  # (queries, keys)
                 for m in (1, 2):
-                    rates[vi, row, draw, m - 1] = (hits >= m).double().mean().item()
+                    per_query = ((hits >= m) & own_t).sum(dim=1).double() / n_own_t
+                    rates[vi, row, draw, m - 1] = per_query.mean().item()
         curves = np.array([_formula_on_bins(K, L, m) for m in (1, 2)]) if K <= MAX_PREFIX_BITS else None
         for vi, variant in enumerate(VARIANTS):
             cos = unit_rows(queries) @ unit_rows(keys[variant]).T
+            per_query = own / n_own[:, None] / n_queries  # the mean over queries of each one's mean
             if curves is not None:  # binned as in collision_grid: bins 0.001 wide
-                hist = np.histogram(cos, bins=_FORMULA_BINS, range=(-1.0, 1.0))[0] / cos.size
+                hist = np.histogram(cos, bins=_FORMULA_BINS, range=(-1.0, 1.0), weights=per_query)[0]
                 formula[vi, row] = curves @ hist
             else:
                 p = sh.collision_probability(cos)
-                formula[vi, row] = [sh.inclusion_probability(p, K, L, m).mean() for m in (1, 2)]
-    return DrawScatter(list(cap.layers), K, L, n_queries, n_keys, rates, formula)
+                formula[vi, row] = [np.sum(sh.inclusion_probability(p, K, L, m) * per_query) for m in (1, 2)]
+    return DrawScatter(list(cap.layers), K, L, n_queries, n_keys, rates, formula, int(own.sum()))
 
 
 @functools.lru_cache(maxsize=1)
@@ -608,7 +675,8 @@ class ScanFormula:
     shares the query's bucket in one table with probability p_i**K), over the hashed keys, for the
     queries ``collision_grid`` counts. Unlike ``L n / 2**K`` it needs no evenly filled buckets.
 
-    ``per_query_sum``: ``(variant, layer, K)``, the mean over those queries of ``sum_i p_i**K``."""
+    ``per_query_sum``: ``(variant, layer, K)``, the mean over those queries of ``sum_i p_i**K``, each
+    over the keys it hashes (``query_hashed_mask``)."""
 
     Ks: tuple
     layers: list
@@ -638,11 +706,12 @@ def scan_formula(cap, Ks=GRID_K, query_stride: int = 8) -> ScanFormula:
     for row, layer in enumerate(cap.layers):
         views = [head_view(cap, layer, h) for h in cap.query_heads[row]]
         hashed = non_exact_mask(views[0].n)
-        queries = unit_rows(np.concatenate([v.queries[::query_stride] for v in views]))
+        queries, own = _queries_and_masks(views, hashed, query_stride)
+        queries = unit_rows(queries)
         n_queries, n_keys = len(queries), int(hashed.sum())
         for vi, variant in enumerate(VARIANTS):
             p = sh.collision_probability(np.clip(queries @ unit_rows(views[0].keys_as(variant)[hashed]).T, -1, 1))
-            sums[vi, row] = [(p**K).sum(axis=1).mean() for K in Ks]
+            sums[vi, row] = [(p**K * own).sum(axis=1).mean() for K in Ks]
     return ScanFormula(Ks, list(cap.layers), n_queries, n_keys, sums)
 
 
@@ -653,16 +722,18 @@ def shipped_scan_formula() -> ScanFormula:
 
 
 def hashed_weight_share(cap, query_stride: int = 8) -> np.ndarray:
-    """``(layer, query head)``: the share of the attention weight that falls on the hashed keys
-    (outside the exact set), mean over every ``query_stride``-th captured query: the part of the
-    output that hashing has to find at all. The rest sits on the sinks and the recent tokens."""
+    """``(layer, query head)``: the share of the attention weight that falls on the keys a query
+    hashes (``query_hashed_mask``: outside its exact set), mean over every ``query_stride``-th
+    captured query: the part of the output that hashing has to find at all. The rest sits on the
+    sinks and on the query's own window of recent tokens, which it reads exactly."""
     query_stride = check_int("query_stride", query_stride, 1)
     out = []
     for layer, heads in zip(cap.layers, cap.query_heads):
         row = []
         for h in heads:
             view = head_view(cap, layer, h)
-            row.append(float(view.attention_weights()[::query_stride][:, non_exact_mask(view.n)].sum(axis=1).mean()))
+            own = query_hashed_mask(view.positions[::query_stride], view.n)
+            row.append(float((view.attention_weights()[::query_stride] * own).sum(axis=1).mean()))
         out.append(row)
     return np.array(out)
 

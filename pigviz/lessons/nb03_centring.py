@@ -13,7 +13,6 @@ from pigviz.keys.geometry import (
     SHIFT_TOL_FP32,
     SHIFT_TOL_FP64,
     VARIANTS,
-    cos_with_query,
     geometry_table,
     head_view,
     non_exact_mask,
@@ -43,11 +42,23 @@ __all__ = [
     "weight_table",
     "error_table",
     "draws_table",
-    "independent_spread",
     "closest_centred_cell",
-    "missed_weight",
     "span",
+    "PROSE_DEFINED",
 ]
+
+# Numbers the markdown writes that are not measured: MagicPIG's parameters, the model's and the
+# capture's fixed facts, a citation, the exercises' test values.
+PROSE_DEFINED = {
+    "10": "MagicPIG's default K, pigviz.lsh.simhash.DEFAULT_K",
+    "150": "MagicPIG's default L, pigviz.lsh.simhash.DEFAULT_L",
+    "300": "the largest L of the grid, pigviz.keys.geometry.GRID_L",
+    "64": "the head dimension of SmolLM2-135M, and the exact window EXACT_RECENT of 64 positions",
+    "2025": "the MagicPIG paper's year (ICLR 2025)",
+    "0.1%": "the raw collision rate the MagicPIG paper reports for its model (a citation)",
+    "19": "the layer of the head notebooks 02 to 04 draw (layer 19, head 6)",
+    "1000": "how far apart the softmax check's rows sit (pigviz/lessons/exercises/nb03.py)",
+}
 
 # Answer 4's raw setting: the widest buckets of the grid, with the most tables.
 ANSWER4_RAW = (6, 300)
@@ -90,9 +101,9 @@ def claims() -> list:
     inside = (draws_raw.min(1) <= table_raw) & (table_raw <= draws_raw.max(1))
     fp32 = below(shift["fp32"] / shift["scale"], SHIFT_TOL_FP32)
     # One draw's variance over that of independent pairs (binomial: at most p(1 - p) / N).
-    excess = {v: independent_spread(draws, v)[1] for v in VARIANTS}
+    excess = {v: (draws.relative_spread(v, 1) / draws.independent_spread(v, 1)) ** 2 for v in VARIANTS}
     sink_rows = slice(1, None)  # the captured layers after layer 2, which has no sink
-    raw2_pairs = grid.per_layer("measured", "raw", K, L, 2) * grid.n_queries * grid.n_keys
+    raw2_pairs = grid.pairs_hit[0, :, grid.Ks.index(K), grid.Ls.index(L), 1]
     outside = hashed_weight_share(cap).mean(axis=1)
     errors = shipped_output_errors()
     err = {m: errors.mean_error(m) for m in ("exact only", "raw", "centred")}
@@ -102,6 +113,7 @@ def claims() -> list:
     ws4_raw, ws4_cen = grid.mean("weight_share", "raw", *ANSWER4_RAW), grid.mean("weight_share", "centred", k4, l4)
     wide_ws = {v: grid.mean("weight_share", v, wide_K, wide_L) for v in VARIANTS}
     sink_cut = (err["exact only"][sink_rows] / err["centred"][sink_rows]).ravel()
+    layer2 = {m: float(err[m][0].mean()) for m in err}  # layer 2, no sink: the first captured layer
     sink_raw2 = grid.per_layer("measured", "raw", K, L, 2)[sink_rows]
     sink_cen2 = grid.per_layer("measured", "centred", K, L, 2)[sink_rows]
     sink_cen1 = grid.per_layer("measured", "centred", K, L, 1)
@@ -137,7 +149,7 @@ def claims() -> list:
         Claim("03", f"Centred keys in it, >= 2 of {L} tables: over 10x the raw rate", cen2 > 10 * raw2, f"{cen2:.2%}"),
         Claim(
             "03",
-            "Attention weight on the keys sampled (not exact): raw vs centred",
+            "Weight outside the exact set that the sampled keys carry (share of it, not of all weight): raw vs centred",
             ws_cen > 0.3 and ws_cen > 3 * ws_raw,
             f"{ws_raw:.1%} vs {ws_cen:.1%}",
         ),
@@ -149,7 +161,7 @@ def claims() -> list:
         ),
         Claim(
             "03",
-            "Attention weight outside the exact set: layer 2 vs the sink layers",
+            "Attention weight outside each query's exact set (sinks + its last 64): layer 2 vs the sink layers",
             outside[0] > 0.5 and outside[sink_rows].max() < 0.15,
             f"{outside[0]:.0%} vs {span(outside[sink_rows], '{:.1%}')}",
         ),
@@ -166,6 +178,12 @@ def claims() -> list:
             f"...centred hashing beats the exact set alone in every head (mean of {len(errors.seeds)} draws)",
             bool(np.all(err["centred"] < err["exact only"])),
             f"error {span((err['exact only'] / err['centred']).ravel(), '{:.1f}x')} smaller",
+        ),
+        Claim(
+            "03",
+            "Layer 2 (no sink): raw hashing already cuts the exact set's error, centred hashing more",
+            layer2["raw"] < layer2["exact only"] and layer2["centred"] < layer2["raw"],
+            f"exact set {layer2['exact only']:.3f}, raw {layer2['raw']:.3f}, centred {layer2['centred']:.3f}",
         ),
         Claim(
             "03",
@@ -229,6 +247,7 @@ def claims() -> list:
             f"Mean over {draws.n_draws} draws matches the formula (>= 1, >= 2; raw, centred; all layers)",
             gaps.max() < 4,
             f"max gap {gaps.max():.1f} SE",
+            quotes=(f"{draws.n_draws} draws",),
         ),
         Claim(
             "03",
@@ -248,6 +267,7 @@ def claims() -> list:
             "...there the gap is smallest; raw keys sampled carry most, not all, of the weight (vs centred)",
             abs(wide_cen / wide_raw - gain.min()) < 1e-9 and wide_raw < 0.5 and wide_ws["raw"] < wide_ws["centred"],
             f"{wide_cen / wide_raw:.1f}x; weight {wide_ws['raw']:.0%} vs {wide_ws['centred']:.2%}",
+            quotes=(f"K = {wide_K}, L = {wide_L}",),
         ),
         Claim(
             "03",
@@ -324,7 +344,8 @@ def collision_table(grid, K: int, L: int):
         rows,
         formats={c: pct for c in (">= 1 counted", ">= 1 formula", ">= 2 counted", ">= 2 formula")},
         caption=f"(K, L) = ({K}, {L}): share of the hashed keys that share the query's bucket in >= 1 and >= 2 "
-        f"tables; {grid.n_queries} queries against {grid.n_keys:,} hashed keys per layer",
+        f"tables; {grid.n_queries} queries per layer, each against the keys before its own window of "
+        f"{EXACT_RECENT} (at most {grid.n_keys:,})",
     )
 
 
@@ -334,21 +355,21 @@ def paper_table(grid, K: int, L: int):
     raw1 = grid.per_layer("measured", "raw", K, L, 1)
     raw2 = grid.per_layer("measured", "raw", K, L, 2)
     cen2 = grid.per_layer("measured", "centred", K, L, 2)
-    pairs = grid.n_queries * grid.n_keys
+    counted = grid.pairs_hit[0, :, grid.Ks.index(K), grid.Ls.index(L), 1]
     return table(
         [
             {
                 "layer": layer,
                 "raw >= 1": r1,
                 "vs 0.1%": "above" if r1 > 0.001 else "below",
-                "raw >= 2: pairs counted": int(round(r2 * pairs)),
+                "raw >= 2: pairs counted": int(n2),
                 "centred / raw, >= 2": _two_significant(c2 / r2) + "x" if r2 > 0 else "no raw pair",
             }
-            for layer, r1, r2, c2 in zip(grid.layers, raw1, raw2, cen2)
+            for layer, r1, r2, c2, n2 in zip(grid.layers, raw1, raw2, cen2, counted)
         ],
         formats={"raw >= 1": "{:.2%}", "raw >= 2: pairs counted": "{:,}"},
-        caption=f"(K, L) = ({K}, {L}); {grid.n_queries} queries x {grid.n_keys:,} hashed keys = {pairs:,} pairs "
-        "per layer",
+        caption=f"(K, L) = ({K}, {L}); {grid.n_pairs:,} (query, key) pairs per layer ({grid.n_queries} queries, "
+        "each against the keys it hashes)",
     )
 
 
@@ -368,7 +389,8 @@ def weight_table(grid, hashed_share, K: int, L: int):
     return table(
         rows,
         formats={c: "{:.1%}" for c in rows[0] if c != "layer"},
-        caption=f"(K, L) = ({K}, {L}); mean over the {grid.n_queries} queries of each layer, one draw of hyperplanes",
+        caption=f"(K, L) = ({K}, {L}); mean over the {grid.n_queries} queries of each layer, each with its own exact "
+        f"set (the sinks and its last {EXACT_RECENT} positions); one draw of hyperplanes",
     )
 
 
@@ -433,41 +455,6 @@ def draws_table(draws):
             "highest draw": pct,
             "spread (SD / mean)": "{:.0%}",
         },
-        caption=f"{draws.n_draws} draws per layer, {draws.n_queries} queries x {draws.n_keys:,} keys; share of pairs "
-        f"colliding in >= 1 of {draws.L} tables of {draws.K} bits",
+        caption=f"{draws.n_draws} draws per layer, {draws.n_pairs:,} (query, key) pairs ({draws.n_queries} queries, "
+        f"a subsample of the keys each hashes); share colliding in >= 1 of {draws.L} tables of {draws.K} bits",
     )
-
-
-def independent_spread(draws, variant: str, min_hits: int = 1):
-    """If pairs collided independently, one draw's rate would spread (SD / mean) by at most this,
-    per layer (binomial: sqrt(p (1 - p) / N) / p); and the measured variance over that one's."""
-    f = draws.formula_per_layer(variant, min_hits)
-    independent = np.sqrt(f * (1 - f) / (draws.n_queries * draws.n_keys)) / f
-    return independent, (draws.relative_spread(variant, min_hits) / independent) ** 2
-
-
-def missed_weight(view, K: int, L: int, edges=(-1.0, 0.1, 0.2, 0.3, 1.0)) -> dict:
-    """Answer 5: for the last query of ``view`` and its centred hashed keys, the share of their
-    attention weight the formula expects hashing to miss, split by cosine with the query, and how
-    many keys lie past the S-curve's 50% point."""
-    hashed = non_exact_mask(view.n)
-    cos = cos_with_query(view, -1, "centred")[hashed]
-    w = view.attention_weights()[-1][hashed]
-    w = w / w.sum()
-    u = simhash.inclusion_probability(simhash.collision_probability(cos), K, L)
-    missed = w * (1 - u)
-    rows = []
-    for a, b in zip(edges[:-1], edges[1:]):
-        m = (cos >= a) & (cos < b)
-        rows.append(
-            {
-                "from": a,
-                "to": b,
-                "keys": int(m.sum()),
-                "weight": float(w[m].sum()),
-                "mean u": float(u[m].mean()) if m.any() else float("nan"),
-                "share of the missed weight": float(missed[m].sum() / missed.sum()),
-            }
-        )
-    half = simhash.crossing_cos(K, L, 2)
-    return {"missed": float(missed.sum()), "bins": rows, "half": float(half), "beyond_half": int((cos > half).sum())}

@@ -37,8 +37,51 @@ __all__ = [
     "INFORMATIVE_U",
     "marker_test_rows",
     "marker_test_table",
-    "marker_story",
+    "PROSE_DEFINED",
 ]
+
+# Numbers the markdown writes that are not measured: MagicPIG's parameters, the checks' settings,
+# the exercises' test values and tolerances.
+PROSE_DEFINED = {
+    "10": "MagicPIG's default K, pigviz.lsh.simhash.DEFAULT_K",
+    "150": "MagicPIG's default L, pigviz.lsh.simhash.DEFAULT_L",
+    "64": "the dimension the checks hash in (the head dimension of SmolLM2-135M)",
+    "300": "hashings per marker (n_trials)",
+    "0.001": "the band of informative u, INFORMATIVE_U, and a test value of the log exercise",
+    "0.999": "the band of informative u, INFORMATIVE_U",
+    "0.3": "0.001 x 300: hits expected at the edge of the informative band",
+    "0.01": "the significance level the marker reading uses",
+    "20,000": "hyperplanes the bit check draws (n_planes)",
+    "370": "1 / P(|z| > 3) for a normal z, about 370.4: a fact of the normal distribution",
+    "15": "the step of the checked angles, 0, 15, ..., 180 degrees (CHECK_ANGLES_DEG)",
+    "180": "the largest angle",
+    "175": "an angle of the log-space table (a parameter)",
+    "90%": "the top of the S-curve's 10% -> 90% climb, and Question 6's target",
+    "95%": "the level of the markers' error bars",
+    "0.9": "the cosine of the one-table example",
+    "1.0": "the clip bounds of a cosine, in the bit_agreement hint",
+    "1.0000000000000002": "a cosine rounded past 1, a case of the bit_agreement check",
+    "1e-3": "the inclusion_probability check's relative tolerance",
+    "1e-7": "the smallest u the inclusion_probability check uses",
+    "4e-13": "u at p = 0.15, K = 10, L = 150, a case of the log check (tests/lessons/test_nb04_exercises.py)",
+    "0.15": "a case of the log check",
+    "1e-56": "u at p = 0.001, a case of the log check",
+    "1000": "the largest L the log check uses",
+    "50": "the keys of the illustrative query (a parameter of the cell)",
+    "40": "the angle the illustrative query's keys lie within (a parameter of the cell)",
+    "19": "the layer of the real query (SCURVE_HEAD, layer 19, head 6)",
+    "200": "hashings of the real S-curve (real_scurve's n_hashings)",
+    "96k": "the context notebook 05a follows, NAPKIN_TOKENS = 96 x 1,024",
+    "96": "NAPKIN_TOKENS = 96 x 1,024",
+    "1,024": "NAPKIN_TOKENS = 96 x 1,024",
+    "98,304": "NAPKIN_TOKENS = 96 x 1,024 = 98,304",
+    "45": "Question 1's target angle",
+    "2,000": "the random keys of the two-draws cell (a parameter of the cell)",
+    "20": "Question 4's K",
+    "0.5": "Question 5's range of p",
+    "0.1": "Question 5's range of p",
+}
+
 
 # An angle whose u lies outside this range expects fewer than 0.3 hits (or misses) in 300
 # hashings: its count can hardly differ from the formula, so its p-value says next to nothing.
@@ -140,48 +183,6 @@ def marker_test_table(counted: dict) -> Table:
     )
 
 
-def _runs_above(mc, informative: np.ndarray, at: int) -> list[float]:
-    """The informative angles next to ``at`` (itself included) whose counts all sit on the same
-    side of the formula as the count at ``at``: one stretch of a correlated draw."""
-    side = np.sign(mc.freq - mc.expected)
-    i, j = at, at
-    while i - 1 >= 0 and informative[i - 1] and side[i - 1] == side[at]:
-        i -= 1
-    while j + 1 < len(side) and informative[j + 1] and side[j + 1] == side[at]:
-        j += 1
-    return [float(a) for a in mc.angle_deg[i : j + 1]]
-
-
-def marker_story(counted: dict, alpha: float = 0.01) -> str:
-    """What the counted markers' p-values can and cannot say (markdown), every number computed."""
-    lo, hi = INFORMATIVE_U
-    rows = {r["rule"]: r for r in marker_test_rows(counted)}
-    m = min(counted, key=lambda k: rows[f">= {k} of L"]["smallest p-value"])  # the curve with the worst angle
-    mc, row = counted[m], rows[f">= {m} of L"]
-    informative = (mc.expected > lo) & (mc.expected < hi)
-    n_inf = int(informative.sum())
-    worst = int(np.argmin(mc.p_values()))
-    run = _runs_above(mc, informative, worst)
-    side = "above" if mc.freq[worst] > mc.expected[worst] else "below"
-    run_text = (
-        f"here the counts at {', '.join(f'{a:g}' for a in run[:-1])} and {run[-1]:g} degrees all came out {side} "
-        "the formula"
-        if len(run) > 1
-        else "one angle's luck spills over to its neighbours"
-    )
-    return (
-        f"Only {n_inf} of the {row['angles']} angles of the 'at least {m} of L' curve have a $u$ between {lo:g} and "
-        f"{1 - lo:g}; at the others the formula expects fewer than {lo * mc.n_trials:.1f} hits (or misses) in "
-        f"{mc.n_trials} hashings, so the count can hardly differ from it and the p-value says little. "
-        f"The informative angles are not independent either: within one hashing every key is hashed with the same "
-        f"hyperplanes, so a lucky draw lifts neighbouring angles together ({run_text}). "
-        f"The smallest p-value is at {row['at (deg)']:g} degrees: {row['hits counted']} hits where "
-        f"{row['hits expected']:.2f} were expected, p = {row['smallest p-value']:.3f}. By chance alone the smallest "
-        f"of {n_inf} p-values falls below {alpha:g} at most {n_inf * alpha:.0%} of the time ({n_inf} x {alpha:g}, "
-        f"however they are correlated); a wrong formula would drive them towards zero at many angles at once."
-    )
-
-
 def claims() -> list:
     """Notebook 04's headline numbers: the formulas, then the real query."""
     return formula_claims() + real_query_claims()
@@ -211,12 +212,12 @@ def formula_claims() -> list:
     )
 
     check_cos = np.cos(np.radians(CHECK_ANGLES_DEG))
-    bits = monte_carlo_bit_agreement(check_cos, n_planes=20_000, seed=0)
+    bits = monte_carlo_bit_agreement(check_cos, n_planes=20_000, seed=0, dim=64)
     z_bits = np.max(np.abs(bits.z_scores()))
     out.append(
         Claim(
             "04",
-            "Counting 20,000 random hyperplanes matches p = 1 - theta/pi at every angle (|z| < 3)",
+            "Counting 20,000 random hyperplanes in 64 dimensions matches p = 1 - theta/pi at every angle (|z| < 3)",
             bool(z_bits < 3),
             f"max |z| = {z_bits:.2f}",
         )
@@ -279,11 +280,13 @@ def formula_claims() -> list:
             "Requiring 2 hits narrows the 10%-to-90% climb of the S-curve (degrees)",
             w2 < w1,
             f"{w1:.2f} -> {w2:.2f} deg",
+            quotes=(f"{w1:.1f}", f"{w2:.1f}"),
         )
     )
 
-    counted = {m: monte_carlo_inclusion(MARKER_COS, K, L, m, n_trials=300, seed=m) for m in (1, 2)}
-    for row in marker_test_rows(counted):
+    counted = {m: monte_carlo_inclusion(MARKER_COS, K, L, m, n_trials=300, seed=m, dim=64) for m in (1, 2)}
+    rows = marker_test_rows(counted)
+    for row in rows:
         informative = row[f"with {INFORMATIVE_U[0]:g} < u < {1 - INFORMATIVE_U[0]:g}"]
         out.append(
             Claim(
@@ -292,8 +295,20 @@ def formula_claims() -> list:
                 row["smallest p-value"] > 1e-3,
                 f"p = {row['smallest p-value']:.3f} at {row['at (deg)']:g} deg "
                 f"({row['hits counted']} hits, {row['hits expected']:.2f} expected; {informative} informative angles)",
+                quotes=(f"{row['angles']} angles",),
             )
         )
+    worst = min(rows, key=lambda r: r["smallest p-value"])
+    n_inf = worst[f"with {INFORMATIVE_U[0]:g} < u < {1 - INFORMATIVE_U[0]:g}"]
+    out.append(
+        Claim(
+            "04",
+            "Over both curves the smallest p-value is on this one; chance alone puts the smallest of its "
+            "informative angles' p-values below 0.01 at most (angles x 0.01) of the time",
+            worst["smallest p-value"] > 0.01,
+            f"'{worst['rule']}': p = {worst['smallest p-value']:.3f}; {n_inf} x 0.01 = {n_inf * 0.01:.0%}",
+        )
+    )
 
     def half(k, l):
         return cos_to_degrees(crossing_cos(k, l, 2))
@@ -378,6 +393,7 @@ def real_query_claims() -> list:
             "u is an inclusion probability: sum over the query's hashed keys >> 1",
             curve.expected_sampled > 10,
             f"sum u = {curve.expected_sampled:,.1f} over {len(curve.cos_all):,} keys",
+            quotes=(f"{curve.expected_sampled:,.0f}",),
         ),
         Claim(
             "04",

@@ -110,14 +110,16 @@ class MonteCarloEstimate:
         return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
 
 
-def monte_carlo_bit_agreement(cos, n_planes: int = 20_000, seed: int = 0) -> MonteCarloEstimate:
-    """Draw ``n_planes`` random hyperplanes and count how often each (query, key) pair lands
-    on the same side, for keys at the given cosines."""
+def monte_carlo_bit_agreement(cos, n_planes: int = 20_000, seed: int = 0, dim: int = 2) -> MonteCarloEstimate:
+    """Draw ``n_planes`` random hyperplanes in ``dim`` dimensions and count how often each
+    (query, key) pair lands on the same side, for keys at the given cosines (for ``dim > 2`` the
+    pairs lie in a random plane of the space, ``pair_at_angle``)."""
     cos = np.atleast_1d(check_array("cos", cos, ndim=(0, 1)))
     n_planes = check_int("n_planes", n_planes, 1, 10_000_000)
     seed = check_int("seed", seed, 0)
-    query, keys = pair_at_angle(cos)
-    normals = np.random.default_rng(seed).standard_normal((2, n_planes))
+    dim = check_int("dim", dim, 2, 4096)
+    query, keys = pair_at_angle(cos, dim, seed=seed)
+    normals = np.random.default_rng(seed).standard_normal((dim, n_planes))
     same = (keys @ normals >= 0) == (query @ normals >= 0)
     return MonteCarloEstimate(cos, collision_probability(cos), same.mean(axis=1), n_planes)
 

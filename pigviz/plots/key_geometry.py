@@ -506,7 +506,8 @@ def collision_grid_figure(grid, min_hits: int = 2, height: int = 420, width: int
 def weight_share_figure(
     grid, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, sink_weight_by_layer=None, height: int = 400, width: int = 640
 ) -> go.Figure:
-    """Share of the hashed keys' attention weight that sits on keys sampled (>= 2 hits)."""
+    """Share of the weight outside the exact set (on the keys each query hashes) that sits on keys
+    sampled (>= 2 hits)."""
     labels = _layer_labels(grid, sink_weight_by_layer) + ["mean"]
     fig = go.Figure()
     for variant in ("raw", "centred"):
@@ -528,13 +529,13 @@ def weight_share_figure(
         width=width,
         barmode="group",
         title=dict(
-            text=f"Attention weight on the keys hashing samples (K = {K}, L = {L})",
+            text=f"Weight outside the exact set that the sampled keys carry (K = {K}, L = {L})",
             x=0.5,
-            subtitle=dict(text="share of the weight outside the exact set (sinks + last 64)"),
+            subtitle=dict(text="exact set: the sinks and each query's last 64 positions"),
         ),
         legend=dict(x=0.01, y=0.99),
     )
-    fig.update_yaxes(title_text="% of the attention weight", range=[0, 105])
+    fig.update_yaxes(title_text="% of the weight outside the exact set", range=[0, 105])
     return fig
 
 

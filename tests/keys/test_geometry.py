@@ -275,22 +275,41 @@ def test_collision_grid_is_exact_and_monotone(planted):
     views = [kg.head_view(planted, 5, h) for h in range(4)]
     hashed = kg.non_exact_mask(planted.n_tokens)
     queries = np.concatenate([v.queries[::2] for v in views])
+    positions = np.concatenate([v.positions[::2] for v in views])
     planes = np.random.default_rng(0 + 5).standard_normal((16, 8 * 3)).astype(np.float32)
     fracs = []
-    for q in queries:
+    for q, t in zip(queries, positions):
         keys = views[0].keys_as("centred")[hashed]
+        own = np.flatnonzero(hashed) <= t - kg.EXACT_RECENT  # before the query's own window of 64
         kb = (keys.astype(np.float32) @ planes >= 0).reshape(-1, 8, 3)
         qb = (q.astype(np.float32) @ planes >= 0).reshape(8, 3)
-        fracs.append(((kb == qb).all(axis=2).sum(axis=1) >= 2).mean())
+        fracs.append(((kb == qb).all(axis=2).sum(axis=1) >= 2)[own].mean())
+    assert not all(np.flatnonzero(hashed) <= positions.min() - kg.EXACT_RECENT)  # the window matters here
     assert grid.per_layer("measured", "centred", 3, 8, 2)[row] == pytest.approx(np.mean(fracs))
+    assert grid.n_pairs == sum(int(np.sum(np.flatnonzero(hashed) <= t - kg.EXACT_RECENT)) for t in positions)
+
+
+def test_query_hashed_mask_leaves_out_the_sinks_and_each_querys_window():
+    mask = kh.query_hashed_mask([70, 100], 101, sinks=4, recent=64)
+    assert mask.shape == (2, 101)
+    assert np.flatnonzero(mask[0]).tolist() == list(range(4, 7))  # 7..70: its window of 64
+    assert np.flatnonzero(mask[1]).tolist() == list(range(4, 37))
+    assert np.array_equal(kh.query_hashed_mask([199], 200)[0], kg.non_exact_mask(200))  # the last query
+    with pytest.raises(ValueError, match="hashes no key"):
+        kh.query_hashed_mask([67], 101, sinks=4, recent=64)
+    with pytest.raises(ValueError, match="query_positions"):
+        kh.query_hashed_mask([101], 101)
 
 
 def test_collision_grid_formula_matches_direct_evaluation(planted):
     grid = kh.collision_grid(planted, Ks=(3,), Ls=(10,), query_stride=4)
     v = kg.head_view(planted, 3, 0)
-    keys = kg.unit_rows(v.keys_as("raw")[kg.non_exact_mask(v.n)])
+    hashed = kg.non_exact_mask(v.n)
+    keys = kg.unit_rows(v.keys_as("raw")[hashed])
     queries = np.concatenate([kg.head_view(planted, 3, h).queries[::4] for h in range(4)])
-    direct = sh.inclusion_probability(sh.collision_probability(kg.unit_rows(queries) @ keys.T), 3, 10, 2).mean()
+    own = np.flatnonzero(hashed)[None, :] <= np.tile(v.positions[::4], 4)[:, None] - kg.EXACT_RECENT
+    u = sh.inclusion_probability(sh.collision_probability(kg.unit_rows(queries) @ keys.T), 3, 10, 2)
+    direct = np.mean([row[mine].mean() for row, mine in zip(u, own)])
     assert grid.per_layer("formula", "raw", 3, 10, 2)[0] == pytest.approx(direct, rel=2e-3)
     with pytest.raises(ValueError, match="grid"):
         grid.mean("measured", "raw", 10, 150)
@@ -346,7 +365,16 @@ def test_real_scurve_se_is_over_hashings_not_keys(planted):
 
 def test_layer_gains_never_divide_by_zero():
     grid = kh.CollisionGrid(
-        (10,), (150,), [2, 13], 8, 100, np.zeros((2, 2, 1, 1, 2)), np.zeros((2, 2, 1, 1, 2)), np.zeros((2, 2, 1, 1))
+        (10,),
+        (150,),
+        [2, 13],
+        8,
+        100,
+        np.zeros((2, 2, 1, 1, 2)),
+        np.zeros((2, 2, 1, 1, 2)),
+        np.zeros((2, 2, 1, 1)),
+        800,
+        np.zeros((2, 2, 1, 1, 2), dtype=np.int64),
     )
     grid.measured[0, 0, 0, 0, 1] = 0.002
     grid.measured[1, :, 0, 0, 1] = [0.03, 0.04]
@@ -393,6 +421,8 @@ def test_collision_rate_draws_first_draw_matches_brute_force(planted):
     views = [kg.head_view(planted, layer, h) for h in planted.query_heads[row]]
     hashed = kg.non_exact_mask(views[0].n)
     queries = np.concatenate([v.queries[::2] for v in views])
+    positions = np.concatenate([v.positions[::2] for v in views])
+    own = np.flatnonzero(hashed)[::3][None, :] <= positions[:, None] - kg.EXACT_RECENT
     planes = np.random.default_rng(7 + layer).standard_normal((queries.shape[1], 5 * 3)).astype(np.float32)
     for vi, variant in enumerate(kg.VARIANTS):
         keys = views[0].keys_as(variant)[hashed][::3]
@@ -400,7 +430,11 @@ def test_collision_rate_draws_first_draw_matches_brute_force(planted):
         k_bits = (keys.astype(np.float32) @ planes >= 0).reshape(len(keys), 5, 3)
         hits = (q_bits[:, None] == k_bits[None]).all(axis=3).sum(axis=2)
         for m in (1, 2):
-            assert draws.rates[vi, row, 0, m - 1] == pytest.approx((hits >= m).mean())
+            per_query = [(h >= m)[mine].mean() for h, mine in zip(hits, own)]
+            assert draws.rates[vi, row, 0, m - 1] == pytest.approx(np.mean(per_query))
+    assert draws.n_pairs == int(own.sum())
+    f = draws.formula_per_layer("raw", 1)
+    assert draws.independent_spread("raw", 1) == pytest.approx(np.sqrt(f * (1 - f) / draws.n_pairs) / f)
     assert draws.rates.shape == (2, len(planted.layers), 2, 2)
     assert (draws.n_queries, draws.n_keys) == (len(queries), len(keys))
 

@@ -111,6 +111,12 @@ def _softmax_cases():
             "each row is one query's scores: normalise along the last axis, row by row",
         ),
         Case(
+            "a (4, 7) batch, each row shifted by its own constant (1000, -1000, 0, 500)",
+            (rows + np.array([1000.0, -1000.0, 0.0, 500.0])[:, None],),
+            "a constant added to one row changes none of its weights, whatever the other rows get: "
+            "shift each row by its own max",
+        ),
+        Case(
             "a batch of two rows 1000 apart",
             (np.array([[0.0, 1.0, 2.0], [-1000.0, -999.0, -998.0]]),),
             "subtract each row's own max, not the batch's: shifted by the batch's max, every exp of the "
@@ -203,7 +209,10 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-6,
         atol=1e-12,
-        hint="n = len(keys); keys[sinks:n - recent].mean(axis=0)",
+        nudge="Picture the rows in order: the first `sinks` and the last `recent` are read exactly, the "
+        "ones in between are hashed. Where does the hashed stretch end when nothing is read at the end?",
+        hint="A slice keys[a:b] keeps rows a to b - 1: write its end from len(keys), since keys[a:-0] is "
+        "empty. Which axis of .mean runs over the keys?",
         difficulty=2,
         importance=3,
         minutes=5,
@@ -244,7 +253,10 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-6,
         atol=1e-10,
-        hint="c = keys - mu; return c @ q / (|c| |q|), one |c| per row",
+        nudge="Only the keys move; the query is hashed as it is. A cosine divides by two lengths, and every "
+        "centred key has its own.",
+        hint="Broadcasting subtracts a (d,) vector from every row of an (n, d) array; np.linalg.norm(x, "
+        "axis=-1) gives one length per row.",
         difficulty=2,
         importance=4,
         minutes=5,
@@ -271,16 +283,21 @@ EXERCISES = [
     Exercise(
         name="03.softmax",
         signature="softmax(scores) -> ndarray",
-        task="Softmax over the last axis of `scores`: one query's scores (n,) or a batch of rows "
-        "(m, n), one row per query, each row normalised on its own. Exact for any scores, even rows "
-        "far apart from each other: softmax(s + c) = softmax(s), so shift each row by its own "
-        "maximum before exp. -inf marks a masked key (weight 0). Returns the shape of `scores`.",
+        task="Softmax over the last axis of `scores`, a batch of rows (m, n), one row per query (or one "
+        "row (n,)), each row normalised on its own. Centring shifted each row by its own constant, and "
+        "softmax ignores any constant added to a row: use that freedom row by row, so that the result is "
+        "exact for any scores, even rows that sit 1000 apart from each other. -inf marks a masked key "
+        "(weight 0). Returns the shape of `scores`.",
         reference=softmax,
         make_cases=_softmax_cases,
         output=ARRAY,
         rtol=1e-6,
         atol=1e-15,
-        hint="e = exp(s - s.max(axis=-1, keepdims=True)); return e / e.sum(axis=-1, keepdims=True)",
+        nudge="Centring moved each query's scores by its own amount, one constant per row, and the weights "
+        "did not change. If you may add any constant to a row, which one, chosen row by row, keeps every "
+        "exp at most 1?",
+        hint="s.max(axis=-1, keepdims=True) is one number per row, shaped (m, 1) so that it broadcasts "
+        "against s; take the row sums the same way. np.exp(-np.inf) is 0.",
         difficulty=2,
         importance=4,
         minutes=5,

@@ -233,7 +233,9 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-6,
         atol=1e-12,
-        hint="p = 1 - arccos(clip(cos, -1, 1)) / pi",
+        nudge="The section above found that a random line splits two vectors at angle theta with "
+        "probability theta / pi. Mind cosines that rounding pushed a hair past 1 or -1.",
+        hint="np.clip(cos, -1.0, 1.0) first; np.arccos then gives theta in radians, between 0 and np.pi.",
         difficulty=1,
         importance=3,
         minutes=5,
@@ -275,8 +277,10 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-3,
         atol=1e-15,
-        hint="u = 1 - P(no table collides) - P(exactly one does) = 1 - (1 - P)**L - L * P * (1 - P)**(L - 1), "
-        "with P = p**K",
+        nudge="'At least 2' is everything except 'none' and 'exactly one', and the number of colliding "
+        "tables is Binomial(L, P). Both of those two cases have a short closed form.",
+        hint="With P = p**K: no table collides with probability (1 - P)**L; for exactly one, count the L "
+        "choices of that table, which collides (P) while the other L - 1 miss.",
         difficulty=2,
         importance=4,
         minutes=5,
@@ -322,11 +326,15 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-4,
         atol=1e-3,
-        hint="u = sum over k = 2..L of C(L, k) P^k (1 - P)^(L - k), with P = p**K; sum it in log space "
-        "(log C(L, k) from math.lgamma, then logsumexp) so that nothing over- or underflows",
+        nudge="Subtracting from 1 is what loses a tiny u. Add up the positive terms of 'at least 2' "
+        "instead, one per number of colliding tables, and keep each as a logarithm so that neither the "
+        "binomial coefficient nor P**k over- or underflows. Then think about p = 0 and p = 1.",
+        hint="log C(L, k) = lgamma(L + 1) - lgamma(k + 1) - lgamma(L - k + 1); log(1 - P) = "
+        "np.log(-np.expm1(K * np.log(p))) stays accurate near P = 1; a log-sum-exp of terms t is "
+        "m + log(sum(exp(t - m))) with m their largest.",
         difficulty=4,
         importance=3,
-        minutes=10,
+        minutes=20,
         wrong=(
             Wrong(
                 "log of 1 - P(0) - P(1)",
