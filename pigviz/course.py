@@ -52,7 +52,7 @@ COLAB_SOURCE = f"git+https://github.com/{REPOSITORY}@{RELEASE}"
 # pigviz is installed). On Colab it installs pigviz and the bundled model; Colab's own CUDA torch
 # stays, since pigviz asks for torch unpinned. Anywhere else it does nothing.
 COLAB_SETUP_CELL = f"""\
-# Set-up for Google Colab (does nothing anywhere else): installs pigviz and the bundled model.
+# Colab only: installs pigviz and the bundled model (does nothing elsewhere)
 import importlib.util, os, subprocess, sys  # noqa: E401, I001
 try:
     import google.colab  # noqa: F401

@@ -184,6 +184,9 @@ def format_problems(problems: list[ProseProblem]) -> str:
 _PLACEHOLDER = re.compile(r"(?<![\\\w_^{}$])\{[A-Za-z_][\w.]*(?:\[[^\]{}]+\])*(?:![rsa])?(?::[^{}\s]*)?\}")
 
 
+_SHOWN_CODE = re.compile(r"```.*?```|<pre[^>]*>.*?</pre>|<code[^>]*>.*?</code>", re.S)
+
+
 def unformatted_placeholders(folder) -> list[str]:
     """``"NN cell i: {...}"`` for every unformatted placeholder in any saved output of the
     executed notebooks in ``folder``."""
@@ -197,6 +200,8 @@ def unformatted_placeholders(folder) -> list[str]:
                     texts.append(out.get("data", {}).get(mime, ""))
                 for text in texts:
                     text = "".join(text) if isinstance(text, list) else str(text)
+                    # Source code shown as code (a solution, a reference's source) may hold f-strings.
+                    text = _SHOWN_CODE.sub(" ", text)
                     for m in _PLACEHOLDER.finditer(text):
                         found.append(f"{key} cell {index}: {m.group(0)}")
     return found

@@ -115,7 +115,8 @@ def test_the_placeholder_check_finds_a_lost_f(tmp_path):
                         "output_type": "display_data",
                         "metadata": {},
                         "data": {
-                            "text/markdown": "At {k['longest']:,} tokens $W_{M}$ and \\frac{a}{b}, {'a': 1}, {x:.2f}"
+                            "text/markdown": "At {k['longest']:,} tokens $W_{M}$ and \\frac{a}{b}, {'a': 1}, {x:.2f} "
+                            "```python\nraise ValueError(f'budget={budget}')\n```"
                         },
                     }
                 ],
