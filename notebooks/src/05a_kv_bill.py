@@ -16,10 +16,11 @@
 # * count the table entries a query scans, and say why that scan is cheap in bytes.
 #
 # **Prerequisites:** notebooks 01–04 (what decoding reads, SimHash tables with $K$ bits and $L$ tables);
-# reading Python and numpy. **Time in a workshop:** about 24 minutes, of which 8 for the two exercises.
+# reading Python and numpy. **Time in a workshop:** about 26 minutes, of which 8 for the two exercises.
 #
 # The two exercises work as in notebook 01 (its opening explains the blanks and the checks). Every
-# number below comes from `pigviz.memory`, and `pigviz verify` re-derives the headline ones.
+# number below is computed by pigviz (`pigviz.memory`, plus the shipped CPU benchmark for section 4's
+# measured buckets), and `pigviz verify` re-derives the headline ones.
 
 # %% jupyter={"source_hidden": true}
 # Colab only: installs pigviz and the bundled model (does nothing elsewhere)
@@ -117,18 +118,18 @@ lessons.table(budget.model_rows(context), formats={**budget.MODEL_ROW_FORMATS, "
 # %% [markdown]
 # Mistral-7B and Qwen2.5-7B are nearly the same size, but Qwen2.5 keeps half as many KV heads
 # in fewer layers. SmolLM2-135M has 30 layers of 3 KV heads, so it caches more per token than
-# Qwen2.5-0.5B, whose 24 layers share only 2.
+# Qwen2.5-0.5B, whose 24 layers have only 2 KV heads each (head_dim 64 in both).
 #
 # The last column marks what the arithmetic hides. 98,304 tokens is past the maximum context of
 # four of these models, so their rows say what such a cache would weigh, not what the model can use.
 # The maximum context is the one each model card documents: for Qwen2.5-1.5B that is 32,768 tokens,
 # although its `config.json` says `max_position_embeddings: 131072`. Mistral-7B-v0.1 also attends only
-# to its last 4,096 tokens (a sliding window). Older keys are never read again, so a rolling cache that
-# keeps only the window would do, far smaller than its 12 GiB row.
+# to its last 4,096 tokens (a sliding window): a rolling cache of that window would do, far smaller
+# than its 12 GiB row.
 
 # %% [markdown]
-# Bytes grow linearly with context, so on log–log axes every model is a straight line with the
-# same slope; only the offset (bytes per token) differs. Each line ends at its model's maximum
+# Bytes grow linearly with context, so on log–log axes every model without a sliding window is a
+# straight line with the same slope; only the offset (bytes per token) differs. Each line ends at its model's maximum
 # context. Mistral-7B-v0.1 is drawn with a rolling cache, which stops growing at its 4,096-token
 # window. The dashed line is the memory of one H100 GPU, before a single weight is loaded.
 
@@ -141,15 +142,15 @@ plots.kv_vs_context_figure(curves, title="KV cache per sequence, each model up t
 # %% [markdown]
 # **Bottom line:** Llama-3.1-8B caches 128 KiB per token, 12 GiB for the 96k-token document. What a
 # model caches per token follows its layers, KV heads and head size, not its parameter count. Within
-# its maximum context no model here fills one H100 with one sequence (the largest, Llama-3.1-70B at
-# 131,072 tokens, holds 40 GiB).
+# its maximum context no model's cache for one sequence, counted alone, fills one H100 (the largest,
+# Llama-3.1-70B at 131,072 tokens, holds 40 GiB; its weights are another matter, question 4).
 #
 # ## 2. Reading the cache, once per generated token
 #
 # Full attention reads every cached key (to score it) and every value (to average it) for
 # each new token. Divide bytes by a bandwidth to get a floor on the time. The same step also reads
-# the weights, 2 bytes per parameter in bf16. When does one sequence's cache outweigh them? At a
-# hypothetical sustained 1 TB/s:
+# the weights, 2 bytes per parameter in bf16. When does one sequence's cache outweigh them, and how
+# long does each take to read at a hypothetical sustained 1 TB/s?
 
 # %%
 kv96 = budget.kv_bytes(llama8, context)
@@ -162,8 +163,8 @@ nb05a.read_floor_table(llama8, context)
 # %% [markdown]
 # This is a floor, not a measured decoding time: no kernel reads the bytes faster than the memory
 # delivers them, and real kernels reach only part of that bandwidth. The 12.9 ms is also only the KV
-# part. The weights add about 16 ms, and for one sequence at 96k tokens they still weigh more than
-# the cache, which overtakes them only from 122,533 tokens.
+# part. The weights add about 16 ms and, for one sequence at 96k tokens, still outweigh the cache,
+# which overtakes them from 122,533 tokens.
 #
 # Batching is where the cache takes over. Many sequences share one read of the *weights*; they do
 # not share their *caches*, because each sequence's keys and values depend on its own tokens.
@@ -179,9 +180,9 @@ nb05a.read_floor_table(llama8, context)
 # MagicPIG avoids reading every key by hashing them into $L$ SimHash tables of $K$ bits each.
 # A table entry is a token index; with 32-bit indices each table stores 4 bytes per token, in
 # every layer and KV head. Each table also needs one offset per bucket, where its $2^K$ buckets
-# start, whatever the context. That is pigviz's layout (its engine stores 16-bit indices while a
-# cache holds at most 65,536 tokens). The second table sets it beside the layout of MagicPIG's
-# released code.
+# start, whatever the context. That is pigviz's layout (on the CPU its engine stores 16-bit indices
+# while a cache holds at most 65,536 tokens, plus one end offset per table). The second table shows
+# MagicPIG's released code.
 
 # %%
 report = budget.budget_report("Llama-3.1-8B", context, K=10, L=150)
@@ -190,10 +191,11 @@ nb05a.layout_table(llama8, context)
 
 # %% [markdown]
 # The tables are *bigger than the cache they index*: 150 tables × 4 bytes is more than the
-# 2 × 128 × 2 bytes of one key–value pair. MagicPIG's code (github.com/Infini-AI-Lab/MagicPIG, its
-# Llama-3.1-8B configuration) keeps layers 0 and 16 dense, with no tables, and stores a start and an
-# end for every bucket. Its index still outweighs the cache. Across models at 96k tokens (a dagger
-# marks a model whose maximum context is shorter):
+# 2 × 128 × 2 bytes of one key–value pair. MagicPIG's first release
+# ([Infini-AI-Lab/MagicPIG at bc350c6](https://github.com/Infini-AI-Lab/MagicPIG/tree/bc350c686ec5bf99dc72255a76ef6f762fa133e0):
+# `models/magicpig_config.json` for Llama-3.1-8B, `models/cache.py`) keeps layers 0 and 16 dense, hashing
+# no keys there, and stores a start and an end for every bucket. Its index still outweighs the cache.
+# Across models at 96k tokens (a dagger marks a model whose maximum context is shorter):
 
 # %%
 rows = nb05a.index_bill_rows(context)
@@ -202,7 +204,7 @@ plots.index_bill_figure(rows, highlight="Llama-3.1-8B", title="96k tokens, (K, L
 
 # %% [markdown]
 # The bucket offsets are a sliver at $K = 10$, but they double with every extra bit. For
-# Llama-3.1-8B at the same context:
+# Llama-3.1-8B at the same context and $L$, from $K = 8$ to $16$:
 
 # %%
 rows_kl = [dict(label=f"K={k}, L={l}", **budget.index_bill(llama8, context, K=k, L=l)) for k, l in nb05a.BIT_SETTINGS]
@@ -278,7 +280,8 @@ print(f"{group} query heads x {report['candidate_index_bytes']:,.0f} B = {scanne
 # $b$ as often as a key does, $n_b / n$ of the time, so the crowded bucket is also the likelier one. It
 # then scans $\sum_b n_b^2 / n$ entries per table on average, never less than $n / 2^K$. The shipped CPU
 # benchmark (`pigviz/data/bench_attend_cpu.json`, synthetic keys with a real-model-like cone) counted
-# the entries a query actually scans, per query head:
+# the entries a query actually scans, per query head. Its 68 sink and recent tokens are not hashed, so
+# "even buckets" spreads the other $n - 68$:
 
 # %%
 nb05a.uneven_bucket_table()
@@ -289,7 +292,7 @@ nb05a.uneven_bucket_table()
 # and handles a small exact subset. A scan this small per query keeps the CPU's share affordable.
 #
 # **Bottom line:** a query scans about $L n / 2^K$ = 14,400 entries at 96k tokens. The 4 query heads
-# that share one KV head scan 0.92% of its key bytes between them. Uneven buckets make it 14–34% more on
+# that share one KV head scan 0.92% of its key bytes between them. Uneven buckets make it 15–34% more on
 # the benchmark's keys: still a sliver of the keys.
 #
 # ## 5. Try it
@@ -366,7 +369,7 @@ than Llama-3.1-70B's {budget.format_bytes(per70)}. (MLA stores the latent once: 
 With the up-projection absorbed into the query, head $h$ scores a token as $[W_{{UK,h}}^T q_h ; q_{{rope,h}}] \\cdot [c ; k_{{rope}}]$:
 a dot product with the one cached 576-wide vector. One set of SimHash tables per layer then serves all 128 heads,
 as with multi-query attention: at (10, 150) that is {tables_mla:,} B of entries per token, {tables_mla / per_mla:.2f}x
-the cache, where Llama-3.1-8B's tables are {tables8:.2f}x its cache.
+the cache, where Llama-3.1-8B's table entries are {tables8:.2f}x its cache.
 
 What changes is the angle the hash sees. It is measured in latent space, and $W_{{UK,h}}$ is not a rotation,
 so whether the hash still finds the keys a head weights most is what notebooks 02-04 would have to measure again.""")

@@ -208,8 +208,8 @@ print(f"u over the {len(sampleable):,} sampleable keys sums to {u_all.sum():.1f}
 # Now build the whole step from your `sampled_estimate` and `simhash_codes(x, planes, K, L)`,
 # each row's bucket in each table. The exact set is the first `sinks` and last `recent`
 # positions, `μ` the mean of the keys between. Hash the centred keys and `q` with the same
-# planes; a key is sampled when it shares the query's bucket in at least `min_hits` tables
-# (2). Return `(output, read)`, `read` the positions of every key read, in any order.
+# planes; a key outside the exact set is sampled when it shares the query's bucket in at least
+# `min_hits` tables (2, which your `sampled_estimate`'s `u` assumes). Return `(output, read)`, `read` the positions of every key read, in any order.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
@@ -280,8 +280,9 @@ lessons.table(summary(rows), formats={"error": "{:.4f}", "error_median": "{:.4f}
                                       "budget_used": "{:.2%}", "bytes_share": "{:.1%}", "fraction": "{:.0%}"})
 
 # %% [markdown]
-# Yours and the library's read nearly the same keys: the library keeps the tables it built
-# at the first position, as after a prefill, while yours hashes every key anew at each step.
+# Yours and the library's read nearly the same keys: the library keeps the tables, and the
+# mean μ they were hashed with, from the first position, as after a prefill; yours recentres
+# by the current mean at each step.
 #
 # **Bottom line:** MagicPIG is one softmax over the exact set's scores and the sampled keys'
 # scores minus `log u`: notebook 01's importance sampling with `r = w/u`. You wrote all of it.
@@ -405,7 +406,8 @@ plots.head_ratio_figure(ratio, results["layers"], title="MagicPIG error / TopK e
 # that moves the output, as notebook 01 warned.
 #
 # **Bottom line:** TopK wins most cells, often by a wide margin (median ratio 2.67x); MagicPIG
-# wins only where TopK itself does badly.
+# wins mostly where TopK itself does badly: 13 of its 19 wins are among the 10% of cells where
+# TopK errs most.
 #
 # ### The words each method reads
 #
@@ -421,7 +423,7 @@ from pigviz.plots.tokens import reading_view
 from pigviz.study.estimators import token_reads
 from pigviz.widgets.tokens import LABELS, TokenReader
 
-mp = magicpig(10, 150, heads=9)  # kept, so that its last_call can say how it met the budget
+mp = magicpig(10, 150)  # kept, so that its last_call can say how it met the budget
 reads = token_reads(row=0, head=0, position=63, fraction=0.02, methods=("topk", mp, "quest"))  # layer 2, head 6
 reading_view(reads, load_tokens(), LABELS)
 
@@ -459,7 +461,8 @@ nb06.bill_table()
 # one decode step of one layer on synthetic keys shaped like SmolLM2's and Llama-3.1-8B's,
 # stored as float32. The engine timed is `pigviz.lsh.fused.attend`, the same estimator
 # compiled into one loop per layer. **Dense** is PyTorch's SDPA over the same float32 keys and
-# values on one thread, one call per KV head for its group of query heads. The numbers are
+# values on one thread: one batched call that reads each KV head once for its group of query
+# heads. The numbers are
 # stored in `pigviz/data/bench_attend_cpu.json`, not timed now.
 
 # %%
@@ -478,7 +481,8 @@ print(f"At (10, 150), MagicPIG's step against dense SDPA over the same float32 K
 #
 # **Does it beat TopK at the same budget here?** Mostly no (§2 and §4).
 #
-# **Is the problem the keys it picks, or the weights it gives them?** First the keys. Below is
+# **Is the problem the keys it picks, or the weights it gives them?** Both, measured one at a
+# time: first the keys, then the weights. Below is
 # the true weight on the keys MagicPIG reads, exact set and sample apart, beside the weight
 # TopK collects with as many keys. Each is a mean over the 64 positions of a head of two
 # shipped layers (`experiments.mass_captured` runs one layer live):
@@ -578,41 +582,54 @@ lessons.table([dict(zip(columns, row)) for row in [
 # A budget counts the keys whose values enter the output and hides what a method reads to
 # choose them. `pigviz.attention.cost.bytes_read` counts all of it, per query head and step:
 # every key for TopK and the oracles; a min and a max vector per page for Quest; a few
-# channels of every key for SparQ; for MagicPIG its hyperplanes, one bucket's ids per table, a
-# hit counter per id and the stored `|k − μ|` of each sampled key. This count assumes 4-byte
-# ids, so if anything it overstates MagicPIG's bytes.
+# channels of every key for SparQ; for MagicPIG its hyperplanes, each table's bucket offsets,
+# one bucket's ids per table, a hit counter per id, the stored `|k − μ|` of each sampled key
+# and the mean `μ`. This count assumes 4-byte ids, so if anything it overstates MagicPIG's
+# bytes.
 #
-# One assumption favours the sampled methods: nothing is shared within a grouped-query group.
-# Dense attention, TopK and Quest read the same keys for every query head of a group, and a
-# kernel that reads them once per group would cut their bytes by up to the group size.
+# Nothing is shared between query heads, MagicPIG's hyperplanes included: each query head is
+# counted as reading the layer's planes itself. A real kernel would share. Dense attention,
+# TopK and Quest read the same keys for the 3 query heads of a grouped-query group, and
+# MagicPIG's planes are the same for all 9 query heads of a layer.
 #
-# §1's step, each method reading as many keys as MagicPIG did there:
+# §1's step, each method reading as many keys as MagicPIG did there, then MagicPIG's bytes
+# part by part (`pigviz.study.step_bytes`):
 
 # %%
-nb06.bytes_table(step, results)
+from pigviz.study import step_bytes
+
+nb06.bytes_table(step)
+
+# %%
+lessons.table(step_bytes.magicpig_parts(step), formats={"bytes": "{:,.0f}", "share": "{:.2%}"})
 
 # %% [markdown]
 # TopK pays for its choice with every key, half of what dense attention reads before a single
-# value; Quest's page summaries and SparQ's channels cost a few percent. MagicPIG's tables are
-# large in memory (§5), but a step touches one bucket per table. The study records this share
-# for every row (`bytes_share`).
+# value; Quest's page summaries and SparQ's channels cost a few percent. MagicPIG's step
+# touches one bucket per table, but hashing the query reads its 1,500 hyperplanes of 64
+# elements: 187.5 KiB, 9.2% of dense's bytes, more than the keys and values it reads (8.0%). In
+# all it reads 17.7% of dense's bytes, more than Quest (14.2%) and SparQ (14.3%).
+#
+# The study's file counts the planes once per layer, split over its 9 query heads.
+# `step_bytes.planes_per_query_head` recounts them by the rule of every other row.
 #
 # ## 9. Against TopK at matched budgets
 #
 # Every method at MagicPIG's four budgets, over all 30 layers × 9 heads × 64 positions and 3
-# seeds: mean error, that error over TopK's, bytes read, and the (layer, head) cells where it
-# beats TopK:
+# seeds: mean error, that error over TopK's, bytes read (MagicPIG's planes counted per query
+# head), and the (layer, head) cells where it beats TopK:
 
 # %%
-nb06.matched_view(results)
+counted = step_bytes.planes_per_query_head(results)  # each query head reads the planes itself
+nb06.matched_view(counted)
 
 # %%
 part2 = ["magicpig", "topk", "hybrid", "mp_exact_top", "vattention", "sparq", "quest", "streaming"]
 nb06.error_budget_figure(results, part2, title="Affordable estimators against TopK: error against keys read")
 
 # %%
-nb06.error_budget_figure(results, part2, x="bytes_share",
-                         title="The same rows against everything a step reads (per query head, nothing shared)")
+nb06.error_budget_figure(counted, part2, x="bytes_share",
+                         title="The same rows against everything a step reads (per query head, planes included)")
 
 # %% [markdown]
 # **Bottom line:** none of the three affordable estimators beats TopK at any matched budget;
@@ -625,9 +642,9 @@ nb06.error_budget_figure(results, part2, x="bytes_share",
 # (a) with a measurement, for (b) and (c) the likely reasons, not measured here.
 #
 # * **(a)** is worse than MagicPIG itself at every budget (0.1330 against 0.0969 at (10, 150)).
-#   The top of `S` is only the part of the heavy keys the tables happened to return, and many
-#   of them had a small `u` (the cell below). Weighed by `w/u`, each stands in for the heavy
-#   keys that were missed; weighed as exact, they stop doing so.
+#   The top of `S` is only the part of the heavy keys the tables happened to return, and half
+#   of them had a `u` of 0.62 or less (the cell below). Weighed by `w/u`, each of those stands
+#   in for 1.6 or more keys like it that were missed; weighed as exact, it stops doing so.
 # * **(b)** spends a share of the budget on a uniform sample. In these peaked heads such draws
 #   rarely hit the keys that carry the tail's weight, and scaling them up multiplies the
 #   noise; its deterministic part is Quest's, with Quest's loose page bound.
@@ -641,13 +658,15 @@ print(f"§1's step: the best-scoring half of S has a median u of {np.median(u_to
       f"and {(u_top < 0.5).mean():.0%} of those keys had u below 0.5")
 
 # %% [markdown]
-# Counted in bytes instead of keys, the picture turns: TopK reads 51.1% to 54.2% of dense's
-# bytes, MagicPIG 4.2% to 10.3%. At the bytes each rival reads, MagicPIG's curve lies below the
-# vAttention-style estimator's and Quest's at all 4 points, and below SparQ's at 3 of 4. In
-# bytes the tables are a cheap proposal. In time they are not free (§6 and notebook 07), and
-# they cost memory (§5).
+# Counted in bytes instead of keys, TopK reads 51.1% to 54.2% of dense's bytes and MagicPIG
+# 15.0% to 21.4%. MagicPIG reads more than SparQ and the vAttention-style estimator at every
+# budget, and SparQ's error is lower too. Split over a layer's 9 query heads, as the study's
+# file counts them, the planes would bring MagicPIG to 4.2% to 10.3%. Sharing would cut dense
+# attention's and TopK's bytes too, though, since a group's heads read the same keys. In time
+# the tables are not free (§6 and notebook 07), and they cost memory (§5).
 #
-# **Bottom line:** on this model the exact set and a table index are worth keeping. A
+# **Bottom line:** on this model the exact set is worth keeping. MagicPIG's tables buy a
+# cheaper proposal than TopK's, not a better one than SparQ's. A
 # hypothesis these measurements suggest but do not test: a hash whose proposal follows the
 # score rather than the angle would narrow the gap to TopK, since sampling from the true
 # weights beats it.
@@ -673,7 +692,8 @@ lessons.claims_table("06")
 #   by angle while the score also grows with the centred key's length.
 # * The exact set does much of the work; the tables take more memory than the cache they index.
 # * Part 2: none of three estimators a system can afford beats oracle TopK at a matched
-#   budget; counted in bytes, TopK costs over half of dense attention, MagicPIG a tenth or less.
+#   budget. Counted in bytes per query head, TopK reads over half of what dense attention
+#   reads and MagicPIG 15.0% to 21.4%, its hyperplanes included: more than SparQ, which errs less.
 
 # %% [markdown]
 # ## What comes next
@@ -760,7 +780,9 @@ dims = experiments.sampled_share(row=3, dims=(32, 64, 128, 256))
 iso = list(dims["isotropic"].values())
 lessons.folded("Answer 5", "Random directions: " + ", ".join(f"d = {k}: {v:.2%}" for k, v in dims["isotropic"].items())
                + ". Each doubling of d divides it by " + ", ".join(f"{a / b:.2f}" for a, b in zip(iso, iso[1:]))
-               + f": the cosines spread like 1/√d. The real keys of layer {dims['layer']} sample "
+               + ": the cosine spread falls like 1/√d ("
+               + ", ".join(f"{v:.3f}" for v in dims["isotropic_cos_std"].values())
+               + f"), and through u's cliff the share falls by less at each doubling. The real keys of layer {dims['layer']} sample "
                f"**{dims['real']:.2%}**, {dims['real'] / dims['isotropic'][64]:.1f}x the random share at d = 64: "
                f"their cosines spread {dims['real_cos_std']:.3f}, not {dims['isotropic_cos_std'][64]:.3f}.")
 

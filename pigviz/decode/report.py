@@ -42,6 +42,12 @@ __all__ = [
     "ASSUMED_LAUNCH_SECONDS",
     "ASSUMED_GPU_DTYPE_BYTES",
     "gpu_step_envelope",
+    "speed_pairs",
+    "headline_rows",
+    "KERNEL_KL",
+    "kernel_runs",
+    "kernel_rows",
+    "authors_rows",
 ]
 
 QUALITY_FILE = "decode_quality_smollm2.json"
@@ -435,3 +441,109 @@ def gpu_step_envelope(
         "weight_read_s": weight_bytes / bandwidth,
         "launch_s": shape.layers * kernels_per_layer * launch_seconds,
     }
+
+
+# -- the rows notebook 07 renders beside the claims that re-check them -----------------------------------------
+def speed_pairs(speed: dict) -> list[dict]:
+    """The rows section 5 compares: dense and MagicPIG, the first row recorded per (context, method).
+    A re-measured file may add fields or further rows for the same pair (a sweep over threads or cache
+    dtypes); the added fields are kept, the later rows left to tables of their own."""
+    if not isinstance(speed, dict) or not isinstance(speed.get("rows"), list):
+        raise ValueError("speed must be a decode speed result (a dict with a list of 'rows')")
+    seen, out = set(), []
+    for r in speed["rows"]:
+        key = (r["context"], r["method"])
+        if r["method"] in ("dense", "magicpig") and key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def headline_rows(data: dict, K: int = 10, L: int = 150) -> list[dict]:
+    """At one (K, L): MagicPIG's budget and mean KL with its seeds' range, then each baseline at its
+    budget with a verdict against that range: closer to dense, further from dense, or within it."""
+    head = headline(data, K, L)
+    mp = head["magicpig"]
+    rows = [
+        {
+            "attention": f"MagicPIG ({K}, {L})",
+            "budget": mp["budget"],
+            "KL": mp["kl_mean"],
+            "against MagicPIG": f"its seeds: {mp['kl_min']:.3f} to {mp['kl_max']:.3f}",
+        }
+    ]
+    for name in ("topk", "quest/4", "quest", "quest_rank_all", "streaming"):
+        r = head["baselines"].get(name)
+        if r is not None:
+            verdict = "closer to dense" if r["kl_mean"] < mp["kl_min"] else "further from dense"
+            verdict = verdict if not mp["kl_min"] <= r["kl_mean"] <= mp["kl_max"] else "within MagicPIG's seed range"
+            rows.append(
+                {
+                    "attention": method_label(name),
+                    "budget": r["budget"],
+                    "KL": r["kl_mean"],
+                    "against MagicPIG": verdict,
+                }
+            )
+    return rows
+
+
+KERNEL_KL = (10, 150)  # the (K, L) the kernel table shows (the benchmark adds a larger L at 96k)
+
+
+def kernel_runs(attend: dict, K: int = KERNEL_KL[0], L: int = KERNEL_KL[1]) -> list[dict]:
+    """The rows of ``bench_attend.py``'s file at (K, L) that carry the bf16 thread sweep."""
+    runs = [r for r in attend["rows"] if (r["K"], r["L"]) == (K, L) and "attend_bf16_threads_ms" in r]
+    if not runs:
+        raise ValueError(f"the kernel file has no row with a bf16 thread sweep at (K, L) = ({K}, {L})")
+    return runs
+
+
+def kernel_rows(attend: dict) -> list[dict]:
+    """Per shape and context at ``KERNEL_KL``: the compiled step's time over its bandwidth floor, float32 and
+    bf16 K/V on one thread; per thread count asked, the threads the step used and, only where it used more
+    than one, its bf16 speed-up (a step too small to split ran on one thread: None); and SDPA's time over
+    attend's."""
+    out = []
+    for r in kernel_runs(attend):
+        row = {
+            "shape": r["shape"],
+            "tokens": r["n"],
+            "keys read": r["budget"],
+            "fp32: ms": r["attend_ms"],
+            "fp32: x floor": r["attend_over_floor"],
+            "bf16: ms": r["attend_bf16_ms"],
+            "bf16: x floor": r["attend_bf16_over_floor"],
+        }
+        for t, speedup in sorted(r["thread_speedup_bf16"].items(), key=lambda kv: int(kv[0])):
+            if t != "1":
+                used = r["attend_threads_used"][t]
+                row[f"{t} threads asked: used"] = used
+                row[f"{t} threads: bf16 speed-up"] = speedup if used > 1 else None
+        row["SDPA / attend"] = r["sdpa_ms"] / r["attend_ms"]
+        out.append(row)
+    return out
+
+
+def authors_rows(authors: dict) -> list[dict]:
+    """``bench_authors.py``'s rows by shape, context and thread count (asked, and used by pigviz): the
+    authors' kernels and pigviz on the same data and hash codes (the same sampled sets). pigviz is timed
+    on the same work as their kernels (the sampled part) and for its whole step (query hashing and exact
+    keys too): median times, the authors' time over each, and each over its bandwidth floor."""
+    return [
+        {
+            "shape": r["shape"],
+            "tokens": r["n"],
+            "threads": r["threads"],
+            "pigviz used": r.get("threads_used", r["threads"]),
+            "same sampled sets": "yes" if r["same_sampled_sets"] else "NO",
+            "authors ms": r["authors_ms"],
+            "pigviz, same work: ms": r["pigviz_same_work_ms"],
+            "authors / same work": r["authors_ms"] / r["pigviz_same_work_ms"],
+            "pigviz, whole step: ms": r["pigviz_whole_step_ms"],
+            "authors / whole step": r["authors_ms"] / r["pigviz_whole_step_ms"],
+            "authors x floor": r["authors_over_floor"],
+            "same work x floor": r["pigviz_same_work_over_floor"],
+        }
+        for r in sorted(authors["rows"], key=lambda r: (r["shape"], r["n"], r["threads"]))
+    ]

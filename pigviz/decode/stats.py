@@ -1,13 +1,17 @@
 """What the shipped decoding runs show beyond their summaries: how two greedy continuations part and
-repeat themselves, and how much the hash seed moves a decode-time KL against notebook 06's per-row
-error. Each function returns rows (lists of dicts) that notebook 07 renders and its claims re-check.
+repeat themselves, how much the hash seed moves a decode-time KL against notebook 06's per-row
+error, how each baseline stands against MagicPIG at matched budgets, which dense the in-model time is
+against, and what the index, layer budgets and Quest's bounds cost. Each function returns rows (lists
+of dicts) or one dict that notebook 07 renders and its claims re-check.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from pigviz.attention import cost
 from pigviz.attention.names import method_label
+from pigviz.decode.report import headline, magicpig_summary
 from pigviz.memory.model_shapes import get_model_shape
 from pigviz.study.findings import series_summary
 
@@ -21,6 +25,13 @@ __all__ = [
     "seed_variance",
     "generation_run",
     "rebuild_events",
+    "BASELINES",
+    "matched_rows",
+    "passkey_totals",
+    "dense_path",
+    "index_per_key",
+    "layers_read",
+    "quest_bytes",
 ]
 
 BARE_DEF = '*   "def"'  # the list item the shipped MagicPIG continuation repeats
@@ -174,3 +185,122 @@ def rebuild_events(new_tokens: int, buffer: int) -> int:
         if since > buffer:
             events, since = events + 1, 0
     return events
+
+
+BASELINES = ("topk", "quest", "quest/4", "quest_rank_all", "streaming")  # the quality file's matched runs
+
+
+def matched_rows(quality: dict, baselines: tuple[str, ...] = BASELINES) -> list[dict]:
+    """Per (K, L) whose block has every one of ``baselines``: MagicPIG's budget and its mean, least and most
+    KL over its seeds (``magicpig``, ``magicpig_min``, ``magicpig_max``), and each baseline's mean KL at the
+    matched budget, under its name. Blocks missing a baseline are left out."""
+    out = []
+    for s in magicpig_summary(quality):
+        base = headline(quality, s["K"], s["L"])["baselines"]
+        if all(b in base for b in baselines):
+            row = {"K": s["K"], "L": s["L"], "budget": s["budget"], "magicpig": s["kl_mean"]}
+            row.update({"magicpig_min": s["kl_min"], "magicpig_max": s["kl_max"]})
+            out.append(row | {b: base[b]["kl_mean"] for b in baselines})
+    return out
+
+
+def passkey_totals(passkey: dict) -> dict[str, dict]:
+    """Per method of a passkey result, over every length: trials retrieved (``correct``) of ``n``, their
+    ``share``, and the least and most budget read."""
+    out: dict[str, dict] = {}
+    for r in passkey["rows"]:
+        t = out.setdefault(r["method"], {"correct": 0, "n": 0, "budgets": []})
+        t["correct"] += r["correct"]
+        t["n"] += r["n"]
+        t["budgets"].append(r["budget"])
+    if not out:
+        raise ValueError("the passkey result has no rows")
+    return {
+        m: {**t, "share": t["correct"] / t["n"], "budget_min": min(t["budgets"]), "budget_max": max(t["budgets"])}
+        for m, t in out.items()
+    }
+
+
+def dense_path(
+    pairs: list[dict], attend_rows: list[dict], model: str = "SmolLM2-135M", K: int = 10, L: int = 150
+) -> dict:
+    """Which dense the in-model attention time is against, at the longest context of ``pairs`` (dense and
+    MagicPIG decode speed rows, ``report.speed_pairs``): dense's attention per layer in the model
+    (``dense_layer_ms``, CPU time), MagicPIG's per sampled layer (its dense layers costed at dense's
+    per-layer time), and, from ``attend_rows`` (``bench_attend.py``), the row of ``model``'s shape at (K, L)
+    nearest that context, timed alone: SDPA expanded to every query head (``expanded_ms``, enable_gqa) and
+    grouped, each KV head read once (``grouped_ms``). ``vs_grouped``: MagicPIG's sampled layer over the
+    grouped form; ``nearer_expanded``: whether in-model dense is nearer the expanded form's time."""
+    dense = {r["context"]: r for r in pairs if r["method"] == "dense"}
+    mp = {r["context"]: r for r in pairs if r["method"] == "magicpig" and r["context"] in dense}
+    alone = [r for r in attend_rows if r.get("shape") == model and (r["K"], r["L"]) == (K, L)]
+    if not mp or not alone:
+        raise ValueError(
+            f"need dense and MagicPIG decode rows at one context and a kernel row of {model} at ({K}, {L})"
+        )
+    last, shape = max(mp), get_model_shape(model)
+    sampled = shape.layers - len(mp[last]["options"]["dense_layers"])
+    dense_layer = dense[last]["attention_cpu_ms"] / shape.layers
+    mp_layer = (mp[last]["attention_cpu_ms"] - dense_layer * (shape.layers - sampled)) / sampled
+    near = min(alone, key=lambda r: abs(r["n"] - last))
+    return {
+        "context": last,
+        "sampled_layers": sampled,
+        "kv_dtype": mp[last]["options"].get("kv_dtype"),
+        "dense_layer_ms": dense_layer,
+        "magicpig_layer_ms": mp_layer,
+        "alone_n": near["n"],
+        "expanded_ms": near["sdpa_gqa_ms"],
+        "grouped_ms": near["sdpa_ms"],
+        "vs_grouped": mp_layer / near["sdpa_ms"],
+        "nearer_expanded": abs(dense_layer / near["sdpa_gqa_ms"] - 1) < abs(dense_layer / near["sdpa_ms"] - 1),
+    }
+
+
+def index_per_key(memory: dict, K: int, L: int, sampled_layers: int, kv_heads: int) -> dict:
+    """One ``report.memory_check`` row's index, per key and KV head of a sampled layer (``per_key``, bytes),
+    beside notebook 05a's bill of token ids and bucket offsets for the same key (``ids_and_offsets``);
+    ``id_bits``: the token ids' width at that context (16 up to 65,536 tokens, else 32)."""
+    from pigviz.lsh.index import index_bytes  # heavy: imports torch
+
+    n = memory["context"]
+    if not (sampled_layers >= 1 and kv_heads >= 1 and n >= 1):
+        raise ValueError(f"need a context, sampled layers and KV heads >= 1, got {n}, {sampled_layers}, {kv_heads}")
+    return {
+        "per_key": memory["index_mb"] * 2**20 / (n * sampled_layers * kv_heads),
+        "ids_and_offsets": index_bytes(n, K, L) / n,
+        "id_bits": 16 if n <= 2**16 else 32,
+    }
+
+
+def layers_read(run: dict, layers: int, dense_layers: int, also_dense: int = 1) -> dict:
+    """One quality run's keys read over all ``layers`` (``dense_layers`` of them at 100%), and again with
+    sampled layer ``also_dense`` kept dense too: ``layer`` (that layer's budget), ``now``, ``then``, and
+    ``rest``, the mean budget of the other sampled layers."""
+    lb = {int(k): v for k, v in run["layer_budgets"].items()}
+    if also_dense not in lb:
+        raise ValueError(f"layer {also_dense} is not a sampled layer of this run ({sorted(lb)})")
+    return {
+        "layer": lb[also_dense],
+        "now": (sum(lb.values()) + dense_layers) / layers,
+        "then": (sum(lb.values()) - lb[also_dense] + dense_layers + 1) / layers,
+        "rest": float(np.mean([v for k, v in lb.items() if k != also_dense])),
+    }
+
+
+def quest_bytes(quality: dict, page: int = 4, model: str = "SmolLM2-135M") -> dict:
+    """Quest with pages of ``page`` at (10, 150)'s matched budget, counted in bytes per query head and step
+    of a sparse layer at the quality prefix (``pigviz.attention.cost``): its page bounds alone and its
+    whole read, each as a share of dense attention's bytes, beside its key budget (sparse layers, and
+    over all layers)."""
+    n, d = quality["settings"]["prefix"], get_model_shape(model).head_dim
+    quest = headline(quality)["baselines"].get(f"quest/{page}")
+    if quest is None:
+        raise ValueError(f"the quality file has no Quest run with pages of {page} at (10, 150)")
+    dense = cost.dense_bytes(n, d)
+    return {
+        "bounds_share": cost.bytes_read("quest", n=n, d=d, keys_read=0, page=page) / dense,
+        "bytes_share": cost.bytes_read("quest", n=n, d=d, keys_read=quest["budget"] * n, page=page) / dense,
+        "budget": quest["budget"],
+        "budget_all_layers": quest["budget_all_layers"],
+    }

@@ -1,8 +1,9 @@
 """Notebook 06, sampled attention on every head: the study's findings, re-derived from the
 shipped results and the live experiments (``claims``: every number the notebook's prose
 states is one of their values or quotes, or listed in ``PROSE_DEFINED``), and the tables and
-figures it shows. The computations a section teaches run in the notebook's own cells, from
-:mod:`pigviz.study` and :mod:`pigviz.lsh`; nothing here writes the notebook's prose.
+figures it shows. The rows come from :mod:`pigviz.study.rows` and :mod:`pigviz.study.step_bytes`;
+the computations a section teaches run in the notebook's own cells; nothing here writes the
+notebook's prose.
 """
 
 from __future__ import annotations
@@ -14,22 +15,22 @@ import numpy as np
 
 from pigviz.attention import cost
 from pigviz.decode.report import QUALITY_FILE, load_result
-from pigviz.lessons.nb07_sampled_decoding import seed_spreads
+from pigviz.decode.stats import seed_spreads
+from pigviz.lessons.exercises.nb06 import log_u as _log_u
 from pigviz.lessons.tables import Table, table
 from pigviz.lessons.verify import Claim
-from pigviz.lsh import affordable
 from pigviz.lsh import index as lsh_index
 from pigviz.memory import budget
 from pigviz.model.shipped import data_dir, load_shipped_capture
 from pigviz.plots import study as plots
-from pigviz.study import experiments
+from pigviz.study import experiments, step_bytes
+from pigviz.study import rows as study_rows
 from pigviz.study.findings import (
     AFFORDABLE,
     METHOD_LABELS,
     PAPER,
     SPEED_COMMAND,
     SPEED_FILE,
-    at_same_bytes,
     curves,
     head_grid,
     live_agreement,
@@ -39,32 +40,15 @@ from pigviz.study.findings import (
     series_array,
     series_summary,
     series_tag,
-    summary_rows,
     wins,
 )
 
-__all__ = [
-    "claims",
-    "PROSE_DEFINED",
-    "TARGETS",
-    "AUTHORS_SAMPLED_SHARE",
-    "SERIES_LEGEND",
-    "part1_table",
-    "error_budget_figure",
-    "per_layer_figure",
-    "live_table",
-    "bill_table",
-    "speed_table",
-    "mass_table",
-    "sink_table",
-    "current_page_table",
-    "kl_sweep_table",
-    "seed_table",
-    "sampled_share_table",
-    "bytes_table",
-    "matched_view",
-    "full_summary_table",
-]
+__all__ = ["claims", "PROSE_DEFINED", "TARGETS", "AUTHORS_SAMPLED_SHARE", "SERIES_LEGEND", "part1_table"]
+__all__ += ["error_budget_figure", "per_layer_figure", "live_table", "bill_table", "speed_table", "mass_table"]
+__all__ += ["sink_table", "current_page_table", "kl_sweep_table", "seed_table", "sampled_share_table"]
+__all__ += ["bytes_table", "matched_view", "full_summary_table"]
+
+SERIES_LEGEND = study_rows.SERIES_LEGEND
 
 # What MagicPIG's authors quote for their default (10, 150): about 2% of the keys sampled (their
 # "computation cost", sampled / sampleable keys) on the Llama models they evaluate (head dimension
@@ -89,6 +73,7 @@ PROSE_DEFINED = {
     "256": "a head dimension of question 5 (also: bytes per key and value, a claim quotes it)",
     "100": "the top-100 of the score-versus-angle overlap (a parameter)",
     "100%": "a dense layer reads every key (a definition)",
+    "10%": "the worst tenth of TopK's (layer, head) cells, a threshold (also Answer 1)",
     "270": "cells: 30 layers x 9 heads of SmolLM2-135M",
     "30": "layers of SmolLM2-135M",
     "29": "the last layer of SmolLM2-135M (layers 0-29)",
@@ -178,6 +163,13 @@ def claims() -> list:
         np.median(tk[grid]) > 3 * np.median(tk[~grid]),
         f"{np.median(tk[grid]):.3f} vs {np.median(tk[~grid]):.3f}",
     )
+    worst = int((tk[grid] >= np.quantile(tk, 0.9)).sum())
+    claim(
+        "most of MagicPIG's wins at (10, 150) are among the 10% of (layer, head) cells where TopK errs most",
+        worst > won / 2,
+        f"{worst} of {won}",
+        quotes=(f"{worst} of its {won}",),
+    )
     sink = load_shipped_capture().extras["sink_weight"].numpy()
     claim(
         "the sink weight alone does not set those cells apart: most of them, and most of all heads, put under half "
@@ -191,7 +183,8 @@ def claims() -> list:
         hy_won == total,
         f"{hy_won} of {total}",
     )
-    hy_all, hy_total = _hybrid_wins(r)
+    hy = [wins(r, f"hybrid {series_tag(kl)}", f"topk {series_tag(kl)}") for kl in settings]
+    hy_all, hy_total = sum(w for w, _ in hy), sum(t for _, t in hy)
     hybrid_mean = all(S(f"hybrid {series_tag(kl)}")["error"] < S(f"topk {series_tag(kl)}")["error"] for kl in settings)
     claim(
         "the hybrid's mean error is below TopK's at every budget, and so is its error in over 99% of the (budget, "
@@ -235,17 +228,28 @@ def claims() -> list:
         mp["budget_sampled"] > 2 * AUTHORS_SAMPLED_SHARE,
         f"{100 * mp['budget_sampled']:.2f}% (pigviz's count {100 * mp['budget']:.2f}%)",
     )
-    share = experiments.sampled_share(row=0)
+    share = experiments.sampled_share(row=0, dims=(32, 64, 128, 256))
+    iso, cos = list(share["isotropic"].values()), list(share["isotropic_cos_std"].values())
+    falls = [a / b for a, b in zip(iso, iso[1:])]
     claim(
         "for random directions, d = 128 samples a smaller share than d = 64; the real keys of layer 2 sample over "
         "twice the random share at d = 64",
         share["isotropic"][128] < share["isotropic"][64] and share["real"] > 2 * share["isotropic"][64],
         f"{100 * share['isotropic'][64]:.2f}% -> {100 * share['isotropic'][128]:.2f}%; real {100 * share['real']:.2f}%",
     )
-    spread = max(S(f"magicpig K{K} L{L}")["error_std"] / S(f"magicpig K{K} L{L}")["error"] for K, L in settings)
     claim(
-        f"across {r['spec']['seeds']} hash seeds the mean error moves by under 5% of itself",
-        spread < 0.05,
+        "from d = 32 to 256 the random cosine spread falls like 1/sqrt(d) (within 2% per doubling) while the "
+        "sampled share falls by less at each doubling (question 5)",
+        all(abs(a / b / 2**0.5 - 1) < 0.02 for a, b in zip(cos, cos[1:]))
+        and all(f > 1 for f in falls)
+        and all(a > b for a, b in zip(falls, falls[1:])),
+        ", ".join(f"{f:.2f}" for f in falls),
+    )
+    spread = study_rows.magicpig_seed_spread(r)
+    claim(
+        f"across {r['spec']['seeds']} hash seeds the std of MagicPIG's mean error (its {len(settings)} main "
+        f"{rows:,}-row series) is under 2% of it",
+        spread < 0.02,
         f"largest std {100 * spread:.1f}%",
     )
     kl_spread = seed_spreads(load_result(QUALITY_FILE))
@@ -256,6 +260,18 @@ def claims() -> list:
         f"{100 * min(kl_spread):.0f}%-{100 * max(kl_spread):.0f}% vs {100 * spread:.1f}%",
     )
     bill_claims(claim)
+    step = experiments.decode_step_pieces(row=0, head=0)
+    q, K_S = step["q"], step["K_S"]
+    best = np.argsort(-(K_S @ q))[: -(-len(K_S) // 2)]  # the best-scoring half of the sample
+    med = float(np.median(np.exp(_log_u(q, K_S[best], step["mu"], step["K"], step["L"]))))
+    claim(
+        "on section 1's step, half of the best-scoring half of MagicPIG's sample had u at most its median, below 1: "
+        "a 1/u boost above 1 that weighing them as exact drops",
+        med < 1,
+        f"median u {med:.2f}, boost {1 / med:.1f}",
+        quotes=(f"{med:.2f} or less", f"{1 / med:.1f} or more"),
+    )
+    bytes_claims(step, claim)
     mass = [experiments.mass_captured(row=row) for row in (0, 3)]
     held = [(np.add(m["exact"], m["sampled"]), np.asarray(m["topk"])) for m in mass]
     claim(
@@ -364,80 +380,80 @@ def affordable_claims(r: dict, claim) -> None:
         f"{err['vattention'][2]:.4f} vs {err['magicpig'][2]:.4f} at (10, 150)",
     )
     topk_bytes = [row["reference"]["bytes_share"] for row in rows]
-    mp_bytes = [row["methods"]["magicpig"]["bytes_share"] for row in rows]
+    shared = [row["methods"]["magicpig"]["bytes_share"] for row in rows]  # the file: planes split over the heads
+    counted = matched_table(step_bytes.planes_per_query_head(r))
+    mp = [row["methods"]["magicpig"] for row in counted]
+    rivals = {m: [row["methods"][m] for row in counted] for m in ("sparq", "vattention")}
+    pct = lambda xs: f"{100 * min(xs):.1f}% to {100 * max(xs):.1f}%"  # noqa: E731
     claim(
-        "counted in bytes, TopK reads over half of what dense attention reads at every budget, MagicPIG under 11%",
-        min(topk_bytes) > 0.5 and max(mp_bytes) < 0.11,
-        f"TopK {100 * min(topk_bytes):.1f}%-{100 * max(topk_bytes):.1f}%, "
-        f"MagicPIG {100 * min(mp_bytes):.1f}%-{100 * max(mp_bytes):.1f}%",
-        quotes=(
-            f"{100 * min(topk_bytes):.1f}% to {100 * max(topk_bytes):.1f}%",
-            f"{100 * min(mp_bytes):.1f}% to {100 * max(mp_bytes):.1f}%",
+        "counted in bytes per query head, TopK reads over half of what dense attention reads at every budget, "
+        "MagicPIG (its hyperplanes included) between an eighth and a quarter, and under 11% with its planes split "
+        "over the layer's query heads",
+        min(topk_bytes) > 0.5
+        and 0.125 < min(m["bytes_share"] for m in mp)
+        and max(m["bytes_share"] for m in mp) < 0.25
+        and max(shared) < 0.11,
+        f"TopK {pct(topk_bytes)}, MagicPIG {pct([m['bytes_share'] for m in mp])} (split: {pct(shared)})",
+        quotes=(pct(topk_bytes), pct([m["bytes_share"] for m in mp]), pct(shared)),
+    )
+    claim(
+        "MagicPIG, its planes counted per query head, reads more bytes than SparQ and the vAttention-style estimator "
+        "at every budget, and SparQ's mean error is below MagicPIG's at every budget",
+        all(a["bytes_share"] > b["bytes_share"] for m in rivals.values() for a, b in zip(mp, m))
+        and all(b["error"] < a["error"] for a, b in zip(mp, rivals["sparq"])),
+        ", ".join(
+            f"{100 * a['bytes_share']:.1f}% vs SparQ {100 * b['bytes_share']:.1f}%" for a, b in zip(mp, rivals["sparq"])
         ),
     )
-    beaten = {m: sum(p["reference_better"] for p in at_same_bytes(r, m)) for m in ("vattention", "quest", "sparq")}
+
+
+def bytes_claims(step: dict, claim) -> None:
+    """Section 8: section 1's step in bytes, nothing shared, MagicPIG's planes included."""
+    share = {row["method"]: row["share"] for row in step_bytes.step_rows(step)}
+    parts = {p["part"]: p for p in step_bytes.magicpig_parts(step)}
+    planes, kv = parts["hyperplanes"], parts["keys and values read"]
     claim(
-        "at the bytes they read, MagicPIG's curve is below the vAttention-style estimator's and Quest's at most "
-        "of their points",
-        all(beaten[m] >= 3 for m in ("vattention", "quest")),
-        ", ".join(f"{m} {k} of 4" for m, k in beaten.items()),
+        "on section 1's step, per query head with nothing shared, MagicPIG reads more bytes than Quest and SparQ, "
+        "and its hyperplanes alone more than the keys and values it reads",
+        share["magicpig"] > max(share["quest"], share["sparq"]) and planes["bytes"] > kv["bytes"],
+        f"MagicPIG {share['magicpig']:.1%}, Quest {share['quest']:.1%}, SparQ {share['sparq']:.1%}",
+        quotes=(
+            f"{step['K'] * step['L']:,} hyperplanes",
+            f"{planes['bytes'] / 1024:.1f} KiB",
+            f"{planes['share']:.1%}",
+            f"({kv['share']:.1%})",
+            *(f"{share[m]:.1%}" for m in ("magicpig", "quest", "sparq")),
+        ),
     )
+
+
+# --------------------------------------------------------------------------- loaders
+def _engine_index(K: int, L: int):
+    """The first shipped layer's keys (one KV head) and the index the engine builds over them."""
+    k = load_shipped_capture().keys[0, :1].float()
+    return k, lsh_index.build_index(k, K=K, L=L)
 
 
 # --------------------------------------------------------------------------- tables and figures
-def _tag(kl) -> str:
-    return f"K{kl[0]} L{kl[1]}"
-
-
-def _settings(results: dict) -> list[tuple]:
-    return [tuple(s) for s in results["spec"]["settings"]]
+PART1_METHODS = ("magicpig", "topk", "oracle", "hybrid", "quest", "rank_all", "streaming")
+_F3, _F4, _PCT2 = "{:.3f}", "{:.4f}", "{:.2%}"
 
 
 def part1_table(results: dict) -> Table:
-    """Part 1's headline numbers: per MagicPIG (K, L), its budget both ways and every Part 1
-    method's mean error at that budget (Quest as its authors run it also with its own budget
-    over all layers, since its dense layers 0 and 1 count at 100%)."""
-    S = lambda name: series_summary(results, name)  # noqa: E731
-    rows = []
-    for kl in _settings(results):
-        mp, tag = S(f"magicpig {_tag(kl)}"), series_tag(kl)
-        rows.append(
-            {
-                "(K, L)": f"({kl[0]}, {kl[1]})",
-                "budget": mp["budget"],
-                "sampled (authors')": mp["budget_sampled"],
-                "MagicPIG": mp["error"],
-                "TopK": S(f"topk {tag}")["error"],
-                "oracle": S(f"oracle {tag}")["error"],
-                "hybrid": S(f"hybrid {tag}")["error"],
-                "Quest": S(f"quest {tag}")["error"],
-                "Quest budget": S(f"quest {tag}")["budget"],
-                "Quest, rank all": S(f"quest {tag} rank_all")["error"],
-            }
-        )
-    pct, err = "{:.2%}", "{:.4f}"
-    formats = {c: err for c in ("MagicPIG", "TopK", "oracle", "hybrid", "Quest", "Quest, rank all")}
-    formats.update({"budget": pct, "sampled (authors')": pct, "Quest budget": pct})
+    """Part 1's headline numbers per MagicPIG (K, L) (:func:`pigviz.study.rows.part1_rows`)."""
+    formats = dict.fromkeys(("MagicPIG", "TopK", "oracle", "hybrid", "Quest", "Quest, rank all"), _F4)
+    formats.update(dict.fromkeys(("budget", "sampled (authors')", "Quest budget"), _PCT2))
     return table(
-        rows,
+        study_rows.part1_rows(results),
         formats=formats,
-        caption=f"Mean error over {S(f'magicpig {_tag(PAPER)}')['rows']:,} rows per method (and per seed), "
-        "at MagicPIG's four budgets: the headline numbers of Part 1, recomputed",
+        caption=f"Mean error over {series_summary(results, 'magicpig K10 L150')['rows']:,} rows per method (and per "
+        "seed), at MagicPIG's four budgets: the headline numbers of Part 1, recomputed",
     )
-
-
-PART1_METHODS = ("magicpig", "topk", "oracle", "hybrid", "quest", "rank_all", "streaming")
 
 
 def error_budget_figure(results: dict, methods=PART1_METHODS, *, x: str = "budget", title: str):
     """The error-against-budget chart of the whole study for ``methods``."""
     return plots.error_budget_figure(curves(results, methods=list(methods)), METHOD_LABELS, x=x, title=title)
-
-
-def _hybrid_wins(results: dict) -> tuple[int, int]:
-    """(layer, head) cells where the hybrid beats TopK, summed over the budgets, and out of how many."""
-    counts = [wins(results, f"hybrid {series_tag(kl)}", f"topk {series_tag(kl)}") for kl in _settings(results)]
-    return sum(w for w, _ in counts), sum(t for _, t in counts)
 
 
 def per_layer_figure(results: dict):
@@ -456,33 +472,14 @@ def per_layer_figure(results: dict):
 
 def live_table(live: dict, results: dict, row: int = 2) -> Table:
     """A live (10, 150), seed-0 run of one shipped layer beside the study's seed-0 numbers."""
-    layer, heads, *_ = experiments.shipped_layer(row)
-    i_layer = results["layers"].index(layer)
-    name = "magicpig K10 L150"
-    rows = [
-        {
-            "layer": layer,
-            "head": h,
-            "live error": live[name]["error"][0][i],
-            "live budget": live[name]["budget"][0][i],
-            "study error": results["series"][name]["error"][i_layer][0][h],
-            "study budget": results["series"][name]["budget"][i_layer][0][h],
-        }
-        for i, h in enumerate(heads)
-    ]
+    rows = study_rows.live_rows(live, results, row)
     gap = max(abs(r["live error"] - r["study error"]) / r["study error"] for r in rows)
     return table(
         rows,
-        formats={"live error": "{:.4f}", "study error": "{:.4f}", "live budget": "{:.2%}", "study budget": "{:.2%}"},
+        formats={"live error": _F4, "study error": _F4, "live budget": _PCT2, "study budget": _PCT2},
         caption=f"live run on the fp16 capture vs the study (fp32 capture, seed 0): errors differ by at most "
         f"{gap:.2%} of the study's",
     )
-
-
-def _engine_index(K: int, L: int):
-    """The first shipped layer's keys (one KV head) and the index the engine builds over them."""
-    k = load_shipped_capture().keys[0, :1].float()
-    return k, lsh_index.build_index(k, K=K, L=L)
 
 
 def bill_table(context: int = 8192, K: int = 10, L: int = 150) -> Table:
@@ -507,304 +504,108 @@ def bill_table(context: int = 8192, K: int = 10, L: int = 150) -> Table:
     )
 
 
-def _speed_data(path=None) -> dict:
-    return json.loads(Path(path or data_dir() / SPEED_FILE).read_text(encoding="utf-8"))
-
-
-_SPEED_COLUMNS = {  # field in the benchmark's rows -> column, format; optional fields show when present
-    "shape": ("shape", "{}"),
-    "n": ("keys", "{:,}"),
-    "K": ("K", "{}"),
-    "L": ("L", "{}"),
-    "budget": ("budget", "{:.2%}"),
-    "attend_ms": ("MagicPIG ms", "{:.2f}"),
-    "sdpa_ms": ("dense ms", "{:.2f}"),
-    "speedup": ("speed-up", "{:.1f}x"),
-    "attend_floor_ms": ("MagicPIG floor ms", "{:.3f}"),
-    "sdpa_floor_ms": ("dense floor ms", "{:.3f}"),
-    "build_s": ("build s", "{:.1f}"),
-    "table_vs_kv_fp32": ("tables / KV timed (fp32)", "{:.2f}x"),
-    "table_vs_kv_fp16": ("tables / KV in fp16", "{:.2f}x"),
-    "err_magicpig": ("error MagicPIG", "{:.3f}"),
-    "err_topk": ("error TopK", "{:.3f}"),
-}
-
-
 def speed_table(path=None) -> Table:
     """The shipped CPU timing of one decode step of one layer (``benchmarks/bench_attend.py``)."""
-    data = _speed_data(path)
-    fields = [f for f in _SPEED_COLUMNS if all(f in r for r in data["rows"])]
-    rows = [{_SPEED_COLUMNS[f][0]: r[f] for f in fields} for r in data["rows"]]
+    data = json.loads(Path(path or data_dir() / SPEED_FILE).read_text(encoding="utf-8"))
+    rows, formats = study_rows.speed_rows(data)
     bandwidth = data.get("bandwidth_gbs")
     return table(
         rows,
-        formats={_SPEED_COLUMNS[f][0]: _SPEED_COLUMNS[f][1] for f in fields},
+        formats=formats,
         caption=f"one decode step of one layer, synthetic keys, {data['threads']} torch thread, "
-        f"{data.get('clock', 'wall')} clock; both times read float32 K/V (dense: SDPA, one call per KV head for its "
-        "group of query heads); tables / KV: the index against that fp32 cache and against an fp16 one"
+        f"{data.get('clock', 'wall')} clock; both times read float32 K/V (dense: one batched SDPA call that reads each "
+        "KV head once for its group of query heads; K/V per query head: SDPA's enable_gqa=True, which copies them); "
+        "tables / KV: the index against that fp32 cache and against an fp16 one"
         + (f"; floor: the bytes read at the measured {bandwidth:.1f} GB/s" if bandwidth else "")
         + f" ({SPEED_COMMAND})",
     )
 
 
 def mass_table(mass: dict) -> Table:
-    """``{row: experiments.mass_captured(row=row)}`` as a table: per head of each shipped layer,
-    the true attention weight on MagicPIG's reads (exact set and sample apart) and on TopK's
-    keys when TopK reads as many."""
-    out = []
-    for m in mass.values():
-        for i, h in enumerate(m["heads"]):
-            out.append(
-                {
-                    "layer": m["layer"],
-                    "head": h,
-                    "keys read": m["budget"][i],
-                    "exact set": m["exact"][i],
-                    "sampled": m["sampled"][i],
-                    "MagicPIG total": m["exact"][i] + m["sampled"][i],
-                    "TopK, as many keys": m["topk"][i],
-                }
-            )
-    f3 = "{:.3f}"
+    """``{row: experiments.mass_captured(row=row)}`` (:func:`pigviz.study.rows.mass_rows`)."""
+    formats = {"keys read": "{:.1%}"} | dict.fromkeys(
+        ("exact set", "sampled", "MagicPIG total", "TopK, as many keys"), _F3
+    )
     return table(
-        out,
-        formats={"keys read": "{:.1%}", "exact set": f3, "sampled": f3, "MagicPIG total": f3, "TopK, as many keys": f3},
+        study_rows.mass_rows(mass),
+        formats=formats,
         caption="share of the true attention weight on the keys read, mean over the last 64 positions (seed 0)",
     )
 
 
 def sink_table(results: dict, sink_weight: np.ndarray) -> Table:
-    """What taking the sink out of the exact set does, by how much weight a head puts on token 0,
-    and the three first-position variants."""
-    with_sink = head_grid(results, "magicpig K10 L150")
-    ratio = head_grid(results, "magicpig K10 L150 no_sink") / with_sink
-    heavy = sink_weight > 0.5
-    rows = [
-        {
-            "heads": f"> 50% of their weight on token 0 ({heavy.sum()} of {heavy.size})",
-            "what": "error without / with sink (median)",
-            "value": f"{np.median(ratio[heavy]):.2f}x",
-        },
-        {
-            "heads": f"the others ({(~heavy).sum()})",
-            "what": "error without / with sink (median)",
-            "value": f"{np.median(ratio[~heavy]):.2f}x",
-        },
-    ]
-    for variant in ("first_position", "no_window", "no_exact"):
-        r = series_summary(results, f"magicpig K10 L150 {variant}")
-        rows.append(
-            {
-                "heads": f"all, first position only ({r['rows']} rows)",
-                "what": METHOD_LABELS[variant],
-                "value": f"error {r['error']:.3f} at {r['budget']:.2%}",
-            }
-        )
-    first_heavy = results["layers"][int(np.argmax(heavy.any(axis=1)))]
+    """The sink out of the exact set, by weight on token 0, and the first-position variants."""
+    first_heavy = results["layers"][int(np.argmax((np.asarray(sink_weight) > 0.5).any(axis=1)))]
     return table(
-        rows, caption=f"the sink and the exact set at (10, 150); the first layer with a sink-heavy head: {first_heavy}"
+        study_rows.sink_rows(results, sink_weight),
+        caption=f"the sink and the exact set at (10, 150); the first layer with a sink-heavy head: {first_heavy}",
     )
 
 
 def current_page_table(errors: dict) -> Table:
-    """``current_page_errors``' output as a table: per share, each shipped layer and their mean."""
-    rows = []
-    for share in sorted({s for _, s in errors}):
-        pairs = sorted((row, v) for (row, s), v in errors.items() if s == share)
-        for row, (read, ranked) in pairs:
-            layer = experiments.shipped_layer(row)[0]
-            rows.append({"share": share, "layer": layer, "current page read": read, "every page ranked": ranked})
-        rows.append(
-            {
-                "share": share,
-                "layer": "mean",
-                "current page read": float(np.mean([a for _, (a, _) in pairs])),
-                "every page ranked": float(np.mean([b for _, (_, b) in pairs])),
-            }
-        )
+    """``{(row, share): (current page read, every page ranked)}``, per share, layer and mean."""
     return table(
-        rows,
-        formats={"share": "{:.0%}", "current page read": "{:.3f}", "every page ranked": "{:.3f}"},
+        study_rows.current_page_rows(errors),
+        formats={"share": "{:.0%}", "current page read": _F3, "every page ranked": _F3},
         caption="Quest's mean error on the shipped layers, last 64 positions, pages of 16",
     )
 
 
 def kl_sweep_table(sweep: list, topk: list) -> Table:
-    rows = [
-        {"K": a["K"], "L": a["L"], "budget": a["budget"], "MagicPIG": a["error"], "TopK": b["error"]}
-        for a, b in zip(sweep, topk)
-    ]
     return table(
-        rows,
-        formats={"budget": "{:.2%}", "MagicPIG": "{:.4f}", "TopK": "{:.4f}"},
+        study_rows.kl_sweep_rows(sweep, topk),
+        formats={"budget": _PCT2, "MagicPIG": _F4, "TopK": _F4},
         caption="the real keys of layer 2, hash seed 0: MagicPIG at each (K, L), TopK at the budget it measured",
     )
 
 
 def seed_table(results: dict) -> Table:
     """The two seed spreads side by side, each with what is measured and what is averaged."""
-    settings = _settings(results)
-    study = max(
-        series_summary(results, f"magicpig {_tag(kl)}")["error_std"]
-        / series_summary(results, f"magicpig {_tag(kl)}")["error"]
-        for kl in settings
-    )
     quality = load_result(QUALITY_FILE)
-    kl_spread = seed_spreads(quality)
-    cells = series_array(results, "magicpig K10 L150")  # (layers, seeds, heads)
-    cell = (cells.std(axis=1, ddof=1) / cells.mean(axis=1)).ravel()
-    rows = [
-        {
-            "measured": "this study: error of one attention row",
-            "averaged over (per seed)": f"{series_summary(results, 'magicpig K10 L150')['rows']:,} rows from "
-            f"{len(results['layers']) * results['kv_heads']} (layer, KV head) caches",
-            "std across seeds / mean": f"at most {study:.1%}",
-        },
-        {
-            "measured": "this study: one (layer, head) cell at (10, 150)",
-            "averaged over (per seed)": f"{results['last']} rows",
-            "std across seeds / mean": f"{np.median(cell):.1%} (median cell), up to {cell.max():.0%}",
-        },
-        {
-            "measured": "notebook 07: KL of the next-token distribution",
-            "averaged over (per seed)": f"{quality['settings']['stretch']} teacher-forced positions",
-            "std across seeds / mean": f"{min(kl_spread):.0%} to {max(kl_spread):.0%}, by (K, L)",
-        },
-    ]
+    rows = study_rows.seed_rows(results, seed_spreads(quality), quality["settings"]["stretch"])
     return table(rows, caption=f"{results['spec']['seeds']} hash seeds each")
 
 
 def sampled_share_table(share: dict) -> Table:
-    rows = [
-        {"keys": f"random directions, d = {d}", "cosine spread": share["isotropic_cos_std"][d], "sampled share": f}
-        for d, f in share["isotropic"].items()
-    ]
-    rows.append(
-        {
-            "keys": f"real keys, layer {share['layer']} (d = 64)",
-            "cosine spread": share["real_cos_std"],
-            "sampled share": share["real"],
-        }
-    )
     return table(
-        rows,
-        formats={"cosine spread": "{:.3f}", "sampled share": "{:.2%}"},
+        study_rows.sampled_share_rows(share),
+        formats={"cosine spread": _F3, "sampled share": _PCT2},
         caption="expected share of the sampleable keys that (10, 150) samples: the mean of u",
     )
 
 
-def _step_methods(step: dict, heads: int) -> dict:
-    n, d = step["n"], len(step["q"])
-    cand = lsh_index.expected_candidates(n, step["K"], step["L"])
-    return {
-        "topk": {},
-        "quest": {},
-        "sparq": {"r": affordable.sparq_channels(d)},
-        "magicpig": {"K": step["K"], "L": step["L"], "heads": heads, "candidates": cand, "sampled": len(step["K_S"])},
-    }
-
-
-def bytes_table(step: dict, results: dict) -> Table:
-    """Section 9: what each method reads on section 1's step, reading as many keys as MagicPIG did."""
-    n, d = step["n"], len(step["q"])
-    dense = cost.dense_bytes(n, d)
-    rows = []
-    for method, kw in _step_methods(step, results["heads"]).items():
-        b = cost.bytes_read(method, n=n, d=d, keys_read=step["keys_read"], **kw)
-        choose = cost.bytes_read(method, n=n, d=d, keys_read=0, **kw) if method != "magicpig" else None
-        rows.append(
-            {
-                "method": method,
-                "KiB read": b / 1024,
-                "share of dense": b / dense,
-                "to choose (keys_read = 0)": None if choose is None else choose / dense,
-            }
-        )
+def bytes_table(step: dict) -> Table:
+    """Section 8: what each method reads on section 1's step, reading as many keys as MagicPIG did."""
+    rows = [
+        {"method": r["method"], "KiB read": r["bytes"] / 1024, "share of dense": r["share"]}
+        | {"to choose (keys_read = 0)": r["choose_share"]}
+        for r in step_bytes.step_rows(step)
+    ]
+    dense = cost.dense_bytes(step["n"], len(step["q"]))
     return table(
         rows,
-        formats={"KiB read": "{:.1f}", "share of dense": "{:.1%}", "to choose (keys_read = 0)": "{:.2%}"},
+        formats={"KiB read": "{:.1f}", "share of dense": "{:.1%}", "to choose (keys_read = 0)": _PCT2},
         caption=f"layer {step['layer']}, head {step['model_head']}, (K, L) = ({step['K']}, {step['L']}): each method "
-        f"reads {step['keys_read']} of {n:,} keys; dense reads {dense / 1024:.0f} KiB; per query head, nothing "
-        f"shared within a group of {results['heads'] // results['kv_heads']} query heads",
+        f"reads {step['keys_read']} of {step['n']:,} keys; dense reads {dense / 1024:.0f} KiB; per query head, "
+        "nothing shared, MagicPIG's hyperplanes included",
     )
 
 
 def matched_view(results: dict) -> Table:
-    """Section 10: every method against TopK at each matched budget, as a table."""
-    rows = []
-    for row in matched_table(results):
-        K, L = row["setting"]
-        ref = row["reference"]
-        rows.append(
-            {
-                "(K, L)": f"({K}, {L})",
-                "budget": row["budget"],
-                "method": ref["method"],
-                "error": ref["error"],
-                "/ TopK": 1.0,
-                "bytes read": ref["bytes_share"],
-                "cells won": "-",
-            }
-        )
-        for method, m in row["methods"].items():
-            rows.append(
-                {
-                    "(K, L)": f"({K}, {L})",
-                    "budget": row["budget"],
-                    "method": method,
-                    "error": m["error"],
-                    "/ TopK": m["ratio"],
-                    "bytes read": m["bytes_share"],
-                    "cells won": f"{m['wins']}/{m['cells']}",
-                }
-            )
+    """Section 9: every method against TopK at each matched budget (:func:`pigviz.study.rows.matched_rows`)."""
     return table(
-        rows,
-        formats={"budget": "{:.2%}", "error": "{:.4f}", "/ TopK": "{:.2f}x", "bytes read": "{:.1%}"},
+        study_rows.matched_rows(results),
+        formats={"budget": _PCT2, "error": _F4, "/ TopK": "{:.2f}x", "bytes read": "{:.1%}"},
         caption="mean error at MagicPIG's budgets; bytes read: everything a step reads (pigviz.attention.cost), "
         "as a share of dense attention's; cells won: (layer, head) cells with a lower error than TopK's",
     )
 
 
-# --------------------------------------------------------------------------- going further
-SERIES_LEGEND = {
-    "magicpig": "MagicPIG at (K, L): exact set (4 sinks, 64 recent) plus the keys its tables sample, corrected by 1/u",
-    "topk": "TopK at MagicPIG's budget: the keys with the highest scores (an oracle)",
-    "oracle": "oracle sampling at MagicPIG's budget: draws from the true weights",
-    "hybrid": "hybrid: the top half of the budget exactly, the rest drawn from the true weights",
-    "quest": "Quest as its authors run it: pages of 16, the current page read, layers 0-1 dense",
-    "rank_all": "Quest with every page ranked by its bound (no current page), sparse everywhere",
-    "streaming": "StreamingLLM: the exact set and nothing else",
-    "mp_exact_top": "Part 2 (a): MagicPIG's reads, the top half of its sample weighed as exact",
-    "vattention": "Part 2 (b): sinks, recent window and Quest pages plus a uniform sample",
-    "sparq": "Part 2 (c): SparQ, keys chosen by approximate scores from 8 of 64 channels",
-    "no_correction": "MagicPIG's keys with a plain softmax (no 1/u)",
-    "no_sink": "MagicPIG with the 4 sinks out of the exact set",
-    "first_position": "MagicPIG at the first of the 64 positions only",
-    "no_window": "MagicPIG with no recent window, first position only",
-    "no_exact": "MagicPIG with no exact set at all, first position only",
-}
-
-
 def full_summary_table(results: dict) -> Table:
     """Every series of the study with its id, its meaning, budgets, error and seed spread."""
-    rows = []
-    for r in summary_rows(results):
-        key = r["variant"] if r["variant"] != "main" else r["method"]
-        rows.append(
-            {
-                "series": r["name"],
-                "what": SERIES_LEGEND.get(key, ""),
-                "budget": r["budget"],
-                "sampled": r.get("budget_sampled"),
-                "error": r["error"],
-                "± seeds": r["error_std"],
-                "rows": r["rows"],
-            }
-        )
     return table(
-        rows,
-        formats={"budget": "{:.2%}", "sampled": "{:.2%}", "error": "{:.4f}", "± seeds": "{:.4f}", "rows": "{:,}"},
+        study_rows.summary_legend_rows(results),
+        formats={"budget": _PCT2, "sampled": _PCT2, "error": _F4, "± seeds": _F4, "rows": "{:,}"},
         caption="every series of the shipped study; ± seeds: std of the mean error across seeds; sampled: "
         "MagicPIG's sampled / sampleable keys",
     )

@@ -24,6 +24,8 @@ from pigviz.memory.budget import GIB, REPLICA_KV_BUDGET_BYTES, decode_step_load,
 from pigviz.memory.model_shapes import get_model_shape
 
 __all__ = [
+    "PROMPT_TOKENS_RANGE",
+    "OUTPUT_TOKENS_RANGE",
     "KV_BUDGET_BYTES",
     "replica_bytes_per_token",
     "request_mix",
@@ -45,9 +47,6 @@ __all__ = [
     "assembly_table",
     "decode_loads",
     "format_assembly",
-    "contiguous_text",
-    "paged_text",
-    "sharing_text",
     "largest_sharing_gap",
     "preemption_text",
 ]
@@ -61,6 +60,10 @@ def replica_bytes_per_token(dtype_bytes: int = 2) -> int:
     return get_model_shape("Llama-3.1-70B").kv_bytes_per_token(dtype_bytes)
 
 
+PROMPT_TOKENS_RANGE = (16, 128_000)  # request_mix clips its prompt draws to this range
+OUTPUT_TOKENS_RANGE = (8, 4_000)  # ... and its output draws to this one
+
+
 def request_mix(n: int = 4000, seed: int = 5) -> np.ndarray:
     """(prompt, output) token counts: log-normal, mostly short with a heavy tail.
 
@@ -72,7 +75,10 @@ def request_mix(n: int = 4000, seed: int = 5) -> np.ndarray:
     out = np.empty((n, 2), dtype=np.int64)
     for i in range(n):
         prompt, output = int(rng.lognormvariate(6.4, 1.0)), int(rng.lognormvariate(5.5, 0.8))
-        out[i] = (min(max(prompt, 16), 128_000), min(max(output, 8), 4_000))
+        out[i] = (
+            min(max(prompt, PROMPT_TOKENS_RANGE[0]), PROMPT_TOKENS_RANGE[1]),
+            min(max(output, OUTPUT_TOKENS_RANGE[0]), OUTPUT_TOKENS_RANGE[1]),
+        )
     return out
 
 
@@ -623,62 +629,6 @@ def format_assembly(rows: list[Allocation]) -> str:
             f"{r.held_over_logical:>13.2f}x{r.batch / base:>12.1f}x{r.overflow:>9}{r.rejected:>10}"
         )
     return "\n".join(lines)
-
-
-def contiguous_text(requests, reserves=(2048, 4096, 8192, 32768)) -> str:
-    rows = []
-    for reserve in reserves:
-        a = contiguous_allocation(requests, reserve)
-        rows.append(
-            (
-                f"{reserve:,}",
-                a.rejected,
-                a.batch,
-                a.overflow,
-                f"{a.held_bytes / GIB:.1f} GiB",
-                f"{a.logical_bytes / GIB:.1f} GiB",
-                f"{a.waste_fraction:.1%}",
-            )
-        )
-    return text_table(("reserve", "rejected", "admitted", "cut off", "reserved", "used", "wasted"), rows)
-
-
-def paged_text(requests, page_sizes=(1, 8, 16, 32, 128), baseline_reserve: int = 8192) -> str:
-    base = contiguous_allocation(requests, baseline_reserve).batch
-    rows = []
-    for pt in page_sizes:
-        a = paged_allocation(requests, pt)
-        waste = (a.held_bytes - a.logical_bytes) / replica_bytes_per_token() / a.batch
-        rows.append(
-            (
-                pt,
-                a.batch,
-                f"{a.held_bytes / GIB:.1f} GiB",
-                f"{a.waste_fraction:.2%}",
-                f"{waste:.1f}",
-                f"{a.batch / base:.2f}x",
-            )
-        )
-    return text_table(
-        ("page tokens", "batch", "held", "waste", "waste tokens/seq", f"vs {baseline_reserve:,} slots"), rows
-    )
-
-
-def sharing_text(results: list[dict]) -> str:
-    return text_table(
-        ("shared prefix", "own copies", "shared pages", "saved", "formula", "copies on write"),
-        [
-            (
-                f"{r['prefix_tokens']:,}",
-                f"{r['naive_bytes'] / GIB:.2f} GiB",
-                f"{r['shared_bytes'] / GIB:.2f} GiB",
-                f"{r['saved_fraction']:.1%}",
-                f"{r['formula_saved_fraction']:.1%}",
-                r["cow_copies"],
-            )
-            for r in results
-        ],
-    )
 
 
 def largest_sharing_gap(results: list[dict]) -> dict:

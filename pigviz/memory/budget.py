@@ -63,6 +63,10 @@ __all__ = [
     "model_table",
     "cache_vs_size",
     "break_even_text",
+    "MAGICPIG_COMMIT",
+    "MAGICPIG_DENSE_LAYERS",
+    "MAGICPIG_OFFSETS_PER_BUCKET",
+    "layout_rows",
 ]
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
@@ -704,3 +708,49 @@ def replica_memory_text(memory: dict) -> str:
             ("left for activations and the runtime", gib(memory["rest_bytes"])),
         ],
     )
+
+
+# --- the index under pigviz's layout and under MagicPIG's released code ------------------------
+
+# MagicPIG's first release (github.com/Infini-AI-Lab/MagicPIG at this commit): models/magicpig_config.json
+# has "cache_layers": [0, 16], the layers of Llama-3.1-8B that keep dense attention and hash no keys;
+# models/cache.py keeps a start and an end offset (layer_batch_start, layer_batch_end, int32) per bucket.
+MAGICPIG_COMMIT = "bc350c686ec5bf99dc72255a76ef6f762fa133e0"
+MAGICPIG_DENSE_LAYERS = (0, 16)
+MAGICPIG_OFFSETS_PER_BUCKET = 2
+
+
+def layout_rows(
+    model="Llama-3.1-8B",
+    context: int = 96 * 1024,
+    K: int = 10,
+    L: int = 150,
+    dense_layers=MAGICPIG_DENSE_LAYERS,
+    offsets_per_bucket: int = MAGICPIG_OFFSETS_PER_BUCKET,
+) -> list[dict]:
+    """The LSH index (bytes) under pigviz's layout (tables in every layer, one offset per bucket)
+    and under MagicPIG's released code (no tables in ``dense_layers``, ``offsets_per_bucket``
+    offsets per bucket), each with its ratio to the KV cache it indexes."""
+    shape = _shape(model)
+    dense = sorted({check_int("dense layer", d, 0, shape.layers - 1) for d in dense_layers})
+    per_bucket = check_int("offsets_per_bucket", offsets_per_bucket, 1, 8)
+    kv = kv_bytes(shape, context)
+    entries, offsets = lsh_table_bytes(shape, context, L), bucket_metadata_bytes(shape, K, L)
+    hashed = shape.layers - len(dense)
+    mp_entries = entries * hashed // shape.layers
+    mp_offsets = per_bucket * offsets * hashed // shape.layers
+    return [
+        {
+            "layout": f"pigviz: all {shape.layers} layers, one offset per bucket",
+            "table entries": entries,
+            "bucket offsets": offsets,
+            "index / KV": (entries + offsets) / kv,
+        },
+        {
+            "layout": f"MagicPIG's code: {hashed} layers (layers {' and '.join(map(str, dense))} dense), "
+            + ("a start and an end per bucket" if per_bucket == 2 else f"{per_bucket} offsets per bucket"),
+            "table entries": mp_entries,
+            "bucket offsets": mp_offsets,
+            "index / KV": (mp_entries + mp_offsets) / kv,
+        },
+    ]

@@ -336,7 +336,7 @@ def break_even_context_figure(
         title=title,
         xaxis=dict(type="log", title="prefix length (tokens, log scale)"),
         yaxis=dict(type="log", title="bandwidth (GB/s, log scale)", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks]),
-        legend=dict(title="above a line: fetching wins", orientation="v", x=1.02, y=1),
+        legend=dict(title="a tier above the break-even curve: fetching wins", orientation="v", x=1.02, y=1),
         **_LAYOUT,
     )
     return fig

@@ -143,14 +143,21 @@ def error_budget_figure(
             )
     _log_axes(fig, x_title=_X_AXES[x_key])
     # Quest as its authors run it reads layers 0-1 densely and StreamingLLM only its exact set:
-    # those two sit at their own budgets, every other baseline at MagicPIG's (review 06-1).
-    own = [labels.get(m, m).split(" (")[0] for m, pts in points.items() if pts and m in ("quest", "streaming")]
+    # those two sit at their own budgets, every other baseline (Quest ranking every page
+    # included) at MagicPIG's.
+    own = [
+        {"quest": "Quest (its authors' rule, layers 0-1 dense)", "streaming": "StreamingLLM"}[m]
+        for m, pts in points.items()
+        if pts and m in ("quest", "streaming")
+    ]
+    matched = "; Quest, every page ranked, matched" if points.get("rank_all") and "quest" in points else ""
     fig.add_annotation(
         text="orange labels: MagicPIG's (K, L); "
         + ("matched baselines" if own else "baselines")
         + " read as many keys"
         + (" (not as many bytes)" if x_key != "budget" else "")
-        + (f"; {' and '.join(own)} at their own budgets" if own else ""),
+        + (f"; {' and '.join(own)} at their own budgets" if own else "")
+        + matched,
         xref="paper",
         yref="paper",
         x=0,

@@ -159,3 +159,52 @@ def test_speed_table_shows_memory_only_when_every_row_has_it():
     with_memory = [_mem(plain[0], 1234.4), _mem(plain[1], 1500.0, index=250.0)]
     table = report.speed_table(with_memory)
     assert "peak MB" in table and " 1234 " in table and " 250" in table
+
+
+# -- the rows notebook 07 renders ------------------------------------------------------------------------------
+def _speed_row(context, method, **extra):
+    return {"context": context, "method": method, **extra}
+
+
+def test_speed_pairs_keep_the_first_dense_and_magicpig_row_per_context():
+    rows = [_speed_row(4096, "dense", t=1), _speed_row(4096, "magicpig", t=1), _speed_row(4096, "topk"),
+            _speed_row(4096, "dense", t=4), _speed_row(8174, "magicpig", t=1)]  # fmt: skip
+    assert report.speed_pairs({"rows": rows}) == [rows[0], rows[1], rows[4]]
+    with pytest.raises(ValueError, match="list of 'rows'"):
+        report.speed_pairs({"rows": None})
+
+
+def test_headline_rows_judge_each_baseline_against_magicpigs_seed_range():
+    rows = [{"method": "magicpig", "K": 10, "L": 150, "budget": 0.06, "kl_mean": kl, "top1_agreement": 0.9,
+             "perplexity": 9.0} for kl in (0.10, 0.12, 0.14)]  # fmt: skip
+    for name, kl in (("topk", 0.01), ("quest", 0.11), ("streaming", 1.6)):
+        rows.append({"method": name, "K": 10, "L": 150, "budget": 0.06, "kl_mean": kl, "top1_agreement": 0.5})
+    data = {"settings": {"configs": [[10, 150]]}, "rows": rows}
+    verdict = {r["attention"]: r["against MagicPIG"] for r in report.headline_rows(data)}
+    assert verdict["MagicPIG (10, 150)"] == "its seeds: 0.100 to 0.140"
+    assert verdict["TopK (oracle)"] == "closer to dense" and verdict["StreamingLLM"] == "further from dense"
+    assert list(verdict.values())[2] == "within MagicPIG's seed range"  # Quest, between the seeds
+
+
+def test_kernel_rows_show_a_speed_up_only_where_the_step_split():
+    attend = report.load_result(report.ATTEND_FILE)
+    rows = report.kernel_rows(attend)
+    assert len(rows) == len(report.kernel_runs(attend)) > 0
+    for r in rows:
+        split = r["2 threads asked: used"] > 1
+        assert (r["2 threads: bf16 speed-up"] is not None) == split
+    with pytest.raises(ValueError, match="no row with a bf16 thread sweep"):
+        report.kernel_runs(attend, 3, 7)
+
+
+def test_authors_rows_give_both_ratios_sorted():
+    authors = report.load_result(report.AUTHORS_FILE)
+    rows = report.authors_rows(authors)
+    assert [(r["shape"], r["tokens"], r["threads"]) for r in rows] == sorted(
+        (r["shape"], r["n"], r["threads"]) for r in authors["rows"]
+    )
+    for r in rows:
+        assert r["authors / same work"] == pytest.approx(r["authors ms"] / r["pigviz, same work: ms"])
+        assert r["authors / whole step"] == pytest.approx(r["authors ms"] / r["pigviz, whole step: ms"])
+        assert r["pigviz, whole step: ms"] > r["pigviz, same work: ms"]  # the whole step also hashes the query
+    assert sum(r["authors / whole step"] < 1 for r in rows) == 1  # notebook 07 section 5: one row

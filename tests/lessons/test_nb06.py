@@ -131,10 +131,13 @@ def test_part1_table_holds_part1_series_only_with_the_study_numbers(results):
 
 
 def test_the_error_figure_says_which_baselines_read_as_many_keys(results):
-    """Review 06-1: Quest (layers 0-1 dense) and StreamingLLM sit at their own budgets."""
+    """Quest as its authors run it (layers 0-1 dense) and StreamingLLM sit at their own budgets,
+    Quest ranking every page at the matched ones (review 06-13)."""
     fig = nb06.error_budget_figure(results, title="t")
     note = fig.layout.annotations[0].text
-    assert "matched baselines read as many keys" in note and "Quest and StreamingLLM at their own budgets" in note
+    assert "matched baselines read as many keys" in note
+    assert "Quest (its authors' rule, layers 0-1 dense) and StreamingLLM at their own budgets" in note
+    assert note.endswith("Quest, every page ranked, matched")
     only_matched = nb06.error_budget_figure(results, ("magicpig", "topk"), title="t").layout.annotations[0].text
     assert "own budgets" not in only_matched and "baselines read as many keys" in only_matched
     bytes_note = nb06.error_budget_figure(results, x="bytes_share", title="t").layout.annotations[0].text
@@ -178,7 +181,8 @@ def test_speed_table_reads_every_number_from_the_file_and_names_both_caches(tmp_
     t = nb06.speed_table(path)
     assert len(t) == len(data["rows"]) and "42.0x" in repr(t)
     assert {"tables / KV timed (fp32)", "tables / KV in fp16"} <= set(t.frame.columns)
-    assert "float32 K/V" in t.caption and "SDPA" in t.caption
+    assert "float32 K/V" in t.caption and "one batched SDPA call" in t.caption  # review 06-7
+    assert "build s" not in t.frame.columns  # review 06-8: the first row's build paid a one-off start-up
     for r in data["rows"]:  # without the floor fields the table still stands
         del r["attend_floor_ms"], r["sdpa_floor_ms"]
     path.write_text(json.dumps(data), encoding="utf-8")
@@ -189,12 +193,16 @@ def test_bytes_table_matches_the_cost_model():
     from pigviz.attention import cost
 
     step = experiments.decode_step_pieces(row=0, head=0)
-    results = findings.load_shipped_results()
-    t = nb06.bytes_table(step, results)
+    t = nb06.bytes_table(step)
     row = t.frame[t.frame["method"] == "topk"].iloc[0]
     dense = cost.dense_bytes(step["n"], len(step["q"]))
     assert row["share of dense"] == cost.bytes_read("topk", n=step["n"], d=64, keys_read=step["keys_read"]) / dense
     assert row["to choose (keys_read = 0)"] == pytest.approx(0.5)
+    mp = t.frame[t.frame["method"] == "magicpig"].iloc[0]  # nothing shared: the planes read by this head (06-1)
+    kw = dict(K=10, L=150, candidates=0.0, sampled=len(step["K_S"]))
+    unshared = cost.bytes_read("magicpig", n=step["n"], d=64, keys_read=step["keys_read"], heads=1, **kw)
+    assert mp["share of dense"] > unshared / dense > mp["share of dense"] - 0.01
+    assert "nothing shared, MagicPIG's hyperplanes included" in t.caption
 
 
 def test_matched_view_has_one_row_per_method_and_budget(results):

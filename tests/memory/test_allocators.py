@@ -311,3 +311,10 @@ def test_decode_loads_count_each_admitted_sequence_once_at_its_length():
     slot = loads[0]  # contiguous 8k: prompts that fit, capped at the slot
     fits = reqs[reqs[:, 0] <= 8192][: slot["batch"]]
     assert slot["final"]["kv_read_bytes"] == int(np.minimum(fits.sum(axis=1), 8192).sum()) * per
+
+
+def test_request_mix_is_clipped_to_its_ranges():
+    mix = al.request_mix()
+    assert al.PROMPT_TOKENS_RANGE == (16, 128_000) and al.OUTPUT_TOKENS_RANGE == (8, 4_000)
+    assert mix[:, 0].min() >= 16 and mix[:, 0].max() <= 128_000
+    assert mix[:, 1].min() >= 8 and mix[:, 1].max() == 4_000  # one output sits at the cap

@@ -300,3 +300,17 @@ def test_decode_step_time_is_the_roofline_of_decode_step_load():
     hbm, peak = 4 * budget.H100_HBM_BYTES_PER_S, 4 * budget.H100_DENSE_BF16_FLOPS
     assert step["step_s"] == max(load["bytes"] / hbm, load["flops"] / peak)
     assert step["tokens_per_s"] == 64 / step["step_s"]
+
+
+def test_layout_rows_drop_the_dense_layers_and_count_two_offsets_per_bucket():
+    pig, mp = budget.layout_rows("Llama-3.1-8B", 98_304)
+    assert pig["table entries"] == budget.lsh_table_bytes("Llama-3.1-8B", 98_304, 150)
+    assert mp["table entries"] == pig["table entries"] * 30 // 32
+    assert mp["bucket offsets"] == 2 * pig["bucket offsets"] * 30 // 32 == 281.25 * 2**20
+    assert "layers 0 and 16 dense" in mp["layout"] and len(budget.MAGICPIG_COMMIT) == 40
+    one = budget.layout_rows("Llama-3.1-8B", 98_304, dense_layers=(), offsets_per_bucket=1)
+    assert one[1]["table entries"] == pig["table entries"] and one[1]["bucket offsets"] == pig["bucket offsets"]
+    with pytest.raises(ValueError):
+        budget.layout_rows("Llama-3.1-8B", 98_304, dense_layers=(32,))
+    with pytest.raises(ValueError):
+        budget.layout_rows("Llama-3.1-8B", 98_304, offsets_per_bucket=0)

@@ -519,6 +519,7 @@ EXERCISES = [
         importance=5,
         minutes=20,
         reference=magicpig_estimate,
+        helpers=(sampled_estimate, log_u, log_inclusion_probability, softmax),
         make_cases=_assembly_cases,
         compare=output_and_read,
         rtol=1e-3,

@@ -7,6 +7,9 @@ drawn keys stand for all the keys they were drawn from: each one's weight exp(sc
 (n - len(exact)) / len(sampled) times, so that the sample's share of the softmax's sum is
 estimated without bias. One softmax then runs over the exact keys and the scaled sample; it
 divides by that estimated sum, so the output, a ratio, keeps a small bias at a finite sample.
+
+Both exercises hand the learner's own ``softmax`` (notebook 03, ``ex.mine.softmax``) over: the
+stable softmax is not asked for again, the new idea is.
 """
 
 from __future__ import annotations
@@ -14,30 +17,27 @@ from __future__ import annotations
 import numpy as np
 
 from pigviz.lessons.exercises._framework import ARRAY, FLOAT, Case, Exercise, Wrong
+from pigviz.lessons.exercises.nb03 import softmax
 
 # --------------------------------------------------------------------------- reference
 
 
 def corrected_sample(q, keys, values, exact, sampled):
-    q, keys, values = np.asarray(q, float), np.asarray(keys, float), np.asarray(values, float)
-    exact, sampled = np.asarray(exact, dtype=int), np.asarray(sampled, dtype=int)
     scores = keys @ q / np.sqrt(len(q))
     left = len(keys) - len(exact)  # the keys the sample was drawn from
-    log_scale = np.log(left / len(sampled)) if len(sampled) else 0.0  # each drawn key stands for left / drawn keys
-    logits = np.concatenate([scores[exact], scores[sampled] + log_scale])
-    w = np.exp(logits - logits.max())
-    return w @ np.concatenate([values[exact], values[sampled]]) / w.sum()
+    shift = np.log(left / len(sampled)) if len(sampled) else 0.0  # each draw stands for left / drawn keys
+    weights = softmax(np.concatenate([scores[exact], scores[sampled] + shift]))  # your softmax, notebook 03
+    return weights @ np.concatenate([values[exact], values[sampled]])
 
 
 def dropped_weight(q, keys, read):
-    q, keys = np.asarray(q, float), np.asarray(keys, float)
-    scores = keys @ q / np.sqrt(len(q))
-    w = np.exp(scores - scores.max())
-    w /= w.sum()  # the true attention weights
-    return float(1.0 - w[np.unique(np.asarray(read, dtype=int))].sum())  # a key read twice counts once
+    weights = softmax(keys @ q / np.sqrt(len(q)))  # the true weights, over all n keys
+    return float(1.0 - weights[np.unique(read)].sum())  # a key read twice counts once
 
 
 # --------------------------------------------------------------------------- cases
+
+_SOFTMAX_HINT = "use softmax, yours from notebook 03: it subtracts the largest score before exp (scores pass 709)"
 
 
 def _row(seed, n=60, d=16, dv=4, exact=(0, 1, 56, 57, 58, 59), drawn=10, q_scale=1.0):
@@ -89,7 +89,7 @@ def _cases():
         Case(
             "a long query: scores past a thousand",
             (200.0 * q, k, v, e, s),
-            "scores past 709 overflow exp: subtract the largest logit before exp",
+            _SOFTMAX_HINT,
         )
     )
     return cases
@@ -116,7 +116,7 @@ def _dropped_cases():
         Case(
             "a long query: scores past a thousand",
             (200.0 * q, k, np.array([0, 5])),
-            "scores past 709 overflow exp: subtract the largest score before exp",
+            _SOFTMAX_HINT,
         ),
     ]
 
@@ -124,13 +124,17 @@ def _dropped_cases():
 # --------------------------------------------------------------------------- wrong versions
 
 
-def _mix(q, keys, values, exact, sampled, log_scale, scale_by=None):
+def _mix(q, keys, values, exact, sampled, shift, scale_by=None):
     q, keys, values = np.asarray(q, float), np.asarray(keys, float), np.asarray(values, float)
     exact, sampled = np.asarray(exact, dtype=int), np.asarray(sampled, dtype=int)
     scores = keys @ q / (np.sqrt(len(q)) if scale_by is None else scale_by)
-    logits = np.concatenate([scores[exact], scores[sampled] + log_scale])
-    w = np.exp(logits - logits.max())
-    return w @ np.concatenate([values[exact], values[sampled]]) / w.sum()
+    weights = softmax(np.concatenate([scores[exact], scores[sampled] + shift]))
+    return weights @ np.concatenate([values[exact], values[sampled]])
+
+
+def _factor(keys, exact, sampled, of_all=False):
+    m = len(sampled)
+    return ((len(keys) if of_all else len(keys) - len(exact)) / m) if m else 1.0
 
 
 def _no_correction(q, keys, values, exact, sampled):
@@ -138,46 +142,44 @@ def _no_correction(q, keys, values, exact, sampled):
 
 
 def _all_n(q, keys, values, exact, sampled):
-    m = len(sampled)
-    return _mix(q, keys, values, exact, sampled, np.log(len(keys) / m) if m else 0.0)
+    return _mix(q, keys, values, exact, sampled, np.log(_factor(keys, exact, sampled, of_all=True)))
 
 
 def _inverted(q, keys, values, exact, sampled):
-    m = len(sampled)
-    return _mix(q, keys, values, exact, sampled, np.log(m / (len(keys) - len(exact))) if m else 0.0)
+    return _mix(q, keys, values, exact, sampled, -np.log(_factor(keys, exact, sampled)))
+
+
+def _factor_not_log(q, keys, values, exact, sampled):
+    return _mix(q, keys, values, exact, sampled, _factor(keys, exact, sampled) if len(sampled) else 0.0)
 
 
 def _no_sqrt_d(q, keys, values, exact, sampled):
-    m = len(sampled)
-    left = len(keys) - len(exact)
-    return _mix(q, keys, values, exact, sampled, np.log(left / m) if m else 0.0, scale_by=1.0)
+    return _mix(q, keys, values, exact, sampled, np.log(_factor(keys, exact, sampled)), scale_by=1.0)
 
 
-def _wrong_axis(q, keys, values, exact, sampled):
+def _two_softmaxes(q, keys, values, exact, sampled):
+    """A softmax over each set, the two outputs averaged by their key counts."""
     q, keys, values = np.asarray(q, float), np.asarray(keys, float), np.asarray(values, float)
     exact, sampled = np.asarray(exact, dtype=int), np.asarray(sampled, dtype=int)
     scores = keys @ q / np.sqrt(len(q))
-    m, left = len(sampled), len(keys) - len(exact)
-    logits = np.concatenate([scores[exact], scores[sampled] + (np.log(left / m) if m else 0.0)])
-    w = np.exp(logits - logits.max())
-    mixed = w[:, None] * np.concatenate([values[exact], values[sampled]])
-    return mixed.sum(axis=1) / w.sum()
+    parts = [(len(i), softmax(scores[i]) @ values[i]) for i in (exact, sampled) if len(i)]
+    return sum(c * out for c, out in parts) / sum(c for c, _ in parts)
 
 
 def _no_max(q, keys, values, exact, sampled):
     q, keys, values = np.asarray(q, float), np.asarray(keys, float), np.asarray(values, float)
     exact, sampled = np.asarray(exact, dtype=int), np.asarray(sampled, dtype=int)
     scores = keys @ q / np.sqrt(len(q))
-    m, left = len(sampled), len(keys) - len(exact)
-    w = np.concatenate([np.exp(scores[exact]), np.exp(scores[sampled]) * (left / m if m else 1.0)])
+    w = np.concatenate([np.exp(scores[exact]), np.exp(scores[sampled]) * _factor(keys, exact, sampled)])
     return w @ np.concatenate([values[exact], values[sampled]]) / w.sum()
 
 
-def _weights(q, keys, scale=None, normalise=True, shift=True):
+def _weights(q, keys, scale=None, shift=True):
     q, keys = np.asarray(q, float), np.asarray(keys, float)
     s = keys @ q / (np.sqrt(len(q)) if scale is None else scale)
-    w = np.exp(s - s.max()) if shift else np.exp(s)
-    return w / w.sum() if normalise else w
+    if shift:
+        return softmax(s)
+    return np.exp(s) / np.exp(s).sum()
 
 
 def _dropped_repeats(q, keys, read):
@@ -192,8 +194,13 @@ def _dropped_no_sqrt_d(q, keys, read):
     return float(1.0 - _weights(q, keys, scale=1.0)[np.unique(np.asarray(read, dtype=int))].sum())
 
 
-def _dropped_unnormalised(q, keys, read):
-    return float(1.0 - _weights(q, keys, normalise=False)[np.unique(np.asarray(read, dtype=int))].sum())
+def _dropped_read_only(q, keys, read):
+    """The softmax taken over the keys read only: their weights then always sum to 1."""
+    read = np.unique(np.asarray(read, dtype=int))
+    q, keys = np.asarray(q, float), np.asarray(keys, float)
+    if not read.size:
+        return 1.0
+    return float(1.0 - softmax(keys[read] @ q / np.sqrt(len(q))).sum())
 
 
 def _dropped_one_based(q, keys, read):
@@ -212,18 +219,24 @@ EXERCISES = [
         "keys (n, d), values (n, dv); exact and sampled are integer index arrays (either may be empty), "
         "sampled drawn uniformly without replacement from the n - len(exact) keys outside exact. Scores "
         "q.k / sqrt(d); each sampled key's exp(score) counts (n - len(exact)) / len(sampled) times; one "
-        "softmax over both sets (subtract the largest logit first: scores may pass a thousand); "
-        "return the weighted mean of their values, shape (dv,).",
+        "softmax over both sets (softmax, yours from notebook 03, is there to use); return the weighted "
+        "mean of their values, shape (dv,). Checked to a relative 1e-6.",
         reference=corrected_sample,
+        helpers=(softmax,),  # yours from notebook 03, shown with the solution
         make_cases=_cases,
         output=ARRAY,
-        rtol=1e-9,
-        atol=1e-12,
-        hint="logits = [s[exact] ; s[sampled] + log((n - len(exact)) / len(sampled))] with s = keys @ q / sqrt(d); "
-        "w = exp(logits - logits.max()); return w @ [values[exact] ; values[sampled]] / w.sum()",
+        rtol=1e-6,
+        atol=1e-9,
+        nudge="Each drawn key stands for all the keys outside the exact set, shared among the draws: notebook "
+        "01's importance weight w/u, with u the chance a key is drawn. Which keys was the sample drawn from, "
+        "and how many did it draw? A weight multiplied by a factor is a score plus the log of that factor, so "
+        "one softmax can weigh both sets at once.",
+        hint="The factor is (len(keys) - len(exact)) / len(sampled), and only the sampled keys get np.log of "
+        "it on their scores. np.concatenate makes one array of the exact and the sampled logits; stack their "
+        "values in the same order. With nothing drawn there is no factor.",
         difficulty=2,
         importance=4,
-        minutes=10,
+        minutes=8,
         wrong=(
             Wrong(
                 "no n/m correction",
@@ -241,17 +254,19 @@ EXERCISES = [
                 _inverted,
                 "the correction is (keys it stands for) / (keys drawn), above 1: you divided the other way round",
             ),
+            Wrong(
+                "the factor added to the score, not its log",
+                _factor_not_log,
+                "a weight times f is a score plus log(f): add np.log of the factor, not the factor",
+            ),
             Wrong("no 1/sqrt(d)", _no_sqrt_d, "the scores are q.k / sqrt(d), as in the model's attention"),
             Wrong(
-                "sums over the value dimension",
-                _wrong_axis,
-                "the weighted sum runs over the keys (axis 0 of values), leaving one number per value dimension",
+                "a softmax per set",
+                _two_softmaxes,
+                "one softmax over the exact and the sampled keys together: the correction sets how the two "
+                "sets share the weight",
             ),
-            Wrong(
-                "exp without subtracting the largest logit",
-                _no_max,
-                "scores past 709 overflow exp: subtract the largest logit before exp",
-            ),
+            Wrong("exp without subtracting the largest logit", _no_max, _SOFTMAX_HINT),
         ),
     ),
     Exercise(
@@ -259,18 +274,22 @@ EXERCISES = [
         signature="dropped_weight(q, keys, read) -> float",
         task="The share of ONE query's true attention weight that an estimator leaves out: q (d,), keys (n, d), "
         "read an integer index array of the keys it read (it may be empty, and an index may repeat: a key read "
-        "twice counts once). The weights are softmax(keys @ q / sqrt(d)) over all n keys (subtract the largest "
-        "score first: scores may pass a thousand); return 1 - the sum of the weights of the distinct keys read, "
-        "a float in [0, 1].",
+        "twice counts once). The weights are softmax(keys @ q / sqrt(d)) over all n keys (softmax, yours from "
+        "notebook 03, is there to use); return 1 - the sum of the weights of the distinct keys read, a float in "
+        "[0, 1]. Checked to 1e-6.",
         reference=dropped_weight,
+        helpers=(softmax,),
         make_cases=_dropped_cases,
         output=FLOAT,
-        rtol=1e-9,
-        atol=1e-12,
-        hint="w = exp(s - s.max()) with s = keys @ q / sqrt(d); w = w / w.sum(); return 1 - w[np.unique(read)].sum()",
+        rtol=1e-6,
+        atol=1e-6,
+        nudge="The true weights come from every key's score, not only the keys read. What is left out is what "
+        "the read keys' weights do not cover; a key listed twice is still one key.",
+        hint="softmax over all n scores gives the true weights; np.unique turns read into distinct keys; "
+        "the share left out is 1 minus what they hold.",
         difficulty=1,
         importance=3,
-        minutes=5,
+        minutes=4,
         wrong=(
             Wrong(
                 "repeats counted twice",
@@ -278,20 +297,16 @@ EXERCISES = [
                 "a key read twice counts once: sum the weights of np.unique(read)",
             ),
             Wrong("the weight kept", _dropped_kept, "return what is left out, 1 - (the weight of the keys read)"),
-            Wrong("no 1/sqrt(d)", _dropped_no_sqrt_d, "the scores are q.k / sqrt(d), as in the model's attention"),
             Wrong(
-                "weights not normalised",
-                _dropped_unnormalised,
-                "exp(score) are not weights until divided by their sum over all n keys",
+                "softmax over the keys read only",
+                _dropped_read_only,
+                "the true weights are a softmax over all n keys; over the keys read alone they always sum to 1",
             ),
+            Wrong("no 1/sqrt(d)", _dropped_no_sqrt_d, "the scores are q.k / sqrt(d), as in the model's attention"),
             Wrong(
                 "1-based indices", _dropped_one_based, "read holds 0-based positions: keys[read], not keys[read - 1]"
             ),
-            Wrong(
-                "exp without subtracting the largest score",
-                _dropped_no_max,
-                "scores past 709 overflow exp: subtract the largest score before exp",
-            ),
+            Wrong("exp without subtracting the largest score", _dropped_no_max, _SOFTMAX_HINT),
         ),
     ),
 ]
