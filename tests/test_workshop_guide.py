@@ -73,8 +73,12 @@ def test_each_use_reference_line_assigns_the_exercises_own_function():
 def test_a_failed_check_ends_as_the_guide_says():
     def balance_point(weights, values): ...
 
-    with pytest.raises(ex.CheckFailed) as failed:
-        ex.check("01.balance_point", balance_point)
+    ex.enable_solutions(False)  # a learner's blank, even under the test command's PIGVIZ_SOLUTIONS=1
+    try:
+        with pytest.raises(ex.CheckFailed) as failed:
+            ex.check("01.balance_point", balance_point)
+    finally:
+        ex.enable_solutions(None)
     shown = failed.value._render_traceback_()
     assert "reproduce:" in shown[-2] and shown[-1].startswith("stuck?")
     assert "balance_point = ex.use_reference('01.balance_point')" in shown[-1]

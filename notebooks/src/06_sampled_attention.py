@@ -268,14 +268,17 @@ lessons.folded("pigviz.lsh.magicpig_reference", f"```python\n{inspect.getsource(
 # Yours as an estimator of notebook 08's protocol, `estimator(q, keys, values, budget) ->
 # (output, read)`, on the shipped heads, beside the library's MagicPIG. The budget, a quarter
 # of the keys, is one that the rule of 2 hits never exceeds on these rows, so both read what
-# their tables sample:
+# their tables sample. The library's bytes count each query head's own hyperplanes (§8):
 
 # %%
+from pigviz.lsh.estimators import magicpig
+
+
 def my_magicpig(q, keys, values, budget):
     return magicpig_estimate(q, keys, values, planes, 10, 150, 4, 64)
 
 
-rows = evaluate_estimator(my_magicpig, budgets=(0.25,), positions=range(0, 64, 8), baselines=("magicpig",))
+rows = evaluate_estimator(my_magicpig, budgets=(0.25,), positions=range(0, 64, 8), baselines=(magicpig(10, 150),))
 lessons.table(summary(rows), formats={"error": "{:.4f}", "error_median": "{:.4f}", "keys_read": "{:.1f}",
                                       "budget_used": "{:.2%}", "bytes_share": "{:.1%}", "fraction": "{:.0%}"})
 
@@ -417,7 +420,6 @@ plots.head_ratio_figure(ratio, results["layers"], title="MagicPIG error / TopK e
 # MagicPIG the keys its tables return, Quest whole pages.
 
 # %%
-from pigviz.lsh.estimators import magicpig
 from pigviz.model.tokens import load_tokens
 from pigviz.plots.tokens import reading_view
 from pigviz.study.estimators import token_reads
