@@ -289,7 +289,7 @@ def _synthetic(seed, n=300, d=16, dv=4, sink=False):
 
 def _assembly_cases():
     from pigviz.lsh.index import build_index  # heavy: imports torch
-    from pigviz.study.estimators import shipped_row
+    from pigviz.study.estimators import shipped_row  # heavy: study.estimators loads torch and the shipped capture
 
     q, k, v = _synthetic(621, n=40, d=4, dv=2)
     cases = [Case("40 keys, d = 4, K = 2, L = 6, 2 sinks and 4 recent", (q, k, v, _planes(1, 4, 2, 6), 2, 6, 2, 4))]
