@@ -318,7 +318,7 @@ def claims() -> list[Claim]:
 
 def _agree_claim(q, keys, values, budget) -> Claim:
     """The library's warm-up equals the exercise's reference built into the same estimator."""
-    from pigviz.lessons.exercises.nb08 import corrected_sample  # heavy: only for the claim that needs it; keeps the exercise module out of import time
+    from pigviz.lessons.exercises.nb08 import corrected_sample  # heavy: claim-only
 
     exact = capstone.exact_window(len(keys), budget)
     out, read = capstone.uniform_sample(q, keys, values, budget)
