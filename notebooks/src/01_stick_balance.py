@@ -4,28 +4,27 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/01_stick_balance.ipynb)
 #
 # While an LLM writes, each new token sends one **query** per attention head into the **KV cache**.
-# It scores the query against every cached **key**, turns the scores into weights with a softmax,
-# and returns the weighted mean of the cached **values**. Reading every key for every new token is
-# what makes long contexts slow. MagicPIG (Chen et al., ICLR 2025, arXiv:2410.16179) argues for
-# *estimating* that mean by sampling keys instead of keeping the highest-scoring ones. Here the
-# argument is built with one-number values, as the balance point of weighted sticks.
+# It scores the query against every cached **key**, turns the scores into softmax weights
+# and returns the weighted mean of the cached **values**. Reading every key for every new token makes
+# long contexts slow. MagicPIG (Chen et al., ICLR 2025, arXiv:2410.16179) argues for
+# *estimating* that mean by sampling keys instead of keeping the highest-scoring ones. Here values
+# are single numbers, and the mean a balance point of sticks.
 #
 # **You will be able to**
 #
-# * compute an attention output as the balance point of weighted sticks, and write it;
-# * show with one line of algebra why TopK misses when the keys it drops hold weight;
-# * say what sets sampling's error, and why importance sampling must know the probability $u$ of
-#   drawing each key it draws.
+# * compute attention's output as the balance point of weighted sticks, and write it;
+# * show with one line of algebra why TopK misses when its dropped keys hold weight;
+# * say what sets sampling's error, and why importance sampling needs the probability $u$ of each
+#   key it draws.
 #
 # **Prerequisites:** Python, numpy, and what a softmax is.
-# **Time in a workshop:** about 40 minutes, 15 of them for the three exercises; reading the printed tables closely adds about 10, and Questions and Going further about 15.
+# **Time in a workshop:** about 40 minutes (15 for the exercises); the printed tables take about 10 more, Questions and Going further 15.
 #
-# **How the exercises work** (the same in every notebook). An exercise is a function whose body is
-# `...`; the cell after it checks it and names what is wrong. Run All stops at the first blank. To
-# go on without it, run the line the failed check prints:
-# `balance_point = ex.use_reference("01.balance_point")`. To fill every blank with the reference,
-# run `ex.enable_solutions()` after the imports (or set `PIGVIZ_SOLUTIONS=1`): the executed copy
-# in the documentation ran that way, so it never stops.
+# **How the exercises work.** An exercise is a function whose body is
+# `...`; the next cell checks it and names what is wrong. Run All stops at the first blank; to
+# go on, run the line the failed check prints: `balance_point = ex.use_reference("01.balance_point")`.
+# `ex.enable_solutions()` after the imports fills every blank with the reference; the
+# documentation's executed copy ran that way (`PIGVIZ_SOLUTIONS=1`), so it never stops.
 
 # %% jupyter={"source_hidden": true}
 # Colab only: installs pigviz and the bundled model (does nothing elsewhere)
@@ -353,7 +352,7 @@ u = sb.rough_proposal(sink.scores)
 print(f"the proposal draws the sink with probability {u[0]:.3f}; its true weight is {sink.weights[0]:.3f}")
 ratio = sink.weights / u  # the correction w/u a draw of each key carries
 print(f"correction w/u: sink {ratio[0]:.2f}, a flat key {ratio[1:].mean():.2f} on average "
-      f"({ratio[0] / ratio[1:].mean():.1f} times less)")
+      f"(the sink's is {ratio[0] / ratio[1:].mean():.1f} times larger)")
 
 # %% [markdown]
 # ### Your turn: importance sampling
@@ -421,11 +420,10 @@ nb01.curves_table(is_curves, digits=3, caption="sink scenario, 2000 runs per bud
 
 # %% [markdown]
 # The error keeps falling, at first more slowly than $1/\sqrt B$ (local slopes above −0.5), then
-# faster as the budget nears all 32 keys; a straight line through the curve gives −0.60. It
-# stays far above oracle sampling's error (§9 compares them). The guess draws the sink far less
-# often than its weight deserves, so each sink draw carries a correction $w_0/u_0$ about 5.6
-# times a flat key's (printed before the exercise). How many draws land on the sink swings from
-# run to run, and the estimate with it. A less flat proposal gives smaller corrections
+# faster as the budget nears all 32 keys (a straight-line fit: −0.60). It stays far above
+# oracle sampling's (§9). The guess draws the sink too rarely, so each sink draw carries a
+# correction $w_0/u_0$ about 5.6 times a flat key's (printed before the exercise), and how many
+# land on the sink swings from run to run. A less flat proposal gives smaller corrections
 # (Question 3).
 
 # %% jupyter={"source_hidden": true}

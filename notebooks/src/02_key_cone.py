@@ -60,8 +60,8 @@ print(nb02.capture_summary(cap))
 
 # %% [markdown]
 # **Optional: recapture from the real model.** The cell below loads SmolLM2-135M and runs the
-# same prefill (minutes on a laptop CPU, and a few GB of memory). Set `RUN_LIVE = True` to check
-# that nothing here depends on the shipped copy. On a GPU runtime `device="auto"` loads the
+# same prefill of 8,192 tokens. Set `RUN_LIVE = True` to check that nothing here depends on the
+# shipped copy. On a GPU runtime `device="auto"` loads the
 # model in bf16, so the numbers can differ slightly; `device="cpu"` repeats the shipped run.
 
 # %%
@@ -85,7 +85,11 @@ if RUN_LIVE:
 
 # %%
 sink = kg.sink_table(cap)
-print(kg.format_sink_onset(cap))
+first, per_layer = kg.sink_onset(cap)  # the first layer whose heads put > 0.1 on token 0, on average
+w0 = sink["sink_weight"]  # (layers, query heads)
+print(f"layers 0-{first - 1}: at most {per_layer[:first].max():.1e} of the weight on token 0 on average "
+      f"over a layer's heads (any one head: at most {w0[:first].max():.1e})")
+print(f"layers {first}-{len(per_layer) - 1}: {per_layer[first:].mean():.2f} on average, up to {w0[first:].max():.2f} in one head")
 pk.sink_heatmap_figure(sink["sink_weight"], kg.head_pairs(cap), None, cap.group_size, sink["norm_ratio"])
 
 # %% [markdown]
@@ -111,11 +115,10 @@ lessons.table(token0, formats={c: "{:.2f}" for c in token0[0] if c != "layer"},
 # In every captured KV head, token 0's value is about a quarter of the median value's length:
 # weight parked on it adds a vector about a quarter as long as the same weight on a typical token
 # would. That fits the reading, though it does not prove it. Layer 2, which has no sink, has an
-# equally short value at token 0: the short value belongs to token 0 in this model, and the sink
-# layers are the ones that put weight on it.
+# equally short value at token 0: in all four captured KV heads the short value belongs to token
+# 0, sink or not; the sink layers are the ones that put weight on it.
 
 # %% jupyter={"source_hidden": true}
-first, per_layer = kg.sink_onset(cap)
 v0 = [row["|v0| / median |v|"] for row in token0]
 Markdown(f"**Bottom line.** From layer {first} on, heads park a large share of their weight on token 0 "
          f"({per_layer[first:].mean():.2f} on average, the second printed line), and in the four captured KV heads "
@@ -179,6 +182,8 @@ lessons.folded("Solution: cos_to_mean_direction", ex.solution("02.cos_to_mean_di
 # near 1 when all keys point the same way, about $1/\sqrt n$ for $n$ random directions. The
 # table after the check also gives the median angle to the mean direction, which says how wide
 # the cone is.
+#
+# ### Your turn: cone tightness
 #
 # Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~4 min
 #
@@ -250,16 +255,18 @@ Markdown(f"**Bottom line.** In every captured layer the keys form a cone: their 
 #   last 64 tokens, which it reads exactly (its *exact set*). It is the vector MagicPIG
 #   subtracts in notebook 03, and the one the queries are measured against here.
 #
-# In this model the two point almost the same way (the angle between them is printed first
-# below), so "away from the mean key" also means "away from the cone". The table averages over
+# In every captured KV head the two point almost the same way (the angles between them are
+# printed first below), so "away from the mean key" also means "away from the cone". The table averages over
 # each head's 64 captured queries.
 
 # %%
-view = kg.head_view(cap, 19, 6)
 rows = kg.geometry_table(cap)
-mean_direction = kg.unit_rows(kg.unit_rows(view.keys).mean(0)[None])[0]
-between = np.degrees(np.arccos(min(1.0, mean_direction @ kg.unit_rows(view.mean_key[None])[0])))
-print(f"layer 19, head 6: the mean direction and the mean key are {between:.1f} degrees apart")
+for layer, heads in zip(cap.layers, cap.query_heads):
+    kv = kg.head_view(cap, layer, heads[0])  # the layer's KV head
+    mean_direction = kg.unit_rows(kg.unit_rows(kv.keys).mean(0)[None])[0]
+    between = np.degrees(np.arccos(min(1.0, mean_direction @ kg.unit_rows(kv.mean_key[None])[0])))
+    print(f"layer {layer}: the mean direction and the mean key are {between:.1f} degrees apart")
+view = kg.head_view(cap, 19, 6)  # the head the rest of the notebook draws
 nb02.query_table(rows)
 
 # %% [markdown]
@@ -397,14 +404,17 @@ nb02.plane_table(splits)
 # %% jupyter={"source_hidden": true}
 crossing = int(splits.crosses().sum())
 Markdown(f"In the picture {crossing} of the {len(splits.real)} lines cross the cloud; in {d} dimensions every one "
-         f"splits it ({splits.real.min():.0%} to {splits.real.max():.0%} on the query's side), yet almost no key lands "
+         f"has keys on both sides ({splits.real.min():.0%} to {splits.real.max():.0%} on the query's side), yet almost no key lands "
          f"on the query's side of all six at once ({cloud.share_real:.2%} of the hashed keys, the first printed line).")
 
 # %% jupyter={"source_hidden": true}
-last_raw = kp.all_bucket_shares(cap)["raw"][:, -1]  # every captured head's last query, the same six hyperplanes
-Markdown(f"**Bottom line.** For this query, pointing away from the cone, real hashing finds its own bucket almost "
-         f"empty; over the {len(last_raw)} captured heads the last query's bucket holds {last_raw.min():.2%} to "
-         f"{last_raw.max():.2%} of the raw keys, against 1/64 = {1 / 64:.1%} in an evenly filled table.")
+bucket = kp.all_bucket_shares(cap)  # every captured head's queries, the same six hyperplanes
+last_raw = bucket["raw"][:, -1]  # each head's last query
+lo, hi = bucket["heads"][last_raw.argmin()], bucket["heads"][last_raw.argmax()]
+Markdown(f"**Bottom line.** This query's bucket holds {cloud.share_real:.2%} of the hashed keys. Over the {len(last_raw)} "
+         f"captured heads, all pointing away from the cone, the last query's bucket holds {last_raw.min():.2%} (layer {lo[0]}, "
+         f"head {lo[1]}) to {last_raw.max():.2%} (layer {hi[0]}, head {hi[1]}) of the raw keys, against 1/64 = {1 / 64:.1%} "
+         "in an evenly filled table: pointing away does not by itself empty the bucket.")
 
 # %% [markdown]
 # ## 6. Explore

@@ -24,6 +24,7 @@ from pigviz.toy.stick_balance import (
     loglog_slope,
     make_scenario,
     repeat_estimates,
+    rough_proposal,
     sharpness_study,
     topk,
 )
@@ -193,6 +194,10 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
     # The budgets notebook 01 prints (same random stream), of which B = 2 and B = 24 are compared.
     is_all = error_curves(sink, [1, 2, 4, 8, 16, 24, 31], n_seeds=2000, seed=3, methods=("importance",))
     is_rms = is_all.errors["importance"][[1, 5]]
+    is_fit = loglog_slope(is_all.budgets, is_all.errors["importance"])
+    is_local = np.diff(np.log(is_all.errors["importance"])) / np.diff(np.log(is_all.budgets))  # 1->2, ..., 24->31
+    correction = sink.weights / rough_proposal(sink.scores)  # w/u per key; key 0 is the sink
+    sink_vs_flat = float(correction[0] / np.delete(correction, 0).mean())
     flat = error_curves(
         make_scenario("flat", n=1024), [2, 4, 8, 16, 32, 64], n_seeds=1000, seed=4, methods=("sampling",)
     )
@@ -227,6 +232,8 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
     mean_kept = float(sink.weights[kept] @ sink.values[kept] / sink.weights[kept].sum())
     mean_missed = float(sink.weights[missed] @ sink.values[missed] / w_missed)
     bias_formula = w_missed * (mean_kept - mean_missed)
+    kept_share = float(sink.weights[0] / sink.weights[kept].sum())  # the sink's say after TopK rescales
+    peaked_drop = float(1 - peaked.weights[topk(peaked.values, peaked.weights, budget).read].sum())
     sharp = {row["sharpness"]: row for row in sharpness_study(sink, budget)}
     mid = [sharp[k]["RMS, distinct keys"] for k in (2.0, 3.0, 4.0)]
     best_mid = min(mid)
@@ -248,6 +255,19 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
             "TopK's miss = W_M (mean_T - mean_M): missed weight x gap in means",
             abs((top - truth) - bias_formula) < 1e-12 and bias_formula < 0,
             f"{top - truth:+.4f} = {w_missed:.3f} x ({mean_kept:.3f} - {mean_missed:.3f})",
+            quotes=(f"{mean_missed:.2f}", f"{mean_kept:.2f}"),  # "far above the kept keys' mean (0.66 against 0.21)"
+        ),
+        Claim(
+            "01",
+            f"Sink: rescaling TopK's {budget} kept weights gives the sink far more than its true share",
+            kept_share > sink.weights[0] + 0.1,
+            f"{kept_share:.0%} instead of {sink.weights[0]:.0%}",
+        ),
+        Claim(
+            "01",
+            f"Peaked: the keys TopK leaves out at {budget} hold almost no weight (W_M < 5%)",
+            peaked_drop < 0.05,
+            f"{peaked_drop:.0%}",
         ),
         Claim(
             "01",
@@ -288,6 +308,20 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
             "...but converges: RMS error at 24 keys < 1/3 of that at 2",
             is_rms[1] < is_rms[0] / 3,
             f"{is_rms[0]:.3f} -> {is_rms[1]:.3f}",
+        ),
+        Claim(
+            "01",
+            "...first more slowly than 1/sqrt(B) (local slopes to B = 4 above -0.5), then faster (below it from B = 4)",
+            bool(np.all(is_local[:2] > -0.5) and np.all(is_local[2:] < -0.5)),
+            f"local {', '.join(f'{x:+.2f}' for x in is_local)}; straight-line fit {is_fit:.2f}",
+            quotes=("-0.5",),
+        ),
+        Claim(
+            "01",
+            "Rough proposal: a sink draw's correction w0/u0 is several times a flat key's (mean w/u)",
+            sink_vs_flat > 3,
+            f"{sink_vs_flat:.1f}x ({correction[0]:.2f} vs {np.delete(correction, 0).mean():.2f})",
+            quotes=(f"{sink_vs_flat:.1f}",),
         ),
         Claim(
             "01",
@@ -355,7 +389,7 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
         ),
         Claim(
             "01",
-            f"...with {budget} i.i.d. draws instead, sharpness 1 (u = w) does best",
+            f"...with {budget} i.i.d. draws instead, sharpness 1 (u = w) does best of the sharpnesses tried",
             fixed_best == 1.0,
             f"{sharp[1.0]['RMS, fixed draws']:.3f} vs {sharp[3.0]['RMS, fixed draws']:.3f} at 3",
         ),

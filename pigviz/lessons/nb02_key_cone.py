@@ -19,6 +19,7 @@ from pigviz.keys.geometry import (
     shipped_capture,
     sink_onset,
     sink_table,
+    unit_rows,
 )
 from pigviz.keys.projection import all_bucket_shares, hyperplanes, key_cloud, picture_cosines, plane_splits
 from pigviz.lessons.tables import table
@@ -229,9 +230,20 @@ def claims(cap=None) -> list:
     random_angle = _median_deg(cos_to_mean_direction(random_keys))
     last_raw = all_bucket_shares(cap, N_PLANES)["raw"][:, -1]
     where = f"layer {view.layer}, head {view.head}, last query"
+    apart = []  # per captured KV head: degrees between the mean direction (unit keys) and the mean key (raw)
+    for layer, heads in zip(cap.layers, cap.query_heads):
+        kv = head_view(cap, layer, heads[0])
+        cos = unit_rows(unit_rows(kv.keys).mean(0)[None])[0] @ unit_rows(kv.mean_key[None])[0]
+        apart.append(float(np.degrees(np.arccos(min(1.0, cos)))))
     by_layer = {layer: next(r for r in rows if r.layer == layer) for layer in cap.layers}
     no_sink, sink_layers = by_layer[cap.layers[0]], [by_layer[x] for x in cap.layers[1:]]
     return [
+        Claim(
+            "02",
+            "Mean direction (unit keys) and mean key (raw keys) point almost the same way, every KV head",
+            bool(apart) and max(apart) < 5,
+            f"{span(apart, '{:.1f}')} deg apart",
+        ),
         Claim(
             "02",
             "Raw keys form a cone: tightness, the mean cos to their mean direction (random: ~0)",
@@ -267,7 +279,7 @@ def claims(cap=None) -> list:
             + (
                 " (no layer before it)"
                 if before is None
-                else f" (before: layer means <= {before:.3f}, any head <= {before_head:.3f})"
+                else f" (before: layer means <= {before:.1e}, any head <= {before_head:.1e})"
             ),
         ),
         Claim(
@@ -308,7 +320,7 @@ def claims(cap=None) -> list:
         ),
         Claim(
             "02",
-            f"...in {cap.keys.shape[-1]}-d each of them splits the hashed keys (share on the query's side)",
+            f"...in {cap.keys.shape[-1]}-d each of them has hashed keys on both sides (share on the query's side)",
             bool(np.all((splits.real > 0.01) & (splits.real < 0.99))),
             span(splits.real, "{:.0%}"),
         ),

@@ -80,3 +80,28 @@ def test_no_prose_of_01_to_03_types_a_number_the_reviews_found_typed():
         markdown = _prose(stem)
         for pattern in patterns:
             assert not re.search(pattern, markdown), f"{stem}: {pattern!r} is typed into the markdown again"
+
+
+def test_the_review_of_01_and_02_is_fixed_in_the_prose_and_its_directions_are_claims():
+    """Each corrected sentence of review_01_02 is there, the one it replaced is gone, and the
+    direction it states ("more slowly, then faster", "5.6 times", "almost the same way") is a
+    passing claim."""
+    from pigviz.lessons import nb01_stick_balance as nb01
+
+    p01, p02 = _prose("01_stick_balance"), _prose("02_key_cone")
+    gone = {
+        "01": ["a little faster than", "each rare sink draw", "are the best proposal", "far above the sink's"],
+        "02": ["minutes on a laptop CPU", "In this model the two point", "belongs to token 0 in this model"],
+    }
+    for prose, phrases in ((p01, gone["01"]), (p02, gone["02"])):
+        for phrase in phrases:
+            assert phrase not in prose
+    c01 = {c.text: c for c in nb01.claims()}
+    (slow_then_fast,) = [c for t, c in c01.items() if t.startswith("...first more slowly than 1/sqrt(B)")]
+    (correction,) = [c for t, c in c01.items() if "correction w0/u0" in t]
+    assert slow_then_fast.passed and "at first more slowly than" in p01 and "then faster" in p01
+    assert correction.passed and f"about {correction.quotes[0]} times a flat key's" in " ".join(p01.split())
+    assert "do best of the sharpnesses tried" in p01
+    (same_way,) = [c for c in nb02.claims() if "point almost the same way" in c.text]
+    assert same_way.passed and "In every captured KV head the two point almost the same way" in " ".join(p02.split())
+    assert "### Your turn: cone tightness" in (SRC / "02_key_cone.py").read_text(encoding="utf-8")
