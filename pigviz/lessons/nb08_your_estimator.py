@@ -18,6 +18,7 @@ import numpy as np
 from pigviz._util.fmt import below
 from pigviz.attention import protocol
 from pigviz.lessons.exercises import is_blank, solutions_enabled
+from pigviz.lessons.exercises.nb08 import corrected_sample
 from pigviz.lessons.tables import table
 from pigviz.lessons.verify import Claim
 from pigviz.model.shipped import verified_path
@@ -318,8 +319,6 @@ def claims() -> list[Claim]:
 
 def _agree_claim(q, keys, values, budget) -> Claim:
     """The library's warm-up equals the exercise's reference built into the same estimator."""
-    from pigviz.lessons.exercises.nb08 import corrected_sample  # heavy: claim-only
-
     exact = capstone.exact_window(len(keys), budget)
     out, read = capstone.uniform_sample(q, keys, values, budget)
     drawn = read[exact.size :]

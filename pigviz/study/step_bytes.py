@@ -75,13 +75,13 @@ def _step(step: dict) -> tuple[int, int]:
 
 def _kwargs(method: str, step: dict, d: int, heads: int) -> dict:
     if method == "sparq":
-        from pigviz.lsh import affordable  # heavy: imports torch
+        from pigviz.lsh.affordable import sparq_channels  # heavy: imports torch
 
-        return {"r": affordable.sparq_channels(d)}
+        return {"r": sparq_channels(d)}
     if method == "magicpig":
-        from pigviz.lsh import index as lsh_index  # heavy: imports torch
+        from pigviz.lsh.index import expected_candidates  # heavy: imports torch
 
-        cand = lsh_index.expected_candidates(step["n"], step["K"], step["L"])
+        cand = expected_candidates(step["n"], step["K"], step["L"])
         return {"K": step["K"], "L": step["L"], "heads": heads, "candidates": cand, "sampled": len(step["K_S"])}
     return {}
 
