@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pigviz._util.fmt import agree, below
 from pigviz.lessons import exercises
-from pigviz.lessons.exercises import check, mine, reference_or, solution
+from pigviz.lessons.exercises import check, mine, solution
 from pigviz.lessons.tables import Folded, Table, folded, table
 from pigviz.lessons.verify import LESSON_MODULES, Claim, collect_claims, format_table, run_claims
 
@@ -30,7 +30,6 @@ __all__ = [
     "exercises",
     "check",
     "solution",
-    "reference_or",
     "agree",
     "below",
     "table",

@@ -237,30 +237,30 @@ def test_is_blank():
     assert not ex.is_blank(np.sum) and not ex.is_blank(len)
 
 
-def test_reference_or_uses_the_reference_only_for_a_blank_with_solutions_on(monkeypatch, capsys):
+def test_check_lets_the_reference_stand_in_only_for_a_blank_with_solutions_on(monkeypatch, capsys):
     blank = ex.get("05.paged_waste").blank()
+    reference = ex.get("05.paged_waste").reference
 
-    def mine(lengths, page):
+    def wrong(lengths, page):
         return 0.0
 
     monkeypatch.delenv(ex.SOLUTIONS_ENV, raising=False)
-    assert ex.reference_or("05.paged_waste", blank) is blank
     with pytest.raises(AssertionError, match="still `...`"):
-        ex.check("05.paged_waste", ex.reference_or("05.paged_waste", blank))
+        ex.check("05.paged_waste", blank)
 
     monkeypatch.setenv(ex.SOLUTIONS_ENV, "1")
-    chosen = ex.reference_or("05.paged_waste", blank)
-    assert chosen is ex.get("05.paged_waste").reference
+    assert ex.check("05.paged_waste", blank) is reference
     assert "reference solution stands in" in capsys.readouterr().out
-    assert ex.check("05.paged_waste", chosen)
-    assert ex.reference_or("05.paged_waste", mine) is mine  # the learner's own code wins
+    with pytest.raises(AssertionError):  # the learner's own code is checked, never replaced
+        ex.check("05.paged_waste", wrong)
 
     try:
         ex.enable_solutions(False)
-        assert ex.reference_or("05.paged_waste", blank) is blank
+        with pytest.raises(AssertionError, match="still `...`"):
+            ex.check("05.paged_waste", blank)
         monkeypatch.delenv(ex.SOLUTIONS_ENV)
         ex.enable_solutions(True)
-        assert ex.reference_or("05.paged_waste", blank) is not blank
+        assert ex.check("05.paged_waste", blank) is reference
     finally:
         ex.enable_solutions(None)
     assert not ex.solutions_enabled()

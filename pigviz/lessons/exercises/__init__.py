@@ -69,7 +69,6 @@ __all__ = [
     "Solution",
     "stub",
     "case_inputs",
-    "reference_or",
     "use_reference",
     "mine",
     "Mine",
@@ -237,19 +236,6 @@ def use_reference(name: str):
 def markers(name: str) -> str:
     """The difficulty, importance and minutes line of exercise ``name``."""
     return get(name).markers()
-
-
-def reference_or(name: str, fn):
-    """``fn``, unless it is still blank and solutions are on: then the reference solution. Older
-    notebooks call it before ``check``; ``check`` itself now returns the function to go on with."""
-    ex = get(name)
-    if is_blank(fn) and solutions_enabled():
-        print(
-            f"{ex.name}: {getattr(fn, '__name__', ex.function_name)} is blank and {SOLUTIONS_ENV} is on, "
-            f"so the reference solution stands in"
-        )
-        return ex.reference
-    return fn
 
 
 class Mine:
