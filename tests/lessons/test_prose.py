@@ -135,3 +135,14 @@ def test_the_cli_refuses_an_unknown_notebook():
         [sys.executable, "-m", "pigviz", "verify", "--prose", "--notebook", "99"], capture_output=True, text=True
     )
     assert out.returncode != 0 and "--notebook must be one of" in out.stderr
+
+
+def test_verify_ends_with_its_tally_counting_the_prose_check():
+    out = subprocess.run(
+        [sys.executable, "-m", "pigviz", "verify", "--notebook", "02"], capture_output=True, text=True, timeout=300
+    )
+    lines = out.stdout.strip().splitlines()
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert lines[-2].startswith("prose: every number")
+    claims = len(collect_claims([LESSON_MODULES["02"]]))
+    assert lines[-1] == f"{claims + 1} passed, 0 failed"
