@@ -91,3 +91,101 @@ def test_learner_copy_blank_then_a_short_failure_then_a_pass(learner_server, pag
     finally:
         page.context.close()
         shutdown_and_wait(learner_server)
+
+
+# One-line bodies (typed as a learner might paste them): no auto-indent to fight.
+MAGICPIG_06 = "06_sampled_attention.ipynb"
+LOG_U = (
+    "def log_u(q, keys, mu, K, L): c = keys - mu; "
+    "cos = np.clip(c @ q / (np.linalg.norm(c, axis=1) * np.linalg.norm(q)), -1, 1); "
+    "return log_inclusion_probability(1 - np.arccos(cos) / np.pi, K, L)"
+)
+SAMPLED = (
+    "def sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L): "
+    "s = np.concatenate([K_S @ q / np.sqrt(len(q)) - log_u(q, K_S, mu, K, L), K_exact @ q / np.sqrt(len(q))]); "
+    "return softmax(s) @ np.concatenate([V_S, V_exact])"
+)
+ASSEMBLED = (
+    "def magicpig_estimate(q, keys, values, planes, K, L, sinks, recent, min_hits=2): "
+    "n = len(keys); E = np.r_[0:sinks, n - recent:n]; mu = keys[sinks:n - recent].mean(axis=0); "
+    "hits = (simhash_codes(keys - mu, planes, K, L) == simhash_codes(q, planes, K, L)).sum(axis=1); "
+    "hits[E] = 0; S = np.flatnonzero(hits >= min_hits); "
+    "return sampled_estimate(q, keys[S], values[S], mu, keys[E], values[E], K, L), np.r_[E, S]"
+)
+
+
+def _type_and_check(page, stub: int, body: str, name: str) -> str:
+    """Replace the stub's body, run it and the check below it; the check's output."""
+    page.locator(f"{NOTEBOOK} .jp-Cell").nth(stub).locator(".cm-content").click(timeout=timeout_ms("element"))
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(body)
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.press("Shift+Enter")
+    return poll_until(
+        lambda: (text := _output_text(page, stub + 1)) and ("pass" in text or "failed" in text) and text,
+        f"{MAGICPIG_06}: {name}'s check to answer",
+        "settle",
+        interval=0.3,
+        seen=lambda: _output_text(page, stub + 1)[:300],
+    )
+
+
+def test_learner_assembles_magicpig_and_the_next_cell_uses_it(learner_server, page, artifacts_dir):
+    """06's assembly exercise in the learner copy: Run All stops at the first blank check; the
+    pieces typed pass; the blank assembly fails with a short message; the typed one passes and
+    the next cell runs the learner's function beside the library's reference."""
+    try:
+        open_notebook(page, learner_server, MAGICPIG_06)
+        page.locator(f"{NOTEBOOK} .jp-Cell").first.click(timeout=timeout_ms("element"))
+        _menu(page, "Run", "Run All Cells")
+        log_u = _cell_index(page, "def log_u(q, keys, mu, K, L):")
+        first = poll_until(
+            lambda: (text := _output_text(page, log_u + 1)) and "failed case" in text and text,
+            f"{MAGICPIG_06}: Run All to stop at 06.log_u's check",
+            "run_all",
+            interval=0.5,
+            seen=lambda: _output_text(page, log_u + 1)[:300],
+        )
+        wait_kernel_idle(page, learner_server, MAGICPIG_06, after="Run All")
+        assert "06.log_u failed case 1 of" in first and "Traceback" not in first, first
+
+        assert "06.log_u: pass" in _type_and_check(page, log_u, LOG_U, "06.log_u")
+        sampled = _cell_index(page, "def sampled_estimate(")
+        assert "06.sampled_estimate: pass" in _type_and_check(page, sampled, SAMPLED, "06.sampled_estimate")
+
+        assembled = _cell_index(page, "def magicpig_estimate(")
+        stub_text = page.locator(f"{NOTEBOOK} .jp-Cell").nth(assembled).locator(".jp-InputArea-editor").inner_text()
+        assert stub_text.rstrip().endswith("..."), f"the exercise is not blank: {stub_text!r}"
+        page.locator(f"{NOTEBOOK} .jp-Cell").nth(assembled).locator(".cm-content").click(timeout=timeout_ms("element"))
+        page.keyboard.press("Shift+Enter")
+        page.keyboard.press("Shift+Enter")
+        blank = poll_until(
+            lambda: (text := _output_text(page, assembled + 1)) and "failed case" in text and text,
+            f"{MAGICPIG_06}: the blank 06.magicpig_estimate's check to fail",
+            "settle",
+            interval=0.3,
+            seen=lambda: _output_text(page, assembled + 1)[:300],
+        )
+        assert "06.magicpig_estimate failed case 1 of" in blank and "still `...`" in blank, blank
+        assert "Traceback" not in blank and len(blank.splitlines()) <= 8, blank  # the same seven lines as 01
+        page.locator(f"{NOTEBOOK} .jp-Cell").nth(assembled + 1).screenshot(
+            path=str(artifacts_dir / "learner-06-blank-assembly.png")
+        )
+
+        passed = _type_and_check(page, assembled, ASSEMBLED, "06.magicpig_estimate")
+        assert "06.magicpig_estimate: pass" in passed and "failed" not in passed, passed
+        after = _cell_index(page, "from pigviz.lsh.index import build_index")
+        page.locator(f"{NOTEBOOK} .jp-Cell").nth(after).locator(".cm-content").click(timeout=timeout_ms("element"))
+        page.keyboard.press("Shift+Enter")
+        used = poll_until(
+            lambda: (text := _output_text(page, after)) and "reference" in text and text,
+            f"{MAGICPIG_06}: the cell after the check to run the learner's magicpig_estimate",
+            "settle",
+            interval=0.3,
+            seen=lambda: _output_text(page, after)[:300],
+        )
+        assert "the same set as the reference: True" in used, used
+        page.locator(f"{NOTEBOOK} .jp-Cell").nth(after).screenshot(path=str(artifacts_dir / "learner-06-assembled.png"))
+    finally:
+        page.context.close()
+        shutdown_and_wait(learner_server)
