@@ -79,7 +79,7 @@ def measure(
     tokenizer,
     *,
     contexts=(4096, 8192),
-    methods=(("dense", {}), ("magicpig", {})),
+    methods=(("dense", {"kernel": "transformers"}), ("magicpig", {})),
     steps: int = 16,
     warmup: int = 2,
     ids=None,
@@ -158,7 +158,7 @@ def measure(
                     decode_peak = peak_rss_bytes()
                 run_cache.crop(-(warmup + steps))
                 del run_cache
-            dense_tokens = tokens if method == "dense" else dense_tokens
+            dense_tokens = tokens if label == "dense" else dense_tokens
             row = {
                 "context": n,
                 "method": label,
@@ -436,7 +436,14 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     contexts = [int(c) for c in args.contexts.split(",")]
     magicpig = {"K": args.K, "L": args.L, "kv_dtype": args.kv_dtype}
-    methods = [("dense", {}), ("magicpig", magicpig)]
+    # Dense three ways: transformers' own SDPA (the model's attention, the tokens' reference) and
+    # dense at its best, each KV head read once, on a float32 and on a bfloat16 cache.
+    methods = [
+        ("dense", {"kernel": "transformers"}),
+        ("dense", {"kernel": "grouped", "kv_dtype": "float32"}, "dense_grouped"),
+        ("dense", {"kernel": "grouped", "kv_dtype": "bfloat16"}, "dense_grouped_bf16"),
+        ("magicpig", magicpig),
+    ]
     if args.offload:
         methods.append(("magicpig", dict(magicpig, placement="cpu_offload"), "magicpig_offload"))
     global bandwidth

@@ -11,8 +11,9 @@ from pigviz._util.io import write_json_atomic
 from pigviz.cli.args import int_list, kl_pairs
 from pigviz.decode import custom
 from pigviz.decode import evaluate as decode_eval
+from pigviz.decode.cache import KV_DTYPES
 from pigviz.decode.generation import generate
-from pigviz.decode.session import METHODS, PLACEMENTS, check_options
+from pigviz.decode.session import DENSE_KERNELS, METHODS, PLACEMENTS, check_options
 from pigviz.model import texts
 from pigviz.model.loading import check_model_args, load_model
 
@@ -31,6 +32,8 @@ _METHOD_OPTIONS = (
     "page",
     "dense_layers",
     "placement",
+    "kv_dtype",
+    "kernel",
 )
 
 
@@ -70,6 +73,19 @@ def _add_method_options(p) -> None:
     g.add_argument("--budget", type=float, help="TopK/Quest/StreamingLLM: fraction of cached keys read (0.05)")
     g.add_argument("--page", type=int, help="Quest: tokens per page (default 16)")
     g.add_argument("--dense-layers", type=int_list, help="layers kept dense, comma-separated (default 0)")
+    g.add_argument(
+        "--kv-dtype",
+        choices=KV_DTYPES,
+        help="dense: every layer's K/V storage; MagicPIG: its sampled layers' (default: dense the model's "
+        "dtype, MagicPIG bfloat16)",
+    )
+    g.add_argument(
+        "--dense-kernel",
+        dest="kernel",
+        choices=DENSE_KERNELS,
+        help="dense: grouped (default: each KV head's K/V read once, in the cache's dtype) or transformers "
+        "(transformers' own SDPA: K/V repeated for every query head, widened to the model's dtype)",
+    )
     g.add_argument(
         "--placement",
         choices=PLACEMENTS,
@@ -177,8 +193,14 @@ def _cmd_generate(args) -> int:
     if args.json:
         write_json_atomic(args.json, result.as_dict())
     print(result.text)
+    label = args.attention
+    if args.attention == "dense":  # which dense: the comparison depends on it
+        o = check_options("dense", {k: v for k, v in options.items() if k in ("kernel", "kv_dtype")})
+        kv = "the model's dtype" if o["kv_dtype"] == "model" else o["kv_dtype"]
+        label = f"dense, {o['kernel']}" + (" (each KV head read once)" if o["kernel"] == "grouped" else " SDPA")
+        label += f", K/V in {kv}"
     print(
-        f"\n[{args.attention}] {len(result.token_ids)} tokens after a {result.prompt_tokens}-token prompt: "
+        f"\n[{label}] {len(result.token_ids)} tokens after a {result.prompt_tokens}-token prompt: "
         f"prefill {result.prefill_seconds:.2f} s, index {result.index_seconds:.2f} s, "
         f"decode {result.decode_ms_per_token():.1f} ms/token, mean budget {100 * result.mean_budget():.2f}% "
         f"of cached keys",

@@ -186,7 +186,8 @@ def quality_eval(
     with use_attention(model, "dense"):
         forward(model, ids[:prefix], cache, logits_to_keep=1)
     prefill_s = time.perf_counter() - t0
-    ref, _, _, ref_s, _, _ = _run_chunk(model, cache, chunk, "dense", {})
+    # The reference is the model's own attention (transformers' SDPA), as it was trained and shipped.
+    ref, _, _, ref_s, _, _ = _run_chunk(model, cache, chunk, "dense", {"kernel": "transformers"})
     device = ref.device
     targets = targets.to(device)
     dense_cmp = _compare(ref, ref, targets)
@@ -486,7 +487,7 @@ def passkey_eval(
                         dense_layers=tuple(dense_layers),
                     )
                 elif method == "dense":
-                    opts = {}
+                    opts = {"kernel": "transformers"}  # the model's own attention, the reference
                 else:
                     method_name, opts = _baseline_options(method, matched, sinks, dense_layers)
                 logits, row_budgets, _, _, _, other = _run_chunk(model, cache, chunk, method_name, opts)
@@ -565,7 +566,7 @@ def generation_demo(
             max_new_tokens,
             stop_at_eos=True,
             progress=progress,
-            **(options if attention != "dense" else {}),
+            **(options if attention != "dense" else {"kernel": "transformers"}),
         )
         out.append(result.as_dict())
     return out

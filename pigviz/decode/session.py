@@ -60,6 +60,7 @@ from pigviz.model import loading as models
 
 __all__ = [
     "ATTENTION_NAME",
+    "DENSE_KERNELS",
     "METHODS",
     "PLACEMENTS",
     "default_options",
@@ -78,8 +79,13 @@ METHODS = ("dense", "magicpig", "topk", "quest", "streaming", "quest_rank_all")
 # "device": every part on the model's device (on a GPU the padded all-device form);
 # "cpu_offload": MagicPIG's own placement (pigviz.decode.offload).
 PLACEMENTS = ("device", "cpu_offload")
+# Dense decoding's two forms: "grouped" reads each KV head's K and V once for the query heads
+# that share it (torch's SDPA on the group's rows, in the cache's dtype: dense at its best);
+# "transformers" is transformers' own SDPA, which repeats K and V for every query head and
+# widens a half-size cache to the model's dtype first.
+DENSE_KERNELS = ("grouped", "transformers")
 _OPTIONS = {
-    "dense": {},
+    "dense": {"kernel": "grouped", "kv_dtype": "model"},
     "magicpig": {
         "K": 10,
         "L": 150,
@@ -151,6 +157,9 @@ def _check_options(method: str, options: dict, num_layers: int) -> dict:
     ):
         if name in out:
             out[name] = check_int(name, out[name], lo, hi)
+    if method == "dense":
+        out["kernel"] = check_choice("kernel", out["kernel"], DENSE_KERNELS)
+        out["kv_dtype"] = check_choice("kv_dtype", out["kv_dtype"], KV_DTYPES)
     if method == "magicpig":
         out["min_hits"] = check_int("min_hits", out["min_hits"], 1, out["L"])
         out["kv_dtype"] = check_choice("kv_dtype", out["kv_dtype"], KV_DTYPES)
@@ -260,11 +269,14 @@ class DecodeSession:
         return resolve_kv_dtype(self.options.get("kv_dtype", "model"), compute_dtype)
 
     def _half_layers(self, compute_dtype) -> tuple:
-        """Layers whose K/V get storage of their own dtype: MagicPIG's sampled layers, when
-        ``kv_dtype`` differs from the model's dtype and they stay on the model's device."""
-        if self.method != "magicpig" or self.offloading or self._storage_dtype(compute_dtype) == compute_dtype:
+        """Layers whose K/V get storage of their own dtype, when ``kv_dtype`` differs from the
+        model's: MagicPIG's sampled layers (on the model's device), or every layer of dense."""
+        if self.method not in ("magicpig", "dense") or self.offloading:
             return ()
-        return tuple(i for i in range(self.config.num_hidden_layers) if self.sampled_layer(i))
+        if self._storage_dtype(compute_dtype) == compute_dtype:
+            return ()
+        every = range(self.config.num_hidden_layers)
+        return tuple(every) if self.method == "dense" else tuple(i for i in every if self.sampled_layer(i))
 
     def new_cache(self, model):
         """An empty cache for decoding ``model`` with this session: MagicPIG's sampled layers
@@ -280,8 +292,13 @@ class DecodeSession:
         offload, which moves them), a copy (:func:`pigviz.decode.cache.half_copy`): ``cache``
         is then left as it was, for other methods to decode from."""
 
-        layers = [i for i in range(self.config.num_hidden_layers) if self.sampled_layer(i)]
-        if self.method != "magicpig" or not layers or getattr(cache.layers[layers[0]], "keys", None) is None:
+        if self.method == "dense":
+            layers = list(range(self.config.num_hidden_layers))
+        else:
+            layers = [i for i in range(self.config.num_hidden_layers) if self.sampled_layer(i)]
+        if self.method not in ("magicpig", "dense") or not layers:
+            return cache
+        if getattr(cache.layers[layers[0]], "keys", None) is None:
             return cache
         dtype = cache.layers[layers[0]].keys.dtype
         if self.offloading:
@@ -385,7 +402,10 @@ class DecodeSession:
         self._sync(query)
         t0, c0 = time.perf_counter(), time.thread_time()
         if not self.sampled_layer(layer):
-            result = _dense(module, query, key, value, attention_mask, scaling, kwargs)
+            if self.method == "dense" and self.options["kernel"] == "grouped":
+                result = _grouped_dense(query, key, value, scaling)
+            else:
+                result = _dense(module, query, key, value, attention_mask, scaling, kwargs)
             if self.count_reads:
                 self.read_bytes += key.numel() * key.element_size() + value.numel() * value.element_size()
         else:
@@ -598,6 +618,26 @@ def _dense(module, query, key, value, attention_mask, scaling, kwargs):
     if key.dtype != query.dtype:
         key, value = key.to(query.dtype), value.to(query.dtype)
     return _sdpa()(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+
+
+def _grouped_dense(query, key, value, scaling):
+    """Dense decode attention with each KV head's K and V read once, in the cache's dtype:
+    the query heads of a group are stacked as rows of one SDPA call per group. ``query``
+    (1, H, T, d), ``key``/``value`` (1, Hkv, n, d); row t sees the keys up to n - T + t.
+    Returns transformers' ``(output (1, T, H, dv), None)`` in the query's dtype."""
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+    _, H, T, d = query.shape
+    Hkv, n, dv = key.shape[1], key.shape[2], value.shape[-1]
+    G = H // Hkv
+    q = query.to(key.dtype).reshape(1, Hkv, G * T, d)  # group g's rows: heads g*G .. g*G+G-1, T rows each
+    mask = None
+    if T > 1:  # a chunk of rows (teacher forcing): row t must not see the tokens after its own
+        ends = (n - T + torch.arange(T, device=key.device)).repeat(G)
+        mask = torch.arange(n, device=key.device)[None, :] <= ends[:, None]
+    scale = float(scaling if scaling is not None else d**-0.5)
+    out = torch.nn.functional.scaled_dot_product_attention(q, key, value, attn_mask=mask, scale=scale)
+    return out.view(1, H, T, dv).transpose(1, 2).to(query.dtype).contiguous(), None
 
 
 def _rows(*records: dict) -> tuple[dict, ...]:

@@ -58,7 +58,8 @@ def test_huge_budget_magicpig_equals_dense(smollm2, prompt):
 def test_all_layers_dense_is_bit_for_bit_dense(smollm2, prompt):
     model = smollm2[0]
     ids = prompt[:PROMPT_TOKENS]
-    dense = _gen(smollm2, ids, "dense", n=5)
+    # A method's dense layers run transformers' own SDPA, as dense does with that kernel.
+    dense = _gen(smollm2, ids, "dense", n=5, kernel="transformers")
     every = tuple(range(model.config.num_hidden_layers))
     for method, opts in (("magicpig", {}), ("topk", {"budget": 0.01})):
         assert _gen(smollm2, ids, method, n=5, dense_layers=every, **opts).token_ids == dense.token_ids
@@ -90,6 +91,39 @@ def test_teacher_forced_chunk_equals_step_by_step(smollm2, prompt, method, opts)
             step_budget.append(session.take_budgets())
     assert torch.allclose(chunk, torch.cat(steps), atol=2e-3, rtol=0)
     assert torch.allclose(chunk_budget, torch.cat(step_budget), atol=1e-6)
+
+
+def _dense_logits(model, prompt, P, T, **opts):
+    """Logits of T teacher-forced rows after a P-token prefill, and the decode cache's K dtype."""
+    cache = decoding.new_cache(model)
+    with decoding.use_attention(model, "dense", **opts) as session:
+        decoding.forward(model, prompt[:P], cache, logits_to_keep=1)
+        run = session.decode_cache(cache)
+        session.phase = "decode"
+        chunk = decoding.forward(model, prompt[P : P + T], run)
+        run.crop(-T)
+        steps = torch.cat([decoding.forward(model, prompt[P + t : P + t + 1], run) for t in range(T)])
+    return chunk, steps, run.layers[1].keys.dtype
+
+
+def test_grouped_dense_is_transformers_dense_in_float32_and_bf16_stores_half(smollm2, prompt):
+    """The grouped form reads each KV head once and gives transformers' logits (float32: same
+    numbers up to summation order); with kv_dtype="bfloat16" every layer stores 16-bit K/V and
+    the logits move only by bf16's rounding of the cache."""
+    model, P, T = smollm2[0], PROMPT_TOKENS, 8
+    ref, ref_steps, ref_dtype = _dense_logits(model, prompt, P, T, kernel="transformers")
+    chunk, steps, dtype = _dense_logits(model, prompt, P, T)
+    assert ref_dtype == dtype == torch.float32
+    scale = ref.abs().max()
+    assert (chunk - ref).abs().max() / scale < 1e-5 and (steps - ref_steps).abs().max() / scale < 1e-5
+    half, half_steps, half_dtype = _dense_logits(model, prompt, P, T, kv_dtype="bfloat16")
+    assert half_dtype == torch.bfloat16
+    err = (half - ref).abs().max() / scale
+    assert 0 < err < 0.05, f"bf16 K/V moved the logits by {err:.3g} of their largest"
+    # A chunk of rows is the same rows one by one, up to bf16's rounding (2**-8 of a value) in
+    # another summation order (measured: 0.2% of the largest logit).
+    assert (half - half_steps).abs().max() / scale < 1e-2
+    assert (half.argmax(-1) == ref.argmax(-1)).float().mean() >= 0.75
 
 
 def test_buffer_overflow_rebuilds_the_index(smollm2, prompt):
@@ -135,11 +169,13 @@ def test_generate_result_fields(smollm2, prompt):
     [
         ("flash", {}, ValueError, "dense.*magicpig.*topk.*quest.*streaming"),
         ("magicpig", {"budget": 0.1}, TypeError, "K, L, min_hits"),
-        ("dense", {"K": 10}, TypeError, "takes: none"),
+        ("dense", {"K": 10}, TypeError, "takes: kernel, kv_dtype"),
         ("topk", {"dense_layers": (30,)}, ValueError, r"dense_layers entry must be in \[0, 29\]"),
         ("magicpig", {"min_hits": 0}, ValueError, "min_hits"),
         ("magicpig", {"sinks": 0, "recent": 0}, ValueError, "sinks \\+ recent"),
         ("topk", {"budget": 1.5}, ValueError, "budget"),
+        ("dense", {"kernel": "flash"}, ValueError, "kernel"),
+        ("dense", {"kv_dtype": "int8"}, ValueError, "kv_dtype"),
     ],
 )
 def test_bad_options_raise_and_leave_sdpa(smollm2, prompt, attention, options, exc, match):
@@ -252,6 +288,14 @@ def test_cli_generate_and_its_errors(smollm2, capsys):
     assert "[topk]" in capsys.readouterr().err
     assert main(["generate", "--prompt", "Hi", "--attention", "topk", "--K", "8", "--quiet"]) == 2
     assert "unknown option(s) K" in capsys.readouterr().err
+    # Dense names the form it ran: the grouped one by default, on the cache dtype asked for.
+    args = ["generate", "--prompt", "Hi", "--attention", "dense", "--max-new-tokens", "2", "--quiet"]
+    assert main([*args, "--kv-dtype", "bfloat16"]) == 0
+    assert "[dense, grouped (each KV head read once), K/V in bfloat16]" in capsys.readouterr().err
+    assert main([*args, "--dense-kernel", "transformers"]) == 0
+    assert "[dense, transformers SDPA, K/V in the model's dtype]" in capsys.readouterr().err
+    assert main(["generate", "--prompt", "Hi", "--attention", "topk", "--kv-dtype", "bfloat16", "--quiet"]) == 2
+    assert "unknown option(s) kv_dtype" in capsys.readouterr().err
 
 
 # -- shipped results -----------------------------------------------------------------------------------
