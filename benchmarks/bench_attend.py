@@ -303,7 +303,7 @@ def print_table(rows) -> None:
     print(
         "bf16 = the same step on bf16 K/V with its own index (ids = the token ids' dtype), one thread; N thr = the\n"
         "compiled step with N threads, wall clock, against the bandwidth measured with N threads; used = the\n"
-        "threads it started (fewer for a small step: fused.MIN_WORK_PER_THREAD); speed-up = bf16 time at the\n"
+        "threads it started (fewer for a small step: fused.work_per_thread()); speed-up = bf16 time at the\n"
         "first count / at N (the same output bits at every count).",
         flush=True,
     )

@@ -12,6 +12,10 @@ from pigviz.model import loading, shipped
 # A passing check keeps the learner's function on disk (exercises.mine); tests and the notebook
 # servers they start keep theirs in a folder of this run, never in the user's home.
 os.environ.setdefault("PIGVIZ_MINE_DIR", tempfile.mkdtemp(prefix="pigviz-mine-"))
+# Which steps the compiled MagicPIG splits into threads is this machine's measurement
+# (pigviz.lsh.fused.calibrate); the tests fix it, so that what runs threaded does not depend
+# on a timing (tests/lsh/test_fused.py measures the calibration itself).
+os.environ.setdefault("PIGVIZ_THREAD_WORK", str(2**18))
 
 # The same examples on every run and every machine: a property test that found a failure on one
 # machine must find it on the next. `pytest --hypothesis-profile=explore` searches afresh.

@@ -53,3 +53,12 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
         for block in iter(lambda: fh.read(chunk), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def cache_root() -> Path:
+    """``$PIGVIZ_CACHE_DIR``, else ``$XDG_CACHE_HOME/pigviz``, else ``~/.cache/pigviz``."""
+    if os.environ.get("PIGVIZ_CACHE_DIR"):
+        return Path(os.environ["PIGVIZ_CACHE_DIR"]).expanduser()
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "pigviz"
+    return Path.home() / ".cache" / "pigviz"

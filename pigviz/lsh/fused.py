@@ -30,8 +30,10 @@ their stored dtype (float32, or float16/bfloat16 widened by the CPU as they are 
 converted copy of the cache is ever made.
 
 **Threads.** ``threads=`` (default: ``torch.get_num_threads()``, which ``--threads`` sets)
-runs the rows on up to that many threads, one per :data:`MIN_WORK_PER_THREAD` (row, token)
-pairs (:func:`threads_for`): the caller's and lean workers that wait on a queue. The
+runs the rows on up to that many threads, one per :func:`work_per_thread` (row, token) pairs
+(:func:`threads_for`): the work at which one more thread pays, measured once per machine
+(:func:`calibrate`, about a second, stored in pigviz's cache folder; ``PIGVIZ_THREAD_WORK``
+sets it instead). The threads are the caller's and lean workers that wait on a queue. The
 kernel releases the GIL; the threads take rows one at a time from a shared atomic counter, so
 a thread the OS preempts takes fewer. A row is computed by one thread, start to finish, in a
 fixed order, so the output is the same to the last bit at any thread count.
@@ -57,17 +59,24 @@ The compiled loops live in :mod:`pigviz.lsh.kernels`, with the counting sort tha
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+import os
+import platform
 import queue
 import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from pigviz._util.io import cache_root, write_json_atomic
 from pigviz._util.validate import check_int
 from pigviz.attention import check_decode_shapes
 from pigviz.lsh import kernels, magicpig
-from pigviz.lsh.index import LSHIndex
+from pigviz.lsh.index import LSHIndex, build_index
 
 __all__ = ["available", "attend", "decode_step"]
 
@@ -417,17 +426,136 @@ class _Pool:
 _POOL = _Pool()
 
 
-# A thread is worth starting for at least this many (row, indexed token) pairs of work: a
-# smaller step loses more to the hand-over and to the two cores' shared caches than it gains
-# (SmolLM2's 9 rows at 8k tokens ran slower on two threads than on one on the 2-core machine
-# this was measured on; Llama-3.1-8B's 32 rows at 98k ran about twice as fast).
-MIN_WORK_PER_THREAD = 2**18
+# -- how much work pays for a thread: measured per machine ---------------------------------------
+# A second thread costs a hand-over and shares the cores' caches and memory bus with the first;
+# it pays only past some work per step, and where that lies differs by machine (SmolLM2's 9 rows
+# at 8k tokens ran slower on two threads than on one on one 2-core machine, and faster on
+# another). So the threshold is measured, once per machine (:func:`calibrate`), and stored.
+CALIBRATION_FORMAT = "pigviz-thread-calibration-v1"
+CALIBRATION_FILE = "thread-calibration.json"
+NEVER = 2**62  # work per thread when a second thread never paid: one thread always
+# The calibration's step: SmolLM2-135M's decode rows, over indexes of these lengths.
+_CALIBRATION_SHAPE = {"heads": 9, "kv_heads": 3, "d": 64, "K": 10, "L": 150}
+_CALIBRATION_TOKENS = (2048, 8192, 32768)
+# None: read the stored calibration (or measure it) when first needed; tests and calibrate set it.
+MIN_WORK_PER_THREAD: int | None = None
 
 
 def threads_for(rows: int, n: int, threads: int) -> int:
     """How many threads a step of ``rows`` rows over an ``n``-token index runs on, at most
-    ``threads``: one per :data:`MIN_WORK_PER_THREAD` of work, at least one, at most one a row."""
-    return max(1, min(threads, rows, (rows * n) // max(1, MIN_WORK_PER_THREAD)))
+    ``threads``: one per :func:`work_per_thread` (row, token) pairs of work, at least one, at
+    most one a row."""
+    if threads <= 1 or rows <= 1:
+        return 1
+    return max(1, min(threads, rows, (rows * n) // max(1, work_per_thread())))
+
+
+def work_per_thread() -> int:
+    """The (row, indexed token) pairs of work for which one more thread pays on this machine:
+    ``$PIGVIZ_THREAD_WORK`` if set, else this machine's stored calibration, else measured now
+    (about a second, once; :func:`calibrate`) and stored in pigviz's cache folder."""
+    global MIN_WORK_PER_THREAD
+    if MIN_WORK_PER_THREAD is None:
+        raw = os.environ.get("PIGVIZ_THREAD_WORK")
+        if raw is not None:
+            try:
+                MIN_WORK_PER_THREAD = check_int("PIGVIZ_THREAD_WORK", int(raw), 1)
+            except ValueError:
+                raise ValueError(f"PIGVIZ_THREAD_WORK must be an integer >= 1, got {raw!r}") from None
+        else:
+            MIN_WORK_PER_THREAD = stored_calibration(measure=True)["work_per_thread"]
+    return MIN_WORK_PER_THREAD
+
+
+def machine_key() -> str:
+    """What a calibration is valid for: the CPU model, the cores this process may use, numba's
+    and torch's versions (another machine, or another build of the kernel, measures again)."""
+    model = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    numba = kernels.numba_version() or "no numba"
+    return f"{model} | {cores} cores | numba {numba} | torch {torch.__version__}"
+
+
+def stored_calibration(*, measure: bool = False, path=None) -> dict | None:
+    """This machine's calibration from ``path`` (default: ``thread-calibration.json`` in
+    pigviz's cache folder), or, with ``measure``, one measured now and stored there (written
+    atomically; a file that cannot be written is left, and the measurement used)."""
+    path = Path(path) if path is not None else cache_root() / CALIBRATION_FILE
+    key = machine_key()
+    stored = {}
+    with contextlib.suppress(OSError, ValueError):
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(stored, dict) or stored.get("format") != CALIBRATION_FORMAT:
+        stored = {"format": CALIBRATION_FORMAT, "machines": {}}
+    record = stored.get("machines", {}).get(key)
+    if record is not None and isinstance(record.get("work_per_thread"), int) or not measure:
+        return record
+    record = calibrate()
+    stored.setdefault("machines", {})[key] = record
+    with contextlib.suppress(OSError):
+        write_json_atomic(path, stored)
+    return record
+
+
+def break_even(work, one_ms, two_ms) -> int:
+    """The work at which two threads beat one, from times measured at several ``work`` sizes:
+    each count's times fitted by a line ``t = start + per_pair * work`` (least squares), and
+    the lines crossed. :data:`NEVER` where the second thread does not make a pair cheaper; 1
+    where it is faster at every size."""
+    w = np.asarray(work, dtype=np.float64)
+    (b1, a1), (b2, a2) = np.polyfit(w, np.asarray(one_ms, float), 1), np.polyfit(w, np.asarray(two_ms, float), 1)
+    if not b2 < b1:
+        return NEVER
+    return int(min(NEVER, max(1, round((a2 - a1) / (b1 - b2)))))
+
+
+def calibrate(tokens=_CALIBRATION_TOKENS, repeats: int = 15) -> dict:
+    """Time SmolLM2-shaped decode steps on one and on two threads at several index lengths,
+    interleaved (so a change in the machine's load hits both counts alike), and derive the work
+    per thread at which the second thread pays (:func:`break_even`). Returns the record
+    :func:`stored_calibration` keeps: the sizes, the best times, the threshold and its cost."""
+    global MIN_WORK_PER_THREAD
+    t_start = time.perf_counter()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    shape = _CALIBRATION_SHAPE
+    record = {"machine": machine_key(), "rows": shape["heads"], "tokens": list(tokens), "repeats": repeats}
+    if cores < 2 or kernels.kernels() is None:
+        record.update(work=[], one_ms=[], two_ms=[], work_per_thread=NEVER, seconds=0.0)
+        record["why"] = "one core" if cores < 2 else "no compiled kernel"
+        return record
+    saved, MIN_WORK_PER_THREAD = MIN_WORK_PER_THREAD, 1  # every step may split while timing
+    one, two = [], []
+    try:
+        for n in tokens:
+            q, k, v = magicpig.synthetic_decode_step(
+                heads=shape["heads"], kv_heads=shape["kv_heads"], n=n, d=shape["d"]
+            )
+            k, v = k.to(torch.bfloat16), v.to(torch.bfloat16)
+            index = build_index(k, K=shape["K"], L=shape["L"])
+            args = (index, q[None, :, None], k[None], v[None])
+            times = {1: [], 2: []}
+            for _ in range(2):  # warm: the kernel compiled, the workers started, the rows in cache
+                for count in (1, 2):
+                    decode_step(*args, min_hits=2, scale=0.125, threads=count)
+            for _ in range(repeats):
+                for count in (1, 2):
+                    t0 = time.perf_counter()
+                    decode_step(*args, min_hits=2, scale=0.125, threads=count)
+                    times[count].append(1e3 * (time.perf_counter() - t0))
+            # The best of the repeats: on a shared machine the others include time the OS gave away.
+            one.append(min(times[1]))
+            two.append(min(times[2]))
+    finally:
+        MIN_WORK_PER_THREAD = saved
+    work = [shape["heads"] * n for n in tokens]
+    record.update(work=work, one_ms=one, two_ms=two, work_per_thread=break_even(work, one, two))
+    record["seconds"] = round(time.perf_counter() - t_start, 2)
+    return record
 
 
 def _launch(kernel, ws: _Workspace, head: tuple, tail: tuple, rows: int, threads: int) -> int:

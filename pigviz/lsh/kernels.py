@@ -15,7 +15,7 @@ import os
 import numpy as np
 import torch
 
-__all__ = ["available", "kernels", "pack_buckets", "build_tables"]
+__all__ = ["available", "kernels", "numba_version", "pack_buckets", "build_tables"]
 
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised dot products; inf/NaN still honoured
 
@@ -36,6 +36,11 @@ try:
     import numba
 except ImportError:  # the torch path runs everything
     numba = None
+
+
+def numba_version() -> str | None:
+    """numba's version, or None without it (a calibration of the kernel is valid for one build)."""
+    return None if numba is None else numba.__version__
 
 
 # The kernels live at module level so that numba can cache their machine code on disk

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from pigviz._util.io import sha256_file
+from pigviz._util.io import cache_root, sha256_file
 from pigviz._util.validate import check_int
 
 if TYPE_CHECKING:  # annotations only; torch itself loads lazily
@@ -95,15 +95,6 @@ class ModelSource:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def cache_root() -> Path:
-    """``$PIGVIZ_CACHE_DIR``, else ``$XDG_CACHE_HOME/pigviz``, else ``~/.cache/pigviz``."""
-    if os.environ.get("PIGVIZ_CACHE_DIR"):
-        return Path(os.environ["PIGVIZ_CACHE_DIR"]).expanduser()
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "pigviz"
-    return Path.home() / ".cache" / "pigviz"
 
 
 # Another GGUF to load under a bundled model's name: a device machine without the package gets

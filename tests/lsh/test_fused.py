@@ -3,6 +3,7 @@ same read set, same outputs to 1e-5, the log-normaliser, the decode buffer, the 
 index build, and the fallback when numba is missing."""
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -258,12 +259,65 @@ def test_every_thread_count_gives_the_same_bits(dtype, monkeypatch):
 
 
 def test_small_steps_start_fewer_threads(monkeypatch):
+    monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", 2**18)
     assert fused_attend.threads_for(9, 8192, 2) == 1  # SmolLM2 at 8k: 74k (row, token) pairs
     assert fused_attend.threads_for(32, 98_304, 2) == 2
     assert fused_attend.threads_for(32, 98_304, 64) == 12  # 3.1M pairs: one thread per 2^18
     assert fused_attend.threads_for(3, 10**7, 8) == 3  # never more than a thread a row
     monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", 1)
     assert fused_attend.threads_for(9, 8192, 2) == 2
+    monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", fused_attend.NEVER)
+    assert fused_attend.threads_for(32, 10**7, 64) == 1
+
+
+def test_break_even_crosses_the_two_fitted_lines():
+    work = [1000, 2000, 4000]
+    one = [0.1 + 1e-3 * w for w in work]  # 0.1 ms to start, 1 µs a pair
+    two = [0.6 + 0.5e-3 * w for w in work]  # 0.5 ms more to start, half the time a pair
+    assert fused_attend.break_even(work, one, two) == 1000  # 0.5 ms / 0.5 µs
+    assert fused_attend.break_even(work, one, one) == fused_attend.NEVER  # no pair got cheaper
+    assert fused_attend.break_even(work, one, [t * 1.2 for t in one]) == fused_attend.NEVER
+    assert fused_attend.break_even(work, one, [t / 2 for t in one]) == 1  # faster at every size
+
+
+def test_the_threshold_is_read_from_the_environment_then_the_stored_calibration(tmp_path, monkeypatch):
+    monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", None)
+    monkeypatch.setenv("PIGVIZ_THREAD_WORK", "12345")
+    assert fused_attend.work_per_thread() == 12345
+    monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", None)
+    monkeypatch.setenv("PIGVIZ_THREAD_WORK", "many")
+    with pytest.raises(ValueError, match="PIGVIZ_THREAD_WORK must be an integer >= 1, got 'many'"):
+        fused_attend.work_per_thread()
+    monkeypatch.delenv("PIGVIZ_THREAD_WORK")
+    monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", None)
+    monkeypatch.setenv("PIGVIZ_CACHE_DIR", str(tmp_path))
+    record = {"work_per_thread": 777, "seconds": 0.0}
+    calls = []
+    monkeypatch.setattr(fused_attend, "calibrate", lambda: calls.append(1) or dict(record))
+    assert fused_attend.work_per_thread() == 777 and calls == [1]
+    stored = json.loads((tmp_path / fused_attend.CALIBRATION_FILE).read_text())
+    assert stored["format"] == fused_attend.CALIBRATION_FORMAT
+    assert stored["machines"] == {fused_attend.machine_key(): record}
+    monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", None)
+    assert fused_attend.work_per_thread() == 777 and calls == [1]  # read back, not measured again
+    (tmp_path / fused_attend.CALIBRATION_FILE).write_text("{not json")
+    monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", None)
+    assert fused_attend.work_per_thread() == 777 and calls == [1, 1]  # a broken file is measured again
+
+
+@numba_only
+def test_calibrate_times_both_counts_at_every_size(monkeypatch):
+    """A real (short) calibration: times at each size for one and two threads, a threshold
+    that follows from them by break_even, and the setting it ran under restored."""
+    monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", 4321)
+    record = fused_attend.calibrate(tokens=(1024, 4096), repeats=3)
+    assert fused_attend.MIN_WORK_PER_THREAD == 4321
+    if record.get("why") == "one core":
+        pytest.skip("this machine gives the process one core: nothing to calibrate")
+    assert record["work"] == [9 * 1024, 9 * 4096]
+    assert all(t > 0 for t in record["one_ms"] + record["two_ms"])
+    assert record["work_per_thread"] == fused_attend.break_even(record["work"], record["one_ms"], record["two_ms"])
+    assert record["machine"] == fused_attend.machine_key()
 
 
 def test_threads_are_checked(step, index):
