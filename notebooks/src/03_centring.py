@@ -18,7 +18,8 @@
 #
 # **Prerequisites:** notebook 02 (the cone, the sink, the query pointing away). §3 states the
 # three results of notebook 04 that §3 to §5 use.
-# **Time in a workshop:** about 40 minutes, 15 of them for the three exercises; questions and appendix add 30.
+# **Time in a workshop:** about 40 minutes, 15 of them for the three exercises; the questions and the
+# Going further part add 30.
 #
 # The exercises work as in notebook 01: a blank body `...`, a check cell after it.
 
@@ -60,8 +61,8 @@ print(nb03.capture_line(cap))
 
 # %% [markdown]
 # **Optional: recapture from the real model** (minutes on a laptop CPU, a few GB of memory). Off
-# by default; with `RUN_LIVE = True` every cell below uses the fresh capture, the appendix's
-# draws included (the numbers in the text and the headline table describe the shipped one). On a GPU
+# by default; with `RUN_LIVE = True` every cell below uses the fresh capture, the draws of Going
+# further included (the numbers in the text and the headline table describe the shipped one). On a GPU
 # runtime `device="auto"` loads the model onto the GPU in bf16; `device="cpu"` repeats the
 # shipped run.
 
@@ -212,13 +213,13 @@ print(kg.format_shift_invariance(kg.shift_invariance(cap)))
 # %%
 clouds = {v: kp.key_cloud(view, -1, v, n_planes=6) for v in kg.VARIANTS}
 n_hashed = int(kg.non_exact_mask(cap.n_tokens).sum())
-print("cone width, raw (notebook 02) -> centred: " + ", ".join(
+print("cone tightness, raw (notebook 02) -> centred: " + ", ".join(
     f"layer {r.layer}: {r.cone_raw:.2f} -> {r.cone_centred:.3f}" for r in kg.geometry_table(cap)[::cap.group_size]))
 display(nb03.bucket_share_table(clouds, 6))
 pk.key_cloud_pair_figure(clouds, d, n_hashed)
 
 # %% [markdown]
-# Centred, the keys are no longer a cone (the centred cone widths are near 0, as for random
+# Centred, the keys are no longer a cone (their cone tightness is near 0, as for random
 # directions), and the lines slice straight through the cloud. Notice the sink: it was short, so
 # after centring it is roughly $-\mu$, and since the mean key pointed away from the query, $-\mu$
 # points towards it (MagicPIG reads the sink exactly anyway). The picture cannot say which keys
@@ -262,8 +263,8 @@ cos_centred = ex.check("03.cos_centred", cos_centred)
 # %%
 cos_raw, cos_cen = cos_centred(q_last, view.keys, 0 * mu), cos_centred(q_last, view.keys, view.mean_key)
 print(f"your cosines and the library's {lessons.agree(cos_cen, kg.cos_with_query(view, -1, 'centred'), within=1e-12)}")
-print(f"cos(query, key), median: raw {np.median(cos_raw):+.3f}, centred {np.median(cos_cen):+.3f}; "
-      f"keys with cos > 0.3: raw {np.sum(cos_raw > 0.3)}, centred {np.sum(cos_cen > 0.3)}")
+print(f"cos(query, key) over all {view.n:,} keys, median: raw {np.median(cos_raw):+.3f}, centred "
+      f"{np.median(cos_cen):+.3f}; keys with cos > 0.3: raw {np.sum(cos_raw > 0.3)}, centred {np.sum(cos_cen > 0.3)}")
 pk.cosine_histogram_figure([("raw keys", cos_raw, pk.COLORS["raw"], "solid"),
                             ("centred keys", cos_cen, pk.COLORS["centred"], "solid")],
                            "The same query, raw and centred keys", "cos(query, key)",
@@ -323,11 +324,12 @@ nb03.paper_table(grid, K, L)
 # In SmolLM2 on this text, raw keys collide more often than the paper's 0.1% in every captured
 # layer (0.58% to 5.75% reach one table). That does not rescue raw hashing: MagicPIG needs two
 # collisions, which in the sink layers only 37, 32 and 6 colliding pairs reach. With so few pairs
-# the sink layers' factors are rough, and they move from one draw of hyperplanes to the next.
-# That is also why the raw ">= 1" counts of the first table stray from the formula in the sink
-# layers (by +37%, +51% and -36%) while the centred ones sit close to it: the formula averages over draws of
-# hyperplanes, the table counts one draw. The appendix counts 30 draws and finds the formula
-# right on average.
+# the sink layers' factors are rough: a few pairs more or fewer would move them a lot.
+#
+# The raw ">= 1" rates rest on far more pairs, yet in the sink layers they stray from the formula
+# too (by +37%, +51% and -36%), while the centred ones sit close to it. The formula averages over
+# draws of hyperplanes; the table counts one draw. Going further counts 30 draws and finds the
+# formula right on average.
 
 # %% [markdown]
 # **Bottom line.** At MagicPIG's default (10, 150), centring multiplies the share of keys sampled
@@ -348,14 +350,15 @@ pk.weight_share_figure(grid, K, L, sink_by_layer)
 # In the sink layers only 1.1% to 4.4% of the weight lies outside the exact set at all (the
 # first column); the sink and each query's recent tokens, read exactly, take the rest. Layer 2,
 # without a sink, leaves 52% of it to hashing. The bars are shares of that outside weight, not of
-# all the weight.
+# all the weight. In the sink layers, the keys sampled carry 0.0% to 0.7% of it raw, and 35.2% to
+# 39.9% centred.
 #
 # So measure the output itself. For the last query of every captured head (it sees every key),
 # run MagicPIG's estimator with the index built on raw keys and on centred keys, five draws of
 # hyperplanes each, and compare its output with exact attention over all keys. As a yardstick,
 # reading the exact set alone. The estimator is the paper's algorithm in six steps; read them in
-# `pigviz.lsh.reference` (the engine that computes this table, `pigviz.lsh.magicpig.attend`, gives
-# the same keys read and the same output, tuned for speed):
+# `pigviz.lsh.reference`. The engine that computes the table, `pigviz.lsh.magicpig.attend`, reads
+# the same keys and gives the same output, tuned for speed; for the raw column it skips step 2.
 
 # %%
 import inspect
@@ -372,13 +375,30 @@ nb03.error_table(errors)
 
 # %% [markdown]
 # In the sink layers the raw index is on average worse than reading the exact set alone (error
-# 0.047 against 0.031, mean over their heads; raw is worse in 6 of 9 heads). It samples almost
-# nothing, and the few keys it does sample were caught against long odds, so dividing by their
-# small chance of being sampled hands keys that carry almost none of the true weight a sizeable
-# share of the estimate. Centred, the sampled keys are the ones that carry weight, and the error
-# drops below the exact set's in every head: 1.8x to 3.5x smaller in the sink layers' heads.
-# In layer 2, which has no sink, raw hashing already helps (0.362 against 0.804), and centred
-# hashing helps more (0.127).
+# 0.047 against 0.031, mean over their heads; raw is worse in 6 of 9 heads). It reads barely more
+# keys than the exact set. Why does so little sampling hurt? Sample raw keys for the last query
+# of layer 19, head 6, with five draws of hyperplanes of our own, and weigh them as step 6 does:
+
+# %%
+exact = ~kg.non_exact_mask(view.n)
+w_true = view.attention_weights()[-1]
+scores = view.keys @ q_last / np.sqrt(d)
+for seed in range(5):
+    S = np.flatnonzero((sh.SimHash(d, K, L, seed).hits(q_last, view.keys) >= 2) & ~exact)  # raw keys sampled
+    u = sh.inclusion_probability(sh.collision_probability(cos_raw[S]), K, L)
+    w_est = softmax(np.r_[scores[exact], scores[S] - np.log(u)])[exact.sum():]  # step 6: score - log u
+    seen = (f", u at most {u.max():.0e}; true weight {w_true[S].sum():.0e}, in the estimate {w_est.sum():.2%} "
+            f"({w_est.sum() / w_true[S].sum():,.0f}x)") if len(S) else ""
+    print(f"draw {seed}: keys sampled {len(S)}{seen}")
+print(f"all the weight outside the exact set: {w_true[~exact].sum():.2%}")
+
+# %% [markdown]
+# The few keys sampled were caught against long odds. Their u is tiny, so dividing by it gives them
+# thousands of times their true weight: a share of the estimate comparable to what all the keys
+# outside the exact set should get together. Centred, the sampled keys are the ones that carry
+# weight, and the error drops below the exact set's in every head: 1.8x to 3.5x smaller in the
+# sink layers' heads. In layer 2, which has no sink, raw hashing already helps (0.362 against
+# 0.804), and centred hashing helps more (0.127).
 
 # %% [markdown]
 # **Bottom line.** In the sink layers, centring decides whether MagicPIG's sampling helps at all:
@@ -404,9 +424,10 @@ for v in kg.VARIANTS:
 pk.collision_grid_figure(grid, min_hits=2)
 
 # %% [markdown]
-# Where the buckets are widest (K = 6, L = 300: the last lines above), centred hashing samples 86%
-# of the hashed keys, so it saves few reads; raw hashing samples 28% of them, which by then carry
-# 81% of the weight outside the exact set (centred: 99.99%). The gap is smallest there, 3.1x.
+# With the widest buckets and the most tables (K = 6, L = 300: the last lines above), centred
+# hashing samples 86% of the hashed keys, so it saves few reads. Raw hashing samples 28% of them,
+# which by then carry 81% of the weight outside the exact set (centred: 99.99%). The gap is
+# smallest there, 3.1x.
 #
 # **Bottom line.** At the settings that actually save reads, centring is what makes the buckets
 # useful; only where centred hashing samples most keys does the gap shrink.
@@ -467,10 +488,11 @@ lessons.claims_table("03")
 means = {"hashed-key mean": view.mean_key, "all-key mean": view.keys.mean(0)}
 hashed = kg.non_exact_mask(view.n)
 shift_all = np.linalg.norm(means["all-key mean"] - view.mean_key) / np.linalg.norm(view.mean_key)
-widths = {name: kg.cone_width(view.keys[hashed] - m) for name, m in means.items()}
+tightness = {name: kg.cone_tightness(view.keys[hashed] - m) for name, m in means.items()}
 medians = {name: np.median(cos_centred(q_last, view.keys[hashed], m)) for name, m in means.items()}
 lessons.folded("Answer 1", f"Layer 19, head 6: the two means differ by {shift_all:.1%} of the hashed-key mean's "
-               "length. Cone width of the hashed keys after centring: " + ", ".join(f"{k} {v:.3f}" for k, v in widths.items())
+               "length. Cone tightness of the hashed keys after centring: "
+               + ", ".join(f"{k} {v:.3f}" for k, v in tightness.items())
                + "; median cos(last query, centred key): " + ", ".join(f"{k} {v:+.3f}" for k, v in medians.items())
                + f". In this head the picture hardly changes: the exact set is {kg.EXACT_SINKS + kg.EXACT_RECENT} of "
                f"{view.n:,} keys. The engine's choice matters more where the exact set holds outlier keys (long ones, "
@@ -481,14 +503,16 @@ lessons.folded("Answer 1", f"Layer 19, head 6: the two means differ by {shift_al
 # Compare its `cos(query, mean key)` in notebook 02.
 
 # %% jupyter={"source_hidden": true}
-geo = {r.layer: r for r in kg.geometry_table(cap)[::cap.group_size]}
+rows2 = kg.geometry_table(cap)
+cos2 = {x: np.mean([r.query_cos for r in rows2 if r.layer == x]) for x in grid.layers}  # over the layer's heads
+tight2 = {r.layer: r.cone_raw for r in rows2}  # one KV head per layer
 raw_rates = dict(zip(grid.layers, grid.per_layer("measured", "raw", K, L, 1)))
-lessons.folded("Answer 2", "Per layer, cos(query, mean key) (first head, averaged over its captured queries), the "
-               "cone width, and the counted raw >= 1 rate: "
-               + "; ".join(f"layer {x}: {geo[x].query_cos:+.2f}, cone {geo[x].cone_raw:.2f}, {raw_rates[x]:.2%}"
+lessons.folded("Answer 2", "Per layer, cos(query, mean key) (averaged over its heads' captured queries), the "
+               "cone tightness, and the counted raw >= 1 rate: "
+               + "; ".join(f"layer {x}: {cos2[x]:+.2f}, tightness {tight2[x]:.2f}, {raw_rates[x]:.2%}"
                            for x in grid.layers)
                + ". In layer 2 the query points less far from the cone (its cos is the largest) and the cone is the "
-                 "widest, so more raw keys sit within reach of the query's bucket.")
+                 "least tight, so more raw keys sit within reach of the query's bucket.")
 
 # %% [markdown]
 # **3.** Why does the query not need centring? What would subtracting the mean query do to the
@@ -511,7 +535,9 @@ lessons.folded("Answer 3", "Subtracting a vector from every *key* moves all of o
 # query scans as well: its bucket in each of the L tables, added up.)
 
 # %% jupyter={"source_hidden": true}
-k4, l4 = nb03.closest_centred_cell(grid)
+target = grid.mean("measured", "raw", 6, 300, 2)
+gap4 = {(k, l): abs(grid.mean("measured", "centred", k, l, 2) - target) for k in grid.Ks for l in grid.Ls}
+k4, l4 = min(gap4, key=gap4.get)  # the centred cell that samples most like raw keys at (6, 300)
 scan = kh.scan_formula(cap) if RUN_LIVE else kh.shipped_scan_formula()
 cells = {"Raw keys at (6, 300)": ("raw", 6, 300), f"centred keys at ({k4}, {l4})": ("centred", k4, l4)}
 lessons.folded("Answer 4", "; ".join(
@@ -592,8 +618,8 @@ for variant in kg.VARIANTS:
     f = draws.formula_per_layer(variant, 1)
     independent = np.sqrt(f * (1 - f) / draws.n_pairs) / f  # binomial: independent pairs
     excess = (draws.relative_spread(variant, 1) / independent) ** 2
-    print(f"{variant}: independent pairs would spread by {nb03.span(independent, '{:.1%}')} of the mean; "
-          f"the measured variance is {nb03.span(excess, '{:.0f}x')} that")
+    print(f"{variant}: independent pairs would spread by {independent.min():.1%} to {independent.max():.1%} of "
+          f"the mean; the measured variance is {excess.min():.0f}x to {excess.max():.0f}x that")
 
 # %% [markdown]
 # One draw's variance is several to tens of times that of independent pairs: pairs that share a

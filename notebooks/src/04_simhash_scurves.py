@@ -166,8 +166,8 @@ lessons.folded("Solution: bit_agreement", ex.solution("04.bit_agreement"))
 # ## K bits make one table: p^K
 #
 # A key shares the query's bucket only if all `K` bits agree. With independent hyperplanes
-# that happens with probability `p^K`. More bits make the bucket narrower: close keys still
-# collide often, distant keys almost never, but even close keys miss a lot.
+# that happens with probability `p^K`. More bits make the bucket narrower. Distant keys almost
+# never collide, and close keys far more often. Yet even a close key misses most tables.
 
 # %%
 display(plots.one_table_figure(angles, {K: p_curve**K for K in (1, 2, 5, 10, 20)}, highlight=10))
@@ -199,9 +199,9 @@ lessons.table([{"L p^K": a, "p": p, "u_1": sh.inclusion_probability(p, K, L, 1)}
               formats={"L p^K": "{:g}", "p": "{:.3f}", "u_1": "{:.3f}"})
 
 # %% [markdown]
-# **Bottom line.** Plotted against the angle, $u_1$ is an S: a cliff between "almost always"
-# (`L p^K` of a few) and "almost never" (`L p^K` well below 1). What `K` and `L` do to it is
-# measured further down.
+# **Bottom line.** Plotted against the angle (below), $u_1$ is an S: a cliff between "almost
+# always" (`L p^K` of a few) and "almost never" (`L p^K` well below 1). What `K` and `L` do to it
+# is measured further down.
 #
 # ## At least 2 of L
 #
@@ -217,7 +217,7 @@ lessons.table([{"L p^K": a, "p": p, "u_1": sh.inclusion_probability(p, K, L, 1)}
 #
 # To judge the gaps we use an exact binomial test rather than standard errors: far from the
 # query a key is expected in well under one of the 300 hashings, and there a single hit
-# would look like a "5 sigma" event while being quite ordinary. The p-value is the chance of
+# would look like a "5 sigma" event while being ordinary. The p-value is the chance of
 # a count at least as far from the formula as the one seen, if the formula is right. The table
 # above the figure gives, for each curve, how many of its angles can test the formula at all,
 # and the smallest p-value among them, with its angle and counts.
@@ -250,7 +250,8 @@ plots.scurve_figure(angles, curves, markers, K=K, L=L)
 
 # %%
 lessons.table(
-    [{"rule": f">= {m} of {L}", "50% point: cos": sh.crossing_cos(K, L, m), "50% point (deg)": nb04.half_point_deg(K, L, m),
+    [{"rule": f">= {m} of {L}", "50% point: cos": sh.crossing_cos(K, L, m),
+      "50% point (deg)": sh.cos_to_degrees(sh.crossing_cos(K, L, m)),
       "10% -> 90% climb (deg)": sh.transition_width_deg(K, L, m)} for m in (1, 2)],
     formats={"50% point: cos": "{:.3f}", "50% point (deg)": "{:.1f}", "10% -> 90% climb (deg)": "{:.1f}"})
 
@@ -302,7 +303,7 @@ lessons.folded("Solution: inclusion_probability", ex.solution("04.inclusion_prob
 
 # %% [markdown]
 # **Bottom line.** Under "at least 2 of L", $u$ depends on the angle alone; at (10, 150) it
-# crosses 50% at 65.2 degrees, about 10 degrees closer to the query than "at least 1", and
+# crosses 50% at 65.2 degrees, 9.7 degrees closer to the query than "at least 1", and
 # climbs from 10% to 90% in 22.4 degrees instead of 31.4.
 #
 # ### What K and L do to the S-curve
@@ -313,7 +314,7 @@ lessons.folded("Solution: inclusion_probability", ex.solution("04.inclusion_prob
 
 # %%
 kl = lessons.table(
-    [{"K": k_, "L": l_, "50% point (deg)": nb04.half_point_deg(k_, l_),
+    [{"K": k_, "L": l_, "50% point (deg)": sh.cos_to_degrees(sh.crossing_cos(k_, l_, 2)),
       "10% -> 90% climb (deg)": sh.transition_width_deg(k_, l_, 2)}
      for k_, l_ in [(10, 50), (10, 150), (10, 600), (5, 150), (20, 150)]],
     formats={"50% point (deg)": "{:.1f}", "10% -> 90% climb (deg)": "{:.1f}"})
@@ -586,7 +587,7 @@ print(f"L n / 2^K = {L} x {n:,} / {2**K:,} = {sh.expected_candidates(n, K, L):,.
 # filled buckets, which real keys do not give you. Here is what the real query above scans:
 # its bucket in each of the L tables, their sizes added up, with one draw of hyperplanes. The
 # formula's average over draws is $L \sum_i p_i^K$, one term per key; evenly filled buckets
-# would give $L n / 2^K$.
+# would give $L n / 2^K$, here with n = 8,124 hashed keys.
 
 # %%
 scan = kh.scanned_entries(kg.head_view(kg.shipped_capture(), curve.layer, curve.head), curve.query_index,
@@ -619,10 +620,11 @@ RealSCurveWidget()
 # **1.** At K = 10, which `L` puts the ">= 2" 50% point at 45 degrees? Use `sh.crossing_cos`.
 
 # %% jupyter={"source_hidden": true}
-l45 = min(range(2, 200), key=lambda l_: abs(nb04.half_point_deg(10, l_) - 45))
-lessons.folded("Answer 1", f"**L = {l45}**: the 50% point is then at {nb04.half_point_deg(10, l45):.1f} deg "
-       f"(L = {l45 - 1}: {nb04.half_point_deg(10, l45 - 1):.1f} deg, L = {l45 + 1}: "
-       f"{nb04.half_point_deg(10, l45 + 1):.1f} deg). Fewer tables than the default {L} pull the cliff towards the query.")
+half_deg = {l_: sh.cos_to_degrees(sh.crossing_cos(10, l_, 2)) for l_ in range(2, 200)}  # ">= 2" 50% point, K = 10
+l45 = min(half_deg, key=lambda l_: abs(half_deg[l_] - 45))
+lessons.folded("Answer 1", f"**L = {l45}**: the 50% point is then at {half_deg[l45]:.1f} deg "
+       f"(L = {l45 - 1}: {half_deg[l45 - 1]:.1f} deg, L = {l45 + 1}: "
+       f"{half_deg[l45 + 1]:.1f} deg). Fewer tables than the default {L} pull the cliff towards the query.")
 
 # %% [markdown]
 # **2.** Keep the 50% point fixed while raising K: how must L grow, and what happens to
