@@ -70,7 +70,8 @@ from pigviz.study.estimators import evaluate_estimator, shipped_row
 # * `budget` is how many **distinct** keys it may read.
 # * `output`, shape `(dv,)`, is its estimate of exact attention, `softmax(keys @ q / sqrt(d)) @ values`.
 # * `read` holds the indices of the keys it read: **every key whose score or value enters the
-#   output**. Reading more than `budget` of them is refused with a `ValueError`.
+#   output**. Reading more than `budget` of them is refused with `protocol.OverBudget`, a
+#   `ValueError`.
 #
 # What an estimator scans to *choose* its keys is not a read. TopK computes every score, Quest
 # reads a minimum and a maximum per page, MagicPIG walks its hash tables. That is the estimator's
@@ -106,22 +107,25 @@ for name in ("topk", "magicpig", "quest", "streaming", "sparq"):
     peers.append({"estimator": estimators.LABELS[name], "keys read": r.size,
                   "error": np.linalg.norm(out - exact) / np.linalg.norm(exact),
                   "bytes read, of dense": est.bytes_read(n, d, dv, r.size) / cost.dense_bytes(n, d, dv)})
+    if name == "magicpig":  # what its tables did on this row
+        print(f"MagicPIG: {est.last_call['sampled']} keys sampled beside its exact set, "
+              f"at {est.last_call['min_hits']} shared tables")
 lessons.table(peers, formats={"error": "{:.3f}", "bytes read, of dense": "{:.1%}"}, highlight={"error": "min"})
 
 # %% [markdown]
-# MagicPIG reads fewer keys than its budget of 164 here. Its tables decide how many keys it
+# MagicPIG reads fewer keys than its budget of 164 here: its tables decide how many keys it
 # samples. When the exact set plus the sample would pass the budget, pigviz raises the number of
 # tables a key must share with the query (2, then 3, ...) until it fits, with `u` computed at that
-# threshold.
+# threshold. Here that took 5 shared tables, which sample 51 keys.
 #
 # **Bottom line:** an estimator is one function of one row. The budget is a count of keys, checked
 # on every call, the same for yours and for the library's.
 #
 # ## 2. Warm-up: a uniform sample, corrected
 #
-# The simplest estimator that reads a fraction of the keys reads the first 4 keys (the sinks) and
-# the last 64 (the recent window) **exactly**. It draws the rest of its budget **uniformly**,
-# without replacement, from the N keys in between. Each drawn key then stands for all of them.
+# The simplest sampling estimator reads the first 4 keys (the sinks) and the last 64 (the recent
+# window) **exactly**. It draws the rest of its budget **uniformly**, without
+# replacement, from the N keys in between. Each drawn key then stands for all of them.
 #
 # That is notebook 01's importance weight `w/u`. Drawing m of the N keys includes each with
 # probability `u = m/N`, so each drawn key's `exp(score)` counts N / m times in the softmax's sum.
@@ -144,12 +148,11 @@ softmax = ex.mine.softmax
 # %% [markdown]
 # ### Your turn: corrected_sample
 #
-# For **one** query `q` (shape `(d,)`), `keys` `(n, d)` and `values` `(n, dv)`: `exact` and
-# `sampled` are integer index arrays (either may be empty). `sampled` was drawn uniformly from the
+# For **one** query `q` `(d,)`, `keys` `(n, d)` and `values` `(n, dv)`: `exact` and `sampled`
+# are integer index arrays (either may be empty), `sampled` drawn uniformly from the
 # `n - len(exact)` keys outside `exact`. Scores are `q · k / sqrt(d)`. Each sampled key's
-# `exp(score)` counts `(n - len(exact)) / len(sampled)` times. Take one softmax over the exact and
-# the sampled keys (your `softmax`), and return the weighted mean of their values, shape `(dv,)`.
-# The check compares to a relative 1e-6.
+# `exp(score)` counts `(n - len(exact)) / len(sampled)` times. Return the mean of their values
+# `(dv,)` under one softmax over both sets (your `softmax`). The check compares to a relative 1e-6.
 #
 # Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~8 min
 #
@@ -203,7 +206,12 @@ uniform_sample.bytes_read = protocol.costs_like("streaming")  # it reads its key
 # `evaluate_estimator` runs it on every query head of the shipped heads (layers 2, 13, 19 and 25,
 # three query heads each), at each of the 64 positions, at 2% and 5% of the visible keys. It runs
 # TopK, MagicPIG and Quest on the same rows. The baselines take longer the first time, and are
-# kept for the next call.
+# kept for the next call. The benchmark that times it:
+
+# %%
+bench = nb08.load_speed()
+print(f"evaluate_estimator on one core (benchmarks/bench_evaluate.py): {bench['cold_cpu_s']:.0f} s of CPU time "
+      f"for a numpy estimator with the three baselines from cold, {bench['yours_cpu_s']:.1f} s once they are kept")
 
 # %%
 rows = evaluate_estimator(uniform_sample)
@@ -233,24 +241,38 @@ nb08.errors_table(rows + plain, ["no_correction", "uniform_sample", "topk"])
 
 # %% [markdown]
 # The correction raises the mean error at 2% (from 0.177 to 0.187) and lowers it at 5% (from 0.166
-# to 0.127). It makes the sample's part of the sum unbiased, but multiplies each draw's weight by
-# N / m: with few draws, one lucky or unlucky draw swings the estimate.
+# to 0.127). The same rows and draws, compared one row at a time:
+
+# %%
+def errors_of(rows, name, fraction):
+    return np.array([r["error"] for r in rows if r["estimator"] == name and r["fraction"] == fraction])
+
+
+for f in (0.02, 0.05):
+    fixed, bare = errors_of(rows, "uniform_sample", f), errors_of(plain, "no_correction", f)
+    print(f"{f:.0%}: the correction lowers the error on {(fixed < bare).mean():.0%} of the rows; rows with an "
+          f"error above 1: {(bare > 1).sum()} without it, {(fixed > 1).sum()} with it")
+
+# %% [markdown]
+# The correction lowers the error on most rows: 65% of them at 2%, 73% at 5%. But at 2% it leaves
+# more rows with a miss larger than the output itself (21 against 13), which pull the mean up.
+# Likely, though not measured: each draw counts 84.6 times there, overweighing any heavy key drawn.
 #
-# **Bottom line:** an unbiased sum does not make an accurate output, and a uniform sample of these
-# peaked heads stays far behind TopK.
+# **Bottom line:** an unbiased sum is not an accurate output, and a uniform sample of these peaked
+# heads trails TopK far.
 
 # %% [markdown]
 # ## 3. Your estimator
 #
-# Notebook 01 put TopK's miss in one line: the weight it drops, times the gap between the kept and
-# the dropped keys' mean values. The first factor is easy to measure for any read set.
+# Notebook 01 wrote TopK's miss as the weight it drops times the gap between the kept and dropped
+# keys' mean values. The first factor can be measured for any read set.
 #
 # ### Your turn: dropped_weight
 #
 # For one query `q` `(d,)` and `keys` `(n, d)`, `read` holds the indices of the keys an estimator
 # read (maybe none; a key read twice counts once). Return the share of the true weights,
-# `softmax(keys @ q / sqrt(d))` over all `n` keys (your `softmax`), that the distinct keys read
-# leave out: a float in `[0, 1]`. The check compares to 1e-6.
+# `softmax(keys @ q / sqrt(d))` over all `n` keys (your `softmax`), that the keys read leave out,
+# in `[0, 1]`. The check compares to 1e-6.
 #
 # Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~4 min
 #
@@ -290,23 +312,24 @@ lessons.table([{"estimator": name, "keys read": r.size, "weight left out": dropp
 
 # %% [markdown]
 # TopK leaves out the least weight by construction: it reads the highest scores.
-#
+
+# %% [markdown]
 # ### Your turn: my_estimator
 #
-# Now the open exercise: any estimator of the protocol. Keep to the budget, return
-# `(output, read)`, and name it something other than a baseline (`topk`, `magicpig`, `quest`).
-# Keep §1's rule: every key whose score or value enters the output is in `read`. Ideas from
-# notebook 06's Part 2:
+# The open exercise: any estimator of the protocol that keeps to the budget and has a name no
+# baseline has (`topk`, `magicpig`, `quest`). As in §1, every key whose score or value enters the
+# output is in `read`. Some ideas:
 #
-# * **exact top plus a corrected sample**: part of the budget by score, the rest sampled with your
+# * **exact top plus a corrected sample**: part of the budget by score, the rest drawn for your
 #   `corrected_sample`;
-# * **MagicPIG with a larger exact window**: `library.magicpig(recent=128, name="mp_wide")`, or
-#   `library.magicpig(12, 200)`;
+# * **MagicPIG with a larger window or more tables**:
+#   `library.magicpig(recent=128, heads=9, name="mp_wide")` or
+#   `library.magicpig(12, 200, heads=9, name="mp_12_200")` (`heads=9`: its hyperplanes counted as
+#   the baseline's, §4);
 # * **another split** of the budget between the sinks, the window and the top.
 #
-# To be counted in bytes, declare what a step reads: `my_estimator.bytes_read =
-# protocol.costs_like("topk")` for one that scores every key. A worked example is folded below the
-# results.
+# For bytes, declare what a step reads: `my_estimator.bytes_read = protocol.costs_like("topk")` if
+# it scores every key. A worked example is folded below the results.
 #
 # Difficulty 🔴🔴🔴⚪⚪ · Importance 🔵🔵🔵🔵🔵 · ~10 min
 #
@@ -342,6 +365,11 @@ plots.error_budget_figure(estimators.summary(everything), highlight=[name], labe
                           title="Your estimator on the shipped heads: error against keys read")
 
 # %% [markdown]
+# With the worked example standing in, its line sits at TopK's keys read, above TopK's and below
+# MagicPIG's and Quest's. Measured under §1's rule, it loses to TopK at both budgets: 2.31x and
+# 1.74x TopK's mean error. It beats MagicPIG and Quest, but it scores every key to choose its top
+# half, so it pays TopK's bytes (§4).
+#
 # The worked example, `capstone.top_plus_sample`, stands in while `my_estimator` is blank and
 # solutions are on. It reads the top half of its budget by score and samples the other half
 # uniformly, corrected as in §2 (`capstone.corrected_mix` is the library's `corrected_sample`).
@@ -353,10 +381,6 @@ import inspect
 lessons.folded("Worked example: top_plus_sample", f"```python\n{inspect.getsource(capstone.top_plus_sample)}```")
 
 # %% [markdown]
-# Measured under §1's rule, the worked example reads as many keys as TopK and loses to it at both
-# budgets: 2.31x and 1.74x TopK's mean error. It beats MagicPIG and Quest, but it scores every key to
-# choose its top half, so it pays TopK's bytes (§4).
-#
 # The words it reads, on the row of §1 (layer 2, head 6, the last query), beside TopK: each token
 # shaded by its true attention weight (log scale), underlined where the estimator read it. The
 # tokens that carry the most weight are listed with who read them.
@@ -370,27 +394,29 @@ words = token_reads(row=0, head=0, position=63, fraction=0.02, methods=("topk", 
 reading_view(words, load_tokens(), nb08.labels(everything))
 
 # %% [markdown]
+# With the worked example standing in, both read all ten heaviest tokens. TopK's 164 keys hold 75%
+# of the true weight and the worked example's 62%: its top half holds the heavy keys, and its 82
+# draws add 0.3 points. Its error on this row is 0.327, against TopK's 0.239.
+#
 # ## 4. Where it stands, in bytes
 #
-# Keys read are half the cost. TopK and the worked example compute every score, so each step reads
-# every key once. MagicPIG reads its tables and the few keys they return; Quest reads two vectors
-# per page. The same rows against everything a step reads, for the estimators that declare it:
+# Keys read are only part of the cost. TopK and the worked example compute every score, so each
+# step reads every key once. MagicPIG reads its tables and the few keys they return; Quest reads
+# two vectors per page. MagicPIG's hyperplanes are counted here once per layer, shared by its 9
+# query heads. The same rows against everything a step reads, for the estimators that declare it:
 
 # %%
 plots.error_budget_figure(estimators.summary(everything), highlight=[name], labels=nb08.labels(everything),
                           x="bytes_share", title="The same rows against the bytes a step reads (fp16 cache)")
 
-# %%
-bench = nb08.load_speed()
-print(f"evaluate_estimator on one core (benchmarks/bench_evaluate.py): {bench['cold_cpu_s']:.0f} s of CPU time "
-      f"for a numpy estimator with the three baselines from cold, {bench['yours_cpu_s']:.1f} s once they are kept")
+# %% [markdown]
+# **Bottom line:** TopK reads 51.0% and 52.5% of dense attention's bytes, at 2% and 5% of the keys.
+# MagicPIG reads 3.2% and 5.2%, and loses on error. Counted per query head, as notebook 06's
+# headline counts them, its hyperplanes add 8.2 points: 11.4% and 13.4%, more than SparQ reads
+# (Question 2). An estimator that scores every key pays TopK's bytes whatever it reads. An
+# affordable winner would have to find the heavy keys without scoring every key, and none here does.
 
 # %% [markdown]
-# **Bottom line:** TopK reads 51.0% and 52.5% of dense attention's bytes, at 2% and 5% of the keys;
-# MagicPIG reads 3.2% and 5.2%, and loses on error. An estimator that scores every key pays TopK's
-# bytes whatever it reads. An affordable winner would have to find the heavy keys as cheaply as
-# MagicPIG's tables do, and none here does.
-#
 # ## 5. Inside real decoding (optional, with the model)
 #
 # The same function runs inside the model. `use_attention` switches the model's attention for the
@@ -444,8 +470,9 @@ lessons.claims_table("08")
 #   `estimator(q, keys, values, budget) -> (output, read)`. The budget counts distinct keys and is
 #   checked on every call; what an estimator scans to choose them is its index, counted in bytes.
 # * The N / m correction (notebook 01's `w/u`, with `u = m/N`) makes the sample's part of the
-#   softmax's sum unbiased beside an exact set. The output, a ratio, stays slightly biased. On these
-#   peaked heads the correction pays only at the larger budget, and the sample trails TopK far.
+#   softmax's sum unbiased beside an exact set. The output, a ratio, stays slightly biased (notebook
+#   01). On these peaked heads it lowers the error on most rows at both budgets, but the mean error
+#   only at the larger one, and the sample trails TopK far.
 # * `evaluate_estimator` puts any idea on the same rows as TopK, MagicPIG and Quest. The worked
 #   example, half TopK and half a corrected sample, loses to TopK at the same keys read.
 # * The same function runs inside decoding (`use_attention`, `pigviz eval --attention module:function`).
@@ -459,11 +486,21 @@ lessons.claims_table("08")
 
 # %% jupyter={"source_hidden": true}
 wide = evaluate_estimator(nb08.uniform_wide, budgets=(0.05,), baselines=())  # capstone.uniform_sample, recent=256
+b5 = protocol.keys_for(0.05, n)  # §1's row at 5%
+exact_keys = {r: capstone.exact_window(n, b5, recent=r).size for r in (64, 256)}
+held = {r: [] for r in (64, 256)}  # the true weight the sinks and the window hold, on every row
+for layer, head in np.ndindex(4, 3):
+    Q, K, _ = estimators.shipped_queries(layer, head)
+    for t, q_t in enumerate(Q):
+        n_t = len(K) - len(Q) + t + 1
+        for r in held:
+            held[r].append(1 - dropped_weight(q_t, K[:n_t], capstone.exact_window(n_t, n_t, recent=r)))
 lessons.folded("Answer 1", nb08.errors_table(rows + wide, ["uniform_sample", "uniform_wide", "topk"])._repr_html_()
-               + f"\n\nWith 256 recent keys, each of the {protocol.keys_for(0.05, n) - 260} draws at the last position "
-               f"stands for {(n - 260) / (protocol.keys_for(0.05, n) - 260):.1f} keys instead of "
-               f"{(n - 68) / (protocol.keys_for(0.05, n) - 68):.1f}. The recent tokens carry much of the weight in "
-               "many heads: reading more of them exactly is worth more than the draws the window takes.")
+               + f"\n\nOn §1's row at 5%, the wider window leaves {b5 - exact_keys[256]} draws instead of "
+               f"{b5 - exact_keys[64]}, each standing for {(n - exact_keys[256]) / (b5 - exact_keys[256]):.1f} keys "
+               f"instead of {(n - exact_keys[64]) / (b5 - exact_keys[64]):.1f}. The sinks and the window hold "
+               f"{np.mean(held[64]):.0%} of the true weight on average over the rows with 64 recent keys and "
+               f"{np.mean(held[256]):.0%} with 256: reading that weight exactly is worth more than the draws it costs.")
 
 # %% [markdown]
 # 2. SparQ (notebook 06, Part 2) picks its top keys from a few channels of every key, so it reads
@@ -471,10 +508,15 @@ lessons.folded("Answer 1", nb08.errors_table(rows + wide, ["uniform_sample", "un
 
 # %% jupyter={"source_hidden": true}
 sparq = evaluate_estimator(library.sparq(), baselines=())
-lessons.folded("Answer 2", nb08.errors_table(mine + sparq, ["sparq", "topk", name])._repr_html_()
-               + "\n\nSparQ's scores from a few channels miss some of the top keys, so it trails TopK at both "
-               "budgets. But it beats the worked example, reading under a quarter of TopK's bytes: where it looks "
-               "is cheap, and it spends its whole budget on the keys it finds (the claims table checks both).")
+worked = evaluate_estimator(capstone.top_plus_sample, baselines=())  # the worked example, whatever yours is
+sparq_read = protocol.call(library.sparq(), q, keys, values, budget)[1]  # §1's row at 2%
+lessons.folded("Answer 2", nb08.errors_table(rows + sparq + worked, ["sparq", "topk", "top_plus_sample"])._repr_html_()
+               + f"\n\nOn §1's row SparQ reads {np.intersect1d(sparq_read, reads['TopK']).size} of TopK's {budget} "
+               f"keys and leaves out {dropped_weight(q, keys, sparq_read):.0%} of the true weight, against TopK's "
+               f"{dropped_weight(q, keys, reads['TopK']):.0%}: its scores from a few channels miss some of the top "
+               "keys, so it trails TopK at both budgets. But it beats the worked example, reading under a quarter of "
+               "TopK's bytes: where it looks is cheap, and it spends its whole budget on the keys it finds (the "
+               "claims table checks both).")
 
 # %% [markdown]
 # 3. Bend §1's rule. TopK computes every score anyway, so it knows the weight it drops; a running
@@ -488,4 +530,5 @@ lessons.folded("Answer 3", f"```python\n{inspect.getsource(capstone.topk_plus_ta
                + nb08.errors_table(rows + tail, ["topk_plus_tail", "topk"], columns=("mean error", "error / TopK's",
                                    "bytes read, of dense"))._repr_html_()
                + "\n\nIts error is below TopK's at TopK's bytes plus one vector. But every key's score and value "
-               "enter its output, so by §1's rule it reads every key: it beats TopK in bytes, not in keys read.")
+               "enter its output, so by §1's rule it reads every key: it beats TopK at matched bytes, not at "
+               "matched keys read.")
