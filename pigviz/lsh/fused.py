@@ -78,7 +78,18 @@ from pigviz.attention import check_decode_shapes
 from pigviz.lsh import kernels, magicpig
 from pigviz.lsh.index import LSHIndex, build_index
 
-__all__ = ["available", "attend", "decode_step"]
+__all__ = [
+    "available",
+    "attend",
+    "decode_step",
+    "attend_sampled",
+    "threads_for",
+    "work_per_thread",
+    "calibrate",
+    "break_even",
+    "stored_calibration",
+    "machine_key",
+]
 
 available = kernels.available
 
@@ -433,7 +444,8 @@ _POOL = _Pool()
 # another). So the threshold is measured, once per machine (:func:`calibrate`), and stored.
 CALIBRATION_FORMAT = "pigviz-thread-calibration-v1"
 CALIBRATION_FILE = "thread-calibration.json"
-NEVER = 2**62  # work per thread when a second thread never paid: one thread always
+NEVER = 2**62
+"""Work per thread when a second thread never paid: one thread always."""
 # The calibration's step: SmolLM2-135M's decode rows, over indexes of these lengths.
 _CALIBRATION_SHAPE = {"heads": 9, "kv_heads": 3, "d": 64, "K": 10, "L": 150}
 _CALIBRATION_TOKENS = (2048, 8192, 32768)
