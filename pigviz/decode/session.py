@@ -268,15 +268,20 @@ class DecodeSession:
 
         return resolve_kv_dtype(self.options.get("kv_dtype", "model"), compute_dtype)
 
+    def _own_storage_layers(self) -> tuple:
+        """Layers whose K/V this session may store apart from the prefill's: every layer of
+        dense, MagicPIG's sampled layers, none for the other methods."""
+        every = range(self.config.num_hidden_layers)
+        if self.method == "dense":
+            return tuple(every)
+        return tuple(i for i in every if self.sampled_layer(i)) if self.method == "magicpig" else ()
+
     def _half_layers(self, compute_dtype) -> tuple:
         """Layers whose K/V get storage of their own dtype, when ``kv_dtype`` differs from the
         model's: MagicPIG's sampled layers (on the model's device), or every layer of dense."""
-        if self.method not in ("magicpig", "dense") or self.offloading:
+        if self.offloading or self._storage_dtype(compute_dtype) == compute_dtype:
             return ()
-        if self._storage_dtype(compute_dtype) == compute_dtype:
-            return ()
-        every = range(self.config.num_hidden_layers)
-        return tuple(every) if self.method == "dense" else tuple(i for i in every if self.sampled_layer(i))
+        return self._own_storage_layers()
 
     def new_cache(self, model):
         """An empty cache for decoding ``model`` with this session: MagicPIG's sampled layers
@@ -292,13 +297,8 @@ class DecodeSession:
         offload, which moves them), a copy (:func:`pigviz.decode.cache.half_copy`): ``cache``
         is then left as it was, for other methods to decode from."""
 
-        if self.method == "dense":
-            layers = list(range(self.config.num_hidden_layers))
-        else:
-            layers = [i for i in range(self.config.num_hidden_layers) if self.sampled_layer(i)]
-        if self.method not in ("magicpig", "dense") or not layers:
-            return cache
-        if getattr(cache.layers[layers[0]], "keys", None) is None:
+        layers = self._own_storage_layers()
+        if not layers or getattr(cache.layers[layers[0]], "keys", None) is None:
             return cache
         dtype = cache.layers[layers[0]].keys.dtype
         if self.offloading:

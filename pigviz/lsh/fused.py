@@ -505,7 +505,7 @@ def stored_calibration(*, measure: bool = False, path=None) -> dict | None:
     if not isinstance(stored, dict) or stored.get("format") != CALIBRATION_FORMAT:
         stored = {"format": CALIBRATION_FORMAT, "machines": {}}
     record = stored.get("machines", {}).get(key)
-    if record is not None and isinstance(record.get("work_per_thread"), int) or not measure:
+    if not measure or (record is not None and isinstance(record.get("work_per_thread"), int)):
         return record
     record = calibrate()
     stored.setdefault("machines", {})[key] = record

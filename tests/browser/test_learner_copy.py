@@ -114,16 +114,19 @@ ASSEMBLED = (
 )
 
 
-def _type_and_check(page, stub: int, body: str, name: str) -> str:
-    """Replace the stub's body, run it and the check below it; the check's output."""
+def _run_check(page, stub: int, name: str, expect: str, body: str | None = None) -> str:
+    """Run the stub (its body replaced by ``body`` if given) and the check below it; the check's
+    output once it shows ``expect`` (a stale answer of an earlier run never matches: it said
+    the other thing)."""
     page.locator(f"{NOTEBOOK} .jp-Cell").nth(stub).locator(".cm-content").click(timeout=timeout_ms("element"))
-    page.keyboard.press("Control+a")
-    page.keyboard.insert_text(body)
+    if body is not None:
+        page.keyboard.press("Control+a")
+        page.keyboard.insert_text(body)
     page.keyboard.press("Shift+Enter")
     page.keyboard.press("Shift+Enter")
     return poll_until(
-        lambda: (text := _output_text(page, stub + 1)) and ("pass" in text or "failed" in text) and text,
-        f"{MAGICPIG_06}: {name}'s check to answer",
+        lambda: (text := _output_text(page, stub + 1)) and expect in text and text,
+        f"{MAGICPIG_06}: {name}'s check to say {expect!r}",
         "settle",
         interval=0.3,
         seen=lambda: _output_text(page, stub + 1)[:300],
@@ -149,30 +152,21 @@ def test_learner_assembles_magicpig_and_the_next_cell_uses_it(learner_server, pa
         wait_kernel_idle(page, learner_server, MAGICPIG_06, after="Run All")
         assert "06.log_u failed case 1 of" in first and "Traceback" not in first, first
 
-        assert "06.log_u: pass" in _type_and_check(page, log_u, LOG_U, "06.log_u")
+        assert "06.log_u: pass" in _run_check(page, log_u, "06.log_u", "pass", LOG_U)
         sampled = _cell_index(page, "def sampled_estimate(")
-        assert "06.sampled_estimate: pass" in _type_and_check(page, sampled, SAMPLED, "06.sampled_estimate")
+        assert "06.sampled_estimate: pass" in _run_check(page, sampled, "06.sampled_estimate", "pass", SAMPLED)
 
         assembled = _cell_index(page, "def magicpig_estimate(")
         stub_text = page.locator(f"{NOTEBOOK} .jp-Cell").nth(assembled).locator(".jp-InputArea-editor").inner_text()
         assert stub_text.rstrip().endswith("..."), f"the exercise is not blank: {stub_text!r}"
-        page.locator(f"{NOTEBOOK} .jp-Cell").nth(assembled).locator(".cm-content").click(timeout=timeout_ms("element"))
-        page.keyboard.press("Shift+Enter")
-        page.keyboard.press("Shift+Enter")
-        blank = poll_until(
-            lambda: (text := _output_text(page, assembled + 1)) and "failed case" in text and text,
-            f"{MAGICPIG_06}: the blank 06.magicpig_estimate's check to fail",
-            "settle",
-            interval=0.3,
-            seen=lambda: _output_text(page, assembled + 1)[:300],
-        )
+        blank = _run_check(page, assembled, "06.magicpig_estimate", "failed case")
         assert "06.magicpig_estimate failed case 1 of" in blank and "still `...`" in blank, blank
         assert "Traceback" not in blank and len(blank.splitlines()) <= 8, blank  # the same seven lines as 01
         page.locator(f"{NOTEBOOK} .jp-Cell").nth(assembled + 1).screenshot(
             path=str(artifacts_dir / "learner-06-blank-assembly.png")
         )
 
-        passed = _type_and_check(page, assembled, ASSEMBLED, "06.magicpig_estimate")
+        passed = _run_check(page, assembled, "06.magicpig_estimate", ": pass", ASSEMBLED)
         assert "06.magicpig_estimate: pass" in passed and "failed" not in passed, passed
         after = _cell_index(page, "from pigviz.lsh.index import build_index")
         page.locator(f"{NOTEBOOK} .jp-Cell").nth(after).locator(".cm-content").click(timeout=timeout_ms("element"))
