@@ -5,6 +5,7 @@ its bandwidth floor.
     python benchmarks/bench_attend.py --quick            # 8k only, a few seconds
     python benchmarks/bench_attend.py --json out.json    # also save the rows
     python benchmarks/bench_attend.py --kernel-threads 1,2,4   # the compiled step's thread counts
+    python benchmarks/bench_attend.py --stages           # also each stage of the step against its floor
 
 Shapes: SmolLM2-135M (9 query heads, 3 KV heads, d = 64) and a Llama-3.1-8B-like layer
 (32, 8, 128), at 8k, 32k and 96k tokens of synthetic keys with a real-model-like cone, a
@@ -32,11 +33,19 @@ SDPA ratio second.
 
 **Half size and threads** (columns of the second table, fields ``*_bf16_*`` and
 ``attend_threads_ms``): the same step on bf16 K/V with its own index (``uint16`` token ids
-up to 65,536 tokens), as decoding stores the sampled layers, and the compiled step at each
+up to 65,536 tokens), as decoding stores the sampled layers; dense SDPA (grouped) on the
+same bf16 K/V, and dense at its best (``dense_best_ms``: the faster of its fp32 and bf16 on
+this machine) against attend at its best (``speedup_best``); and the compiled step at each
 ``--kernel-threads`` count (the same output bits at every count), each against its floor:
 the thread rows against the bandwidth measured with as many threads.
 
 The main table keeps float32 K/V, one torch thread and one kernel thread, as before.
+
+**Stages** (``--stages``, a third table, fields ``stages_fp32`` and ``stages_bf16``): the step's
+stages (query hashing, the table walk, hit counting, the K gather, the softmax and value mix) run
+one after another and each is set against its own floor measured in the same run (the gather
+floor: random rows of the same size and count, read in ascending order); see
+``benchmarks/attend_stages.py``.
 
 Bytes counted for attend: the K and V rows it gathers (per query head; a sampled key's
 |k - mean| is computed from its K row) in their stored dtype, the token ids scanned in the
@@ -66,6 +75,7 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pigviz._util.io import write_json_atomic  # noqa: E402
 from pigviz.attention import topk_attention  # noqa: E402
 from pigviz.lsh import fused  # noqa: E402
@@ -74,6 +84,9 @@ from pigviz.lsh.magicpig import attend as attend_torch  # noqa: E402
 from pigviz.lsh.magicpig import synthetic_decode_step  # noqa: E402
 
 attend = fused.attend
+
+if fused.available():
+    import attend_stages  # noqa: E402  (numba's compiled stages: only with the compiled path)
 
 SHAPES = {"SmolLM2-135M": (9, 3, 64), "Llama-3.1-8B-like": (32, 8, 128)}
 
@@ -160,6 +173,7 @@ def run_row(
     bandwidth: float,
     kernel_threads=(1,),
     bandwidth_threads: dict | None = None,
+    gemm: float | None = None,
 ) -> dict:
     H, Hkv, d = SHAPES[shape]
     q0, k, v = synthetic_decode_step(H, Hkv, n, d, seed=seed)
@@ -235,6 +249,16 @@ def run_row(
     row["err_magicpig_bf16"] = rel_err(out_b.float(), dense)
     row["table_bytes_bf16_index"] = index_b.table_bytes
     row["entries_dtype"] = str(index_b.entries.dtype).replace("torch.", "")
+    # Dense at its best: grouped, in the faster of fp32 and bf16 on this machine (bf16 SDPA ran 1.4x
+    # slower than fp32 at 8k on one CPU and 1.5x faster at 98k, so neither dtype is assumed).
+    queries_b = [q.to(torch.bfloat16) for q in queries]
+    row["sdpa_bf16_ms"] = median_ms(
+        lambda q: F.scaled_dot_product_attention(q.view(1, Hkv, H // Hkv, d), kb[None], vb[None]), queries_b
+    )
+    row["dense_best_dtype"] = "bfloat16" if row["sdpa_bf16_ms"] < dense_ms else "float32"
+    row["dense_best_ms"] = min(dense_ms, row["sdpa_bf16_ms"])
+    row["attend_best_ms"] = min(magic_ms, row["attend_bf16_ms"])
+    row["speedup_best"] = row["dense_best_ms"] / row["attend_best_ms"]
 
     # Threads: the compiled step at each count, wall clock (every count is timed so, the first
     # too, so their ratio is the speed-up), against the bandwidth measured with as many threads.
@@ -251,6 +275,11 @@ def run_row(
     first = str(kernel_threads[0])
     row["thread_speedup"] = {t: by_threads[first] / ms for t, ms in by_threads.items()}
     row["thread_speedup_bf16"] = {t: by_threads_bf16[first] / ms for t, ms in by_threads_bf16.items()}
+    if gemm is not None:  # --stages
+        row["stages_fp32"] = attend_stages.measure(index, k, v, queries, H, clock, bandwidth, gemm, magic_ms)
+        row["stages_bf16"] = attend_stages.measure(
+            index_b, kb, vb, queries, H, clock, bandwidth, gemm, row["attend_bf16_ms"]
+        )
     return row
 
 
@@ -281,7 +310,10 @@ def print_table(rows) -> None:
         flush=True,
     )
     counts = list(rows[0]["attend_threads_ms"]) if rows else []
-    head = f"{'shape':<18}{'n':>7}{'K,L':>8}{'bf16 ms':>9}{'floor ms':>9}{'x floor':>8}{'ids':>7}"
+    head = (
+        f"{'shape':<18}{'n':>7}{'K,L':>8}{'bf16 ms':>9}{'floor ms':>9}{'x floor':>8}{'ids':>7}"
+        f"{'SDPA bf16':>10}{'best dense':>11}{'best/best':>10}"
+    )
     for t in counts:
         head += f"{'used':>5}{f'{t} thr fp32':>12}{'x floor':>8}{f'{t} thr bf16':>12}{'x floor':>8}{'speed-up':>9}"
     print("\n" + head)
@@ -290,6 +322,8 @@ def print_table(rows) -> None:
         line = (
             f"{r['shape']:<18}{r['n']:>7}{r['K']:>4},{r['L']:<3}{r['attend_bf16_ms']:>9.2f}"
             f"{r['attend_bf16_floor_ms']:>9.2f}{r['attend_bf16_over_floor']:>7.1f}x{r['entries_dtype']:>7}"
+            f"{r['sdpa_bf16_ms']:>10.1f}{r['dense_best_ms']:>7.1f} {r['dense_best_dtype'][:4]:<3}"
+            f"{r['speedup_best']:>9.1f}x"
         )
         for t in counts:
             fl = r["attend_threads_floor_ms"][t]
@@ -301,7 +335,9 @@ def print_table(rows) -> None:
             )
         print(line)
     print(
-        "bf16 = the same step on bf16 K/V with its own index (ids = the token ids' dtype), one thread; N thr = the\n"
+        "bf16 = the same step on bf16 K/V with its own index (ids = the token ids' dtype), one thread; SDPA bf16 =\n"
+        "dense (grouped) on the bf16 K/V; best dense = the faster of dense's fp32 and bf16 (its dtype); best/best =\n"
+        "best dense / the faster of attend's fp32 and bf16, each at its best; N thr = the\n"
         "compiled step with N threads, wall clock, against the bandwidth measured with N threads; used = the\n"
         "threads it started (fewer for a small step: fused.work_per_thread()); speed-up = bf16 time at the\n"
         "first count / at N (the same output bits at every count).",
@@ -337,6 +373,11 @@ def main(argv=None) -> list[dict]:
         default="1,2",
         help="thread counts of the compiled step, timed side by side in each row (comma-separated)",
     )
+    parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="also time the step's stages one by one, each against its own floor (needs numba)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write the rows here as JSON")
     args = parser.parse_args(argv)
@@ -359,6 +400,12 @@ def main(argv=None) -> list[dict]:
         + f"; clock: {clock_name}; THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')}; "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
     )
+    gemm = None
+    if args.stages:
+        if not fused.available():
+            raise SystemExit("--stages needs the compiled path: pip install numba (pigviz[fast])")
+        gemm = attend_stages.gemm_rate(clock)
+        print(f"one-thread float32 matmul: {gemm / 1e9:.1f} G multiply-adds/s (the hashing stage's floor)")
     rows = []
     for shape in SHAPES:
         for n in contexts:
@@ -366,10 +413,16 @@ def main(argv=None) -> list[dict]:
             if n == contexts[-1] and args.extra_L and not args.quick:
                 configs.append((10, args.extra_L))
             for K, L in configs:
-                rows.append(run_row(shape, n, K, L, repeats, args.seed, bandwidth, kernel_threads, bandwidth_threads))
+                rows.append(
+                    run_row(shape, n, K, L, repeats, args.seed, bandwidth, kernel_threads, bandwidth_threads, gemm)
+                )
                 print(f"  done {shape} n={n} (K, L)=({K}, {L})", file=sys.stderr, flush=True)
     sys.stderr.flush()
     print_table(rows)
+    if args.stages:
+        attend_stages.print_stages(
+            [{**r, "dtype": dt, "stages_row": r[f"stages_{dt}"]} for r in rows for dt in ("fp32", "bf16")]
+        )
     if args.json:
         write_json_atomic(
             args.json,

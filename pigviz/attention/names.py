@@ -6,6 +6,9 @@ __all__ = ["METHOD_NAMES", "method_label"]
 
 METHOD_NAMES = {
     "dense": "dense",
+    # the speed benchmark's other dense paths (bench_decode.py): "dense" there is transformers' SDPA
+    "dense_grouped": "dense, grouped (fp32)",
+    "dense_grouped_bf16": "dense, grouped (bf16)",
     "magicpig": "MagicPIG",
     "topk": "TopK (oracle)",
     "oracle": "oracle sampling",

@@ -57,6 +57,9 @@ class GenerationResult:
     index_seconds: float
     attention_seconds: float = 0.0
     rebuilds: int = 0
+    # Each decode step's attention (all layers), beside step_seconds[1:]: medians leave out the
+    # first step, which also loads the compiled kernels and fills lookup tables.
+    attention_step_seconds: list = field(default_factory=list)
     # The same clocks in this thread's CPU time (one torch thread): steady on a busy machine.
     step_cpu_seconds: list = field(default_factory=list)
     attention_cpu_seconds: float = 0.0
@@ -84,6 +87,7 @@ class GenerationResult:
             "prefill_seconds",
             "index_seconds",
             "attention_seconds",
+            "attention_step_seconds",
             "rebuilds",
             "step_cpu_seconds",
             "attention_cpu_seconds",
@@ -136,13 +140,14 @@ def generate(
         prefill_s = times[0] - session.index_seconds
         bar = tqdm(total=max_new_tokens, desc=f"decode ({attention})", unit="tok", disable=not progress)
         bar.update(1)
-        cpu_times = []
+        cpu_times, attention_times = [], []
         while len(tokens) < max_new_tokens and not (stop_at_eos and tokens[-1] == eos):
-            t0, c0 = time.perf_counter(), time.thread_time()
+            t0, c0, a0 = time.perf_counter(), time.thread_time(), session.attention_seconds
             logits = forward(model, torch.tensor([tokens[-1]]), cache)
             tokens.append(int(logits[-1].argmax()))
             times.append(time.perf_counter() - t0)
             cpu_times.append(time.thread_time() - c0)
+            attention_times.append(session.attention_seconds - a0)
             step_budget = session.take_budgets()
             budgets.append(1.0 if step_budget is None else float(step_budget[-1]))
             bar.update(1)
@@ -162,6 +167,7 @@ def generate(
         prefill_seconds=prefill_s,
         index_seconds=session.index_seconds,
         attention_seconds=session.attention_seconds,
+        attention_step_seconds=attention_times,
         rebuilds=session.rebuilds,
         step_cpu_seconds=cpu_times,
         attention_cpu_seconds=session.attention_cpu_seconds,

@@ -513,8 +513,9 @@ def speed_table(path=None) -> Table:
         rows,
         formats=formats,
         caption=f"one decode step of one layer, synthetic keys, {data['threads']} torch thread, "
-        f"{data.get('clock', 'wall')} clock; both times read float32 K/V (dense: one batched SDPA call that reads each "
-        "KV head once for its group of query heads; K/V per query head: SDPA's enable_gqa=True, which copies them); "
+        f"{data.get('clock', 'wall')} clock; MagicPIG and dense on float32 K/V, and on bfloat16 (bf16 columns; dense: "
+        "one batched SDPA call that reads each KV head once for its group of query heads; K/V per query head: SDPA's "
+        "enable_gqa=True, which copies them; speed-up, each at its best: the faster dense over the faster MagicPIG); "
         "tables / KV: the index against that fp32 cache and against an fp16 one"
         + (f"; floor: the bytes read at the measured {bandwidth:.1f} GB/s" if bandwidth else "")
         + f" ({SPEED_COMMAND})",

@@ -33,10 +33,13 @@ converted copy of the cache is ever made.
 runs the rows on up to that many threads, one per :func:`work_per_thread` (row, token) pairs
 (:func:`threads_for`): the work at which one more thread pays, measured once per machine
 (:func:`calibrate`, about a second, stored in pigviz's cache folder; ``PIGVIZ_THREAD_WORK``
-sets it instead). The threads are the caller's and lean workers that wait on a queue. The
-kernel releases the GIL; the threads take rows one at a time from a shared atomic counter, so
-a thread the OS preempts takes fewer. A row is computed by one thread, start to finish, in a
-fixed order, so the output is the same to the last bit at any thread count.
+sets it instead). They run as numba's OpenMP team (:func:`pigviz.lsh.kernels.team_ready`),
+which starts in a few µs: Python threads (the caller's and workers that wait on a queue, the
+fallback where numba's layer is not OpenMP or after a fork) took tens of µs to hand over, and
+made two threads no faster than one for SmolLM2's 9 rows at 8k tokens. The threads take rows
+one at a time from a shared atomic counter, so a thread the OS preempts takes fewer. A row is
+computed by one thread, start to finish, in a fixed order, so the output is the same to the
+last bit at any thread count.
 
 **Storage.** Token ids are read as uint16 (an index of up to 65,536 tokens) or int32, offsets
 as int32 (or int64); keys and values as float32, float16 or bfloat16, from a cache with room
@@ -311,28 +314,34 @@ class _Workspace:
         self.mean = index.mean.contiguous().numpy()
         self.planes = index.planes.contiguous()
         self.log_u: dict[int, np.ndarray] = {}
-        self.scratches: list[tuple] = []
+        self.stack: tuple | None = None  # the threads' scratch (see stacked)
+        self.results = np.zeros(0, dtype=np.int64)
         self.proj = np.empty((0, self.planes.shape[1]), dtype=np.float32)  # (R, L*K) q @ planes
         self.ends = np.empty(0, dtype=np.int64)
         self.rows = (np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
 
     def scratch(self, thread: int) -> tuple:
         """The kernel's last arguments, in its order, for one thread (made on first use)."""
-        while len(self.scratches) <= thread:
-            n, cap = self.n, self.capacity
-            self.scratches.append(
-                (
-                    np.zeros(n, dtype=np.uint8),  # hits: the kernel leaves it all zero again
-                    np.empty(n + 1, dtype=np.int32),  # touched; +1: the branch-free append writes one past
-                    np.empty(cap + 1, dtype=np.int64),  # ids; +1: the branch-free append
-                    np.empty(cap, dtype=np.float32),  # scores
-                    np.empty(max(cap, self.dv), dtype=np.float32),  # tmp, also the mix's block sums
-                    np.empty(self.dv, dtype=np.float64),  # acc: the value mix sums thousands of rows
-                    np.empty((2, self.L, 2), dtype=np.int64),  # bounds: two rows in flight
-                    np.zeros((2, n // 64 + 1), dtype=np.uint64),  # bits: hit once / twice; left all zero
-                )
+        return tuple(a[thread] for a in self.stacked(thread + 1))
+
+    def stacked(self, threads: int) -> tuple:
+        """Every thread's scratch, each kind stacked into one array with a leading thread axis
+        (:func:`pigviz.lsh.kernels.attend_threads_kernel` takes them so): grown, all zero
+        where the kernel needs zeros, when more threads than before ask for it."""
+        if self.stack is None or self.stack[0].shape[0] < threads:
+            n, cap, T = self.n, self.capacity, threads
+            self.stack = (
+                np.zeros((T, n), dtype=np.uint8),  # hits: the kernel leaves it all zero again
+                np.empty((T, n + 1), dtype=np.int32),  # touched; +1: the branch-free append writes one past
+                np.empty((T, cap + 1), dtype=np.int64),  # ids; +1: the branch-free append
+                np.empty((T, cap), dtype=np.float32),  # scores
+                np.empty((T, max(cap, self.dv)), dtype=np.float32),  # tmp, also the mix's block sums
+                np.empty((T, self.dv), dtype=np.float64),  # acc: the value mix sums thousands of rows
+                np.empty((T, 2, self.L, 2), dtype=np.int64),  # bounds: two rows in flight
+                np.zeros((T, 2, n // 64 + 1), dtype=np.uint64),  # bits: hit once / twice; left all zero
             )
-        return self.scratches[thread]
+            self.results = np.zeros(T, dtype=np.int64)
+        return self.stack
 
     def table(self, index: LSHIndex, min_hits: int) -> np.ndarray:
         table = self.log_u.get(min_hits)
@@ -442,7 +451,7 @@ _POOL = _Pool()
 # it pays only past some work per step, and where that lies differs by machine (SmolLM2's 9 rows
 # at 8k tokens ran slower on two threads than on one on one 2-core machine, and faster on
 # another). So the threshold is measured, once per machine (:func:`calibrate`), and stored.
-CALIBRATION_FORMAT = "pigviz-thread-calibration-v1"
+CALIBRATION_FORMAT = "pigviz-thread-calibration-v2"  # v2: threads as an OpenMP team
 CALIBRATION_FILE = "thread-calibration.json"
 NEVER = 2**62
 """Work per thread when a second thread never paid: one thread always."""
@@ -573,13 +582,26 @@ def calibrate(tokens=_CALIBRATION_TOKENS, repeats: int = 15) -> dict:
 def _launch(kernel, ws: _Workspace, head: tuple, tail: tuple, rows: int, threads: int) -> int:
     """Run the kernel over ``rows`` rows with :func:`threads_for` threads, which take the rows
     one at a time from a shared counter: arguments ``head + tail + (counter,) + scratch``.
-    Returns the keys sampled over all rows, or -1 if a row read a non-finite number."""
+    Several threads run as numba's OpenMP team where it can (:func:`kernels.team_ready`), else
+    as Python threads (:class:`_Pool`). Returns the keys sampled over all rows, or -1 if a row
+    read a non-finite number."""
     args = head + tail + (np.zeros(1, dtype=np.int64),)
     count = threads_for(rows, ws.n, threads)
     if count == 1:
         return kernel(*args, *ws.scratch(0))
-    results = _POOL.run([(kernel, (*args, *ws.scratch(t))) for t in range(count)])
-    return -1 if min(results) < 0 else sum(results)
+    torch_threads = torch.get_num_threads()
+    if kernels.team_ready(count):
+        stack = ws.stacked(count)
+        kernels.attend_threads_kernel(count, ws.results, *stack, *args)
+        if torch.get_num_threads() != torch_threads:
+            # numba's OpenMP team (started, and sized, by team_ready and the launch) sets the
+            # process's OpenMP thread count, which is also torch's: without this, a step on 2
+            # threads would leave torch's own work on 2 as well.
+            torch.set_num_threads(torch_threads)
+        results = ws.results[:count]
+    else:
+        results = _POOL.run([(kernel, (*args, *ws.scratch(t))) for t in range(count)])
+    return -1 if min(results) < 0 else int(sum(results))
 
 
 def decode_step(index, query, key, value, *, min_hits: int, scale: float, threads: int | None = None):
@@ -609,15 +631,19 @@ def decode_step(index, query, key, value, *, min_hits: int, scale: float, thread
         plan.lse, plan.sampled, plan.candidates = plan.ws.rows
     ws = plan.ws
     ws.ends.fill(N)
+    probe = STEP_PROBE
+    if probe is not None:
+        t0 = time.perf_counter()
     qf = query.reshape(plan.H, -1)
     if plan.cast_q:
         qf = qf.to(torch.float32).contiguous()
     torch.mm(qf, ws.planes, out=plan.proj)
-    if plan.kv32 and key.is_contiguous() and value.is_contiguous():
-        k, v = key.numpy()[0], value.numpy()[0]
-    else:
-        k, v = _as_kernel_array(key[0]), _as_kernel_array(value[0])
+    if probe is not None:
+        t1 = time.perf_counter()
+    k, v = plan.kernel_arrays(key, value)
     out = np.empty(plan.out_shape, dtype=np.float32)
+    if probe is not None:
+        t2 = time.perf_counter()
     total = _launch(
         plan.kernel,
         ws,
@@ -627,7 +653,15 @@ def decode_step(index, query, key, value, *, min_hits: int, scale: float, thread
         plan.threads if threads is None else threads,
     )
     index.cache["fused_decode"] = plan
+    if probe is not None:
+        probe.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
     return None if total < 0 else (torch.from_numpy(out), total)
+
+
+STEP_PROBE: list | None = None
+"""Set to a list to have :func:`decode_step` append, per call, the seconds it spent hashing the
+query (``q @ planes``), making the K/V views, and in the compiled kernel (a benchmark's
+breakdown of a layer's cost; None, the default, records nothing)."""
 
 
 def last_candidates(index) -> int:
@@ -679,6 +713,27 @@ class _DecodePlan:
         self.scale32 = np.float32(scale)
         self.out_shape = (1, 1, self.H, dv)
         self.threads = torch.get_num_threads()
+        self.kv_seen = None  # what kernel_arrays last converted, and its result
+        self.kv_arrays = None
+
+    def kernel_arrays(self, key, value) -> tuple:
+        """The kernel's numpy views of ``key[0]``, ``value[0]``. A cache with room to grow hands
+        the same storage, at the same address and strides, step after step (only its length
+        grows, and the view covers all the rows it has room for), so the views made at the
+        last step are reused: making them costs tens of µs per layer. The views keep that
+        storage alive until the next call replaces them."""
+        seen = (key.data_ptr(), key.stride(), value.data_ptr(), value.stride())
+        if seen != self.kv_seen or key.shape[2] > self.kv_arrays[0].shape[1]:
+            if self.kv32 and key.is_contiguous() and value.is_contiguous():
+                self.kv_arrays = (key.numpy()[0], value.numpy()[0])
+            else:
+                self.kv_arrays = (_as_kernel_array(key[0]), _as_kernel_array(value[0]))
+            # A copy (a layout the kernel cannot read in place) would miss the next steps' tokens.
+            views = (
+                self.kv_arrays[0].ctypes.data == key.data_ptr() and self.kv_arrays[1].ctypes.data == value.data_ptr()
+            )
+            self.kv_seen = seen if views else None
+        return self.kv_arrays
 
     def fits(self, query, key, value, min_hits, scale) -> bool:
         if (query.dtype, key.dtype, value.dtype, query.shape[1], value.shape[3], min_hits, scale) != self.key:

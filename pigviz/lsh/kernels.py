@@ -15,7 +15,7 @@ import os
 import numpy as np
 import torch
 
-__all__ = ["available", "kernels", "numba_version", "pack_buckets", "build_tables"]
+__all__ = ["available", "kernels", "numba_version", "pack_buckets", "build_tables", "team_ready"]
 
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised dot products; inf/NaN still honoured
 
@@ -26,7 +26,9 @@ def available() -> bool:
 
 
 def kernels():
-    """(attend, pack, csr) kernels, or None when numba is missing or PIGVIZ_NO_NUMBA is set."""
+    """(attend, pack, csr) kernels, or None when numba is missing or PIGVIZ_NO_NUMBA is set.
+    The attend kernel on several threads is :func:`attend_threads_kernel` (see
+    :func:`team_ready`)."""
     if numba is None or os.environ.get("PIGVIZ_NO_NUMBA", "") not in ("", "0"):
         return None
     return attend_kernel, pack_kernel, csr_kernel
@@ -36,6 +38,51 @@ try:
     import numba
 except ImportError:  # the torch path runs everything
     numba = None
+
+
+_TEAM = {"pid": None, "ok": None}
+
+
+def team_ready(threads: int) -> bool:
+    """True if :func:`attend_threads_kernel` can run ``threads`` threads here: numba's
+    threading layer is OpenMP (measured: its workqueue layer made two threads slower than
+    one, TBB is untested) with that many threads, in the process that started it (GNU
+    OpenMP cannot be used after a fork: numba would terminate the child). Sets numba's
+    thread count for this thread's next launch."""
+    if numba is None or _TEAM["ok"] is False and _TEAM["pid"] == os.getpid():
+        return False
+    if threads > numba.config.NUMBA_NUM_THREADS:
+        return False
+    if _TEAM["pid"] is None:
+        _TEAM["pid"] = os.getpid()
+    elif _TEAM["pid"] != os.getpid():
+        _TEAM["ok"] = False
+        _TEAM["pid"] = os.getpid()
+        return False
+    if _TEAM["ok"] is None:
+        _TEAM["ok"] = _openmp_layer()
+        if not _TEAM["ok"]:
+            return False
+    numba.set_num_threads(threads)
+    return True
+
+
+def _openmp_layer() -> bool:
+    """Whether numba's parallel code runs on OpenMP here, choosing it if nothing has chosen
+    yet (numba would prefer TBB where it is installed). An environment asking for another
+    layer, a process already on another one, or a machine without libgomp gets Python threads."""
+    if os.environ.get("NUMBA_THREADING_LAYER", "default") not in ("default", "omp"):
+        return False
+    try:
+        return numba.threading_layer() == "omp"  # a parallel function ran already
+    except ValueError:  # none has: the layer is chosen at the first launch
+        pass
+    try:
+        from numba.np.ufunc import omppool  # noqa: F401  # heavy: loads libgomp; fails where there is none
+    except ImportError:
+        return False
+    numba.config.THREADING_LAYER = "omp"
+    return True
 
 
 def numba_version() -> str | None:
@@ -50,7 +97,7 @@ if numba is not None:
     # The sampled keys sit at random rows; without a hint the core waits for each row in turn.
     # Issued a few rows ahead, the loads overlap and the loop runs at memory bandwidth.
     from llvmlite import binding, ir
-    from numba import njit
+    from numba import njit, prange
     from numba.core import cgutils, types
     from numba.extending import intrinsic
 
@@ -257,11 +304,46 @@ if numba is not None:
         return total
 
     @njit(cache=True, nogil=True)
+    def _softmax_mix(v, g, ids, scores, nread, acc, blk):
+        """Stage 7 of a row: ``scores[:nread]`` become softmax weights (unnormalised), and
+        ``acc`` (dv,) float64 the weighted sum of the V rows ``ids[:nread]`` of KV head g,
+        each read once; ``blk`` (dv,) float32 scratch. Returns (max score, sum of weights)."""
+        dv = acc.shape[0]
+        m = np.float32(-np.inf)
+        for i in range(nread):
+            m = max(m, scores[i])
+        total = _weights(scores, nread, m)
+        for j in range(dv):
+            acc[j] = 0.0
+        # float32 partial sums over blocks of 32 rows, added up in float64: half the
+        # vector work of a float64 sum per row, and as accurate for thousands of rows.
+        for i0 in range(0, nread, 32):
+            for j in range(dv):
+                blk[j] = 0.0
+            for i in range(i0, min(i0 + 32, nread)):
+                if i + ahead < nread:
+                    _prefetch_row(v, g, ids[i + ahead], dv)
+                w = scores[i]
+                t = ids[i]
+                for j in range(dv):
+                    blk[j] += w * as_f32(v[g, t, j])
+            for j in range(dv):
+                acc[j] += np.float64(blk[j])
+        return m, total
+
+    @njit(cache=True, nogil=True)
     def _hash_row(proj, r, K, L, g, offsets, slot, signs):
         """Stage 1 of a row: its bucket in each table (into slot[:, 0]); starts loading the
-        buckets' offsets. The signs of the row's L*K projections are packed into 64-bit
-        words first (a loop that vectorises), then each table's K bits are cut out of them.
-        ``signs`` holds (L*K + 63) // 64 + 1 words."""
+        buckets' offsets."""
+        _row_buckets(proj, r, K, L, slot, signs)
+        for l in range(L):
+            prefetch(offsets, g, l, slot[l, 0])
+
+    @njit(cache=True, nogil=True)
+    def _row_buckets(proj, r, K, L, slot, signs):
+        """Row r's bucket in each table, into slot[:, 0]. The signs of its L*K projections are
+        packed into 64-bit words first (a loop that vectorises), then each table's K bits are
+        cut out of them. ``signs`` holds (L*K + 63) // 64 + 1 words."""
         row = proj[r]
         nbits = row.shape[0]
         nw = (nbits + 63) // 64
@@ -279,9 +361,7 @@ if numba is not None:
             word = signs[bit >> 6] >> sh
             if sh + np.uint64(K) > np.uint64(64):  # the table's bits straddle two words
                 word |= signs[(bit >> 6) + 1] << (np.uint64(64) - sh)
-            b = np.int64(word & mask)
-            slot[l, 0] = b
-            prefetch(offsets, g, l, b)
+            slot[l, 0] = np.int64(word & mask)
 
     @njit(cache=True, nogil=True)
     def _given_row(buckets, r, L, g, offsets, slot):
@@ -495,27 +575,7 @@ if numba is not None:
             for i in range(end_sampled, nread):
                 scores[i] = scores[i] * scale
             # 7. softmax weights, then the value mix: each V row read once, weighted, added
-            m = np.float32(-np.inf)
-            for i in range(nread):
-                m = max(m, scores[i])
-            total = _weights(scores, nread, m)
-            for j in range(dv):
-                acc[j] = 0.0
-            # float32 partial sums over blocks of 32 rows, added up in float64: half the
-            # vector work of a float64 sum per row, and as accurate for thousands of rows.
-            blk = tmp[:dv]
-            for i0 in range(0, nread, 32):
-                for j in range(dv):
-                    blk[j] = 0.0
-                for i in range(i0, min(i0 + 32, nread)):
-                    if i + ahead < nread:
-                        _prefetch_row(v, g, ids[i + ahead], dv)
-                    w = scores[i]
-                    t = ids[i]
-                    for j in range(dv):
-                        blk[j] += w * as_f32(v[g, t, j])
-                for j in range(dv):
-                    acc[j] += np.float64(blk[j])
+            m, total = _softmax_mix(v, g, ids, scores, nread, acc, tmp[:dv])
             if nread == 0:
                 for j in range(dv):
                     out[r, j] = 0.0
@@ -532,6 +592,19 @@ if numba is not None:
             r = nxt
             turn += 1
         return -1 if nbad else total_sampled
+
+    @njit(cache=True, nogil=True, parallel=True)
+    def attend_threads_kernel(threads, results, hits, touched, ids, scores, tmp, acc, bounds, bits, *args):
+        """:func:`attend_kernel` on ``threads`` threads of numba's OpenMP pool: ``args`` are its
+        arguments up to ``counter``, which the threads share; thread t uses row t of each
+        stacked scratch array (``hits`` (>= threads, n_idx) and so on) and writes its return
+        value into ``results[t]``. An OpenMP team starts in a few µs where a Python thread
+        takes tens (a wake-up, the GIL, numba's argument checks), which decides whether a
+        second thread pays for SmolLM2's 9 rows at 8k tokens."""
+        for t in prange(threads):
+            results[t] = attend_kernel(
+                *args, hits[t], touched[t], ids[t], scores[t], tmp[t], acc[t], bounds[t], bits[t]
+            )
 
     @njit(cache=True, nogil=True)
     def pack_kernel(proj_t, row0, K, buckets):

@@ -13,6 +13,8 @@ LAYOUT = dict(template="plotly_white", font=dict(size=13), margin=dict(l=70, r=3
 
 METHOD_COLORS = {
     "dense": "#000000",
+    "dense_grouped": "#404040",
+    "dense_grouped_bf16": "#7A7A7A",
     "exact": "#000000",
     "magicpig": "#D55E00",
     "importance": "#D55E00",

@@ -370,10 +370,13 @@ def speed_manifest_entry(path) -> dict:
         "sha256": sha256_file(path),
         "bytes": path.stat().st_size,
         "what": (
-            f"CPU timing of one decode step of one layer ({data['threads']} torch thread, float32 K/V, "
-            "synthetic keys shaped like SmolLM2-135M and Llama-3.1-8B at 8k-96k tokens): MagicPIG attend "
-            "vs dense SDPA vs TopK, with budgets and errors; measured on a 2-core CPU shared with other "
-            "jobs, so timings carry that noise."
+            f"CPU timing of one decode step of one layer ({data['threads']} torch thread, {data.get('clock', 'wall')} "
+            "clock, synthetic keys shaped like SmolLM2-135M and Llama-3.1-8B at 8k-96k tokens): MagicPIG attend "
+            "(compiled path, torch reference beside it) in float32 and bf16 K/V, on 1 and 2 kernel threads, vs "
+            "dense SDPA (grouped, float32 and bf16) vs TopK; bytes touched and the bandwidth floor measured in "
+            "the same run; each stage of the step against its own floor (--stages); budgets and errors; "
+            f"measured on a {data.get('cpu_count', '?')}-core CPU, load average "
+            f"{data.get('load_average', [float('nan')])[0]:.1f} at the end."
         ),
         "command": SPEED_COMMAND,
         "pigviz_version": pigviz.__version__,
@@ -385,7 +388,7 @@ def speed_manifest_entry(path) -> dict:
 
 # -- the speed table measured by benchmarks/bench_attend.py ---------------------------------------
 SPEED_FILE = "bench_attend_cpu.json"
-SPEED_COMMAND = "python benchmarks/bench_attend.py --json pigviz/data/bench_attend_cpu.json"
+SPEED_COMMAND = "python benchmarks/bench_attend.py --stages --json pigviz/data/bench_attend_cpu.json"
 
 
 def speed_rows(path=None) -> list[dict]:

@@ -60,10 +60,12 @@ def test_dense_path_costs_the_dense_layers_at_dense_rate():
 
 
 def test_dense_path_of_the_shipped_files(shipped):
-    """Notebook 07, section 5: in-model dense is the expanded form's cost; MagicPIG 0.86x a grouped dense."""
+    """In-model dense (transformers' SDPA) costs what the expanded form costs alone; MagicPIG's sampled layer
+    is faster than the grouped form timed alone (notebook 07 now times the grouped form in the model too)."""
     dp = stats.dense_path(report.speed_pairs(shipped["speed"]), shipped["attend"]["rows"])
     assert dp["nearer_expanded"] and dp["kv_dtype"] == "bfloat16"
-    assert report.compare(dp["vs_grouped"]) == "faster than" and dp["vs_grouped"] == pytest.approx(0.86, abs=0.01)
+    assert dp["vs_grouped"] == pytest.approx(dp["magicpig_layer_ms"] / dp["grouped_ms"])
+    assert report.compare(dp["vs_grouped"]) == "faster than"
 
 
 def test_index_per_key_sets_the_bill_beside_the_measured_index():

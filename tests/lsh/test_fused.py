@@ -5,6 +5,7 @@ index build, and the fallback when numba is missing."""
 import dataclasses
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -256,6 +257,49 @@ def test_every_thread_count_gives_the_same_bits(dtype, monkeypatch):
             idx, q[None, :, None], k[None], v[None], min_hits=2, scale=0.125, threads=threads
         )
         assert torch.equal(step[0], step_ref[0]) and step[1] == step_ref[1]
+
+
+@numba_only
+def test_an_openmp_team_and_python_threads_give_the_same_bits(monkeypatch):
+    """Several threads run as numba's OpenMP team where it is there (kernels.team_ready), else
+    as Python threads: either way the step's bits are the one-thread step's."""
+    monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", 1)
+    q, k, v = synthetic_decode_step(heads=9, kv_heads=3, n=4000, d=64, seed=5)
+    k, v = k.to(torch.bfloat16), v.to(torch.bfloat16)
+    idx = build_index(k, K=10, L=60, seed=2)
+    args = (idx, q[None, :, None], k[None], v[None])
+    one = fused_attend.decode_step(*args, min_hits=2, scale=0.125, threads=1)
+    launched = []
+    team_ready = kernels.team_ready
+    monkeypatch.setattr(kernels, "team_ready", lambda t: launched.append(t) or team_ready(t))
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        team = fused_attend.decode_step(*args, min_hits=2, scale=0.125, threads=2)
+        assert torch.get_num_threads() == 1  # the team left torch's own thread count alone
+        fused_attend.attend(idx, q, k, v, threads=2)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(torch_threads)
+    assert launched == [2, 2]  # decode_step, then attend
+    monkeypatch.setattr(kernels, "team_ready", lambda t: False)
+    pool = fused_attend.decode_step(*args, min_hits=2, scale=0.125, threads=2)
+    for got in (team, pool):
+        assert torch.equal(got[0], one[0]) and got[1] == one[1]
+
+
+@numba_only
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_does_not_use_the_openmp_team(monkeypatch):
+    """GNU OpenMP cannot run in a child forked after it started (numba would terminate it):
+    there team_ready says no, and the step takes Python threads."""
+    monkeypatch.setattr(kernels, "_TEAM", {"pid": os.getpid(), "ok": True})
+    assert kernels.team_ready(1) is True  # here, in the process that started the team
+    pid = os.fork()
+    if pid == 0:  # the child: only a pure-Python answer, then out
+        os._exit(0 if kernels.team_ready(1) is False else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_small_steps_start_fewer_threads(monkeypatch):
