@@ -58,7 +58,8 @@ bench: setup
 	    name=$$(basename $$b .py); echo "== $$b"; \
 	    case $$name in \
 	        bench_decode) $(BIN)/python $$b --out $(BENCH_OUT)/$$name.json ;; \
-	        bench_attend|bench_authors|bench_binder|bench_evaluate) $(BIN)/python $$b --json $(BENCH_OUT)/$$name.json ;; \
+	        bench_attend) $(BIN)/python $$b --stages --json $(BENCH_OUT)/$$name.json ;; \
+	        bench_authors|bench_binder|bench_evaluate) $(BIN)/python $$b --json $(BENCH_OUT)/$$name.json ;; \
 	        *) $(BIN)/python $$b ;; \
 	    esac || exit 1; \
 	done

@@ -464,8 +464,8 @@ nb06.bill_table()
 # stored as float32 and again as bfloat16. The engine timed is `pigviz.lsh.fused.attend`, the
 # same estimator compiled into one loop per layer. **Dense** is PyTorch's SDPA at its best, on
 # one thread: one batched call that reads each KV head once for its group of query heads, in
-# float32 and in bfloat16, whichever is faster on the machine. The last column sets the faster
-# dense against the faster MagicPIG. The numbers are stored in
+# float32 and in bfloat16, whichever is faster on the machine. The column "speed-up, each at its
+# best" sets the faster dense against the faster MagicPIG. The numbers are stored in
 # `pigviz/data/bench_attend_cpu.json`, not timed now.
 
 # %%
@@ -474,8 +474,8 @@ nb06.speed_table()
 # %% jupyter={"source_hidden": true}
 paper = [r for r in findings.speed_rows() if (r["K"], r["L"]) == (10, 150)]
 fast = "; ".join(f"{r['shape']} at {r['n']:,} keys {r['speedup_best']:.1f}x" for r in paper)
-print(f"At (10, 150), MagicPIG's step against dense SDPA, each in its faster dtype: {fast}. Besides reading, "
-      "it spends time hashing the query, counting hits and gathering keys.")
+print(f"At (10, 150), MagicPIG's step ran this many times as fast as dense SDPA, each in its faster dtype: {fast}. "
+      "Besides reading, it spends time hashing the query, counting hits and gathering keys.")
 
 # %% [markdown]
 # ## 7. Raised eyebrows

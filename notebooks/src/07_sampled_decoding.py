@@ -503,7 +503,8 @@ print(f"five independent digits at {top1:.1%} each: {top1**5:.0%} of trials; "
 # the 9 query heads and reads them in fp32. `dense_grouped` reads each of the 3 KV heads once for
 # its group of query heads (`pigviz generate --attention dense`, the default), and
 # `dense_grouped_bf16` does the same on a bf16 cache (`--kv-dtype bfloat16`). **Dense at its best**
-# is the fastest of the three at each context: the fair yardstick.
+# is the fastest of the three at each context: the fair yardstick. In the table, `/ best dense` is
+# set against it and `CPU: attn / dense` against transformers' `sdpa` (the row named dense).
 
 # %%
 rows = report.fair_rows(speed)  # every dense form and MagicPIG, at each context
@@ -519,7 +520,7 @@ lessons.table(report.speed_table_rows(rows), columns=nb07.SPEED_COLUMNS, formats
 # fastest dense at 4,096 tokens (a ratio within 10% of 1 counts as about the same) and faster than
 # the fastest dense at 8,174. Attention is only 27% and 42% of that dense step, and the rest is the
 # same work for both, so the step gains only attention's share: 1 - share x (1 - ratio) predicts
-# 0.92x and 0.79x. The rest of the step differs between the runs by 2%, a gauge of the noise.
+# 0.92x and 0.79x. The rest of the step differs between the runs by at most 2%, a gauge of the noise.
 
 # %%
 plots.speed_figure([{**r, "attention_ms": r["attention_cpu_ms"], "step_ms": r["step_cpu_ms"]} for r in rows], title="CPU time of the decoding thread per generated token")
@@ -538,8 +539,9 @@ plots.speed_figure([{**r, "attention_ms": r["attention_cpu_ms"], "step_ms": r["s
 # `benchmarks/bench_attend.py` times one layer's step alone (synthetic keys shaped like SmolLM2's
 # and like Llama-3.1-8B's). Each row gets its *floor*: the bytes the step must read, at the
 # sequential read bandwidth measured in the same run. The thread columns say how many threads the
-# step asked for and used: a step too small to split runs on one. The last columns set dense at its
-# best (grouped, in the faster of fp32 and bf16 on this machine) against MagicPIG at its best.
+# step asked for and used: a step too small to split runs on one. `SDPA` is PyTorch's SDPA over
+# grouped fp32 K/V; the last columns set dense at its best (grouped, in the faster of fp32 and bf16
+# on this machine) against MagicPIG at its best.
 
 # %%
 attend, authors = nb07.load_kernels()  # pigviz/data/bench_attend_cpu.json, bench_authors_cpu.json
@@ -549,7 +551,7 @@ nb07.kernel_table(attend)
 # At 98,304 tokens one thread's step took 2.2x its floor in fp32 and 3.4x in bf16 for SmolLM2's
 # shape. It reads scattered rows and walks buckets, which a core fetches at a fraction of its
 # sequential bandwidth (14.8 GB/s here). The step split onto 2 threads in every one of the 6 rows;
-# 2 threads ran the bf16 step 1.52x (SmolLM2, 98,304) and 1.4x to 2.6x (Llama-like) as fast as one,
+# 2 threads ran the bf16 step 1.5x (SmolLM2, 98,304) and 1.4x to 2.6x (Llama-like) as fast as one,
 # and a test (`tests/lsh/test_fused.py`) holds its output to the same bits at every thread count.
 # The benchmark's `--stages` times each stage of the step against a floor of its own.
 #
@@ -564,9 +566,11 @@ nb07.kernel_table(attend)
 nb07.authors_table(authors)
 
 # %% [markdown]
-# On the same sampled sets the authors' time was 1.05x to 2.43x pigviz's: pigviz was ahead in every
-# row for the same work (the sampled part), and counting pigviz's whole step the authors were
-# faster in no row.
+# On the same sampled sets the authors' time was 1.05x to 2.43x pigviz's for the same work (the
+# sampled part): pigviz was ahead in 3 of 4 rows and level in 1 (within 10%: SmolLM2 at 8,192
+# tokens on 2 threads). Counting pigviz's whole step the authors were faster in no row. In the
+# Llama-like rows pigviz's whole step took less time than its sampled part alone, though it does
+# more: the file does not say why.
 #
 # MagicPIG's own system splits the work between devices: the GPU runs the model and the exact
 # keys; the cache and tables live in CPU memory, where the CPU cores run the sampled attention,
@@ -649,7 +653,7 @@ lessons.claims_table("07")
 # * The passkey test is easier: MagicPIG finds the key in 59 of 60 trials.
 # * On the benchmark's CPU MagicPIG's attention costs 0.71x and 0.50x dense at its best (grouped,
 #   bf16), 0.45x and 0.27x transformers' expanded fp32 `sdpa`; the step 0.93x and 0.81x the fastest
-#   dense step. Its index (268 MiB) is 1.4x the
+#   dense step. At 8,174 tokens its index (268 MiB) is 1.4x the
 #   KV cache it held (191 MiB: sampled layers in bf16, layer 0 in fp32), 0.7x the 370 MiB fp32
 #   cache dense held.
 
@@ -758,10 +762,13 @@ lessons.table(report.memory_check(rows), columns=["context", "dense_mb", "index_
 #
 # **The index is not free.** In the benchmark, building it after the prefill took 1.3 s at 4,096
 # tokens and 1.8 s at 8,174, and a full buffer rebuilds it (question 5).
-#
+
+# %% [markdown]
 # **Two runs, two step ratios.** Section 2's run at 4,096 tokens had a median step of 105 ms for
-# MagicPIG and 71 ms for dense: 1.48x on the wall clock, where the benchmark measured 0.80x (against `sdpa`). It
-# recorded 57 ms of MagicPIG attention per step, including the first step's one-off table fill
-# (51 ms without its extra time), against 16 ms for dense. So that run lost its time in attention;
-# these files do not say why. Its dense step, 71 ms, was also faster than the benchmark's 87 ms at
-# that context. It is one pass of 39 steps on a shared machine, with no load average recorded.
+# MagicPIG and 71 ms for dense: 1.48x on the wall clock, where the benchmark measured 0.80x. Both
+# set MagicPIG against transformers' `sdpa`. The run recorded 57 ms of MagicPIG attention per step,
+# including the first step's one-off table fill (51 ms without its extra time), against 16 ms for
+# dense. So that run lost its time in attention; these files do not say why. Its MagicPIG options
+# record no `kv_dtype`, the setting that now keeps the sampled layers in bf16. Its dense step,
+# 71 ms, was also faster than the benchmark's 87 ms at that context. It is one pass of 39 steps on
+# a shared machine, with no load average recorded.

@@ -292,7 +292,7 @@ def test_benchmark_script_runs_and_reports_consistent_rows(capsys):
     spec.loader.exec_module(bench)
     threads = torch.get_num_threads()
     try:
-        rows = bench.main(["--quick", "--repeats", "3"])
+        rows = bench.main(["--quick", "--repeats", "3", "--stages"])
     finally:
         torch.set_num_threads(threads)
     assert [r["shape"] for r in rows] == list(bench.SHAPES)
@@ -301,4 +301,10 @@ def test_benchmark_script_runs_and_reports_consistent_rows(capsys):
         # uint16 ids at these 8k tokens, int32 offsets
         assert r["table_bytes"] == r["kv_heads"] * r["L"] * (2 * r["n"] + 4 * (2 ** r["K"] + 1))
         assert r["attend_ms"] > 0 and r["sdpa_ms"] > 0 and math.isfinite(r["err_magicpig"])
-    assert "SDPA/att" in capsys.readouterr().out
+        assert r["dense_best_ms"] == min(r["sdpa_ms"], r["sdpa_bf16_ms"])
+        for dtype in ("fp32", "bf16"):  # the stages, run apart, compute the fused step's output
+            stages = r[f"stages_{dtype}"]
+            assert stages["out_rel_diff"] < 1e-6 and set(stages["stages"]) == {"hash", "walk", "hits", "K", "mix"}
+            assert all(x["ms"] > 0 and x["floor_ms"] > 0 for x in stages["stages"].values())
+    out = capsys.readouterr().out
+    assert "SDPA/att" in out and "x floor" in out and "fused step" in out
