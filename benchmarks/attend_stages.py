@@ -50,11 +50,12 @@ from pigviz.lsh.kernels import (  # noqa: E402
     _bucket_bounds,
     _centred_norm,
     _correct,
-    _cttz,
+    _mark_hits,
     _prefetch_row,
     _row_buckets,
     _row_dot,
     _softmax_mix,
+    _take_sample,
     ahead,
     as_f32,
     prefetch,
@@ -104,25 +105,8 @@ def count_hits(cand, ncand, sinks, recent, n, min_hits, bits, ids, nread, first,
             row[k] = t
             k += 1
         first[r] = k
-        c = cand[r, : ncand[r]]
-        for i in range(c.shape[0]):
-            t = c[i]
-            w = t >> np.uint32(6)
-            b = np.uint64(1) << np.uint64(t & np.uint32(63))
-            o = once[w]
-            twice[w] |= o & b
-            once[w] = o | b
-        hit = once if min_hits == 1 else twice
-        for w in range(lo_t >> 6, (hi_t + 63) >> 6):
-            x = hit[np.uint64(w)]
-            while x:
-                t = (w << 6) | np.int64(_cttz(x))
-                row[np.uint64(k)] = t
-                k += (t >= lo_t) & (t < hi_t)
-                x &= x - np.uint64(1)
-        for w in range(once.shape[0]):
-            once[w] = 0
-            twice[w] = 0
+        _mark_hits(cand[r, : ncand[r]], once, twice)
+        k = _take_sample(once if min_hits == 1 else twice, once, twice, lo_t, hi_t, row, k)
         end[r] = k
         nread[r] = k
 

@@ -303,6 +303,34 @@ if numba is not None:
             total += w
         return total
 
+    @njit(cache=True, nogil=True, inline="always")
+    def _mark_hits(run, once, twice):
+        """Stage 3 of a row, one bucket's run of token ids: each id's bit set in ``once``, and in
+        ``twice`` if ``once`` had it already."""
+        for i in range(run.shape[0]):
+            t = np.uint32(run[i])
+            w = t >> np.uint32(6)
+            b = np.uint64(1) << np.uint64(t & np.uint32(63))
+            o = once[w]
+            twice[w] |= o & b
+            once[w] = o | b
+
+    @njit(cache=True, nogil=True, inline="always")
+    def _take_sample(hit, once, twice, lo_t, hi_t, ids, nread):
+        """Stage 4 of a row: the tokens of ``hit``'s set bits in [lo_t, hi_t) appended to ``ids``
+        from ``nread`` on, in token order; both bit sets cleared. Returns the new ``nread``."""
+        for w in range(lo_t >> 6, (hi_t + 63) >> 6):
+            x = hit[np.uint64(w)]
+            while x:
+                t = (w << 6) | np.int64(_cttz(x))
+                ids[np.uint64(nread)] = t  # kept only inside the sampleable range (branch-free)
+                nread += (t >= lo_t) & (t < hi_t)
+                x &= x - np.uint64(1)
+        for w in range(once.shape[0]):  # words outside the range may hold hits too
+            once[w] = 0
+            twice[w] = 0
+        return nread
+
     @njit(cache=True, nogil=True)
     def _softmax_mix(v, g, ids, scores, nread, acc, blk):
         """Stage 7 of a row: ``scores[:nread]`` become softmax weights (unnormalised), and
@@ -501,25 +529,8 @@ if numba is not None:
                 once = bits[0]
                 twice = bits[1]
                 for l in range(L):
-                    run = entries[g, l, slot[l, 0] : slot[l, 1]]
-                    for i in range(run.shape[0]):
-                        t = np.uint32(run[i])
-                        w = t >> np.uint32(6)
-                        b = np.uint64(1) << np.uint64(t & np.uint32(63))
-                        o = once[w]
-                        twice[w] |= o & b
-                        once[w] = o | b
-                hit = once if min_hits == 1 else twice
-                for w in range(lo_t >> 6, (hi_t + 63) >> 6):
-                    x = hit[np.uint64(w)]
-                    while x:
-                        t = (w << 6) | np.int64(_cttz(x))
-                        ids[np.uint64(nread)] = t  # kept only inside the sampleable range (branch-free)
-                        nread += (t >= lo_t) & (t < hi_t)
-                        x &= x - np.uint64(1)
-                for w in range(once.shape[0]):  # words outside the range may hold hits too
-                    once[w] = 0
-                    twice[w] = 0
+                    _mark_hits(entries[g, l, slot[l, 0] : slot[l, 1]], once, twice)
+                nread = _take_sample(once if min_hits == 1 else twice, once, twice, lo_t, hi_t, ids, nread)
             else:
                 # A byte counter per token; a token's first hit puts it on the touched list
                 # (branch-free), so only touched counters are cleared afterwards.
