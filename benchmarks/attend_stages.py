@@ -73,13 +73,13 @@ def hash_rows(proj, K, L, slots, signs):
 
 
 @njit(cache=True, nogil=True)
-def walk_rows(offsets, entries, L, rows_per_kv, slots, cand, ncand):
+def walk_rows(offsets, ends, entries, L, rows_per_kv, slots, cand, ncand):
     R = slots.shape[0]
     if R:
-        _bucket_bounds(offsets, entries, L, 0, slots[0])
+        _bucket_bounds(offsets, ends, entries, L, 0, slots[0])
     for r in range(R):
         if r + 1 < R:  # one row ahead, as the kernel: the next row's ids load while this one copies
-            _bucket_bounds(offsets, entries, L, (r + 1) // rows_per_kv, slots[r + 1])
+            _bucket_bounds(offsets, ends, entries, L, (r + 1) // rows_per_kv, slots[r + 1])
         g = r // rows_per_kv
         c = 0
         for l in range(L):
@@ -222,6 +222,7 @@ class Stages:
         self.R = heads
         self.rows_per_kv = heads // index.num_kv_heads
         self.offsets = index.offsets.numpy()
+        self.ends = index.bucket_ends().numpy()  # offsets[..., 1:] for packed tables
         self.entries = index.entries.numpy()
         self.mean = index.mean.contiguous().numpy()
         self.planes = index.planes.contiguous()
@@ -270,11 +271,11 @@ class Stages:
         g = np.arange(self.R)[:, None] // self.rows_per_kv
         b = self.slots[:, :, 0]
         tables = np.arange(self.L)[None, :]
-        most = int((self.offsets[g, tables, b + 1] - self.offsets[g, tables, b]).sum(1).max())
+        most = int((self.ends[g, tables, b] - self.offsets[g, tables, b]).sum(1).max())
         if self.cand.shape[1] < most:
             self.cand = np.empty((self.R, most), dtype=np.uint32)
         t1 = clock()
-        walk_rows(self.offsets, self.entries, self.L, self.rows_per_kv, self.slots, self.cand, self.ncand)
+        walk_rows(self.offsets, self.ends, self.entries, self.L, self.rows_per_kv, self.slots, self.cand, self.ncand)
         t2 = clock()
         count_hits(
             self.cand,

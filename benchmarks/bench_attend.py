@@ -12,7 +12,10 @@ Shapes: SmolLM2-135M (9 query heads, 3 KV heads, d = 64) and a Llama-3.1-8B-like
 large-norm sink key at token 0 and a few planted keys per query head
 (:func:`pigviz.lsh.magicpig.synthetic_decode_step`).
 
-Per row: index build time (once per layer), median time per step over several queries
+Per row: index build time (once per layer; ``b/256 ms``: amortised over 256 generated tokens,
+as a rebuild every 256 tokens cost), the incremental upkeep that replaced those rebuilds
+(``upk ms/t``: ms per token inserted, 4,096 tokens inserted 256 at a time; fields
+``upkeep_*``, with the ids copied per token and table), median time per step over several queries
 for MagicPIG attend (:func:`pigviz.lsh.fused.attend`, the compiled path when numba is
 installed; ``torch ms`` is the readable torch reference :func:`pigviz.lsh.magicpig.attend`),
 dense ``scaled_dot_product_attention`` (the reference; each KV head
@@ -79,7 +82,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pigviz._util.io import write_json_atomic  # noqa: E402
 from pigviz.attention import topk_attention  # noqa: E402
 from pigviz.lsh import fused  # noqa: E402
-from pigviz.lsh.index import build_index  # noqa: E402
+from pigviz.lsh.index import build_index, insert_tokens, make_room  # noqa: E402
 from pigviz.lsh.magicpig import attend as attend_torch  # noqa: E402
 from pigviz.lsh.magicpig import synthetic_decode_step  # noqa: E402
 
@@ -163,6 +166,37 @@ def median_wall_ms(fn, queries) -> float:
         clock = saved
 
 
+UPKEEP_TOKENS = (256, 4096)
+
+
+def measure_upkeep(index, k: torch.Tensor, seed: int, chunk: int = 256) -> dict:
+    """The index upkeep of a decoder (pigviz.decode.session): ``max(UPKEEP_TOKENS)`` new keys
+    (the prefill's keys resampled, with noise) inserted into ``index`` ``chunk`` at a time, as a
+    decoder inserts its buffer. Returns the seconds to lay the tables out with room to grow
+    (paid once, with the build), ms per inserted token after each count in UPKEEP_TOKENS, and
+    the ids written and copied per inserted token, KV head and table (index.upkeep_stats)."""
+    gen = torch.Generator().manual_seed(seed + 2)
+    n, extra = k.shape[1], max(UPKEEP_TOKENS)
+    picks = torch.randint(0, n, (extra,), generator=gen)
+    new = k[:, picks] + 0.1 * torch.randn((k.shape[0], extra, k.shape[2]), generator=gen)
+    keys = torch.cat([k, new], 1)
+    t0 = time.perf_counter()
+    make_room(index)
+    out = {"room_s": time.perf_counter() - t0}
+    spent, t = 0.0, n
+    while t < n + extra:
+        stop = min(n + extra, t + chunk)
+        t0 = time.perf_counter()
+        stats = insert_tokens(index, keys, stop)
+        spent += time.perf_counter() - t0
+        t = stop
+        if t - n in UPKEEP_TOKENS:
+            copied = stats["written"] + stats["moved"] + stats["grown"] + stats["merged"]
+            out[f"upkeep_ms_per_token_{t - n}"] = 1e3 * spent / (t - n)
+            out[f"upkeep_ids_per_token_{t - n}"] = copied / (t - n) / (index.L * index.num_kv_heads)
+    return out
+
+
 def run_row(
     shape: str,
     n: int,
@@ -201,6 +235,8 @@ def run_row(
     budget = stats["budget"]
     topk_ms = median_ms(lambda q: topk_attention(q, k, v, budget), queries[: max(3, repeats // 2)])
     dense = sdpa(queries[0])
+    # Upkeep on a copy of the tables (the rows below time queries on the index as built).
+    upkeep = measure_upkeep(build_index(k, K=K, L=L, sinks=4, recent=64, seed=seed), k, seed)
     kv_bytes = k.nbytes + v.nbytes
     touched = attend_bytes(stats, index, Hkv, d)
     row = {
@@ -212,6 +248,12 @@ def run_row(
         "kv_heads": Hkv,
         "d": d,
         "build_s": build_s,
+        # Per generated token: the build amortised over 256 tokens (what a rebuild every 256
+        # tokens cost) and over 4,096 (built once), and the incremental upkeep that replaced
+        # the rebuilds (measure_upkeep).
+        "build_ms_per_token_256": 1e3 * build_s / 256,
+        "build_ms_per_token_4096": 1e3 * build_s / 4096,
+        **upkeep,
         "attend_ms": magic_ms,
         "sdpa_ms": dense_ms,
         "sdpa_gqa_ms": gqa_ms,
@@ -285,7 +327,8 @@ def run_row(
 
 def print_table(rows) -> None:
     head = (
-        f"{'shape':<18}{'n':>7}{'K,L':>8}{'build s':>9}{'attend ms':>11}{'floor ms':>9}{'x floor':>8}{'att MB':>8}"
+        f"{'shape':<18}{'n':>7}{'K,L':>8}{'build s':>9}{'b/256 ms':>9}{'upk ms/t':>9}"
+        f"{'attend ms':>11}{'floor ms':>9}{'x floor':>8}{'att MB':>8}"
         f"{'torch ms':>9}{'SDPA ms':>9}{'floor ms':>9}{'x floor':>8}{'gqa ms':>8}"
         f"{'TopK ms':>9}{'SDPA/att':>9}{'budget':>8}{'bytes':>8}{'tbl/KV16':>9}{'err MP':>8}{'err TopK':>9}"
     )
@@ -293,7 +336,8 @@ def print_table(rows) -> None:
     print("-" * len(head))
     for r in rows:
         print(
-            f"{r['shape']:<18}{r['n']:>7}{r['K']:>4},{r['L']:<3}{r['build_s']:>9.2f}{r['attend_ms']:>11.2f}"
+            f"{r['shape']:<18}{r['n']:>7}{r['K']:>4},{r['L']:<3}{r['build_s']:>9.2f}"
+            f"{r['build_ms_per_token_256']:>9.2f}{r['upkeep_ms_per_token_4096']:>9.3f}{r['attend_ms']:>11.2f}"
             f"{r['attend_floor_ms']:>9.2f}{r['attend_over_floor']:>7.1f}x{r['attend_bytes'] / 1e6:>8.1f}"
             f"{r['attend_torch_ms']:>9.1f}{r['sdpa_ms']:>9.1f}{r['sdpa_floor_ms']:>9.1f}{r['sdpa_over_floor']:>7.1f}x"
             f"{r['sdpa_gqa_ms']:>8.1f}{r['topk_ms']:>9.1f}"

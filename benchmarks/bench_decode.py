@@ -169,6 +169,13 @@ def measure(
                 "attention_cpu_ms": 1e3 * statistics.median(attn_cpu),
                 "index_seconds": session.index_seconds,
                 "index_cpu_seconds": session.index_cpu_seconds,
+                # The index's upkeep while decoding: whole rebuilds (none since tokens are
+                # inserted), per-layer insertions of the buffer, tokens inserted over all sampled
+                # layers and their time (inside the steps' attention time).
+                "rebuilds": getattr(session, "rebuilds", 0),
+                "upkeeps": getattr(session, "upkeeps", 0),
+                "upkeep_tokens": getattr(session, "upkeep_tokens", 0),
+                "upkeep_seconds": getattr(session, "upkeep_seconds", 0.0),
                 "prefill_seconds": prefill_s,
                 "budget": statistics.fmean(budgets),
                 "steps": steps,
@@ -200,7 +207,8 @@ def measure(
                 print(
                     f"  {n:>5} {label:<9} step {row['step_ms']:7.1f} ms  attention {row['attention_ms']:7.1f} ms"
                     f"  (CPU time: step {row['step_cpu_ms']:7.1f}, attention {row['attention_cpu_ms']:7.1f})"
-                    f"  index {row['index_seconds']:5.2f} s  budget {100 * row['budget']:5.1f}%"
+                    f"  index {row['index_seconds']:5.2f} s  upkeep {1e3 * row['upkeep_seconds']:.1f} ms"
+                    f" ({row['upkeeps']} inserts, {row['rebuilds']} rebuilds)  budget {100 * row['budget']:5.1f}%"
                     + (f"  {row['attention_over_floor']:.1f}x its floor" if row.get("attention_over_floor") else "")
                     + f"  KV {row['kv_cache_mb']:.0f} MB"
                     + (

@@ -231,9 +231,9 @@ def _make_classes(DynamicLayer):
                 self.buffered -= drop
 
         def fold_buffer(self, upto: int) -> None:
-            """Move the buffer's tokens below position ``upto`` to the CPU (before the index is
-            rebuilt over tokens 0 .. upto - 1); the device keeps the sinks, the new last
-            ``recent`` indexed tokens and the rest of the buffer."""
+            """Move the buffer's tokens below position ``upto`` to the CPU (before they are
+            inserted into the index, which then covers tokens 0 .. upto - 1); the device keeps
+            the sinks, the new last ``recent`` indexed tokens and the rest of the buffer."""
             move = upto - self.n_indexed
             if move <= 0:
                 return

@@ -56,7 +56,12 @@ class GenerationResult:
     prefill_seconds: float
     index_seconds: float
     attention_seconds: float = 0.0
-    rebuilds: int = 0
+    rebuilds: int = 0  # whole-index rebuilds (0 in ordinary generation since tokens are inserted)
+    # The index upkeep: per-layer insertions of the exact buffer into the index, the tokens
+    # inserted (over all sampled layers) and their time (part of attention_seconds).
+    upkeeps: int = 0
+    upkeep_tokens: int = 0
+    upkeep_seconds: float = 0.0
     # Each decode step's attention (all layers), beside step_seconds[1:]: medians leave out the
     # first step, which also loads the compiled kernels and fills lookup tables.
     attention_step_seconds: list = field(default_factory=list)
@@ -89,6 +94,9 @@ class GenerationResult:
             "attention_seconds",
             "attention_step_seconds",
             "rebuilds",
+            "upkeeps",
+            "upkeep_tokens",
+            "upkeep_seconds",
             "step_cpu_seconds",
             "attention_cpu_seconds",
             "index_cpu_seconds",
@@ -169,6 +177,9 @@ def generate(
         attention_seconds=session.attention_seconds,
         attention_step_seconds=attention_times,
         rebuilds=session.rebuilds,
+        upkeeps=session.upkeeps,
+        upkeep_tokens=session.upkeep_tokens,
+        upkeep_seconds=session.upkeep_seconds,
         step_cpu_seconds=cpu_times,
         attention_cpu_seconds=session.attention_cpu_seconds,
         index_cpu_seconds=session.index_cpu_seconds,

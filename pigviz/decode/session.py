@@ -20,8 +20,15 @@ switches it back to whatever it used before, also after an error. Inside:
   :func:`pigviz.lsh.fused.attend`.
 
 Tokens generated after the prefill form that exact **buffer**. When it would grow past
-``buffer`` tokens the index is REBUILT over the whole cache (a rebuild costs one index
-build per layer; folding tokens into the tables would need to re-sort every table anyway).
+``buffer`` tokens, its tokens up to the current row's own are INSERTED into the index
+(:func:`pigviz.lsh.index.insert_tokens`): only those keys are hashed, with the index's own
+hyperplanes and the prefill's mean (the index is never re-centred), and each id is written at
+its bucket's end in tables laid out with room to grow (``prepare`` lays them out right after the
+build), so no decode step re-hashes or re-sorts the cache. What is read exactly at every step:
+the first ``sinks`` tokens, the last ``recent`` INDEXED tokens (the window moves forward as tokens
+are inserted: the tokens it leaves become sampleable) and the buffer (tokens not inserted yet).
+``DecodeSession.upkeeps`` counts the per-layer insertions, ``upkeep_seconds`` their time and
+``rebuilds`` whole-index rebuilds, which ordinary generation no longer makes (0).
 
 Joining (a) and (b) needs the normaliser of (a): the compiled path scores both in one list,
 one softmax; without numba (or on a GPU) :func:`pigviz.lsh.magicpig.attend` returns (a)'s
@@ -209,7 +216,10 @@ class DecodeSession:
         self.layers: dict[int, _LayerState] = {}
         self.index_seconds = 0.0
         self.index_cpu_seconds = 0.0  # the same in this thread's CPU time
-        self.rebuilds = 0
+        self.rebuilds = 0  # whole-index rebuilds: none in ordinary generation (tokens are inserted)
+        self.upkeeps = 0  # per-layer insertions of the buffer into the index
+        self.upkeep_tokens = 0  # tokens inserted, over all sampled layers
+        self.upkeep_seconds = 0.0  # their time (part of attention_seconds)
         self.time_attention = False  # True: synchronise the GPU around each attention call
         self.attention_seconds = 0.0  # decode-phase attention time, all layers
         self.attention_cpu_seconds = 0.0  # the same in this thread's CPU time (steady on a busy machine)
@@ -371,7 +381,7 @@ class DecodeSession:
                 report["cuda_allocated_freed"] = report["cuda_allocated_before"] - report["cuda_allocated_after"]
 
     def _build(self, layer: int, keys, values) -> None:
-        from pigviz.lsh.index import build_index  # heavy: imports torch
+        from pigviz.lsh.index import build_index, make_room  # heavy: imports torch
 
         o = self.options
         n = keys.shape[1]
@@ -382,10 +392,30 @@ class DecodeSession:
         index = build_index(
             keys, K=o["K"], L=o["L"], sinks=o["sinks"], recent=o["recent"], seed=o["seed"] * 1000 + layer
         )
+        # Room to grow now, in the build's time, so that the first insertion does not lay the tables out.
+        make_room(index)
         self.layers[layer] = _LayerState(index)
         if layer in self._offloaded:
             off = self._offloaded[layer][0]
             self._offloaded[layer] = (off, OffloadStep(index, off.device))
+
+    def _insert(self, layer: int, keys, stop: int) -> _LayerState:
+        """File the cached tokens index.n .. stop - 1 (keys (Hkv, >= stop, d)) in the layer's
+        index (:func:`pigviz.lsh.index.insert_tokens`, the same routine on both placements)."""
+        from pigviz.lsh.index import insert_tokens  # heavy: imports torch
+
+        t0 = time.perf_counter()
+        state = self.layers[layer]
+        self.upkeep_tokens += stop - state.n
+        insert_tokens(state.index, keys, stop)
+        if keys.is_cuda:  # queued GPU work belongs to the upkeep's time
+            import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+            torch.cuda.synchronize(keys.device)
+        self.layers[layer] = state = _LayerState(state.index)
+        self.upkeeps += 1
+        self.upkeep_seconds += time.perf_counter() - t0
+        return state
 
     # -- the attention function ----------------------------------------------------------
     def __call__(self, module, query, key, value, attention_mask, scaling=None, **kwargs):
@@ -467,13 +497,13 @@ class DecodeSession:
     def _magicpig_step(self, layer, query, key, value, scaling):
         """One decode row per head through the compiled step, with no per-layer tensor work:
         the output (1, 1, H, dv) float32, or None where the general path must run (a chunk of
-        rows, no index yet, a rebuild due, no compiled path, a non-finite number read)."""
+        rows, no index yet, no compiled path, a non-finite number read)."""
         state = self.layers.get(layer)
         if state is None or query.shape[2] != 1:
             return None
         n_total = key.shape[2]
         if n_total - state.n > self.options["buffer"]:
-            return None
+            state = self._insert(layer, key[0], n_total)
         if self._decode_step is None:
             from pigviz.lsh.fused import decode_step  # heavy: imports torch
 
@@ -498,8 +528,8 @@ class DecodeSession:
 
     def _offload_step(self, layer, query, scaling):
         """A sampled layer in MagicPIG's placement (:mod:`pigviz.decode.offload`): the output
-        (1, T, H, dv) on the model's device. The index is rebuilt, as on the device path,
-        once the buffer holds more than ``buffer`` tokens."""
+        (1, T, H, dv) on the model's device. As on the device path, once the buffer holds
+        more than ``buffer`` tokens they move to the CPU and are inserted into the index."""
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
         off, step = self._offloaded[layer]
@@ -512,12 +542,9 @@ class DecodeSession:
                     f"a chunk of {T} decode rows does not fit the exact buffer of "
                     f"{o['buffer']} tokens; raise buffer or feed fewer tokens"
                 )
-            # Re-index everything up to the first row's own token; later rows stay in the buffer.
+            # Insert everything up to the first row's own token; later rows stay in the buffer.
             off.fold_buffer(off.get_seq_length() - T + 1)
-            self._build(layer, off.cpu_keys[:, : off.n_indexed], None)
-            self.rebuilds += 1
-            state = self.layers[layer]
-            off, step = self._offloaded[layer]
+            state = self._insert(layer, off.cpu_keys, off.n_indexed)
         out, sampled = step(state.index, off, query, scale=scaling, min_hits=o["min_hits"], threads=self.threads)
         if self.count_reads:  # the CPU's sampled rows, the device's exact rows
             exact = off.keys.numel() * off.keys.element_size() + off.values.numel() * off.values.element_size()
@@ -551,9 +578,12 @@ class DecodeSession:
                     f"a chunk of {T} decode rows does not fit the exact buffer of "
                     f"{self.options['buffer']} tokens; raise buffer or feed fewer tokens"
                 )
-            # Re-index everything up to the first row's own token; later rows stay in the buffer.
-            self._build(layer, k[:, : n_total - T + 1], v[:, : n_total - T + 1])
-            self.rebuilds += 1
+            # Insert everything up to the first row's own token; later rows stay in the buffer.
+            if state is None:  # no index yet (a prompt too short to sample from): build one
+                self._build(layer, k[:, : n_total - T + 1], v[:, : n_total - T + 1])
+                self.rebuilds += 1
+            else:
+                self._insert(layer, k, n_total - T + 1)
             state = self.layers.get(layer)
             n_idx = state.index.n if state is not None else 0
         qf = q.reshape(Hkv, G * T, d)  # rows of KV group g, head-major

@@ -310,6 +310,9 @@ class _Workspace:
         self.K, self.L, self.sinks, self.recent, self.n = index.K, index.L, index.sinks, index.recent, index.n
         self.kv_heads = index.num_kv_heads
         self.offsets = index.offsets.numpy()
+        # Strided (a view of offsets, or of the (Hkv, L, 2^K + 1) buffer insert_tokens keeps):
+        # one layout, so the kernel is compiled once for packed tables and tables with room.
+        self.bucket_ends = index.bucket_ends().numpy()
         self.entries = index.entries.numpy()
         self.mean = index.mean.contiguous().numpy()
         self.planes = index.planes.contiguous()
@@ -355,7 +358,7 @@ class _Workspace:
 
     def tables(self, index: LSHIndex, min_hits: int) -> tuple:
         """The kernel's arguments from ``offsets`` to ``grid``."""
-        return (self.offsets, self.entries, self.table(index, min_hits), magicpig._GRID)
+        return (self.offsets, self.bucket_ends, self.entries, self.table(index, min_hits), magicpig._GRID)
 
     def project(self, qf: torch.Tensor) -> np.ndarray:
         """The signs of ``qf @ planes`` give the query's buckets: the same torch product as the

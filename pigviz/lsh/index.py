@@ -1,4 +1,6 @@
-"""MagicPIG's hash tables for one layer, built once from the prefill keys.
+"""MagicPIG's hash tables for one layer, built once from the prefill keys and then kept up to
+date by inserting the keys decoding caches (:func:`insert_tokens`: only the new keys are
+hashed, with the build's planes and mean; each id is written at its bucket's end).
 
 Every key of every KV head goes into L tables. Table ``l`` files a key under a K-bit bucket
 id: bit ``j`` says on which side of random hyperplane ``l*K + j`` the *centred* key lies.
@@ -45,6 +47,10 @@ __all__ = [
     "LSHIndex",
     "build_index",
     "grow_index",
+    "insert_tokens",
+    "make_room",
+    "packed_tables",
+    "UPKEEP_COUNTS",
     "index_bytes",
     "build_scratch_bytes",
     "expected_candidates",
@@ -127,6 +133,14 @@ class LSHIndex:
     entries: torch.Tensor  # (Hkv, L, n) uint16 (n <= 65,536 on the CPU) or int32, token ids sorted by bucket
     offsets: torch.Tensor  # (Hkv, L, 2^K + 1) int32
     centred_norms: torch.Tensor  # (Hkv, n) float32, |k - mean|: saves a pass per sampled key
+    # Room to grow (:func:`insert_tokens`): None for packed CSR tables, where bucket b ends where
+    # b + 1 starts. Otherwise ``ends`` (Hkv, L, 2^K) int32 is where each bucket's run ends and
+    # ``limits`` (Hkv, L, 2^K) int32 where its room ends; ``offsets[..., b]`` is still its start and
+    # ``offsets[..., 2^K]`` the used length of the table's row of ``entries``.
+    ends: torch.Tensor | None = None
+    limits: torch.Tensor | None = None
+    # Work done by insert_tokens, counted (not timed) for tests and benchmarks: see upkeep_counts.
+    upkeep_stats: dict = field(default_factory=dict, repr=False, compare=False)
     # Lookup tables and scratch buffers that attend keeps between calls (not in nbytes).
     cache: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -136,7 +150,8 @@ class LSHIndex:
 
     @property
     def n(self) -> int:
-        return self.entries.shape[2]
+        # Not entries.shape[2]: tables with room to grow hold spare slots.
+        return self.centred_norms.shape[1]
 
     @property
     def head_dim(self) -> int:
@@ -148,8 +163,10 @@ class LSHIndex:
 
     @property
     def table_bytes(self) -> int:
-        """Bytes of ``entries`` and ``offsets`` as stored (equals :func:`index_bytes`)."""
-        return self.entries.nbytes + self.offsets.nbytes
+        """Bytes of ``entries`` and ``offsets`` as stored (equals :func:`index_bytes` for packed
+        tables; tables with room to grow also hold their spare slots, ``ends`` and ``limits``)."""
+        extra = 0 if self.ends is None else self.ends.nbytes + self.limits.nbytes
+        return self.entries.nbytes + self.offsets.nbytes + extra
 
     @property
     def nbytes(self) -> int:
@@ -176,13 +193,20 @@ class LSHIndex:
         return (bits.to(torch.int64) * weights).sum(-1)
 
     def token_ids(self) -> torch.Tensor:
-        """``entries`` as int64 (a copy): for code that computes with the ids rather than
-        reading them through the tables."""
-        return self.entries.to(torch.int64)
+        """The token ids of every table, (Hkv, L, n) int64 sorted by bucket (a copy): for code
+        that computes with the ids rather than reading them through the tables."""
+        if self.ends is None:
+            return self.entries.to(torch.int64)
+        return packed_tables(self)[0].to(torch.int64)
+
+    def bucket_ends(self) -> torch.Tensor:
+        """Where each bucket's run of ids ends in ``entries``, (Hkv, L, 2^K): bucket b of table
+        l of KV head g is ``entries[g, l, offsets[g, l, b] : bucket_ends()[g, l, b]]``."""
+        return self.offsets[..., 1:] if self.ends is None else self.ends
 
     def bucket_sizes(self) -> torch.Tensor:
         """Tokens per bucket, (Hkv, L, 2^K): how evenly the centred keys spread."""
-        return self.offsets[..., 1:] - self.offsets[..., :-1]
+        return self.bucket_ends() - self.offsets[..., :-1]
 
     @property
     def max_bucket(self) -> int:
@@ -219,6 +243,7 @@ def build_index(
     seed: int = 0,
     centre: bool = True,
     max_bytes: int | None = None,
+    mean: torch.Tensor | None = None,
 ) -> LSHIndex:
     """Hash the post-RoPE keys ``k`` (Hkv, n, d) of one layer into L tables of K bits.
 
@@ -228,6 +253,9 @@ def build_index(
     memory of the build: the tables plus :func:`build_scratch_bytes` of temporaries; by
     default it is half of the memory free on ``k``'s device. A larger request raises
     ValueError saying how much the build would need. Keys must be finite (ValueError).
+    ``mean`` (Hkv, d): centre on it instead of the sampleable keys' own mean (an index that
+    :func:`insert_tokens` grew keeps its prefill's mean; a build over the same keys with that
+    mean files every token in the same buckets, in the same order).
     """
     if not isinstance(k, torch.Tensor):
         raise TypeError(f"k must be a torch.Tensor of shape (kv_heads, n, d), got {type(k).__name__}")
@@ -264,9 +292,14 @@ def build_index(
     planes = _planes(d, K, L, seed, k.device)
     if not isinstance(centre, bool):
         raise TypeError(f"centre must be True or False, got {centre!r}")
-    mean = k[:, sinks : n - recent].to(torch.float32).mean(dim=1)
+    if mean is not None:
+        if not isinstance(mean, torch.Tensor) or tuple(mean.shape) != (num_kv, d):
+            raise ValueError(f"mean must be a tensor of shape (kv_heads, d) = {(num_kv, d)}, got {mean!r:.80}")
+        mean = mean.to(device=k.device, dtype=torch.float32)
+    elif centre:
+        mean = k[:, sinks : n - recent].to(torch.float32).mean(dim=1)
     if not centre:
-        mean = torch.zeros_like(mean)
+        mean = torch.zeros((num_kv, d), dtype=torch.float32, device=k.device)
     # Checked per block below; a mean that overflows float32 is caught here.
     if not bool(torch.isfinite(mean).all()):
         _refuse_non_finite(k, sinks, n - recent)
@@ -285,12 +318,8 @@ def build_index(
     )
 
     table_base = (torch.arange(L, device=k.device) * 2**K)[:, None]
-    # Compiled path: projections transposed (planes^T @ keys^T, the same numbers as
-    # keys @ planes), bits packed and tables counting-sorted in numba; int32 bucket ids.
-    fast = k.device.type == "cpu" and K <= 30 and kernels.available()
-    planes_t = index.planes.T.contiguous() if fast else None
-    proj_t = torch.empty((L * K, _HASH_BLOCK), dtype=torch.float32) if fast else None
-    buckets = torch.empty((L, n), dtype=torch.int32 if fast else torch.int64, device=k.device)
+    hasher = _Hasher(index)
+    buckets = torch.empty((L, n), dtype=hasher.code_dtype, device=k.device)
     for g in range(num_kv):  # one KV head at a time bounds the temporaries
         for start in range(0, n, _BUILD_BLOCK):
             block = k[g, start : start + _BUILD_BLOCK].to(torch.float32)
@@ -298,17 +327,9 @@ def build_index(
             if not bool(torch.isfinite(block).all()):
                 _refuse_non_finite(k, start, start + block.shape[0], g)
             block = block - mean[g]
-            if fast:
-                # Hashed a few hundred keys at a time into one reused buffer that stays in
-                # cache while its bits are packed (a single (L*K, n) product would go to DRAM).
-                for sub in range(0, block.shape[0], _HASH_BLOCK):
-                    rows = block[sub : sub + _HASH_BLOCK]
-                    out = proj_t if rows.shape[0] == _HASH_BLOCK else None
-                    kernels.pack_buckets(torch.mm(planes_t, rows.T, out=out), start + sub, K, buckets)
-            else:
-                buckets[:, start : start + block.shape[0]] = index.bucket_ids(block).T
+            hasher.codes(block, start, buckets[:, start : start + block.shape[0]])
             index.centred_norms[g, start : start + block.shape[0]] = block.norm(dim=-1)
-        if fast and kernels.build_tables(buckets, index.entries[g], index.offsets[g]):
+        if hasher.fast and kernels.build_tables(buckets, index.entries[g], index.offsets[g]):
             continue
         index.entries[g] = _stable_argsort_rows(buckets, K).to(index.entries.dtype)
         per_bucket = torch.bincount((buckets + table_base).view(-1), minlength=L * 2**K).view(L, 2**K)
@@ -344,6 +365,279 @@ def grow_index(prompt_index: LSHIndex, k: torch.Tensor, n: int) -> LSHIndex:
         centred_norms=torch.cat([base.centred_norms, norms], dim=1),
         cache=base.cache,
     )
+
+
+class _Hasher:
+    """The index's bucket coder for keys already centred on its mean: the one routine that both
+    :func:`build_index` and :func:`insert_tokens` hash with.
+
+    Keys are hashed ``_HASH_BLOCK`` token positions at a time, in blocks aligned to multiples
+    of ``_HASH_BLOCK`` (a part-filled block is padded with zero rows): every key then goes
+    through a matrix product of the same shape, at the same column, whether a build hashes it
+    with its neighbours or an insertion hashes it alone, so it gets the same bits (a product
+    of another shape may sum in another order and flip the sign of a projection near 0).
+    Compiled path: projections transposed (planes^T @ keys^T, the same numbers as keys @ planes)
+    and bits packed in numba, int32 ids; else :meth:`LSHIndex.bucket_ids`, int64 ids."""
+
+    def __init__(self, index: LSHIndex):
+        self.index = index
+        device = index.planes.device
+        self.fast = device.type == "cpu" and index.K <= 30 and kernels.available()
+        self.code_dtype = torch.int32 if self.fast else torch.int64
+        self.rows = torch.zeros((_HASH_BLOCK, index.head_dim), dtype=torch.float32, device=device)
+        if self.fast:
+            self.planes_t = index.planes.T.contiguous()
+            # Hashed into one reused buffer that stays in cache while its bits are packed (a
+            # single (L*K, n) product would go to DRAM).
+            self.proj_t = torch.empty((index.L * index.K, _HASH_BLOCK), dtype=torch.float32)
+            self.packed = torch.empty((index.L, _HASH_BLOCK), dtype=torch.int32)
+
+    def codes(self, centred: torch.Tensor, first: int, out: torch.Tensor) -> None:
+        """Buckets of the centred keys ``centred`` (m, d) float32, token positions first ..
+        first + m - 1, into ``out`` (L, m)."""
+        m = centred.shape[0]
+        t = first
+        while t < first + m:
+            base = t - t % _HASH_BLOCK
+            stop = min(first + m, base + _HASH_BLOCK)
+            if t == base and stop == base + _HASH_BLOCK:
+                rows = centred[t - first : stop - first]  # a whole block: hashed in place
+            else:
+                rows = self.rows
+                rows.zero_()
+                rows[t - base : stop - base] = centred[t - first : stop - first]
+            if self.fast:
+                kernels.pack_buckets(torch.mm(self.planes_t, rows.T, out=self.proj_t), 0, self.index.K, self.packed)
+                out[:, t - first : stop - first] = self.packed[:, t - base : stop - base]
+            else:
+                out[:, t - first : stop - first] = self.index.bucket_ids(rows).T[:, t - base : stop - base]
+            t = stop
+
+
+# Room each bucket gets when a table row is laid out with room to grow: size // 8 + 1 slots.
+_SLACK_SHIFT = 3
+UPKEEP_COUNTS = ("tokens", "written", "moved", "relocations", "relayouts", "grown", "merged", "hashed")
+
+
+def insert_tokens(index: LSHIndex, k: torch.Tensor, stop: int) -> dict:
+    """File tokens ``index.n .. stop - 1`` of ``k`` (Hkv, >= stop, d), the keys cached after the
+    index was built, in the tables of ``index`` (changed in place); returns
+    ``index.upkeep_stats``.
+
+    Only the new keys are hashed, with the index's own planes and its own ``mean`` (the
+    prefill's: the index is not re-centred), by the routine :func:`build_index` uses. The
+    tables come out listing exactly the tokens, in the same order within each bucket, that
+    ``build_index(k[:, :stop], mean=index.mean, ...)`` with the same seed lists, so every query
+    samples the same keys.
+
+    **Upkeep.** On the CPU with the compiled kernels, the first insertion lays each table's row
+    of ``entries`` out with room to grow (``size // 16 + 1`` spare slots per bucket, and free
+    slots at the row's end). A new id is written at its bucket's end (new ids are the largest,
+    so ids stay ascending in a bucket); a full bucket moves to the row's free end with twice
+    its size of room, and a row with no free end left is laid out again, compacted (the whole
+    ``entries`` grows by at least an eighth when even that does not fit). Each move doubles a
+    bucket's room, and a row is laid out again only after its free end (at least an eighth of
+    its ids) has been used up by moves, so the ids copied per inserted token stay bounded by a
+    constant, whatever the context length and however many tokens came before (no step
+    re-sorts or re-hashes a table). Elsewhere (a GPU; no numba) the tables stay packed and each
+    insertion merges the new ids in by one stable sort per table: no re-hashing, but a pass
+    over the table.
+
+    ``upkeep_stats`` counts, summed over KV heads and tables (token ids unless said):
+    ``tokens`` inserted; ``hashed`` keys hashed (= tokens); ``written`` new ids; ``moved`` ids
+    copied by bucket moves and row layouts; ``relocations`` bucket moves; ``relayouts`` row
+    layouts; ``grown`` ids copied when ``entries`` grew or widened to int32 (and by the first
+    layout); ``merged`` ids rewritten by packed merges.
+    """
+    if not isinstance(index, LSHIndex):
+        raise TypeError(f"index must be an LSHIndex, got {type(index).__name__}")
+    if (
+        not isinstance(k, torch.Tensor)
+        or k.ndim != 3
+        or k.shape[0] != index.num_kv_heads
+        or k.shape[2] != index.head_dim
+    ):
+        raise ValueError(
+            f"k must be a tensor of shape (kv_heads, tokens, d) = ({index.num_kv_heads}, >= stop, {index.head_dim}), "
+            f"got {tuple(k.shape) if isinstance(k, torch.Tensor) else type(k).__name__}"
+        )
+    n0 = index.n
+    stop = check_int("stop", stop, n0, k.shape[1])
+    stats = index.upkeep_stats
+    for name in UPKEEP_COUNTS:
+        stats.setdefault(name, 0)
+    if stop == n0:
+        return stats
+    Hkv, L, c = index.num_kv_heads, index.L, stop - n0
+    hasher = index.cache.get("upkeep_hasher")
+    if hasher is None:
+        hasher = index.cache["upkeep_hasher"] = _Hasher(index)
+    codes = torch.empty((Hkv, L, c), dtype=hasher.code_dtype, device=index.device)
+    norms = _norms_room(index, stop)
+    for g in range(Hkv):
+        block = k[g, n0:stop].to(device=index.device, dtype=torch.float32)
+        if not bool(torch.isfinite(block).all()):
+            _refuse_non_finite(k, n0, stop, g)
+        block = block - index.mean[g]
+        hasher.codes(block, n0, codes[g])
+        norms[g, n0:stop] = block.norm(dim=-1)
+    if hasher.fast:
+        _file_in_room(index, codes, n0, stop, stats)
+    else:
+        _merge_packed(index, codes, n0, stop, stats)
+    index.centred_norms = norms[:, :stop]
+    stats["tokens"] += c
+    stats["hashed"] += c
+    # What the decode step and attend kept for the old tables (views, sizes, scratch sized by n).
+    for key in list(index.cache):
+        if key in ("fused_decode", "fused_workspace", "bucket_bounds") or (
+            isinstance(key, tuple) and key and key[0] == "padded plan"
+        ):
+            del index.cache[key]
+    return stats
+
+
+def _norms_room(index: LSHIndex, stop: int) -> torch.Tensor:
+    """A (Hkv, >= stop) float32 buffer whose first n columns are ``centred_norms``, with room
+    to grow by an eighth (appending a token must not copy every norm)."""
+    buf = index.cache.get("upkeep_norms")
+    n = index.n
+    if buf is None or buf.shape[1] < stop or buf.data_ptr() != index.centred_norms.data_ptr():
+        cap = max(stop + _HASH_BLOCK, stop + stop // 8)
+        buf = torch.empty((index.num_kv_heads, cap), dtype=torch.float32, device=index.device)
+        buf[:, :n] = index.centred_norms
+        index.cache["upkeep_norms"] = buf
+    return buf
+
+
+def _rows_2d(t: torch.Tensor) -> np.ndarray:
+    """(Hkv, L, m) tensor as the kernels' (Hkv * L, m) numpy view (no copy)."""
+    view = t.reshape(t.shape[0] * t.shape[1], t.shape[2])
+    assert view.data_ptr() == t.data_ptr()
+    return view.numpy()
+
+
+def make_room(index: LSHIndex) -> int:
+    """Lay the packed tables of a CPU ``index`` out with room to grow (see
+    :func:`insert_tokens`), in place; returns the ids copied. A decoder calls it right after
+    the build, so that the first insertion does not pay for it in a decode step. A no-op
+    (returns 0) where the tables have room already, or stay packed (GPU, no numba)."""
+    if index.ends is not None or index.device.type != "cpu" or index.K > 30 or not kernels.available():
+        return 0
+    Hkv, L, n = index.num_kv_heads, index.L, index.n
+    nb = 2**index.K
+    sizes = index.bucket_sizes().to(torch.int64)
+    caps = sizes + (sizes >> _SLACK_SHIFT) + 1
+    need = caps.sum(-1)
+    # The same room kernels.relayout asks for: the laid-out ids, a quarter more and two
+    # moves of the largest bucket free at the row's end.
+    width = int((need + (need >> 2) + 2 * caps.amax(-1) + 2).max())
+    entries = torch.zeros((Hkv, L, width), dtype=index.entries.dtype)
+    entries[..., :n] = index.entries[..., :n]
+    ends = torch.zeros((Hkv, L, nb + 1), dtype=index.offsets.dtype)  # the kernel reads ends[..., :nb]
+    ends[..., :nb] = index.offsets[..., 1:]
+    limits = index.offsets[..., 1:].clone()
+    offsets = index.offsets.clone() if not index.offsets.is_contiguous() else index.offsets
+    index.entries, index.ends, index.limits, index.offsets = entries, ends[..., :nb], limits, offsets
+    scratch = np.zeros(width, dtype=entries.numpy().dtype)
+    moved = kernels.relayout_rows(
+        _rows_2d(index.entries), _rows_2d(index.offsets), _rows_2d(ends)[:, :nb], _rows_2d(limits), scratch
+    )
+    stats = index.upkeep_stats
+    for name in UPKEEP_COUNTS:
+        stats.setdefault(name, 0)
+    stats["grown"] += moved
+    index.cache.pop("fused_decode", None)
+    index.cache.pop("fused_workspace", None)
+    return moved
+
+
+def _file_in_room(index: LSHIndex, codes: torch.Tensor, n0: int, stop: int, stats: dict) -> None:
+    """The compiled insertion (tables with room to grow; see :func:`insert_tokens`)."""
+    if index.ends is None:
+        make_room(index)
+    if stop > SHORT_IDS and index.entries.dtype == torch.uint16:
+        stats["grown"] += index.entries.numel()
+        index.entries = index.entries.to(torch.int32)
+    Hkv, L, c = codes.shape
+    nb = 2**index.K
+    # ends is a view of a (Hkv, L, 2^K + 1) buffer (strided like offsets[..., 1:]).
+    ends_buf = torch.as_strided(index.ends, (Hkv, L, nb + 1), (index.ends.stride(0), index.ends.stride(1), 1))
+    counts = np.zeros(5, dtype=np.int64)
+    r0 = i0 = 0
+    while True:
+        width = index.entries.shape[2]
+        scratch = np.zeros(width, dtype=index.entries.numpy().dtype)
+        resume = kernels.file_tokens(
+            _rows_2d(index.entries),
+            _rows_2d(index.offsets),
+            _rows_2d(ends_buf)[:, :nb],
+            _rows_2d(index.limits),
+            _rows_2d(codes),
+            n0,
+            r0,
+            i0,
+            scratch,
+            counts,
+        )
+        if resume < 0:
+            break
+        # A row's layout needs more room than entries has: grow every row by at least an eighth.
+        r0, i0 = divmod(resume, c)
+        grown = torch.zeros((Hkv, L, max(int(counts[4]), width + width // 8)), dtype=index.entries.dtype)
+        grown[..., :width] = index.entries
+        stats["grown"] += index.entries.numel()
+        index.entries = grown
+    stats["written"] += int(counts[0])
+    stats["moved"] += int(counts[1])
+    stats["relocations"] += int(counts[2])
+    stats["relayouts"] += int(counts[3])
+
+
+def _merge_packed(index: LSHIndex, codes: torch.Tensor, n0: int, stop: int, stats: dict) -> None:
+    """Packed tables (a GPU, no numba): the new ids merged in by one stable sort per table."""
+    Hkv, L, c = codes.shape
+    nb = 2**index.K
+    dev = index.device
+    rows = Hkv * L
+    ends = index.offsets[..., 1:].reshape(rows, nb).to(torch.int64)
+    positions = torch.arange(n0, device=dev).expand(rows, n0).contiguous()
+    old = torch.searchsorted(ends, positions, right=True)  # the bucket of each packed slot
+    keys = torch.cat([old, codes.reshape(rows, c).to(torch.int64)], 1)
+    order = torch.sort(keys, dim=1, stable=True).indices
+    ids = torch.cat(
+        [index.entries[..., :n0].reshape(rows, n0).to(torch.int64), torch.arange(n0, stop, device=dev).expand(rows, c)],
+        1,
+    )
+    entries = ids.gather(1, order).to(token_id_dtype(stop, dev)).view(Hkv, L, stop)
+    base = (torch.arange(rows, device=dev) * nb)[:, None]
+    per_bucket = torch.bincount((keys + base).view(-1), minlength=rows * nb).view(Hkv, L, nb)
+    offsets = torch.zeros_like(index.offsets)
+    offsets[..., 1:] = per_bucket.cumsum(-1).to(offsets.dtype)
+    index.entries, index.offsets = entries, offsets
+    stats["merged"] += rows * stop
+
+
+def packed_tables(index: LSHIndex) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(entries (Hkv, L, n), offsets (Hkv, L, 2^K + 1))`` of ``index`` as packed CSR tables
+    (copies where the tables have room to grow): what a build of the same tokens holds."""
+    if index.ends is None:
+        return index.entries, index.offsets
+    sizes = index.bucket_sizes().to(torch.int64)
+    offsets = torch.zeros_like(index.offsets)
+    offsets[..., 1:] = sizes.cumsum(-1).to(offsets.dtype)
+    Hkv, L, nb = sizes.shape
+    entries = torch.empty((Hkv, L, index.n), dtype=index.entries.dtype)
+    for g in range(Hkv):
+        for table in range(L):
+            runs = [
+                index.entries[g, table, int(s) : int(e)]
+                for s, e in zip(index.offsets[g, table, :nb].tolist(), index.ends[g, table].tolist())
+                if e > s
+            ]
+            used = torch.cat(runs) if runs else entries[g, table, :0]
+            entries[g, table, : used.numel()] = used
+    return entries, offsets
 
 
 def _huge_page_empty(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

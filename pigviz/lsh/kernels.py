@@ -15,7 +15,16 @@ import os
 import numpy as np
 import torch
 
-__all__ = ["available", "kernels", "numba_version", "pack_buckets", "build_tables", "team_ready"]
+__all__ = [
+    "available",
+    "kernels",
+    "numba_version",
+    "pack_buckets",
+    "build_tables",
+    "team_ready",
+    "relayout_rows",
+    "file_tokens",
+]
 
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised dot products; inf/NaN still honoured
 
@@ -360,12 +369,13 @@ if numba is not None:
         return m, total
 
     @njit(cache=True, nogil=True)
-    def _hash_row(proj, r, K, L, g, offsets, slot, signs):
+    def _hash_row(proj, r, K, L, g, offsets, ends, slot, signs):
         """Stage 1 of a row: its bucket in each table (into slot[:, 0]); starts loading the
-        buckets' offsets."""
+        buckets' offsets and ends."""
         _row_buckets(proj, r, K, L, slot, signs)
         for l in range(L):
             prefetch(offsets, g, l, slot[l, 0])
+            prefetch(ends, g, l, slot[l, 0])
 
     @njit(cache=True, nogil=True)
     def _row_buckets(proj, r, K, L, slot, signs):
@@ -392,32 +402,35 @@ if numba is not None:
             slot[l, 0] = np.int64(word & mask)
 
     @njit(cache=True, nogil=True)
-    def _given_row(buckets, r, L, g, offsets, slot):
+    def _given_row(buckets, r, L, g, offsets, ends, slot):
         """Stage 1 of a row whose buckets were computed elsewhere (the GPU side of the
         offloaded placement hashes the query): copies them into slot[:, 0] and starts
-        loading the buckets' offsets."""
+        loading the buckets' offsets and ends."""
         for l in range(L):
             b = buckets[r, l]
             slot[l, 0] = b
             prefetch(offsets, g, l, b)
+            prefetch(ends, g, l, b)
 
     @njit(cache=True, nogil=True)
-    def _stage1(proj, buckets, r, K, L, g, offsets, slot, signs):
+    def _stage1(proj, buckets, r, K, L, g, offsets, ends, slot, signs):
         if buckets.shape[0] > 0:
-            _given_row(buckets, r, L, g, offsets, slot)
+            _given_row(buckets, r, L, g, offsets, ends, slot)
         else:
-            _hash_row(proj, r, K, L, g, offsets, slot, signs)
+            _hash_row(proj, r, K, L, g, offsets, ends, slot, signs)
 
     @njit(cache=True, nogil=True)
-    def _bucket_bounds(offsets, entries, L, g, slot):
+    def _bucket_bounds(offsets, ends, entries, L, g, slot):
         """Stage 2 of a row: each bucket's [start, end) in ``entries`` (into slot); starts
-        loading the buckets' token ids (up to 8 cache lines each). Returns the candidates."""
+        loading the buckets' token ids (up to 8 cache lines each). Returns the candidates.
+        ``ends`` is ``offsets[..., 1:]`` for packed tables, else where each bucket's run ends
+        (tables with room to grow)."""
         cand = 0
         per_line = 64 // entries.itemsize  # 16 int32 or 32 uint16 ids per 64-byte line
         for l in range(L):
             b = slot[l, 0]
             s = np.int64(offsets[g, l, b])
-            e = np.int64(offsets[g, l, b + 1])
+            e = np.int64(ends[g, l, b])
             slot[l, 0] = s
             slot[l, 1] = e
             cand += e - s
@@ -442,6 +455,7 @@ if numba is not None:
         n_idx,
         read_exact,
         offsets,
+        ends,
         entries,
         log_u,
         grid,
@@ -478,7 +492,8 @@ if numba is not None:
         from the signs of ``proj`` (R, L*K) = q @ planes. ``read_exact``: the read list starts
         with the exact set (sinks + recent); False reads only the sample (and the buffer), for
         a caller that attends the exact set elsewhere. ``entries`` holds int32 or uint16 ids;
-        ``offsets`` int32 or int64.
+        ``offsets`` int32 or int64; bucket b of table l runs from ``offsets[g, l, b]`` to
+        ``ends[g, l, b]`` (``offsets[..., 1:]`` for packed tables).
 
         Scratch comes from the caller, one set per thread, reused between calls (see
         :class:`pigviz.lsh.fused._Workspace`): ``hits`` (n_idx,) uint8 and ``bits``
@@ -498,8 +513,8 @@ if numba is not None:
         signs = np.empty((L * K + 63) // 64 + 1, dtype=np.uint64)
         r = _claim(counter)
         if r < R:
-            _stage1(proj, buckets, r, K, L, r // rows_per_kv, offsets, bounds[0], signs)
-            candidates_out[r] = _bucket_bounds(offsets, entries, L, r // rows_per_kv, bounds[0])
+            _stage1(proj, buckets, r, K, L, r // rows_per_kv, offsets, ends, bounds[0], signs)
+            candidates_out[r] = _bucket_bounds(offsets, ends, entries, L, r // rows_per_kv, bounds[0])
         turn = 0
         while r < R:
             g = r // rows_per_kv
@@ -507,7 +522,7 @@ if numba is not None:
             ahead_slot = bounds[(turn + 1) & 1]
             nxt = _claim(counter)
             if nxt < R:
-                _stage1(proj, buckets, nxt, K, L, nxt // rows_per_kv, offsets, ahead_slot, signs)
+                _stage1(proj, buckets, nxt, K, L, nxt // rows_per_kv, offsets, ends, ahead_slot, signs)
             # 1-2. hit counting over the candidates, then 3-4. the read list: exact set,
             # sampled set (in token order), buffer. Unsigned indices: numba then skips its
             # negative-index guard on every access.
@@ -551,7 +566,7 @@ if numba is not None:
                     nread += (c >= min_hits) & (t >= lo_t) & (t < hi_t)
             end_sampled = nread
             if nxt < R:  # the next row's token ids load while this row reads its keys and values
-                candidates_out[nxt] = _bucket_bounds(offsets, entries, L, nxt // rows_per_kv, ahead_slot)
+                candidates_out[nxt] = _bucket_bounds(offsets, ends, entries, L, nxt // rows_per_kv, ahead_slot)
             sampled_out[r] = end_sampled - first_sampled
             total_sampled += end_sampled - first_sampled
             for t in range(n_idx, buffer_end[r]):
@@ -653,6 +668,108 @@ if numba is not None:
                 b = buckets[l, t]
                 row[pos[b]] = t
                 pos[b] += 1
+
+    @njit(cache=True, nogil=True)
+    def _relayout(entries, offsets, ends, limits, r, scratch):
+        """Lay row r of the tables out again, compacted, in bucket order: each bucket with
+        ``size // 8 + 1`` spare slots, the rest of the row free. Returns the ids copied, or
+        minus the row width it needs (nothing changed) when the row is too narrow: the laid-out
+        ids, a quarter more and two moves of the largest bucket (see :func:`file_tokens_kernel`)."""
+        nb = ends.shape[1]
+        width = entries.shape[1]
+        need = 0
+        largest = 0
+        for b in range(nb):
+            size = np.int64(ends[r, b]) - np.int64(offsets[r, b])
+            cap = size + (size >> 3) + 1
+            need += cap
+            largest = max(largest, cap)
+        room = need + (need >> 2) + 2 * largest + 2
+        if room > width:
+            return -room
+        pos = 0
+        moved = 0
+        for b in range(nb):
+            s = np.int64(offsets[r, b])
+            size = np.int64(ends[r, b]) - s
+            for i in range(size):
+                scratch[pos + i] = entries[r, s + i]
+            offsets[r, b] = pos
+            ends[r, b] = pos + size
+            pos += size + (size >> 3) + 1
+            limits[r, b] = pos
+            moved += size
+        for i in range(pos):
+            entries[r, i] = scratch[i]
+        offsets[r, nb] = pos
+        return moved
+
+    @njit(cache=True, nogil=True)
+    def relayout_rows_kernel(entries, offsets, ends, limits, scratch):
+        """:func:`_relayout` of every row (they fit: the caller sized them); returns the ids copied."""
+        moved = 0
+        for r in range(entries.shape[0]):
+            moved += max(_relayout(entries, offsets, ends, limits, r, scratch), 0)
+        return moved
+
+    @njit(cache=True, nogil=True)
+    def file_tokens_kernel(entries, offsets, ends, limits, codes, t0, r0, i0, scratch, counts):
+        """File token t0 + i in bucket ``codes[r, i]`` of row r (a (KV head, table) pair), for
+        rows r0.. (row r0 from i = i0 on): written at its bucket's end. A full bucket first
+        moves to the row's free end with room for twice its size (+2); a row whose free end is
+        too short is laid out again (:func:`_relayout`). ``counts`` (5,) int64 adds the ids
+        written, the ids moved, the bucket moves and the layouts; returns -1 when done, or,
+        where a row needs to be wider, the position r * c + i to resume at once the caller has
+        widened every row to at least counts[4].
+
+        Rows: ``entries`` (R, width), ``offsets`` (R, 2^K + 1) (the last column: the used
+        width), ``ends`` and ``limits`` (R, 2^K): bucket b holds entries[r, offsets[r, b] :
+        ends[r, b]] and has room up to limits[r, b]."""
+        R = entries.shape[0]
+        width = entries.shape[1]
+        nb = ends.shape[1]
+        c = codes.shape[1]
+        for r in range(r0, R):
+            for i in range(i0 if r == r0 else 0, c):
+                b = codes[r, i]
+                e = np.int64(ends[r, b])
+                if e == limits[r, b]:
+                    s = np.int64(offsets[r, b])
+                    size = e - s
+                    cap = 2 * size + 2
+                    top = np.int64(offsets[r, nb])
+                    if top + cap > width:
+                        moved = _relayout(entries, offsets, ends, limits, r, scratch)
+                        if moved < 0:
+                            counts[4] = -moved
+                            return r * c + i
+                        counts[1] += moved
+                        counts[3] += 1
+                        e = np.int64(ends[r, b])  # after a layout every bucket has a spare slot
+                    else:
+                        for j in range(size):
+                            entries[r, top + j] = entries[r, s + j]
+                        offsets[r, b] = top
+                        e = top + size
+                        limits[r, b] = top + cap
+                        offsets[r, nb] = top + cap
+                        counts[1] += size
+                        counts[2] += 1
+                entries[r, e] = t0 + i
+                ends[r, b] = e + 1
+                counts[0] += 1
+        return -1
+
+
+def relayout_rows(entries: np.ndarray, offsets: np.ndarray, ends: np.ndarray, limits: np.ndarray, scratch) -> int:
+    """Every row of the tables laid out with room to grow (:func:`pigviz.lsh.index.make_room`);
+    returns the ids copied. Needs the compiled kernels."""
+    return int(relayout_rows_kernel(entries, offsets, ends, limits, scratch))
+
+
+def file_tokens(entries, offsets, ends, limits, codes, t0: int, r0: int, i0: int, scratch, counts) -> int:
+    """:func:`file_tokens_kernel` (the insertion of :func:`pigviz.lsh.index.insert_tokens`)."""
+    return int(file_tokens_kernel(entries, offsets, ends, limits, codes, t0, r0, i0, scratch, counts))
 
 
 def pack_buckets(proj_t: torch.Tensor, row0: int, K: int, buckets: torch.Tensor) -> bool:

@@ -148,7 +148,7 @@ def _corrected_scores(index, qf, dots, rows, kv_of_head, is_sampled, valid, min_
     so no key is read twice."""
     d = qf.shape[1]
     q_dot_mean = (qf * index.mean[kv_of_head]).sum(-1, keepdim=True)
-    key_norms = index.centred_norms.view(-1).index_select(0, rows.reshape(-1)).view(rows.shape)
+    key_norms = index.centred_norms.reshape(-1).index_select(0, rows.reshape(-1)).view(rows.shape)
     norms = qf.norm(dim=-1, keepdim=True) * key_norms
     cos = torch.where(norms > 0, (dots - q_dot_mean) / norms.clamp(min=torch.finfo(torch.float32).tiny), 0.0)
     p = 1.0 - torch.arccos(cos.clamp(-1.0, 1.0)) / math.pi
@@ -238,11 +238,12 @@ def attend(
     query_buckets = index.bucket_ids(qf)  # (H, L)
     tables = torch.arange(L, device=dev)
     starts = index.offsets[kv_of_head[:, None], tables[None, :], query_buckets]
-    lengths = index.offsets[kv_of_head[:, None], tables[None, :], query_buckets + 1] - starts
+    lengths = index.bucket_ends()[kv_of_head[:, None], tables[None, :], query_buckets] - starts
     # int32 positions halve the memory traffic of the ~L n / 2^K entries per head scanned.
     small = index.entries.numel() < 2**31 and H * n < 2**31
     idx_dtype = torch.int32 if small else torch.int64
-    flat_starts = ((kv_of_head[:, None] * L + tables[None, :]) * n + starts).to(idx_dtype)
+    width = index.entries.shape[2]  # n, or more for tables with room to grow
+    flat_starts = ((kv_of_head[:, None] * L + tables[None, :]) * width + starts).to(idx_dtype)
     candidates = lengths.sum(1)
     range_of_entry, positions = _concatenated_ranges(flat_starts.reshape(-1), lengths.reshape(-1).to(idx_dtype))
     # Indexing, not index_select: torch's index_select has no uint16 kernel (short ids).
@@ -421,12 +422,12 @@ def _attend_padded(index, q, k, v, min_hits, return_read_mask, return_lse, u_off
     # 1. The query's bucket in every table, read as max_bucket slots from the bucket's start.
     query_buckets = index.bucket_ids(qf)  # (H, L)
     starts = index.offsets[group, table, query_buckets].to(torch.int64)
-    lengths = index.offsets[group, table, query_buckets + 1].to(torch.int64) - starts
+    lengths = index.bucket_ends()[group, table, query_buckets].to(torch.int64) - starts
     candidates = lengths.sum(1)
     in_bucket = slot < lengths[..., None]  # (H, L, max_bucket)
     # Slots past a bucket's end read the next buckets' ids (clamped to the table): ids of
     # the index, not keys, and they count 0 hits below.
-    positions = (starts[..., None] + slot).clamp(max=n - 1)
+    positions = (starts[..., None] + slot).clamp(max=index.entries.shape[2] - 1)
     tokens = index.entries[group[..., None], table[..., None], positions].to(torch.int64)
 
     # 2. Hits per (head, token); the exact set is read anyway, so it is never "sampled".

@@ -126,15 +126,17 @@ def test_grouped_dense_is_transformers_dense_in_float32_and_bf16_stores_half(smo
     assert (half.argmax(-1) == ref.argmax(-1)).float().mean() >= 0.75
 
 
-def test_buffer_overflow_rebuilds_the_index(smollm2, prompt):
+def test_buffer_overflow_is_inserted_into_the_index(smollm2, prompt):
     ids = prompt[:PROMPT_TOKENS]
     dense = _gen(smollm2, ids, "dense", n=10)
     wide = _gen(smollm2, ids, "magicpig", n=10, K=1, L=16, min_hits=1, buffer=3)
-    assert wide.rebuilds > 0
+    # Same schedule as the rebuilds it replaced: once per 4 tokens past the buffer, per sampled layer.
+    assert wide.rebuilds == 0 and wide.upkeeps > 0 and wide.upkeep_tokens > 0
+    assert wide.as_dict()["upkeeps"] == wide.upkeeps and "rebuilds" in wide.as_dict()
     assert wide.token_ids == dense.token_ids
 
 
-def test_chunk_past_the_buffer_rebuilds_and_stays_finite(smollm2, prompt):
+def test_chunk_past_the_buffer_is_inserted_and_stays_finite(smollm2, prompt):
     model = smollm2[0]
     P, T = PROMPT_TOKENS, 12
     cache = decoding.new_cache(model)
@@ -143,7 +145,7 @@ def test_chunk_past_the_buffer_rebuilds_and_stays_finite(smollm2, prompt):
         session.prepare(cache)
         session.phase = "decode"
         logits = decoding.forward(model, prompt[P : P + T], cache)
-        assert session.rebuilds == model.config.num_hidden_layers - 1
+        assert session.upkeeps == model.config.num_hidden_layers - 1 and session.rebuilds == 0
         assert torch.isfinite(logits).all()
         cache.crop(-T)
     with decoding.use_attention(model, "magicpig", buffer=T - 2) as session:
@@ -367,7 +369,7 @@ def test_tampered_result_is_refused(tmp_path, monkeypatch):
 def test_the_gpu_path_run_on_the_cpu_decodes_as_the_readable_one(smollm2, prompt, monkeypatch):
     """What a GPU runs (no compiled step; the padded attend, its counts left where they were
     made until take_budgets) against the readable attend: same logits and budgets through a
-    chunk of rows with a decode buffer, then single steps past the buffer (a rebuild)."""
+    chunk of rows with a decode buffer, then single steps past the buffer (an insertion)."""
     model = smollm2[0]
     P, T = PROMPT_TOKENS, 4
     monkeypatch.setenv("PIGVIZ_NO_NUMBA", "1")
@@ -383,9 +385,9 @@ def test_the_gpu_path_run_on_the_cpu_decodes_as_the_readable_one(smollm2, prompt
             for t in range(T, T + 3):
                 logits.append(decoding.forward(model, prompt[P + t : P + t + 1], cache))
                 budgets.append(session.take_budgets())
-        runs[padded] = torch.cat(logits), torch.cat(budgets), session.rebuilds
-    (ref_logits, ref_budgets, ref_rebuilds), (logits, budgets, rebuilds) = runs["0"], runs["1"]
-    assert rebuilds == ref_rebuilds > 0
+        runs[padded] = torch.cat(logits), torch.cat(budgets), session.upkeeps
+    (ref_logits, ref_budgets, ref_upkeeps), (logits, budgets, upkeeps) = runs["0"], runs["1"]
+    assert upkeeps == ref_upkeeps > 0
     assert torch.allclose(budgets, ref_budgets, atol=1e-6) and bool((budgets < 0.5).all())
     assert torch.allclose(logits, ref_logits, atol=1e-3, rtol=0)
 

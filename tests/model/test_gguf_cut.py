@@ -150,7 +150,7 @@ def test_kept_layers_budgets_equal_the_full_models(cut_model, smollm2):
                 forward(model, ids[t : t + 1], cache)
                 session.take_budgets()
                 steps.append({k: float(v[-1]) for k, v in session.last_layer_budgets.items()})
-            assert session.rebuilds > 0
+            assert session.upkeeps > 0 and session.rebuilds == 0  # the buffer was filed, never rebuilt
         per_model.append(steps)
     cut, full = per_model
     for step_cut, step_full in zip(cut, full):
