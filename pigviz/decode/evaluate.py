@@ -24,7 +24,6 @@ does, so every digit is produced by a decode step of the method under test.
 from __future__ import annotations
 
 import hashlib
-import math
 import random
 import sys
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import pigviz
 from pigviz._util.io import sha256_file, write_json_atomic
+from pigviz._util.stats import wilson_interval  # re-exported: lessons and the report import it from here
 from pigviz._util.validate import check_choice, check_float, check_int
 from pigviz.attention.protocol import estimator_name
 from pigviz.decode import custom
@@ -389,16 +389,6 @@ def _common_prefix(a, b) -> int:
     m = min(a.numel(), b.numel() - 1)
     differ = (a[:m] != b[:m]).nonzero()
     return int(differ[0]) if differ.numel() else m
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval for a binomial proportion (sensible at 0 and n too)."""
-    n = check_int("n", n, 1)
-    successes = check_int("successes", successes, 0, n)
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def passkey_eval(

@@ -2,7 +2,7 @@
 
 Monte-Carlo estimates of per-bit agreement and of the "at least min_hits of L" inclusion,
 with exact binomial p-values; the 2-D picture of hyperplanes and the query's bucket; and the
-claims of notebook 04, which compare the two.
+claims of notebook 04a, which compare the two.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pigviz._util.stats import wilson_interval
 from pigviz._util.validate import check_array, check_float, check_int
 from pigviz.lsh.simhash import (
     DEFAULT_K,
@@ -102,12 +103,10 @@ class MonteCarloEstimate:
         return out
 
     def wilson_interval(self, z: float = 1.96):
-        """95% Wilson score interval of each frequency; unlike freq +- 2 se it stays inside
-        [0, 1] and is not zero-width when the count is 0."""
-        n, f = self.n_trials, self.freq
-        centre = (f + z * z / (2 * n)) / (1 + z * z / n)
-        half = z * np.sqrt(f * (1 - f) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
+        """95% Wilson score interval of each frequency (``pigviz._util.stats.wilson_interval``);
+        unlike freq +- 2 se it stays inside [0, 1] and is not zero-width when the count is 0."""
+        n = check_int("n_trials", self.n_trials, 1)
+        return wilson_interval(np.rint(np.asarray(self.freq) * n).astype(int), n, z)
 
 
 def monte_carlo_bit_agreement(cos, n_planes: int = 20_000, seed: int = 0, dim: int = 2) -> MonteCarloEstimate:

@@ -116,6 +116,58 @@ def test_check_context_refuses_past_trained_length_unless_opted_in():
         models.check_context(model, 0)
 
 
+# -- limits from a GGUF header, before the model loads -------------------------------------------
+def _write_gguf(path: Path, *, kv_heads: int | None = 1) -> Path:
+    """A tensor-less GGUF: the limit fields, then a tokenizer list after them, as real files have."""
+    gguf = pytest.importorskip("gguf")
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(4)
+    writer.add_context_length(512)
+    writer.add_head_count(3)
+    if kv_heads is not None:
+        writer.add_head_count_kv(kv_heads)
+    writer.add_token_list([f"token{i}" for i in range(1000)])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_limits_are_read_from_a_gguf_header(monkeypatch, tmp_path):
+    path = _write_gguf(tmp_path / "tiny.gguf")
+    monkeypatch.setenv("PIGVIZ_SMOLLM2_GGUF", str(path))
+    assert models.model_limits() == models.ModelLimits(layers=4, kv_heads=1, max_context=512)
+    # without head_count_kv every query head has its own KV head
+    monkeypatch.setenv("PIGVIZ_SMOLLM2_GGUF", str(_write_gguf(tmp_path / "mha.gguf", kv_heads=None)))
+    assert models.model_limits() == models.ModelLimits(layers=4, kv_heads=3, max_context=512)
+
+
+def test_the_header_read_stops_after_the_limit_fields(tmp_path):
+    """The reader stops after the fields it needs: a file cut off inside the tokenizer list that
+    follows them still gives them (the bundled model's tokenizer lists take seconds to parse)."""
+    import gguf
+
+    path = _write_gguf(tmp_path / "tiny.gguf")
+    tokens = gguf.GGUFReader(path).get_field("tokenizer.ggml.tokens").offset
+    path.write_bytes(path.read_bytes()[: tokens + 40])
+    with pytest.raises((ValueError, IndexError)):
+        gguf.GGUFReader(path)
+    fields = models._gguf_fields(path)
+    assert fields["general.architecture"] == "llama"
+    assert (fields["llama.block_count"], fields["llama.attention.head_count_kv"]) == (4, 1)
+    assert "tokenizer.ggml.tokens" not in fields
+
+
+def test_a_file_that_is_not_a_gguf_gives_no_limits(monkeypatch, tmp_path):
+    for content in (b"", b"not a gguf at all", b"GGUF\x02"):
+        path = tmp_path / "bad.gguf"
+        path.write_bytes(content)
+        assert models._gguf_fields(path) == {}
+        monkeypatch.setenv("PIGVIZ_SMOLLM2_GGUF", str(path))
+        assert models.model_limits() is None
+
+
 # -- the de-quantised cache ----------------------------------------------------------------------
 @pytest.fixture
 def fake_bundle(monkeypatch, tmp_path):
