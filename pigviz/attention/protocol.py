@@ -27,6 +27,22 @@ may answer from what that call did.
 Other optional attributes: ``name`` (how tables and figures call it; default the function's
 ``__name__``). :func:`declare` sets them and works as a decorator.
 
+**An index built once: ``build``.** An estimator that keeps an index over the cache, as
+MagicPIG keeps its hash tables, has a method ``build(keys) -> index``. ``keys`` (n, d) are one
+KV head's keys at the end of the prefill (float64, numpy or torch as for a call), and ``index``
+is whatever the estimator wants back. It is then called as::
+
+    estimator(q, keys, values, budget, index=index)
+
+with ``keys`` and ``values`` the whole visible cache, as for any estimator: the index covers
+the first ``n_indexed`` of them, and the tokens written since, the *buffer*, follow (the
+estimator keeps ``n_indexed`` in its index if it needs it). Decoding
+(:func:`pigviz.decode.custom.decode_rows`) builds once per layer and KV head, at the first
+decode step, over the cache before it; ``evaluate_estimator`` once per shipped head, over the
+keys before its first position. :class:`Indexes` keeps them and builds again when a call's
+keys are not the ones an index was built over (a new prompt). :func:`call` with no index
+builds one over all but the row's own token, as a first decode step would.
+
 The library's own methods follow the same protocol, so a learner's estimator meets them as
 peers: :func:`exact`, :func:`topk`, :func:`quest`, :func:`quest_rank_all`, :func:`oracle`,
 :func:`hybrid` and :func:`streaming` here; MagicPIG and the estimators a system can afford in
@@ -52,6 +68,9 @@ __all__ = [
     "costs_like",
     "estimator_name",
     "wants_torch",
+    "builds",
+    "build",
+    "Indexes",
     "keys_for",
     "call",
     "add_row_note",
@@ -122,6 +141,66 @@ def wants_torch(estimator) -> bool:
     return bool(getattr(estimator, "torch", False))
 
 
+def builds(estimator) -> bool:
+    """Does ``estimator`` keep an index: has it a callable ``build(keys) -> index``?"""
+    return callable(getattr(estimator, "build", None))
+
+
+def build(estimator, keys):
+    """``estimator.build(keys)`` on ``keys`` (n, d) in the form it wants (float64 numpy, or
+    torch where it says so), with its error naming the estimator (a note)."""
+    if not builds(estimator):
+        raise TypeError(f"estimator {estimator_name(estimator)!r} has no build(keys) method")
+    keys = _inputs(estimator, keys, keys, keys)[1]
+    if keys.ndim != 2 or keys.shape[0] < 1:
+        raise ValueError(f"build needs keys (n, d) with n >= 1, got shape {tuple(keys.shape)}")
+    try:
+        return estimator.build(keys)
+    except Exception as exc:
+        add_row_note(exc, estimator, "build", n=keys.shape[0])
+        raise
+
+
+class Indexes:
+    """The indexes of an estimator with a ``build`` step, one per place (any key: decoding
+    uses (layer, KV head)). :meth:`get` builds a place's index once, over the keys before the
+    first row it serves, and hands it back while later calls pass the same keys grown: the
+    first ``n_indexed`` rows equal to those it was built over (their first and last row and
+    their sum, checked at each get). Other keys, a new prompt, build it again. ``builds``
+    counts the builds."""
+
+    def __init__(self, estimator):
+        if not builds(estimator):
+            raise TypeError(f"estimator {estimator_name(estimator)!r} has no build(keys) method")
+        self.estimator = estimator
+        self.builds = 0
+        self._kept: dict = {}
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    @staticmethod
+    def _mark(keys, n: int) -> tuple:
+        rows = np.asarray(_numpy(keys[:n], "keys"), dtype=np.float64)
+        return rows[0].copy(), rows[n - 1].copy(), rows.sum(axis=0)
+
+    def get(self, where, keys, n_indexed: int):
+        """``(index, n_indexed)`` for ``where``: the kept index if ``keys`` (n, d), the keys
+        the next row sees, start with the ones it was built over, else one built now over
+        ``keys[:n_indexed]`` (1 <= n_indexed <= n)."""
+        n = keys.shape[0]
+        kept = self._kept.get(where)
+        if kept is not None:
+            index, n0, mark = kept
+            if n0 <= n and all(np.array_equal(a, b) for a, b in zip(mark, self._mark(keys, n0))):
+                return index, n0
+        n_indexed = check_int("n_indexed", n_indexed, 1, n)
+        index = build(self.estimator, keys[:n_indexed])
+        self.builds += 1
+        self._kept[where] = (index, n_indexed, self._mark(keys, n_indexed))
+        return index, n_indexed
+
+
 def keys_for(fraction, n: int) -> int:
     """The budget of a query that sees ``n`` keys at ``fraction`` of them:
     max(1, round(fraction * n)), at most n."""
@@ -155,11 +234,13 @@ def _inputs(estimator, q, keys, values):
     return tuple(np.asarray(_numpy(x, "input"), dtype=np.float64) for x in (q, keys, values))
 
 
-def call(estimator, q, keys, values, budget):
+def call(estimator, q, keys, values, budget, *, index=None):
     """Run ``estimator`` on one row and check what it returns.
 
     ``q`` (d,), ``keys`` (n, d), ``values`` (n, dv): numpy arrays or torch tensors, handed
-    over as the estimator wants them. Returns ``(output, read)``: output a float64 numpy
+    over as the estimator wants them. An estimator with a ``build`` step gets ``index=index``
+    (with none given, one built now over ``keys[:max(1, n - 1)]``, all but the row's own
+    token); ``index`` is refused for any other. Returns ``(output, read)``: output a float64 numpy
     array (dv,), read the sorted distinct indices it read (int64). Raises
     :class:`OverBudget` if it read more than ``budget`` distinct keys, and ValueError or
     TypeError, naming the estimator, for a result of the wrong shape, NaN or inf in the
@@ -177,7 +258,14 @@ def call(estimator, q, keys, values, budget):
     n, dv = k_in.shape[0], v_in.shape[1]
     if v_in.shape[0] != n or n < 1:
         raise ValueError(f"keys and values must hold the same n >= 1 rows, got {k_in.shape[0]} and {v_in.shape[0]}")
-    result = estimator(q_in, k_in, v_in, budget)
+    if builds(estimator):
+        if index is None:
+            index = build(estimator, k_in[: max(1, n - 1)])
+        result = estimator(q_in, k_in, v_in, budget, index=index)
+    elif index is not None:
+        raise TypeError(f"estimator {name!r} has no build step, so it takes no index")
+    else:
+        result = estimator(q_in, k_in, v_in, budget)
     if not isinstance(result, tuple) or len(result) != 2:
         got = "None" if result is None else type(result).__name__
         raise TypeError(f"estimator {name!r} must return a pair (output, read), got {got}")

@@ -9,6 +9,13 @@ head's cache up to the row's own token, ``budget = max(1, round(budget fraction 
 The prefill stays dense, as for every method. Reading past the budget raises the protocol's
 ValueError, naming the estimator.
 
+An estimator with a build step (``build(keys) -> index``, :mod:`pigviz.attention.protocol`)
+gets it called once per sparse layer and KV head, at the first decode step, on that KV head's
+keys before it (the prefill's); each row then calls ``estimator(q, keys, values, budget,
+index=index)`` with the whole visible cache: the tokens written since the build, the buffer,
+follow the indexed ones. The indexes are kept per estimator (:func:`indexes_of`) and built
+again for a new prompt.
+
 An estimator is called once per query head, row and sparse layer (SmolLM2-135M: 9 heads x 29
 layers per token), on float64 copies of the cache made once per layer and forward: a numpy
 estimator that takes a millisecond makes a token cost about a quarter of a second.
@@ -23,13 +30,14 @@ import importlib
 import importlib.util
 import math
 import sys
+import weakref
 from pathlib import Path
 
 import numpy as np
 
 from pigviz.attention import protocol
 
-__all__ = ["CUSTOM", "OPTIONS", "check_estimator", "decode_rows", "resolve", "is_spec"]
+__all__ = ["CUSTOM", "OPTIONS", "check_estimator", "decode_rows", "indexes_of", "resolve", "is_spec"]
 
 CUSTOM = "custom"  # the method name a session with your estimator runs under
 OPTIONS = {"estimator": None, "budget": 0.05, "dense_layers": (0,)}
@@ -45,12 +53,37 @@ def check_estimator(estimator):
     return estimator
 
 
-def decode_rows(estimator, q, k, v, scaling: float, budget: float, layer: int | None = None):
+_INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # estimator -> protocol.Indexes
+_INDEXES_BY_ID: dict = {}  # id -> (estimator, Indexes), for an estimator no weak reference can hold
+
+
+def indexes_of(estimator) -> protocol.Indexes:
+    """The indexes decoding keeps for ``estimator`` (one with a build step): one per (layer, KV
+    head), as long as the estimator lives (:class:`pigviz.attention.protocol.Indexes`)."""
+    try:
+        kept = _INDEXES.get(estimator)
+        if kept is None:
+            kept = _INDEXES[estimator] = protocol.Indexes(estimator)
+        return kept
+    except TypeError:  # not weakly referenceable
+        pair = _INDEXES_BY_ID.get(id(estimator))
+        if pair is None or pair[0] is not estimator:
+            pair = _INDEXES_BY_ID[id(estimator)] = (estimator, protocol.Indexes(estimator))
+        return pair[1]
+
+
+def decode_rows(
+    estimator, q, k, v, scaling: float, budget: float, layer: int | None = None, indexes: protocol.Indexes | None = None
+):
     """The decode rows of one layer: ``q`` (H, T, d), ``k`` and ``v`` (Hkv, n_total, d) with the
     T rows' own tokens last. Row t sees the cache up to n_total - T + t. Returns the outputs
     (T, H, dv) as a float32 tensor on ``q``'s device and the per-row budget used, (T,): keys
     read / keys visible, mean over heads. ``layer`` names the model layer in the note an error of
-    the estimator gains (:func:`pigviz.attention.protocol.add_row_note`)."""
+    the estimator gains (:func:`pigviz.attention.protocol.add_row_note`).
+
+    An estimator with a build step gets, per KV head, the index of ``(layer, kv head)`` from
+    ``indexes`` (default :func:`indexes_of`): built over the cache before these T rows (at
+    least its first token) when none is kept for these keys, and passed to every row."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, T, d = q.shape
@@ -65,6 +98,16 @@ def decode_rows(estimator, q, k, v, scaling: float, budget: float, layer: int | 
         k64, v64, q64 = k64.numpy(), v64.numpy(), q64.numpy()
     out = np.zeros((T, H, dv))
     used = torch.zeros(T, dtype=torch.float32)
+    index = [None] * Hkv
+    if protocol.builds(estimator):
+        indexes = indexes if indexes is not None else indexes_of(estimator)
+        first = n_total - T + 1  # the keys the first row sees
+        for g in range(Hkv):
+            try:
+                index[g] = indexes.get((layer, g), k64[g, :first], max(1, n_total - T))[0]
+            except Exception as exc:
+                protocol.add_row_note(exc, estimator, "sampled decoding", layer=layer, kv_head=g, n=first - 1)
+                raise
     for t in range(T):
         n = n_total - T + t + 1
         m = protocol.keys_for(budget, n)
@@ -72,7 +115,7 @@ def decode_rows(estimator, q, k, v, scaling: float, budget: float, layer: int | 
         for h in range(H):
             g = h // group
             try:
-                o, read = protocol.call(estimator, q64[h, t], k64[g, :n], v64[g, :n], m)
+                o, read = protocol.call(estimator, q64[h, t], k64[g, :n], v64[g, :n], m, index=index[g])
             except Exception as exc:
                 protocol.add_row_note(
                     exc, estimator, "sampled decoding", layer=layer, head=h, position=n - 1, n=n, budget=f"{m} keys"

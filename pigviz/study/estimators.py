@@ -5,7 +5,9 @@ An estimator follows the protocol of :mod:`pigviz.attention.protocol`,
 position. ``evaluate_estimator`` runs it on every query head of the shipped capture's heads
 (4 layers of SmolLM2-135M, 3 query heads each) at each of its 64 positions, at each budget
 fraction f with ``budget = max(1, round(f * visible keys))``, and runs the baselines on the
-same rows at the same budgets. Each row::
+same rows at the same budgets. An estimator with a build step (:mod:`pigviz.attention.protocol`) builds its
+index once per shipped head, over the keys before the first position run, as at the end of a
+prefill; the positions after it see those keys and a growing buffer. Each row::
 
     estimator  fraction  layer  kv_head  head  position  n  budget  keys_read  error  bytes_share
 
@@ -192,9 +194,14 @@ def _run(estimator, name, units, arrays, budgets, positions, first, bar) -> list
     rows = []
     torch_in = protocol.wants_torch(estimator)
     declared = callable(getattr(estimator, "bytes_read", None))
+    indexes = protocol.Indexes(estimator) if protocol.builds(estimator) else None
     for unit, (q, k, v, kt, vt, qt, exact) in zip(units, arrays):
         _, layer, kv_head, head, _, _ = unit
         d, dv = k.shape[1], v.shape[1]
+        index = None
+        if indexes is not None:  # built once per shipped head, over the keys before its first position
+            first_keys = kt[: first + positions[0] + 1] if torch_in else k[: first + positions[0] + 1]
+            index = indexes.get((layer, kv_head), first_keys, first + positions[0])[0]
         for t in positions:
             n = first + t + 1
             o = exact[t]
@@ -203,9 +210,9 @@ def _run(estimator, name, units, arrays, budgets, positions, first, bar) -> list
                 budget = protocol.keys_for(f, n)
                 try:
                     if torch_in:
-                        out, read = protocol.call(estimator, qt[t], kt[:n], vt[:n], budget)
+                        out, read = protocol.call(estimator, qt[t], kt[:n], vt[:n], budget, index=index)
                     else:
-                        out, read = protocol.call(estimator, q[t], k[:n], v[:n], budget)
+                        out, read = protocol.call(estimator, q[t], k[:n], v[:n], budget, index=index)
                 except Exception as exc:
                     protocol.add_row_note(
                         exc,
