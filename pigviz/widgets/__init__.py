@@ -4,4 +4,4 @@ Widgets clamp what they are given and show problems in a status line: a callback
 raises into the notebook. ``base`` holds what every widget shares; each other module is one
 topic's widgets."""
 
-__all__ = ["base", "stick_balance", "key_geometry", "simhash", "budget", "study", "tokens"]
+__all__ = ["base", "stick_balance", "key_geometry", "simhash", "budget", "study", "tokens", "toy_index"]
