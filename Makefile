@@ -66,7 +66,7 @@ bench: setup
 
 ## Presenter mode for a workshop: one notebook's prose, figures and widgets, no code. The exercises
 ## run with their reference solutions, so Voila does not stop at a blank one.
-##   make present NB=01         (lesson 05 is two notebooks: NB=05a, NB=05b)
+##   make present NB=01         (lessons 04, 05 and 06 are two notebooks each: NB=04a, NB=04b, ...)
 NB ?= 01
 present: setup
 	PIGVIZ_SOLUTIONS=1 $(BIN)/voila $$(ls notebooks/$(NB)_*.ipynb | head -n 1) --strip_sources=True

@@ -27,6 +27,9 @@ from pigviz._util.io import atomic_path, sha256_file, write_json_atomic
 
 __all__ = [
     "LEARNER_GLOB",
+    "FINDINGS_FOLDER",
+    "FINDING_GLOB",
+    "NOTATION",
     "RECORD_FILE",
     "CopyReport",
     "LearnerChangesError",
@@ -84,6 +87,11 @@ def binder_url(notebook: str | None = None) -> str:
 
 # A two-digit lesson number, maybe a part letter (05a), then "_name.ipynb": the same keys as the sources.
 LEARNER_GLOB = "[0-9][0-9]*_*.ipynb"
+# The findings (the lab book a lesson links to) ship beside the lessons in their own folder, and
+# are copied into the same folder of the learner's, so a lesson's link to one works there too.
+FINDINGS_FOLDER = "findings"
+FINDING_GLOB = "f[0-9]*_*.ipynb"
+NOTATION = "notation.md"  # the symbols every lesson uses, one page (also on the site)
 RECORD_FILE = ".pigviz-notebooks.json"
 RECORD_FORMAT = "pigviz-notebook-copies-v1"
 
@@ -126,9 +134,11 @@ def learner_dir() -> Path:
     return Path(str(resources.files("pigviz").joinpath("notebooks")))
 
 
-def learner_notebooks() -> list[Path]:
-    """The shipped learner copies, in teaching order."""
+def learner_notebooks(*, findings: bool = False) -> list[Path]:
+    """The shipped learner copies, in teaching order; with ``findings``, the findings after them."""
     found = sorted(learner_dir().glob(LEARNER_GLOB))
+    if found and findings:
+        found += sorted((learner_dir() / FINDINGS_FOLDER).glob(FINDING_GLOB))
     if not found:
         raise FileNotFoundError(
             f"no learner notebooks in {learner_dir()}: this pigviz was installed without its package data "
@@ -150,10 +160,10 @@ def _read_record(folder: Path) -> dict:
 
 
 def _backup_name(target: Path) -> Path:
-    candidate = target.with_name(f"{target.stem}.backup.ipynb")
+    candidate = target.with_name(f"{target.stem}.backup{target.suffix}")
     number = 2
     while candidate.exists():
-        candidate = target.with_name(f"{target.stem}.backup-{number}.ipynb")
+        candidate = target.with_name(f"{target.stem}.backup-{number}{target.suffix}")
         number += 1
     return candidate
 
@@ -169,33 +179,36 @@ def copy_notebooks(dest, *, force: bool = False, strict: bool = True) -> CopyRep
     folder = Path(dest).expanduser()
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"dest must be a folder; {folder} is a file")
-    sources = learner_notebooks()
+    # The notation page rides along: every lesson links to it, beside itself.
+    sources = learner_notebooks(findings=True) + [p for p in [learner_dir() / NOTATION] if p.is_file()]
     folder.mkdir(parents=True, exist_ok=True)
     record = _read_record(folder)
     report = CopyReport(folder=folder)
     for src in sources:
-        target = folder / src.name
+        # A finding keeps its folder: "findings/f1_every_head.ipynb", as the lessons link to it.
+        name = f"{FINDINGS_FOLDER}/{src.name}" if src.parent.name == FINDINGS_FOLDER else src.name
+        target = folder / name
         shipped = sha256_file(src)
         if target.exists():
             present = sha256_file(target)
             if present == shipped:
-                report.unchanged.append(src.name)
-                record[src.name] = shipped
+                report.unchanged.append(name)
+                record[name] = shipped
                 continue
-            if record.get(src.name) != present:  # not what pigviz wrote: the learner's work
+            if record.get(name) != present:  # not what pigviz wrote: the learner's work
                 if not force:
-                    report.kept.append(src.name)
+                    report.kept.append(name)
                     continue
                 backup = _backup_name(target)
                 os.replace(target, backup)
-                report.backups.append(backup.name)
+                report.backups.append(str(backup.relative_to(folder)))
             else:
-                report.updated.append(src.name)
+                report.updated.append(name)
         else:
-            report.copied.append(src.name)
+            report.copied.append(name)
         with atomic_path(target) as tmp:
             shutil.copyfile(src, tmp)
-        record[src.name] = shipped
+        record[name] = shipped
     write_json_atomic(folder / RECORD_FILE, {"format": RECORD_FORMAT, "files": record})
     if report.kept and strict:
         raise LearnerChangesError(report)

@@ -80,14 +80,17 @@ BADGE_LINE = re.compile(r"^\[!\[[^\]]*\]\(https?://[^)]*\)\]\(https?://[^)]*\)\s
 REMOTE_IMAGE = re.compile(r"!\[([^\]]*)\]\((https?://[^)\s]*)\)")
 
 
-def launch_bar(stem: str) -> str:
-    """The links at the top of a notebook page: the learner copy on Colab or Binder, or downloaded."""
-    name = f"{stem}.ipynb"
+def launch_bar(stem: str, folder: str = "") -> str:
+    """The links at the top of a notebook page: the learner copy on Colab or Binder, or downloaded.
+    ``folder`` is ``"findings"`` for a finding (its copy ships in that folder)."""
+    name = f"{folder}/{stem}.ipynb" if folder else f"{stem}.ipynb"
     github = f"https://github.com/{course.REPOSITORY}/blob/{course.RELEASE}/pigviz/notebooks/{name}"
+    # A finding's page sits one folder down, and so must reach up for the downloads.
+    up = "../" if folder else ""
     links = [
         (course.colab_url(name), "Open in Colab", "GPU runtime", ""),
         (course.binder_url(name), "Launch Binder", "CPU, nothing to install", ""),
-        (f"{LEARNER_FOLDER}/{name}", "Download the notebook", "", f' download="{html.escape(name)}"'),
+        (f"{up}{LEARNER_FOLDER}/{name}", "Download the notebook", "", f' download="{html.escape(stem)}.ipynb"'),
         (github, "on GitHub", "", ""),
     ]
     items = "".join(
@@ -96,7 +99,8 @@ def launch_bar(stem: str) -> str:
         for i, (url, text, note, extra) in enumerate(links)
     )
     return (
-        f'<div class="pigviz-launch"><span class="pigviz-launch-title">Run this lesson:</span> {items}'
+        f'<div class="pigviz-launch"><span class="pigviz-launch-title">Run this {"finding" if folder else "lesson"}:'
+        f"</span> {items}"
         '<span class="pigviz-launch-note">the learner copy: blank exercises, no outputs</span></div>'
     )
 
@@ -121,8 +125,9 @@ def _source(cell) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
-def adapt_notebook(nb: dict, stem: str) -> dict:
-    """Return a copy of notebook ``nb`` (JSON) adapted for its page (see the module docstring)."""
+def adapt_notebook(nb: dict, stem: str, folder: str = "") -> dict:
+    """Return a copy of notebook ``nb`` (JSON) adapted for its page (see the module docstring);
+    ``folder`` is ``"findings"`` for a finding."""
     nb = json.loads(json.dumps(nb))
     nb.get("metadata", {}).pop("widgets", None)  # no widget state: myst-nb would load a widget manager
     plots = 0
@@ -131,7 +136,7 @@ def adapt_notebook(nb: dict, stem: str) -> dict:
         if cell["cell_type"] == "markdown":
             text = _source(cell)
             if not bar_placed and COLAB_BADGE.search(text):
-                text = COLAB_BADGE.sub(lambda _m: launch_bar(stem), text, count=1)
+                text = COLAB_BADGE.sub(lambda _m: launch_bar(stem, folder), text, count=1)
                 bar_placed = True
             cell["source"] = REMOTE_IMAGE.sub(lambda m: f"[{m.group(1)}]({m.group(2)})", text)
             continue
@@ -154,11 +159,11 @@ def adapt_notebook(nb: dict, stem: str) -> dict:
     if not bar_placed:  # a notebook without the badge still gets its launch links, under its title
         cells = nb["cells"]
         at = 1 if cells and cells[0]["cell_type"] == "markdown" else 0
-        cells.insert(at, {"cell_type": "markdown", "metadata": {}, "source": launch_bar(stem)})
+        cells.insert(at, {"cell_type": "markdown", "metadata": {}, "source": launch_bar(stem, folder)})
     return nb
 
 
-def readme_front(text: str, lessons: list[str]) -> str:
+def readme_front(text: str, lessons: list[str], findings: list[str] = ()) -> str:
     """The README's front matter (up to its first ``## `` heading) as the site's front page:
     badges dropped (the page says where to run instead), paths made the site's."""
     match = README_END.search(text)
@@ -166,8 +171,11 @@ def readme_front(text: str, lessons: list[str]) -> str:
     text = BADGE_LINE.sub("", text)
     text = REMOTE_IMAGE.sub(lambda m: f"[{m.group(1)}]({m.group(2)})", text)
     text = text.replace("](docs/img/", "](img/").replace("](docs/workshop.md)", "](workshop.md)")
+    text = text.replace("](pigviz/notebooks/notation.md)", "](notation.md)")  # the site's own page
     for stem in lessons:  # the table names each notebook: link it to its page
         text = text.replace(f"`{stem}.ipynb`", f"[`{stem}.ipynb`]({stem}.ipynb)")
+    for stem in findings:  # and each finding, in its folder
+        text = text.replace(f"`findings/{stem}.ipynb`", f"[`findings/{stem}.ipynb`](findings/{stem}.ipynb)")
     return text
 
 
@@ -246,24 +254,34 @@ def stage_sources(
         )
     keep = _sync_tree(Path(site_source), src)
     lessons = [p.stem for p in notebooks]
-    for path in notebooks:
-        nb = adapt_notebook(json.loads(path.read_text(encoding="utf-8")), path.stem)
-        dest = src / path.name
+    findings = sorted((notebook_dir / course.FINDINGS_FOLDER).glob(course.FINDING_GLOB))
+    for path in [*notebooks, *findings]:
+        folder = course.FINDINGS_FOLDER if path in findings else ""
+        nb = adapt_notebook(json.loads(path.read_text(encoding="utf-8")), path.stem, folder)
+        dest = src / folder / path.name
         _write_if_changed(dest, (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
         keep.add(dest)
+    notation = course.learner_dir() / course.NOTATION  # the page every lesson links to, beside itself
+    if notation.is_file():
+        _write_if_changed(src / course.NOTATION, notation.read_bytes())
+        keep.add(src / course.NOTATION)
     for name, page in GUIDES:
         guide = docs_dir / name
         text = guide.read_text(encoding="utf-8") if guide.is_file() else f"# {page}\n\n(not in this checkout)\n"
         _write_if_changed(src / f"{page}.md", text.encode("utf-8"))
         keep.add(src / f"{page}.md")
     readme = Path(readme)
-    front = readme_front(readme.read_text(encoding="utf-8"), lessons) if readme.is_file() else "# pigviz\n"
+    front = (
+        readme_front(readme.read_text(encoding="utf-8"), lessons, [p.stem for p in findings])
+        if readme.is_file()
+        else "# pigviz\n"
+    )
     _write_if_changed(src / "_readme_front.md", front.encode("utf-8"))
     keep.add(src / "_readme_front.md")
     if (docs_dir / "img").is_dir():
         keep |= _sync_tree(docs_dir / "img", src / "img")
-    for learner in course.learner_notebooks():  # what "Download the notebook" hands out
-        dest = src / "_extra" / LEARNER_FOLDER / learner.name
+    for learner in course.learner_notebooks(findings=True):  # what "Download the notebook" hands out
+        dest = src / "_extra" / LEARNER_FOLDER / learner.relative_to(course.learner_dir())
         _write_if_changed(dest, learner.read_bytes())
         keep.add(dest)
     _write_if_changed(src / "_lessons.json", (json.dumps(lessons) + "\n").encode("utf-8"))  # read by conf.py

@@ -2,6 +2,7 @@
 the learner changed is never overwritten."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,25 @@ def shipped(tmp_path, monkeypatch):
 def test_the_real_learner_copies_are_found_in_teaching_order():
     names = [p.name for p in course.learner_notebooks()]
     assert names == sorted(names) and names[0].startswith("01_") and len(names) >= 8
+    with_findings = course.learner_notebooks(findings=True)
+    assert [p.name for p in with_findings[: len(names)]] == names
+    assert [p.parent.name for p in with_findings[len(names) :]] == [course.FINDINGS_FOLDER] * (
+        len(with_findings) - len(names)
+    )
+    assert len(with_findings) > len(names)
+
+
+def test_the_findings_are_copied_into_their_folder_and_a_lessons_link_reaches_them(tmp_path):
+    report = course.copy_notebooks(tmp_path / "course")
+    findings = sorted(p.name for p in (tmp_path / "course" / course.FINDINGS_FOLDER).glob("*.ipynb"))
+    assert findings and all(f"{course.FINDINGS_FOLDER}/{n}" in report.copied for n in findings)
+    lesson = json.loads(next((tmp_path / "course").glob("06b_*.ipynb")).read_text())
+    linked = {m for c in lesson["cells"] for m in re.findall(r"\((findings/[^)]+\.ipynb)\)", "".join(c["source"]))}
+    assert linked and all((tmp_path / "course" / link).is_file() for link in linked), linked
+    notation = tmp_path / "course" / course.NOTATION  # the page every lesson links to
+    assert course.NOTATION in report.copied and notation.read_text().startswith("# Notation")
+    again = course.copy_notebooks(tmp_path / "course")
+    assert not again.copied and not again.updated
 
 
 def test_copy_then_copy_again_changes_nothing(shipped, tmp_path):

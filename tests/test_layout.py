@@ -88,13 +88,19 @@ def test_every_package_lists_its_public_names():
             )
 
 
+# The lessons, then the findings (notebooks/src/findings/ -> notebooks/findings/, pigviz/notebooks/findings/).
 SOURCES = sorted((ROOT / "notebooks" / "src").glob("[0-9][0-9]*_*.py"))
+SOURCES += sorted((ROOT / "notebooks" / "src" / "findings").glob("f[0-9]*_*.py"))
+
+
+def _folder(source: Path) -> str:
+    return "findings" if source.parent.name == "findings" else ""
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_notebook_source_parses_and_matches_its_notebook(source):
     ast.parse(source.read_text(), filename=str(source))
-    notebook = ROOT / "notebooks" / f"{source.stem}.ipynb"
+    notebook = ROOT / "notebooks" / _folder(source) / f"{source.stem}.ipynb"
     assert notebook.exists(), f"{notebook.name} is missing: run `make notebooks`"
     want = [(c.cell_type, c.source) for c in jupytext.read(source, fmt="py:percent").cells]
     have = [(c.cell_type, c.source) for c in nbformat.read(notebook, as_version=4).cells]
@@ -113,7 +119,7 @@ def _builder():
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_learner_copy_is_made_from_its_source_with_no_outputs(source):
-    learner = PACKAGE / "notebooks" / f"{source.stem}.ipynb"
+    learner = PACKAGE / "notebooks" / _folder(source) / f"{source.stem}.ipynb"
     assert learner.exists(), f"{learner} is missing: run `python tools/build_notebooks.py --learner`"
     have = nbformat.read(learner, as_version=4)
     want = _builder().learner_copy(source)
@@ -128,4 +134,5 @@ def test_learner_copy_is_made_from_its_source_with_no_outputs(source):
 
 def test_every_learner_copy_has_a_source():
     stems = {p.stem for p in (PACKAGE / "notebooks").glob("*.ipynb")}
+    stems |= {p.stem for p in (PACKAGE / "notebooks" / "findings").glob("*.ipynb")}
     assert stems == {s.stem for s in SOURCES}, stems ^ {s.stem for s in SOURCES}

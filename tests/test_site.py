@@ -152,7 +152,11 @@ def test_staging_writes_only_into_the_work_folder(tmp_path):
     lessons = site.stage_sources(src)
     assert lessons == [p.stem for p in sorted((ROOT / "notebooks").glob(site.NOTEBOOK_GLOB))]
     assert (src / "conf.py").is_file() and (src / "index.md").is_file() and (src / "workshop.md").is_file()
-    assert {p.name for p in (src / "_extra" / "notebooks").iterdir()} == {f"{s}.ipynb" for s in lessons}
+    findings = sorted(p.stem for p in (ROOT / "notebooks" / "findings").glob(course.FINDING_GLOB))
+    assert {p.name for p in (src / "_extra" / "notebooks").iterdir() if p.is_file()} == {f"{s}.ipynb" for s in lessons}
+    assert findings and {p.stem for p in (src / "_extra" / "notebooks" / "findings").iterdir()} == set(findings)
+    assert {p.stem for p in (src / "findings").glob("*.ipynb")} == set(findings)
+    assert (src / course.NOTATION).read_bytes() == (course.learner_dir() / course.NOTATION).read_bytes()
     assert (src / "_static" / "mathjax" / "MathJax.js").is_file() and (src / "_static" / "plotly.min.js").is_file()
     assert {p: p.stat().st_mtime_ns for p in (ROOT / "docs").rglob("*") if p.is_file()} == docs_before
     stamp = (src / f"{lessons[0]}.ipynb").stat().st_mtime_ns
@@ -186,6 +190,15 @@ def test_the_site_builds_offline_with_every_page_and_no_network_asset(built_site
         assert page.count('class="pigviz-static-plot"') == plots, stem
         hidden = sum(bool(c["metadata"].get("jupyter", {}).get("source_hidden")) for c in nb["cells"])
         assert page.count("tag_hide-input") >= hidden, stem
+    findings = sorted(p.stem for p in (ROOT / "notebooks" / "findings").glob(course.FINDING_GLOB))
+    assert findings and ">Lessons<" in index and ">Findings<" in index, "the book's two parts"
+    for stem in findings:  # the lab book: its own part of the navigation, its copy in the findings folder
+        page = (out / "findings" / f"{stem}.html").read_text(encoding="utf-8")
+        assert f'href="findings/{stem}.html"' in index and "Run this finding" in page
+        assert course.colab_url(f"findings/{stem}.ipynb") in page
+        assert f'href="../notebooks/findings/{stem}.ipynb"' in page
+        learner = out / "notebooks" / "findings" / f"{stem}.ipynb"
+        assert learner.read_bytes() == (course.learner_dir() / "findings" / f"{stem}.ipynb").read_bytes()
     assert (out / "workshop.html").is_file() and 'href="workshop.html"' in index
     for venue in ("Binder", "Colab", "local"):
         assert venue in index

@@ -52,7 +52,9 @@ def test_the_wheel_is_small_and_holds_the_data_and_the_learner_notebooks(install
     names = zipfile.ZipFile(installed["wheel"]).namelist()
     assert "pigviz/data/manifest.json" in names and "pigviz/data/smollm2_8k_capture.safetensors" in names
     notebooks = [n for n in names if n.startswith("pigviz/notebooks/") and n.endswith(".ipynb")]
-    assert len(notebooks) == len(list((ROOT / "notebooks" / "src").glob("[0-9][0-9]*_*.py")))
+    src = ROOT / "notebooks" / "src"
+    assert len(notebooks) == len(list(src.glob("[0-9][0-9]*_*.py"))) + len(list(src.glob("findings/f[0-9]*_*.py")))
+    assert any(n.startswith("pigviz/notebooks/findings/f1_") for n in notebooks)
 
 
 @pytest.mark.slow
@@ -102,7 +104,7 @@ def test_learner_notebooks_copied_from_the_wheel_run(installed):
         "    assert not errors, (path, errors[:1])\n"
         "    print('ran', path)\n"
     )
-    targets = [next(course.glob("01_*.ipynb")), next(course.glob("06_*.ipynb"))]
+    targets = [next(course.glob("01_*.ipynb")), next(course.glob("06a_*.ipynb"))]
     env = dict(os.environ, PIGVIZ_SOLUTIONS="1")
     env.pop("PIGVIZ_DATA_DIR", None)
     done = _run([installed["python"], "-c", script, installed["site"], *targets], course, env=env)

@@ -99,13 +99,17 @@ def test_the_numbers_quoted_for_notebook_06_are_in_its_saved_outputs():
     answers = _section(_text(), "### 06 · Sampled attention")
     quoted = set(re.findall(r"(?<![\w.])\d+\.\d+(?!\.?\d)", answers))
     assert quoted, "the guide quotes no result for notebook 06's questions"
-    path = ROOT / "notebooks" / "06_sampled_attention.ipynb"
-    # The saved outputs, and the markdown, whose every number `pigviz verify --prose` holds to a claim.
+    # Lesson 06 (06a, 06b) and the findings that hold its study (1 to 3): their saved outputs, and their
+    # markdown, whose every number `pigviz verify --prose` holds to a claim.
+    paths = sorted((ROOT / "notebooks").glob("06*_*.ipynb")) + sorted(
+        (ROOT / "notebooks" / "findings").glob("f[123]_*.ipynb")
+    )
     prose = "\n".join(
         "".join(c["source"])
+        for path in paths
         for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
         if c["cell_type"] == "markdown"
     )
-    outputs = _outputs(path) + "\n" + prose
+    outputs = "\n".join(_outputs(path) for path in paths) + "\n" + prose
     missing = sorted(n for n in quoted if not re.search(rf"(?<![\d.]){re.escape(n)}(?!\d)", outputs))
     assert not missing, f"docs/workshop.md quotes {missing} for notebook 06, absent from its outputs and its markdown"

@@ -6,25 +6,25 @@
 # While an LLM writes, each new token sends one **query** per attention head into the **KV cache**.
 # It scores the query against every cached **key**, turns the scores into softmax weights
 # and returns the weighted mean of the cached **values**. Reading every key for every new token makes
-# long contexts slow. MagicPIG (Chen et al., ICLR 2025, arXiv:2410.16179) argues for
-# *estimating* that mean by sampling keys instead of keeping the highest-scoring ones. Here values
-# are single numbers, and the mean a balance point of sticks.
+# long contexts slow. MagicPIG (Chen et al., ICLR 2025, arXiv:2410.16179) *estimates* that
+# mean by sampling keys instead of keeping the highest-scoring ones. Here values are single
+# numbers, and the mean is a balance point of sticks.
+#
+# Every symbol the lessons use is on one page: [the notation](notation.md).
 #
 # **You will be able to**
 #
-# * compute attention's output as the balance point of weighted sticks, and write it;
-# * show with one line of algebra why TopK misses when its dropped keys hold weight;
-# * say what sets sampling's error, and why importance sampling needs the probability $u$ of each
-#   key it draws.
+# * compute attention's output as a balance point, and write it;
+# * show with one line of algebra why TopK misses when the keys it drops hold weight;
+# * say what sets sampling's error, and write two samplers that correct for a cheap guess.
 #
 # **Prerequisites:** Python, numpy, and what a softmax is.
-# **Time in a workshop:** about 40 minutes (15 for the exercises); the printed tables take about 10 more, Questions and Going further 15.
+# **Time in a workshop:** about 44 minutes (25 for the exercises); Questions and Going further 15 more.
 #
-# **How the exercises work.** An exercise is a function whose body is
-# `...`; the next cell checks it and names what is wrong. Run All stops at the first blank; to
-# go on, run the line the failed check prints: `balance_point = ex.use_reference("01.balance_point")`.
-# `ex.enable_solutions()` after the imports fills every blank with the reference; the
-# documentation's executed copy ran that way (`PIGVIZ_SOLUTIONS=1`), so it never stops.
+# **How the exercises work.** An exercise is a function whose body is `...`; the next cell
+# checks it and names what is wrong. Run All stops at the first blank; the failed check prints
+# the line that goes on with the reference: `balance_point = ex.use_reference("01.balance_point")`.
+# `ex.enable_solutions()` after the imports fills every blank with the reference.
 
 # %% jupyter={"source_hidden": true}
 # Colab only: installs pigviz and the bundled model (does nothing elsewhere)
@@ -45,13 +45,14 @@ import pigviz
 pigviz.setup_notebook()
 
 import numpy as np
-from IPython.display import Markdown, display
+import plotly.graph_objects as go
+from IPython.display import display
 
 from pigviz import lessons
 from pigviz.attention import softmax_attention
 from pigviz.lessons import exercises as ex
-from pigviz.lessons import nb01_stick_balance as nb01
-from pigviz.plots.stick_balance import error_curves_figure, estimate_spread_figure, sticks_figure
+from pigviz.plots.stick_balance import estimate_spread_figure, sticks_figure
+from pigviz.plots.style import METHOD_COLORS
 from pigviz.toy import stick_balance as sb
 
 # %% [markdown]
@@ -61,49 +62,45 @@ from pigviz.toy import stick_balance as sb
 #
 # $$s_i = \frac{q \cdot k_i}{\sqrt d}, \qquad w_i = \frac{e^{s_i}}{\sum_j e^{s_j}}, \qquad o = \sum_i w_i\, v_i .$$
 #
-# The weights are positive and add up to 1. Pretend each value $v_i$ is one number, stand a
-# stick at position $v_i$ on a number line and make it $w_i$ tall. Then $o$ is the point
-# where the sticks balance: $\sum_i w_i (v_i - o) = 0$, the turning forces on either side
-# cancel. Below, eight random keys and values go through ordinary softmax attention, and the
-# same number comes out as the balance point.
+# Pretend each value $v_i$ is one number, and stand a stick $w_i$ tall at position $v_i$ on a
+# number line. Then $o$ is where the sticks balance: $\sum_i w_i (v_i - o) = 0$, the turning
+# forces on either side cancel. Check it on eight random keys and values:
 
 # %%
 rng = np.random.default_rng(0)
 d, n = 16, 8
 q, K, V = rng.standard_normal(d), rng.standard_normal((n, d)), rng.uniform(0, 1, (n, 1))
 out, weights = softmax_attention(q, K, V)
-toy = sb.custom_scenario(V[:, 0], K @ q / np.sqrt(d), name="eight-token")
-torque = np.sum(weights * (V[:, 0] - out[0]))
+torque = np.sum(weights * (V[:, 0] - out[0]))  # sum_i w_i (v_i - o)
 print("weights:", np.round(weights, 3), " sum:", round(float(weights.sum()), 6))
-print(f"attention output {out[0]:.4f}; balance point {toy.truth:.4f}; they {lessons.agree(out[0], toy.truth, within=1e-12)}")
-print("net turning force about the balance point:", lessons.below(abs(torque), 1e-12))
-sticks_figure(toy)
+print(f"attention output {out[0]:.4f}")
+print("net turning force about it:", lessons.below(abs(torque), 1e-12))
+sticks_figure(sb.custom_scenario(V[:, 0], K @ q / np.sqrt(d), name="eight-token"))
 
 # %% [markdown]
 # ### Your turn: the balance point
 #
 # Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~3 min
 #
-# Write `balance_point(weights, values)`: where sticks as tall as `weights`, standing at `values`,
-# balance. Both are 1-D arrays of the same length. The weights are $\ge 0$ and need not add up to
-# 1: the weights you meet later, such as $e^{s_i}$ before the softmax divides, do not. Return one
-# number.
+# Write `balance_point(weights, values)`. Later weights, such as $e^{s_i}$ before the softmax
+# divides, do not add up to one: do not assume they do.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# Balance means the turning forces cancel: each weight times its value's distance from o, summed over the sticks, is 0. Solve that for o, and see what stands below the line when the weights do not add up to 1.
+# Section 1 wrote the balance condition as an equation in o. Solve it for o yourself, without assuming that the weights add up to one.
 #
 # </details>
 #
 # <details><summary>Hint 2: the code</summary>
 #
-# for two 1-D arrays, `np.dot(a, b)` is the sum of `a[i] * b[i]` and `a.sum()` the sum of `a[i]`; return a plain `float(...)`
+# which numpy operation sums the products of two arrays entry by entry? Return a plain `float(...)`, not a numpy scalar or array
 #
 # </details>
 
 # %%
 def balance_point(weights, values):
-    """Where the sticks balance: sum_i w_i v_i / sum_i w_i (the weights need not sum to 1)."""
+    """Where sticks as tall as `weights` (>= 0, not all 0, need not sum to 1), standing at
+    `values` (same length), balance. Returns one float."""
     ...
 
 
@@ -111,70 +108,52 @@ def balance_point(weights, values):
 balance_point = ex.check("01.balance_point", balance_point)
 
 # %%
-print(f"your balance point of the eight sticks: {balance_point(weights, V[:, 0]):.4f} (attention output {out[0]:.4f})")
-print(f"the same from exp(scores), unnormalised: {balance_point(np.exp(K @ q / np.sqrt(d)), V[:, 0]):.4f}")
+scores = K @ q / np.sqrt(d)
+print(f"balance_point: {balance_point(weights, V[:, 0]):.4f}; attention output {out[0]:.4f}")
+print(f"from exp(scores), unnormalised: {balance_point(np.exp(scores), V[:, 0]):.4f}")
 
 # %%
 lessons.folded("Solution: balance_point", ex.solution("01.balance_point"))
 
 # %% [markdown]
-# **Bottom line.** Attention's output is the weighted mean of the values: the point where
-# sticks as tall as the weights balance, whether or not the weights add up to 1.
-#
 # ## 2. Reading fewer keys: TopK and sampling
 #
-# Give yourself a **budget of $B$ distinct keys**: loading a key and its value is what costs
-# memory bandwidth.
+# Give yourself a **budget of $B$ keys**: loading keys and values is what costs bandwidth.
 #
-# * **TopK** reads the $B$ tallest sticks and balances them alone, their weights rescaled to add
-#   up to 1.
-# * **Sampling** draws keys at random, with replacement, key $i$ with probability $w_i$, and
-#   averages the values it drew. A key drawn twice counts twice but is loaded once.
+# * **TopK** reads the $B$ tallest sticks and balances them alone.
+# * **Sampling** draws $B$ times, with replacement, key $i$ with probability $w_i$, and averages
+#   the values drawn. A key drawn twice counts twice but is loaded once.
 #
-# Both use the true weights, which a real system knows only after scoring every key (§5). As
-# the MagicPIG paper does, we call such methods **oracles**: yardsticks for what a cheap index
-# should approximate. The figures label the sampler "sampling (oracle)".
-#
-# The sampler keeps drawing while its draws land on keys it has already read (those are free).
-# It stops at the first draw that would need a $(B+1)$-th key, without reading it, and averages
-# every kept draw, repeats included. Stopping *before* the new key keeps it unbiased (Question 5).
-#
-# In the **peaked** scenario a few sticks carry most of the weight:
+# Both need the true weights, so both are **oracles** (§5). In the **peaked** scenario a few
+# sticks carry most of the weight. (`sb.topk` stands in until you write TopK in §3.)
 
 # %%
-BUDGET = sb.DEFAULT_BUDGET
+BUDGET = 12
 peaked = sb.make_scenario("peaked")
-est = sb.estimate_all(peaked, BUDGET, rng=1)
-shown = {k: est[k] for k in ("exact", "topk", "sampling")}
-display(nb01.estimates_table(shown, caption=f"{peaked.description} Budget {BUDGET} of {peaked.n} keys."))
-sticks_figure(peaked, shown, BUDGET)
+w, v = peaked.weights, peaked.values
+top = sb.topk(v, w, BUDGET)  # .value, and .read: the keys it kept
+drawn = np.random.default_rng(1).choice(peaked.n, size=BUDGET, p=w)  # B draws from the true weights
+rows = [
+    {"method": "truth (every key)", "estimate": w @ v, "keys read": peaked.n},
+    {"method": "TopK", "estimate": top.value, "keys read": top.read.size},
+    {"method": "sampling (oracle)", "estimate": v[drawn].mean(), "keys read": np.unique(drawn).size},
+]
+display(lessons.table(rows, formats={"estimate": "{:.3f}"}, caption=f"peaked scenario, budget {BUDGET}"))
+print(f"weight TopK leaves out: {1 - w[top.read].sum():.1%}")
+sticks_figure(peaked, {"topk": top}, BUDGET)
 
 # %% [markdown]
-# Here TopK does well: the sticks it leaves out are so short that dropping them moves the
-# balance point very little. The sampler read the same number of keys but made many more
-# draws, because the tall sticks keep coming up again.
-
-# %% jupyter={"source_hidden": true}
-peaked_rms = sb.error_curves(peaked, [BUDGET], n_seeds=2000, seed=5, methods=("sampling",)).errors["sampling"][0]
-topk_miss = est["topk"].value - peaked.truth
-peaked_drop = 1 - peaked.weights[est["topk"].read].sum()
-Markdown(f"**Bottom line.** When the keys TopK leaves out hold almost no weight (here {peaked_drop:.0%}), TopK is close: it misses by "
-         f"{topk_miss:+.3f} here, while oracle sampling's RMS error over 2000 runs is {peaked_rms:.3f}, "
-         f"{peaked_rms / abs(topk_miss):.0f} times larger (this run missed by {est['sampling'].value - peaked.truth:+.3f}).")
-
-# %% [markdown]
+# TopK does well here: the sticks it drops are short. The sampler's draws repeat the tall sticks.
+#
 # ## 3. The sink trap
 #
-# Real models often park a large share of a head's weight on one token, usually the first
-# (notebook 02 measures how much in one model). One reading is that its value changes the
-# output little: an "attention sink" that acts like *none of the above*. In the **sink**
-# scenario token 0 holds half the weight at a value near 0, and every other stick is about
-# equally short, with values between 0.36 and 0.96.
+# Real models often park much of a head's weight on one token, usually the first: an
+# "attention sink" (notebook 02). In the **sink** scenario token 0 holds half the weight at a
+# value near zero, and every other stick is about equally short, with values between 0.36 and 0.96.
 #
-# **Predict first.** The cell after the next one runs TopK and one run of oracle sampling on the
-# sink scenario, with the same budget of 12 of 32 keys. Will TopK land above the truth, below it,
-# or on it? And sampling, on one run, and on average over many runs? (Think of which sticks TopK
-# keeps, and where they stand.)
+# **Predict first.** The cell after the next runs TopK and one run of sampling on it, with the
+# same budget of 12 of 32 keys. Will TopK land above the truth, below it, or on it? And
+# sampling, on one run, and on average?
 
 # %%
 my_prediction = {
@@ -185,39 +164,39 @@ my_prediction = {
 
 # %%
 sink = sb.make_scenario("sink")
-est = sb.estimate_all(sink, BUDGET, rng=1)
-shown = {k: est[k] for k in ("exact", "topk", "sampling")}
-display(nb01.estimates_table(shown, caption=f"{sink.description} Budget {BUDGET} of {sink.n} keys."))
-sticks_figure(sink, shown, BUDGET)
+drawn = np.random.default_rng(1).choice(sink.n, size=BUDGET, p=sink.weights)
+rows = [
+    {"method": "truth (every key)", "estimate": sink.weights @ sink.values},
+    {"method": "TopK", "estimate": sb.topk(sink.values, sink.weights, BUDGET).value},
+    {"method": "sampling (oracle), one run", "estimate": sink.values[drawn].mean()},
+]
+display(lessons.table(rows, formats={"estimate": "{:.3f}"}, caption=f"sink scenario, budget {BUDGET}"))
+sticks_figure(sink, {"topk": sb.topk(sink.values, sink.weights, BUDGET)}, BUDGET)
 
 # %% [markdown]
-# Compare with your prediction. TopK lands far below the truth, and this run of sampling a
-# little below it. Where many runs of sampling land comes after the exercise.
-#
 # ### Your turn: TopK's balance point
 #
 # Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~5 min
 #
-# Write `topk_estimate(weights, values, budget)`: keep the `budget` heaviest keys and return
-# their balance point, their weights renormalised to add up to 1. The keys come in no particular
-# order, the weights need not add up to 1, and `budget` may equal or exceed $n$ (then every key
-# is kept). Return one number.
+# Write `topk_estimate(weights, values, budget)`: where the `budget` heaviest sticks balance, as
+# if the others were not there.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# Two steps: pick the keys, then balance them. The weights come unsorted, so which keys are the `budget` heaviest? The second step is the balance point you just wrote, over the kept sticks only.
+# Two steps: find which keys are the heaviest when they come unsorted, then balance those sticks alone. What should happen when `budget` is larger than the number of keys?
 #
 # </details>
 #
 # <details><summary>Hint 2: the code</summary>
 #
-# `np.argsort(-weights)` lists the key indices from heaviest to lightest, and a slice `[:budget]` that runs past the end of an array stops at its end; index `weights` and `values` with the kept indices
+# numpy can give the order of an array's entries instead of the sorted values (the arg- family of functions); your `balance_point` balances any set of sticks you hand it
 #
 # </details>
 
 # %%
 def topk_estimate(weights, values, budget):
-    """TopK's balance point over the `budget` heaviest keys, renormalised."""
+    """TopK's estimate from the `budget` heaviest keys (unsorted input; weights need not sum
+    to 1; budget >= 1, may exceed len(weights)). Returns one float."""
     ...
 
 
@@ -225,160 +204,128 @@ def topk_estimate(weights, values, budget):
 topk_estimate = ex.check("01.topk_estimate", topk_estimate)
 
 # %%
-print(f"sink scenario, budget {BUDGET}: your TopK {topk_estimate(sink.weights, sink.values, BUDGET):.4f}, "
-      f"the library's {est['topk'].value:.4f}, truth {sink.truth:.4f}")
-print(f"the sink's share of the weight TopK keeps: {sink.weights[0] / sink.weights[est['topk'].read].sum():.0%} "
-      f"(its true share: {sink.weights[0]:.0%})")
+kept = np.argsort(-sink.weights)[:BUDGET]
+print(f"your TopK: {topk_estimate(sink.weights, sink.values, BUDGET):.4f}; truth {sink.truth:.4f}")
+print(f"sink's share of the kept weight: {sink.weights[0] / sink.weights[kept].sum():.0%} "
+      f"(true share: {sink.weights[0]:.0%})")
 
 # %%
 lessons.folded("Solution: topk_estimate", ex.solution("01.topk_estimate"))
 
 # %% [markdown]
-# TopK keeps the sink and the tallest of the flat keys, which are barely taller than the flat
-# keys it drops. Rescaling their weights to add up to 1 gives the sink far more than its true
-# half of the say (73% instead of 50%, printed above), so the balance point slides towards 0. TopK is deterministic: it misses the
-# same way on every run. Sampling misses too on any one run, but its misses scatter on both
-# sides of the truth. Run each estimator many times and look where the estimates land:
+# Balanced alone, the kept sticks give the sink far more than its true say, and the balance
+# point slides towards it. TopK misses the same way on every run; sampling's misses scatter:
 
 # %%
-runs = sb.repeat_estimates(sink, BUDGET, runs=4000, seed=1, methods=("topk", "sampling"))
-display(nb01.runs_table(runs, sink.truth))
+RUNS = 4000
+draws = np.random.default_rng(2).choice(sink.n, size=(RUNS, BUDGET), p=sink.weights)  # one run per row
+runs = {
+    "topk": np.full(RUNS, topk_estimate(sink.weights, sink.values, BUDGET)),
+    "sampling": sink.values[draws].mean(axis=1),
+}
+label = {"topk": "TopK", "sampling": "sampling (oracle)"}
+rows = [{"method": label[m], "mean of runs": r.mean(), "spread (std)": r.std(), "truth": sink.truth} for m, r in runs.items()]
+display(lessons.table(rows, formats={c: "{:.4f}" for c in ("mean of runs", "spread (std)", "truth")},
+                      caption=f"sink scenario, {RUNS} runs of {BUDGET} keys"))
 estimate_spread_figure(runs, sink.truth, BUDGET, "sink")
 
 # %% [markdown]
 # ### TopK's miss in one line of algebra
 #
-# Split the keys into the kept set $T$ and the missed set $M$. Let $W_T$ and $W_M = 1 - W_T$
-# be the true weight each set holds, and $\bar v_T$, $\bar v_M$ the weighted mean value inside
-# each set (weighted by the true weights). The truth is $o = W_T \bar v_T + W_M \bar v_M$, and
-# TopK returns $\bar v_T$. Subtract:
+# Split the keys into the kept set $T$ and the missed set $M$, holding true weights $W_T$ and
+# $W_M = 1 - W_T$, with weighted mean values $\bar v_T$ and $\bar v_M$. The truth is
+# $o = W_T \bar v_T + W_M \bar v_M$, and TopK returns $\bar v_T$. Subtract:
 #
 # $$\text{TopK} - o = \bar v_T - W_T \bar v_T - W_M \bar v_M = W_M\,(\bar v_T - \bar v_M).$$
 #
-# TopK misses by the weight it drops times how far the dropped keys' values sit from the kept
-# ones'. It is exact only when the missed weight is 0 or the missed values average the same as
-# the kept ones. In the sink scenario both factors are large: the flat keys it drops hold a
-# sizeable share of the weight, and their values sit far above the kept keys' mean (0.66 against
-# 0.21). Checked with the keys the library's TopK kept:
+# The weight dropped times how far the dropped values sit from the kept ones. Check it:
 
 # %%
-kept = est["topk"].read
 missed = np.setdiff1d(np.arange(sink.n), kept)
 W_M = sink.weights[missed].sum()
-mean_T = sink.weights[kept] @ sink.values[kept] / sink.weights[kept].sum()
-mean_M = sink.weights[missed] @ sink.values[missed] / W_M
-print(f"kept {kept.size} keys, missed {missed.size}; missed weight W_M = {W_M:.3f}")
-print(f"TopK - truth = {est['topk'].value:.4f} - {sink.truth:.4f} = {est['topk'].value - sink.truth:+.4f}")
-print(f"W_M (mean_T - mean_M) = {W_M:.3f} x ({mean_T:.4f} - {mean_M:.4f}) = {W_M * (mean_T - mean_M):+.4f}")
-print("the two", lessons.agree(est["topk"].value - sink.truth, W_M * (mean_T - mean_M), within=1e-12))
-
-# %% jupyter={"source_hidden": true}
-Markdown(f"**Bottom line.** In the sink scenario TopK misses by $W_M(\\bar v_T - \\bar v_M) = "
-         f"{W_M * (mean_T - mean_M):+.3f}$ on every run: it drops {W_M:.0%} of the weight, on values far above the "
-         f"kept keys' mean ({mean_M:.2f} against {mean_T:.2f}). Oracle sampling's runs scatter on both sides and average to the truth ({runs['sampling'].mean():.4f} "
-         f"against {sink.truth:.4f} over {runs['sampling'].size} runs).")
+mean_T = balance_point(sink.weights[kept], sink.values[kept])
+mean_M = balance_point(sink.weights[missed], sink.values[missed])
+miss = topk_estimate(sink.weights, sink.values, BUDGET) - sink.truth
+print(f"missed weight W_M = {W_M:.3f}; mean_T = {mean_T:.4f}, mean_M = {mean_M:.4f}")
+print(f"TopK - truth = {miss:+.4f};  W_M (mean_T - mean_M) = {W_M * (mean_T - mean_M):+.4f}")
+print("the two", lessons.agree(miss, W_M * (mean_T - mean_M), within=1e-12))
 
 # %% [markdown]
+# **Bottom line.** Both factors are large here: the dropped flat keys hold real weight, at
+# values far above the kept mean.
+#
 # ## 4. How fast sampling's miss shrinks, and what sets its size
 #
-# One draw lands on value $v_i$ with probability $w_i$, so its mean is exactly $o$ and its
-# spread is
+# One draw lands on $v_i$ with probability $w_i$: its mean is $o$, its spread
 #
 # $$\sigma_w = \sqrt{\textstyle\sum_i w_i\,(v_i - o)^2}.$$
 #
-# The mean of $m$ independent draws misses by about $\sigma_w/\sqrt m$. Note what $\sigma_w$
-# measures: how much the **values disagree**, weighted by attention. How peaked the weights are
-# enters only through it. On a large flat scenario, where almost every draw is a new key, the
-# measured error follows $\sigma_w/\sqrt B$:
+# The mean of $m$ independent draws misses by $\sigma_w/\sqrt m$ (root mean square). Measure
+# it on many flat keys, and again with the values squeezed towards their balance point:
 
 # %%
-flat_big = sb.make_scenario("flat", n=1024)
-curves = sb.error_curves(flat_big, [2, 4, 8, 16, 32, 64], n_seeds=1000, seed=4, methods=("sampling",))
-slope = sb.loglog_slope(curves.budgets, curves.errors["sampling"])
-print(f"sigma_w = {curves.spread:.4f}; fitted log-log slope of RMS error vs budget: {slope:.2f}")
-display(nb01.curves_table(curves, caption=f"{flat_big.n} flat keys, {curves.n_seeds} runs per budget"))
-error_curves_figure(curves)
+flat = sb.make_scenario("flat", n=1024)
+w, v = flat.weights, flat.values
+truth = w @ v
+sigma_w = np.sqrt(w @ (v - truth) ** 2)
+squeezed = truth + 0.1 * (v - truth)  # same weights, values 10x closer together
+rng = np.random.default_rng(4)
+rows = []
+for m in (2, 4, 8, 16, 32, 64):
+    drawn = rng.choice(flat.n, size=(1000, m), p=w)  # 1000 runs of m draws
+    rows.append({"draws m": m, "σ_w/√m": sigma_w / np.sqrt(m),
+                 "RMS error": np.sqrt(np.mean((v[drawn].mean(axis=1) - truth) ** 2)),
+                 "RMS error, squeezed": np.sqrt(np.mean((squeezed[drawn].mean(axis=1) - truth) ** 2))})
+ms, rms = np.array([r["draws m"] for r in rows]), np.array([r["RMS error"] for r in rows])
+print(f"sigma_w = {sigma_w:.4f}; fitted log-log slope: {np.polyfit(np.log(ms), np.log(rms), 1)[0]:.2f}")
+lessons.table(rows, formats={c: "{:.4f}" for c in rows[0] if c != "draws m"}, caption=f"{flat.n} flat keys")
 
 # %% [markdown]
-# Squeeze the values towards their balance point by a factor of 10 and keep the weights:
-# the values now disagree ten times less, and sampling's error drops ten times.
-
-# %%
-flat = sb.make_scenario("flat")
-squeezed = sb.custom_scenario(flat.truth + 0.1 * (flat.values - flat.truth), flat.scores, name="squeezed")
-loose = sb.error_curves(flat, [8], n_seeds=2000, seed=7, methods=("sampling",)).errors["sampling"][0]
-tight = sb.error_curves(squeezed, [8], n_seeds=2000, seed=7, methods=("sampling",)).errors["sampling"][0]
-print(f"RMS error at B = 8: original values {loose:.4f}, squeezed values {tight:.4f} (ratio {tight / loose:.3f})")
-
-# %% [markdown]
-# **Bottom line.** Sampling's error is set by how much the values disagree: about
-# $\sigma_w/\sqrt m$ after $m$ independent draws. Our budget counts distinct keys, so repeat
-# draws of a heavy key come free and the error can fall below $\sigma_w/\sqrt B$ ("Going
-# further" at the end measures by how much).
+# **Bottom line.** The error is set by how much the **values disagree** ($\sigma_w$), not by
+# how peaked the weights are.
 #
 # ## 5. The catch: you cannot sample without looking
 #
-# To draw key $i$ with probability $w_i$ the sampler needs every weight, and every weight
-# needs every score $q \cdot k_i$: all $n$ keys must be read anyway. TopK is in the same
-# position: finding the $B$ tallest sticks exactly needs every score too.
-
-# %%
-print(f"oracle sampling loaded {est['sampling'].keys_read} values, but scored all {sink.n} keys to get their weights")
-
-# %% [markdown]
-# That is why we call these methods **oracles**: useful as yardsticks, useless as shortcuts.
-#
-# **Bottom line.** Oracle sampling shows what sampling *could* do; a real sampler has to draw
-# from something cheaper than the true weights.
+# Drawing key $i$ with probability $w_i$ needs every weight, so every score: all $n$ keys are
+# read anyway. TopK too. These **oracles** are yardsticks, not shortcuts.
 #
 # ## 6. Importance sampling: draw from a cheap guess, then correct
 #
-# Draw instead from a cheap proposal $u$ that is only roughly right, and weigh each drawn
-# key by how much the guess under- or over-sampled it. With unnormalised weights
-# $\tilde w_j = e^{s_j}$, known only for the keys we drew,
-#
-# $$\hat o = \frac{\sum_{\text{draws } j} (\tilde w_j / u_j)\, v_j}{\sum_{\text{draws } j} \tilde w_j / u_j}.$$
-#
-# The unknown softmax denominator cancels, at a price: $\hat o$ is a ratio of two random sums
-# (**self-normalised** importance sampling), which is biased at finite budgets. It converges
-# to $o$ as the draws grow, provided $u_i > 0$ for every key with $w_i > 0$: a key the proposal
-# can never pick can never be corrected for.
-#
-# Our stand-in proposal is $u = \mathrm{softmax}(0.5\, s)$: it ranks keys correctly but is too
-# flat. An LSH index in later notebooks plays this role for real.
+# Draw instead from a cheap **proposal** $u$, then correct each draw for how much the guess
+# over- or under-draws its key. Only the drawn keys' $e^{s_j}$ are known, not the softmax's sum
+# over every key: divide by the sum over the draws instead (**self-normalising**). Our stand-in
+# proposal, $\mathrm{softmax}(0.5\, s)$, ranks keys correctly but is too flat; an LSH index
+# plays this role later.
 
 # %%
-u = sb.rough_proposal(sink.scores)
-print(f"the proposal draws the sink with probability {u[0]:.3f}; its true weight is {sink.weights[0]:.3f}")
-ratio = sink.weights / u  # the correction w/u a draw of each key carries
-print(f"correction w/u: sink {ratio[0]:.2f}, a flat key {ratio[1:].mean():.2f} on average "
-      f"(the sink's is {ratio[0] / ratio[1:].mean():.1f} times larger)")
+u = np.exp(0.5 * sink.scores)
+u = u / u.sum()  # softmax(0.5 s): a rough guess at the weights
+print(f"the sink: u = {u[0]:.3f}, w = {sink.weights[0]:.3f}")
 
 # %% [markdown]
 # ### Your turn: importance sampling
 #
 # Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵🔵 · ~7 min
 #
-# Write `importance_estimate(weights, values, proposal, drawn)`. The first three ($w$, $v$, $u$)
-# are 1-D arrays over all $n$ keys; `drawn` holds the key index of each draw from $u$, repeats
-# included (some keys may never be drawn). Weigh each draw by $r = w/u$ and return
-# $\sum r\,v / \sum r$, both sums over the draws. Neither $w$ nor $u$ need add up to 1.
+# Write `importance_estimate(weights, values, proposal, drawn)`: $w$, $v$, $u$ over all keys;
+# `drawn`, the key index of each draw from $u$, repeats included.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# A key the guess draws too often must count less on each draw, one it draws too rarely more: that is the ratio w/u. Both sums run over the draws, so a key drawn twice enters twice, and what is left is a weighted mean again, as in section 1.
+# A key the guess draws too often must count less on each draw, one it draws too rarely more: by how much, in terms of w and u? Then treat every draw as a stick, repeats included.
 #
 # </details>
 #
 # <details><summary>Hint 2: the code</summary>
 #
-# indexing with the whole array, `weights[drawn]`, gives one entry per draw, repeats included; do the same for `proposal` and `values`, then your `balance_point` does the rest
+# indexing an array with an array of indices keeps the repeats (`a[[2, 2, 0]]` has three entries); section 1's `balance_point` does the balancing
 #
 # </details>
 
 # %%
 def importance_estimate(weights, values, proposal, drawn):
-    """Self-normalised importance sampling over the draws `drawn` from `proposal`."""
+    """Self-normalised importance sampling from the draws `drawn` (key indices, repeats
+    included) taken from `proposal`; uses only the keys drawn. Returns one float."""
     ...
 
 
@@ -389,12 +336,15 @@ importance_estimate = ex.check("01.importance_estimate", importance_estimate)
 lessons.folded("Solution: importance_estimate", ex.solution("01.importance_estimate"))
 
 # %% [markdown]
-# The bias is plainest with one draw: the two sums then share their only term, so $\hat o$ is
-# the value of the key drawn, and its mean is $\sum_i u_i v_i$, not $o$. Use yours on the sink
-# scenario with the rough proposal, feeding it the unnormalised weights $e^{s_i}$ (all a real
-# sampler knows), with a fixed number of draws:
+# What you wrote, with $\tilde w_j = e^{s_j}$:
+# $\hat o = \sum_{\text{draws } j} (\tilde w_j / u_j)\, v_j \big/ \sum_{\text{draws } j} \tilde w_j / u_j$.
+# A ratio of random sums is biased at finite budgets (with one draw its mean is
+# $\sum_i u_i v_i$), and converges to $o$ provided $u_i > 0$ wherever $w_i > 0$. Yours on the
+# sink scenario:
 
 # %%
+ratio = sink.weights / u  # the correction a draw of each key carries
+print(f"w/u: sink {ratio[0]:.2f}, flat keys {ratio[1:].mean():.2f} (mean)")
 draw_rng = np.random.default_rng(8)
 rows = []
 for m in (1, 10, 1000):
@@ -402,146 +352,174 @@ for m in (1, 10, 1000):
                      for _ in range(2000)])
     rows.append({"draws": m, "mean of 2000 runs": mine.mean(), "RMS error": np.sqrt(np.mean((mine - sink.truth) ** 2))})
 lessons.table(rows, formats={"mean of 2000 runs": "{:.3f}", "RMS error": "{:.3f}"},
-              caption=f"your estimator on the sink scenario (truth {sink.truth:.3f}; sum u_i v_i = {u @ sink.values:.3f})")
+              caption=f"truth {sink.truth:.3f}; sum u_i v_i = {u @ sink.values:.3f}")
 
 # %% [markdown]
-# The library's importance sampler spends a budget of distinct keys instead: first one key,
-# then the error against the budget.
+# The guess draws the sink too rarely, so each sink draw carries a correction about 5.6 times a
+# flat key's, and how many draws land on the sink swings from run to run.
+#
+# ## 7. MagicPIG's rule: each key read at most once
+#
+# MagicPIG does not draw from $u$ as from a distribution. Its index gives each key its own
+# probability $u_i$ of being read (notebooks 04a, 04b and 06a), and reads it at most once,
+# independently of the others: $\sum_i u_i$ keys on average. A key with $u_i = 1$ is always
+# read, as MagicPIG reads the sink.
+#
+# ### Your turn: the inclusion sampler
+#
+# Difficulty 🔴🔴🔴⚪⚪ · Importance 🔵🔵🔵🔵🔵 · ~10 min
+#
+# Write `inclusion_estimate(weights, values, u, seed)`: read each key with probability `u[i]`
+# and return the self-normalised estimate from the keys read, each corrected for how likely it
+# was to be read. Coins: `rng = np.random.default_rng(seed)`, one `rng.random` number per key,
+# in key order, so that the check can repeat your draw.
+#
+# <details><summary>Hint 1: what to think about</summary>
+#
+# Each key needs its own coin that comes up 'read' with probability u[i]. Then ask, as in the importance exercise: how much should a key that is read only rarely count, against its true weight? The sum of the weights over all keys is not known to the sampler.
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# an array comparison gives a boolean mask, and one mask selects the keys read from `weights`, `values` and `u` alike; the correction and the balancing are what your `importance_estimate` did
+#
+# </details>
 
 # %%
-one_key = sb.repeat_estimates(sink, 1, runs=4000, seed=2, methods=("importance",))["importance"]
-print(f"1 key: mean of 4000 runs {one_key.mean():.3f}; sum u_i v_i {u @ sink.values:.3f}; truth {sink.truth:.3f}")
-is_curves = sb.error_curves(sink, [1, 2, 4, 8, 16, 24, 31], n_seeds=2000, seed=3, methods=("importance",))
-is_slope = sb.loglog_slope(is_curves.budgets, is_curves.errors["importance"])
-local = np.diff(np.log(is_curves.errors["importance"])) / np.diff(np.log(is_curves.budgets))
-print(f"fitted log-log slope of RMS error vs budget: {is_slope:.2f} (1/sqrt(B) would be -0.50)")
-print("local slopes, budget to budget:", ", ".join(f"{s:+.2f}" for s in local))
-nb01.curves_table(is_curves, digits=3, caption="sink scenario, 2000 runs per budget", reference=False)
+def inclusion_estimate(weights, values, u, seed):
+    """Read key i with probability u[i] (0 <= u <= 1), independently, at most once; coins from
+    np.random.default_rng(seed).random, one per key in key order. Return the self-normalised
+    estimate from the keys read only (weights need not sum to 1). Returns one float."""
+    ...
 
-# %% [markdown]
-# The error keeps falling, at first more slowly than $1/\sqrt B$ (local slopes above −0.5), then
-# faster as the budget nears all 32 keys (a straight-line fit: −0.60). It stays far above
-# oracle sampling's (§9). The guess draws the sink too rarely, so each sink draw carries a
-# correction $w_0/u_0$ about 5.6 times a flat key's (printed before the exercise), and how many
-# land on the sink swings from run to run. A less flat proposal gives smaller corrections
-# (Question 3).
-
-# %% jupyter={"source_hidden": true}
-is_at = dict(zip(is_curves.budgets.tolist(), is_curves.errors["importance"]))
-Markdown(f"**Bottom line.** Importance sampling needs $u$ only for the keys it draws, and it converges (RMS error "
-         f"{is_at[2]:.3f} at $B = 2$, {is_at[24]:.3f} at $B = 24$); with a too-flat guess it is biased at small "
-         f"budgets, and one key averages {one_key.mean():.3f} against a truth of {sink.truth:.3f}.")
-
-# %% [markdown]
-# ## 7. Hybrid: read the top exactly, sample the rest
-#
-# Spend half the budget on the $B/2$ tallest sticks (the set $T$) and compute their part of
-# the sum exactly. Spend the rest sampling the remaining keys $R$ in proportion to their
-# weights, and scale that sample mean by the weight $W_R = \sum_{i \in R} w_i$ they hold:
-#
-# $$\hat o = \sum_{i \in T} w_i v_i + W_R \cdot \overline{v}_{\text{draws from } R}.$$
-#
-# The sampled part is unbiased for $\sum_{i\in R} w_i v_i$, so the whole estimate is unbiased,
-# and its spread comes only from the short sticks. Like oracle sampling, this hybrid needs every
-# weight: to find the tallest sticks, to know $W_R$ and to sample $R$ in proportion. So it is an
-# oracle too, labelled "hybrid (oracle)"; notebook 06 compares what real indexes can do instead.
-# When a few sticks dominate, it is a big win:
 
 # %%
+inclusion_estimate = ex.check("01.inclusion_estimate", inclusion_estimate)
+
+# %%
+lessons.folded("Solution: inclusion_estimate", ex.solution("01.inclusion_estimate"))
+
+# %% [markdown]
+# Run it many times on the sink scenario with $u_i = \min(1, B\,\text{proposal}_i)$, beside
+# your importance sampler making $B$ draws from the proposal:
+
+# %%
+u_read = np.minimum(1.0, BUDGET * u)  # each key's chance of being read; the sink's is 1
+mine_in = np.array([inclusion_estimate(np.exp(sink.scores), sink.values, u_read, seed) for seed in range(RUNS)])
+draw_rng = np.random.default_rng(9)
+drawn = [draw_rng.choice(sink.n, BUDGET, p=u) for _ in range(RUNS)]
+mine_is = np.array([importance_estimate(np.exp(sink.scores), sink.values, u, dr) for dr in drawn])
+truth = balance_point(sink.weights, sink.values)
 rows = []
-for scenario in (peaked, sink):
-    err = sb.error_curves(scenario, [BUDGET], n_seeds=2000, seed=5, methods=("sampling", "hybrid")).errors
-    rows.append({"scenario": scenario.name, "sampling (oracle)": err["sampling"][0], "hybrid (oracle)": err["hybrid"][0]})
-lessons.table(rows, formats={"sampling (oracle)": "{:.4f}", "hybrid (oracle)": "{:.4f}"},
-              caption=f"RMS error at B = {BUDGET}, 2000 runs")
-
-# %% jupyter={"source_hidden": true}
-cut = {row["scenario"]: row["sampling (oracle)"] / row["hybrid (oracle)"] for row in rows}
-Markdown(f"**Bottom line.** Reading the tallest sticks exactly and sampling only the rest keeps the estimate "
-         f"unbiased and cuts oracle sampling's error at $B = {BUDGET}$ {cut['peaked']:.1f}-fold in the peaked "
-         f"scenario and {cut['sink']:.1f}-fold in the sink scenario.")
-
-# %% [markdown]
-# ## 8. Try it
-#
-# Pick a scenario and move the budget. The triangles under the sticks are one run of each
-# estimator; **Resample** draws again (TopK never moves; oracle sampling and the hybrid
-# jiggle around the truth; importance sampling, at small budgets, around a point off it, §6).
-# The chart underneath shows each method's error over many runs against the budget,
-# with the grey line at the current budget.
+for name, r, keys in (("read each key at most once", mine_in, u_read.sum()),
+                      (f"{BUDGET} draws with replacement", mine_is, np.mean([np.unique(dr).size for dr in drawn]))):
+    se = r.std(ddof=1) / np.sqrt(r.size)
+    rows.append({"sampler": name, "keys read (mean)": keys, "mean estimate": r.mean(),
+                 "bias / SE": (r.mean() - truth) / se, "RMS error": np.sqrt(np.mean((r - truth) ** 2))})
+lessons.table(rows, formats={"keys read (mean)": "{:.1f}", "mean estimate": "{:.4f}", "bias / SE": "{:+.1f}",
+                             "RMS error": "{:.3f}"}, caption=f"sink scenario, {RUNS} runs; truth {truth:.4f}")
 
 # %%
-from pigviz.widgets.stick_balance import StickBalanceWidget
-
-StickBalanceWidget()
-
-# %% [markdown]
-# **Bottom line.** Only the sampling methods move when you resample; TopK's miss is the same
-# on every run and changes only with the budget.
-#
-# ## 9. All methods against the budget, in the sink scenario
-#
-# Each curve is over 400 runs per budget, a fresh set: its values at $B = 12$ differ from §7's
-# 2000 runs by Monte-Carlo noise.
-
-# %%
-sink_curves = sb.error_curves(sink, n_seeds=400, seed=0)
-display(nb01.errors_at_table(sink_curves, BUDGET, caption=f"sink scenario, 400 runs (sigma_w = {sink_curves.spread:.3f})"))
-topk_signed = np.array([sb.topk(sink.values, sink.weights, b).value for b in range(1, sink.n)]) - sink.truth
-print(f"TopK below the truth at every budget short of all {sink.n} keys: {bool(np.all(topk_signed < 0))} "
-      f"(signed miss {topk_signed[0]:+.3f} at B = 1, {topk_signed[-1]:+.3f} at B = {sink.n - 1})")
-error_curves_figure(sink_curves, budget=BUDGET)
+fig = go.Figure()
+for name, r, colour in (("read each key at most once", mine_in, METHOD_COLORS["magicpig"]),
+                        (f"{BUDGET} draws with replacement", mine_is, "#E69F00")):
+    fig.add_histogram(x=r, name=name, opacity=0.6, nbinsx=60, marker_color=colour)
+    fig.add_vline(x=r.mean(), line=dict(color=colour, width=2))  # its mean over the runs
+fig.add_vline(x=truth, line=dict(color="black", dash="dot"), annotation_text="truth")
+fig.update_layout(barmode="overlay", height=380, template="plotly_white", xaxis_title="estimated balance point",
+                  title=f"Where the two samplers land over {RUNS} runs (sink scenario)", yaxis_title="number of runs")
 
 # %% [markdown]
-# TopK stays below the truth at every budget short of all keys, and its miss drops below
-# sampling's (leaving out $B = 1$) only when it has read most of them (Answer 1). Oracle
-# sampling beats $\sigma_w/\sqrt B$, helped by the free repeat draws of the sink. The hybrid
-# reads the sink exactly and samples only the flat part, whose values disagree less.
-# Importance sampling pays for its rough guess but still converges.
+# Reading the sink for sure removes the biggest source of noise, and no key is paid for twice.
+# A ratio still, its estimate keeps a bias, far smaller than its spread.
 #
-# **Bottom line.** At $B = 12$ in the sink scenario the hybrid misses least, then oracle
-# sampling, then importance sampling, nearly as far off as TopK (the table). TopK is also wrong
-# the same way on every run.
+# ## 8. All methods against the budget, in the sink scenario
 #
-# ## 10. Headline numbers
-#
-# The headline numbers of this lesson, recomputed, each with the condition it must meet (the
-# same check `pigviz verify` runs).
+# Your four functions at several budgets, from the first at which the sink is always read.
 
 # %%
-lessons.claims_table("01")
+budgets = np.array([8, 12, 16, 20, 24, 28, 31])
+sink_sigma = np.sqrt(sink.weights @ (sink.values - truth) ** 2)
+rng = np.random.default_rng(0)
+rmse = lambda r: np.sqrt(np.mean((np.asarray(r) - truth) ** 2))  # noqa: E731
+errors = {"TopK": [], "sampling (oracle)": [], "importance sampling": [], "inclusion (MagicPIG's rule)": []}
+for b in budgets:
+    errors["TopK"].append(abs(topk_estimate(sink.weights, sink.values, b) - truth))
+    errors["sampling (oracle)"].append(rmse(sink.values[rng.choice(sink.n, size=(400, b), p=sink.weights)].mean(axis=1)))
+    errors["importance sampling"].append(rmse([importance_estimate(np.exp(sink.scores), sink.values, u,
+                                                                   rng.choice(sink.n, b, p=u)) for _ in range(400)]))
+    errors["inclusion (MagicPIG's rule)"].append(rmse([inclusion_estimate(np.exp(sink.scores), sink.values,
+                                                                          np.minimum(1.0, b * u), 1000 * b + s)
+                                                       for s in range(400)]))
+colours = [METHOD_COLORS["topk"], METHOD_COLORS["sampling"], "#E69F00", METHOD_COLORS["magicpig"]]
+fig = go.Figure([go.Scatter(x=budgets, y=e, name=name, mode="lines+markers", line=dict(color=c))
+                 for (name, e), c in zip(errors.items(), colours)])
+fig.add_scatter(x=budgets, y=sink_sigma / np.sqrt(budgets), name="σ_w/√B", line=dict(dash="dot", color="grey"))
+fig.update_layout(title="Error against the budget, sink scenario", xaxis_title="budget B (keys)",
+                  yaxis_title="RMS error (TopK: its miss)", height=420, template="plotly_white")
+fig.update_xaxes(type="log").update_yaxes(type="log")
+
+# %% [markdown]
+# TopK beats sampling only once it has read most keys (Answer 1), and MagicPIG's rule only one
+# key short of all. Importance sampling pays for its too-flat guess. MagicPIG's rule misses
+# least of the samplers at every budget.
 
 # %% [markdown]
 # ## Recap
 #
-# * Attention's output is the balance point of the values, each weighed by its softmax weight.
-# * TopK misses by $W_M(\bar v_T - \bar v_M)$: the weight it drops times how far the dropped
-#   values sit from the kept ones. With a sink and a flat rest, that is large, and the same on
-#   every run.
-# * Sampling from the weights is unbiased, with an error of about $\sigma_w/\sqrt m$ after $m$
-#   independent draws, where $\sigma_w$ measures how much the values disagree.
-# * TopK, oracle sampling and the hybrid need every weight. Importance sampling draws from a
-#   cheap proposal $u$ and divides by it, so it needs $u$ for every key it draws; it converges,
-#   with a bias at small budgets.
+# * Attention's output is the balance point of the values, weighed by the softmax weights.
+# * TopK misses by $W_M(\bar v_T - \bar v_M)$, the same on every run.
+# * Sampling from the weights is unbiased, with error $\sigma_w/\sqrt m$ after $m$ draws.
+# * Importance sampling divides by a cheap proposal $u$; MagicPIG reads each key at most once,
+#   with its own probability $u_i$, and divides by that.
 #
-# **Next: notebook 02** looks at a real model's keys to see what a cheap proposal has to work
-# with: the keys sit in a cone, far narrower than random directions, and the queries point
-# away from it.
+# **Next: notebook 02** looks at what a cheap proposal has to work with in a real model: keys
+# in a narrow cone, and queries pointing away from it.
 #
-# ## Questions to try
+# ## Questions: check yourself
 #
-# Each answer is one click away: the cell under the question computes it and folds it (open
-# its code to see how).
-#
-# **1.** In the widget, find the smallest budget above 1 at which TopK's miss in the sink
-# scenario drops below sampling's typical miss. What fraction of the keys is that?
+# **A.** TopK's miss does not change from run to run. Why is that no comfort?
 
 # %% jupyter={"source_hidden": true}
-later = sink_curves.budgets > 1  # B = 1: one key either way (the sink for TopK, any key for one draw)
-first = int(sink_curves.budgets[later & (sink_curves.errors["topk"] < sink_curves.errors["sampling"])].min())
-lessons.folded("Answer 1", f"Leaving out B = 1 (both read a single key and miss by about a key's distance from the "
-               f"truth), TopK's miss drops below sampling's RMS miss (400 runs, §9) first at **B = {first}** of "
-               f"{sink.n} keys, **{first / sink.n:.0%}** of them. By then TopK has read almost everything, so it saves little.")
+lessons.folded("Answer A", "Because it is the same miss every time: a bias. Averaging over tokens or runs does not "
+               "shrink it, and nothing in TopK's output tells you how large it is; it depends on the weight TopK "
+               "drops and on how far the dropped values sit from the kept ones, $W_M(\\bar v_T - \\bar v_M)$.")
+
+# %% [markdown]
+# **B.** In the inclusion sampler, a key read with $u_i = 0.01$ counts 100 times its true weight.
+# Why is that right, and what does it cost?
+
+# %% jupyter={"source_hidden": true}
+lessons.folded("Answer B", "On average only one run in a hundred reads that key, so when it is read it stands for "
+               "the runs that missed it: dividing by $u_i$ makes its expected contribution its true weight. The "
+               "cost is variance: a rare, heavily corrected key swings the estimate when it shows up, which is "
+               "why a good index gives the heavy keys a high $u_i$.")
+
+# %% [markdown]
+# **C.** Why do both samplers divide by the sum of the corrected weights of the keys they read,
+# rather than by the softmax's sum over every key?
+
+# %% jupyter={"source_hidden": true}
+lessons.folded("Answer C", "That sum needs every key's score, which is what the sampler is trying not to read. "
+               "Self-normalising replaces it with an estimate from the keys read; the price is a small bias "
+               "that fades as more keys are read.")
+
+# %% [markdown]
+# ## Questions to try
+#
+# Each answer is folded under its question; open its cell to see how it is computed.
+#
+# **1.** Above one key, at which budget does TopK's miss in the sink scenario drop below
+# oracle sampling's typical miss of $B$ draws? What fraction of the keys is that?
+
+# %% jupyter={"source_hidden": true}
+b_all = np.arange(2, sink.n + 1)  # B = 1: one key either way (the sink for TopK, any key for one draw)
+topk_miss = np.array([abs(topk_estimate(sink.weights, sink.values, b) - truth) for b in b_all])
+first = int(b_all[topk_miss < sink_sigma / np.sqrt(b_all)][0])
+lessons.folded("Answer 1", f"Against $\\sigma_w/\\sqrt B$, the RMS miss of $B$ independent draws, and leaving out "
+               f"B = 1 (one key either way), TopK first misses less at **B = {first}** of {sink.n} keys, "
+               f"**{first / sink.n:.0%}** of them. By then TopK has read almost everything, so it saves little.")
 
 # %% [markdown]
 # **2.** Build your own sink with `sb.custom_scenario`: give the sink a value of 1 instead of
@@ -551,118 +529,74 @@ lessons.folded("Answer 1", f"Leaving out B = 1 (both read a single key and miss 
 high_values = sink.values.copy()
 high_values[0] = 1.0
 high_sink = sb.custom_scenario(high_values, sink.scores, name="sink at 1")
-high_top = sb.topk(high_sink.values, high_sink.weights, BUDGET).value
+high_top = topk_estimate(high_sink.weights, high_sink.values, BUDGET)
 lessons.folded("Answer 2", f"Yes: truth {high_sink.truth:.3f}, TopK {high_top:.3f}, a miss of {high_top - high_sink.truth:+.3f}. "
                "TopK rescales the kept weights to add up to 1, so the sink's share grows from its true 1/2 to far more, "
                "and the balance point slides towards the sink's value, now above everything else. In the algebra of §3, "
                "the kept keys' mean is now above the missed keys' mean, so $W_M(\\bar v_T - \\bar v_M)$ is positive.")
 
 # %% [markdown]
-# **3.** Change the proposal sharpness in `sb.rough_proposal(sink.scores, sharpness=...)` and
-# pass it to `sb.repeat_estimates(..., proposal=...)`. Which sharpness minimises the error at
-# $B = 12$? What happens at sharpness 1, and why? (Runs with the same seed share their random
-# draws, so two sharpnesses can be compared run by run.)
+# **3.** Change the proposal's sharpness $k$ in $u = \mathrm{softmax}(k\, s)$ and run your
+# `importance_estimate` with $B$ draws. Which $k$ does best? What is special about $k = 1$?
 
 # %% jupyter={"source_hidden": true}
-q3 = {row["sharpness"]: row for row in sb.sharpness_study(sink, BUDGET, runs=20000)}
-mid = [q3[k]["RMS, distinct keys"] for k in (2.0, 3.0, 4.0)]
-best = min(q3, key=lambda k: q3[k]["RMS, distinct keys"])
-q3_table = nb01.sharpness_table(list(q3.values()), ["RMS, distinct keys", "paired z"],
-                                caption=f"sink scenario, B = {BUDGET}, 20000 paired runs; paired z: the gap in mean "
-                                f"squared error to the best sharpness ({best:g}), in paired standard errors")
-lessons.folded("Answer 3", f"{nb01.markdown_table(q3_table)}\n\nSharpness 2 to 4 are about equal ({min(mid):.4f} to "
-               f"{max(mid):.4f}) and all below oracle sampling; 8 is measurably worse (paired z = {q3[8.0]['paired z']:.0f}; "
-               "above about 3 a gap is clearly real). At sharpness 1 the proposal is the true weights, every ratio "
-               f"w/u is the same, and importance sampling *is* oracle sampling, run for run ({q3[1.0]['RMS, distinct keys']:.4f}). "
-               "A proposal sharper than the true weights wins here only by a rule of this toy: see Going further.")
+q3_rng, q3 = np.random.default_rng(11), {}
+for k in (0.25, 0.5, 1.0, 2.0, 4.0):
+    uk = np.exp(k * sink.scores) / np.exp(k * sink.scores).sum()
+    q3[k] = rmse([importance_estimate(sink.weights, sink.values, uk, q3_rng.choice(sink.n, BUDGET, p=uk)) for _ in range(4000)])
+best = min(q3, key=q3.get)
+lessons.folded("Answer 3", "RMS error over 4000 runs of 12 draws: " + ", ".join(f"k = {k:g}: {e:.3f}" for k, e in q3.items())
+               + f". The true weights (k = {best:g}) do best of the sharpnesses tried. At k = 1 every ratio w/u is the "
+               "same, so importance sampling *is* oracle sampling; flatter guesses under-draw the sink, sharper ones "
+               "spend draws on it again and again.")
 
 # %% [markdown]
-# **4.** With `sb.make_scenario("peaked", seed=...)`, is the hybrid ever worse than TopK? What
-# would a hybrid that spends a quarter, not half, of its budget exactly do? (`sb.error_curves`
-# takes `n_exact=`, the sticks the hybrid reads exactly.)
+# **4.** The widget's importance sampler counts distinct keys: repeat draws are free, and a run
+# stops at the first draw that would need a $(B+1)$-th key. How does its error fall with $B$?
 
 # %% jupyter={"source_hidden": true}
-q4_losses = sb.hybrid_losses_to_topk(range(20), BUDGET)  # peaked scenarios, seeds 0-19
-quarter = {sc.name: sb.error_curves(sc, [BUDGET], n_seeds=2000, seed=5, methods=("sampling", "hybrid"),
-                                    n_exact=BUDGET // 4).errors["hybrid"][0] for sc in (peaked, sink)}
-half = {row["scenario"]: row["hybrid (oracle)"] for row in rows}  # §7's table: the same random stream
-folded_text = "; ".join(f"{name}: half-exact {half[name]:.4f} (§7), quarter-exact {quarter[name]:.4f}" for name in quarter)
-lessons.folded("Answer 4", f"Yes, often: at B = {BUDGET}, the hybrid's RMS error is above TopK's miss for "
-               f"**{q4_losses} of 20** peaked scenarios (seeds 0-19). When a few sticks hold nearly all the weight, "
-               "TopK's miss $W_M(\\bar v_T - \\bar v_M)$ is tiny because $W_M$ is, while the hybrid spends half its budget on "
-               "sampling noise.\n\n"
-               f"A quarter-exact hybrid reads {BUDGET // 4} keys exactly and samples with the other {BUDGET - BUDGET // 4}, "
-               f"on §7's random stream (2000 runs): {folded_text}. In the peaked scenario it leaves tall sticks to "
-               "chance and does worse; in the sink scenario it still reads the sink exactly, and its extra samples of "
-               "the flat part help.")
-
-# %% [markdown]
-# **5.** The sampler stops *before* the first draw that needs a new key. Write the rule that
-# stops right *after* the $B$-th new key, average 4000 runs in the sink scenario, and compare
-# with the truth. Which keys does it over-count?
-
-# %% jupyter={"source_hidden": true}
-def stop_after_bth_key(scenario, budget, rng):
-    """Draw from the true weights until `budget` distinct keys are read; average every draw."""
-    seen, drawn = set(), []
-    while len(seen) < budget:
-        i = int(rng.choice(scenario.n, p=scenario.weights))
-        seen.add(i)
-        drawn.append(scenario.values[i])
-    return np.mean(drawn)
-
-
-after = np.array([stop_after_bth_key(sink, BUDGET, np.random.default_rng(6 + r)) for r in range(4000)])
-before = sb.repeat_estimates(sink, BUDGET, runs=4000, seed=6, methods=("sampling",))["sampling"]
-se = after.std(ddof=1) / np.sqrt(after.size)
-lessons.folded("Answer 5", f"Stopping after the B-th new key: mean of 4000 runs {after.mean():.4f}, "
-               f"**{(after.mean() - sink.truth) / se:+.0f} standard errors** from the truth {sink.truth:.4f}; the library's "
-               f"rule (stop before it): {before.mean():.4f}. The last draw of every run is, by construction, a new key, and "
-               "new keys are mostly the rarely drawn flat ones; each run thus ends with one extra flat draw. It over-counts "
-               "the flat keys, whose values lie above the truth, so the estimate is pulled up.")
+is_curves = sb.error_curves(sink, [1, 2, 4, 8, 16, 24, 31], n_seeds=2000, seed=3, methods=("importance",))
+local = np.diff(np.log(is_curves.errors["importance"])) / np.diff(np.log(is_curves.budgets))
+fit = np.polyfit(np.log(is_curves.budgets), np.log(is_curves.errors["importance"]), 1)[0]
+lessons.folded("Answer 4", "Local slopes of its RMS error against B, budget to budget (2000 runs; 1/√B would be "
+               f"−0.50): {', '.join(f'{s:+.2f}' for s in local)}. It falls at first more slowly than 1/√B, "
+               "then faster from B = 4 on, steepest as the budget nears all 32 keys (a straight-line fit over "
+               f"all budgets gives {fit:.2f}). A run that may read every key can make as many free draws as it likes.")
 
 # %% [markdown]
 # ## Going further: $B$ draws or $B$ distinct keys?
 #
-# Our budget counts distinct keys, not draws: a draw that lands on a key already read is free
-# (§2). So the sampler makes at least $B$ draws, and many more when a few keys hold most of the
-# weight. The table runs oracle sampling both ways in the three scenarios at $B = 12$: exactly
-# 12 independent draws, every repeat paid for, or 12 distinct keys with the repeats free.
+# This lesson counts paid draws: $B$ draws cost $B$, repeats included, and oracle sampling's
+# error sits on $\sigma_w/\sqrt B$. The widget and `pigviz.toy.stick_balance` count distinct
+# keys instead: repeat draws of a key already read are free, and a run stops just *before* the
+# draw that would need a $(B+1)$-th key (stopping just after it over-counts the rare keys). With
+# free repeats the error falls below $\sigma_w/\sqrt B$ where a few keys dominate, as in the
+# sink scenario. Free repeats are a rule of the toy, not a property of sampling: a real system
+# pays for every draw or, like MagicPIG, reads each key at most once. The widget shows every
+# method on one run (**Resample** draws again; its "hybrid" reads the tallest half of the
+# budget exactly and samples the rest), and the stopping rule is written out below it.
 
 # %%
-dvk = sb.draws_vs_keys(BUDGET, runs=20000)
-nb01.draws_vs_keys_table(dvk, caption=f"oracle sampling, RMS error over 20000 runs, budget {BUDGET} of 32 keys")
+from pigviz.widgets.stick_balance import StickBalanceWidget
+
+StickBalanceWidget()
 
 # %% [markdown]
-# With 12 paid draws the error sits on $\sigma_w/\sqrt B$ in every scenario, however the weight
-# is spread. With 12 distinct keys it falls below: a little in the flat scenario, and well below
-# in the peaked and sink scenarios, where the heavy keys come up again and again for free. That
-# is why oracle sampling beats $\sigma_w/\sqrt B$ in the sink scenario (§9).
-
-# %% jupyter={"source_hidden": true}
-by = {row["scenario"]: row for row in dvk}
-Markdown(f"Distinct keys against $\\sigma_w/\\sqrt B$: peaked {by['peaked'][f'{BUDGET} distinct keys'] / by['peaked']['σ_w/√B']:.2f} "
-         f"of it, sink {by['sink'][f'{BUDGET} distinct keys'] / by['sink']['σ_w/√B']:.2f}; the sink row is oracle sampling "
-         f"of Answer 3 (sharpness 1, the same runs: {by['sink'][f'{BUDGET} distinct keys']:.4f}).")
-
-# %% [markdown]
-# Free repeats are a rule of this toy, not a property of sampling. A real system pays for every
-# draw or, like MagicPIG, picks each key at most once, when it collides with the query. The rule
-# also explains Answer 3: a proposal sharper than the true weights spends its free repeats on
-# the sink and pins its weight down, part of the way to the hybrid. Count the draws it makes,
-# and redo it with every draw paid for:
+# The distinct-keys rule, by hand:
 
 # %%
-nb01.sharpness_table(list(q3.values()), ["RMS, distinct keys", "draws made (median)", "RMS, fixed draws"],
-                     caption=f"sink scenario, B = {BUDGET}: free repeats (distinct keys) or {BUDGET} paid draws")
+def distinct_keys_run(weights, values, budget, rng):
+    """Draw from the weights until a draw would need a (budget+1)-th key; average the kept draws."""
+    seen, kept = set(), []
+    while True:
+        i = int(rng.choice(len(weights), p=weights))
+        if i not in seen and len(seen) == budget:
+            return np.mean(kept)
+        seen.add(i)
+        kept.append(values[i])
 
-# %% jupyter={"source_hidden": true}
-Markdown(f"The sharper proposals make {nb01.draw_count(q3[3.0]['draws made (median)'])} to "
-         f"{nb01.draw_count(q3[8.0]['draws made (median)'])} draws per token (median) at sharpness 3 to 8, against "
-         f"{nb01.draw_count(q3[1.0]['draws made (median)'])} at 1. With {BUDGET} paid draws the true weights do best of the sharpnesses tried "
-         f"({q3[1.0]['RMS, fixed draws']:.3f}, against {q3[3.0]['RMS, fixed draws']:.3f} at sharpness 3).")
 
-# %% [markdown]
-# **Bottom line.** No real sampler makes that many draws per token, so the gain past sharpness 1
-# is an artefact of the toy's budget rule, not a recommendation: paying for every draw, the true
-# weights do best of the sharpnesses tried.
+g_rng = np.random.default_rng(12)
+runs_dk = np.array([distinct_keys_run(sink.weights, sink.values, BUDGET, g_rng) for _ in range(2000)])
+print(f"RMS error {rmse(runs_dk):.3f}; sigma_w/sqrt(B) {sink_sigma / np.sqrt(BUDGET):.3f}")
+print(f"mean {runs_dk.mean():.4f}; truth {truth:.4f}")

@@ -8,6 +8,8 @@
 # to matter: the keys crowd into a **cone**; from the middle layers on, the first token is an
 # **attention sink**; and the queries point **away** from the cone.
 #
+# Every symbol the lessons use is on one page: [the notation](notation.md).
+#
 # **You will be able to**
 #
 # * measure how tightly a head's keys bunch into a cone, with two functions you write;
@@ -16,7 +18,7 @@
 #   hyperplanes through the origin.
 #
 # **Prerequisites:** notebook 01 (attention as a weighted mean; how the exercises work).
-# **Time in a workshop:** about 35 minutes, of which 15 for the three exercises.
+# **Time in a workshop:** about 43 minutes, of which 15 for the three exercises.
 
 # %% jupyter={"source_hidden": true}
 # Colab only: installs pigviz and the bundled model (does nothing elsewhere)
@@ -367,7 +369,7 @@ Markdown(f"**Bottom line.** The sink key wins by its direction, not its length: 
 # The dashed lines are six random hyperplanes through the origin, drawn where they cut this
 # plane. Together they make one table of a SimHash of 6 bits: a vector's bucket is the side of
 # each hyperplane it lies on, and a key shares the query's bucket when it sits on the query's
-# side of all six (notebook 04 builds this up). The shaded wedge is the query's bucket as the
+# side of all six (notebook 04a builds this up). The shaded wedge is the query's bucket as the
 # picture shows it.
 
 # %%
@@ -436,15 +438,6 @@ display(cloud_widget)
 # **Bottom line.** Whichever head you pick, the picture shows where the cloud sits and the
 # status line's 64-d share says what a hash table really finds; the two can differ a lot.
 #
-# ## Headline numbers
-#
-# The headline numbers of this notebook, recomputed from the shipped capture (`pigviz verify`
-# runs the same checks):
-
-# %%
-lessons.claims_table("02")
-
-# %% [markdown]
 # ## Recap
 #
 # * A real head's keys crowd into a cone: their mean cosine with their mean direction is far

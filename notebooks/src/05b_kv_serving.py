@@ -5,22 +5,27 @@
 #
 # Notebook 05a did the bill for one sequence. A serving replica holds many sequences at once in one
 # fixed KV budget, and that budget, not the weights, decides how many run together. This notebook
-# follows one replica through the choices that fill it.
+# follows one replica through the choices that fill it, each computed in a few lines with your own
+# functions: how to hand out memory, what sharing a prefix saves, whether to fetch a cached prefix or
+# recompute it, and how full to run the pool.
+#
+# Every symbol the lessons use is on one page: [the notation](notation.md).
 #
 # **You will be able to**
 #
-# * explain why paging beats contiguous reservations, what sharing a prefix saves, and what a larger
-#   batch buys in tokens per second;
+# * explain, from a simulated request mix, why paging beats contiguous reservations and what sharing
+#   a prefix saves;
 # * decide, from bytes per token and FLOPs, whether fetching a cached prefix beats recomputing it, and
-#   how the prefix length, the number format, the GPUs and their utilisation move the answer;
-# * show, by simulation, what running a KV pool full buys and what it costs.
+#   why the prefix length moves the answer;
+# * show, by a short simulation, what running a KV pool full buys and what it costs.
 #
 # **Prerequisites:** notebook 05a (bytes per token); reading Python and numpy.
-# **Time in a workshop:** about 40 minutes, of which 12 for the two exercises ("Going further" not counted).
+# **Time in a workshop:** about 36 minutes, of which 12 for the two exercises.
 #
-# The exercises work as in notebook 01 (its opening explains the blanks and the checks). Every number
-# below comes from `pigviz.memory` (`budget`, `allocators`, `serving`), and `pigviz verify` re-derives
-# the headline ones.
+# The exercises work as in notebook 01 (its opening explains the blanks and the checks).
+# [Finding 5](findings/f5_serving.ipynb) holds the long tables: the accounting rules, the real
+# allocator's copies on write, every storage tier and utilisation, the full preemption sweep, what a
+# batch buys in tokens per second, FP8 KV and disaggregated prefill.
 
 # %% jupyter={"source_hidden": true}
 # Colab only: installs pigviz and the bundled model (does nothing elsewhere)
@@ -41,91 +46,90 @@ import pigviz
 pigviz.setup_notebook()
 
 import numpy as np
-from IPython.display import Markdown
 
 from pigviz import lessons
 from pigviz.lessons import exercises as ex
-from pigviz.memory import allocators, budget, model_shapes, serving
-from pigviz.plots import budget as plots
+from pigviz.memory import allocators, budget, model_shapes
 from pigviz.widgets.budget import AllocatorWidget
 
 # %% [markdown]
 # ## 1. From one sequence to a serving replica
 #
-# This notebook serves a Llama-70B shape (80 layers, 8 KV heads, head_dim 128, 16-bit KV) on one
-# *replica* of four H100 SXM GPUs. **Tensor parallelism (TP)** splits the model across them: every
-# layer's weight matrices are cut into four slices, one per GPU, and the four work on every token
-# together. A replica split over $t$ GPUs is called TP$t$; this one is **TP4**. After the weights, we
-# set a fixed 172.5 GiB aside for the KV cache (an assumption, not a derived figure). Your
-# `kv_bytes_per_token` from notebook 05a prices a token (`ex.mine` uses yours once its check has passed,
-# the reference until then). Without grouped-query attention the model would keep 64 KV
-# heads instead of 8.
+# This notebook serves a Llama-70B shape on one *replica* of four H100 GPUs. **Tensor parallelism
+# (TP)** splits the model across them: every layer's weight matrices are cut into four slices, one
+# per GPU, and the four work on every token together (**TP4**). After the weights, we set a fixed
+# 172.5 GiB aside for the KV cache, an assumption. Your `kv_bytes_per_token` from notebook 05a prices
+# a token (`ex.mine` uses yours once its check has passed, the reference until then):
 
 # %%
-replica = budget.replica_memory()
 big = model_shapes.get_model_shape("Llama-3.1-70B")
 per70 = ex.mine.kv_bytes_per_token(big.layers, big.kv_heads, big.head_dim, 2)  # yours, from 05a
-no_gqa = big.with_kv_heads(big.attention_heads).kv_bytes_per_token(2)
-print(f"KV per token: {per70:,} B = {budget.format_bytes(per70)} with GQA, "
-      f"{budget.format_bytes(no_gqa)} without ({no_gqa // per70}x more)")
-lessons.table(serving.replica_rows(replica), formats=serving.FORMATS["replica"], caption="The replica's memory")
+no_gqa = ex.mine.kv_bytes_per_token(big.layers, big.attention_heads, big.head_dim, 2)  # a KV head per query head
+gib = 2**30
+memory = {"four GPUs": 4 * 80 * gib, "weights (bf16)": 2 * big.params}
+memory["KV budget (assumed)"] = 172.5 * gib
+memory["left for activations and the runtime"] = memory["four GPUs"] - memory["weights (bf16)"] - memory["KV budget (assumed)"]
+pool = int(memory["KV budget (assumed)"] // per70)  # tokens of KV the budget holds
+print(f"KV per token: {budget.format_bytes(per70)} with GQA, {budget.format_bytes(no_gqa)} without; "
+      f"the budget holds {pool:,} tokens")
+lessons.table([{"": k, "GiB": v / gib} for k, v in memory.items()], formats={"GiB": "{:.1f}"},
+              caption="The replica's memory")
 
 # %% [markdown]
-# How much of that budget does one sequence hold?
+# How much of that budget does one sequence hold, at a few context lengths?
 
 # %%
-lessons.table(serving.context_share_rows(), formats=serving.FORMATS["context_share"])
+contexts = np.array([1_024, 4_096, 32_768, 131_072])
+lessons.table([{"context": n, "share of the KV budget": n / pool} for n in contexts],
+              formats={"context": "{:,}", "share of the KV budget": "{:.1%}"})
 
 # %% [markdown]
-# One long request (the last row) holds a large share of the replica's cache for as long as it decodes.
-#
-# **Bottom line:** the cache, not the weights, limits how many sequences run at once: one 128k-token
-# request holds 23% of the KV budget. A larger batch buys more tokens per second, but less than in
-# proportion once the sequences' own cache reads rival the weights (section 8 computes how much less,
-# as a floor at peak bandwidth).
+# **Bottom line:** the cache, not the weights, limits how many sequences run at once: one long
+# request holds a large share of the budget for as long as it decodes.
 #
 # ## 2. A request mix
 #
-# To compare allocators we need requests. These are drawn from log-normal distributions
-# (mostly short, with a heavy tail; outputs capped at 4,000 tokens, prompts at 128,000), from a fixed
-# seed, so every run sees the same 4,000:
+# To compare allocators we need requests. `request_mix` draws 4,000 (prompt, output) lengths from
+# log-normal distributions, from a fixed seed: mostly short, with a heavy tail, outputs capped.
+# Look at how far the tail sits from the median:
 
 # %%
 mix = allocators.request_mix(4000, seed=5)
-total = mix.sum(axis=1)
-lessons.table(serving.mix_rows(mix), formats=serving.FORMATS["mix"])
+prompt, output = mix[:, 0], mix[:, 1]
+total = prompt + output  # the tokens each sequence holds when it finishes
+cuts = {"median": 50, "90th pct": 90, "99th pct": 99, "longest": 100}  # percentiles
+lessons.table([{"": name, **{c: int(np.percentile(x, p)) for c, p in cuts.items()}}
+               for name, x in (("prompt", prompt), ("output", output), ("total", total))],
+              formats={c: "{:,}" for c in cuts}, caption="tokens per request")
 
 # %% [markdown]
-# **Bottom line:** the median request totals 976 tokens and the longest 17,301: an allocator must plan
-# for a tail nearly 18 times the median.
-#
 # ## 3. Contiguous reservations
 #
 # The simplest allocator gives each sequence one contiguous slot of a fixed size. The prompt
 # length is known when a request arrives, but nobody knows how long the answer will be, so the
-# slot must be sized for a worst case. Requests are taken in arrival order:
-#
-# * a prompt longer than the slot cannot even be prefilled: the request is **rejected** and the
-#   slot goes to the next one;
-# * an answer that outgrows its slot fills it and is **cut off** there: that sequence cannot finish.
-#
-# "used" counts the tokens the admitted sequences actually store, a cut-off one counting its full slot.
+# slot is sized for a worst case. Requests are taken in arrival order: a prompt longer than the slot
+# is **rejected**, and an answer that outgrows its slot is **cut off** there. "wasted" is the share of
+# the reserved slots no token fills:
 
 # %%
-lessons.table(serving.contiguous_rows(mix), formats=serving.FORMATS["contiguous"], highlight={"wasted": "min"})
+rows = []
+for slot in (2_048, 4_096, 8_192, 32_768):
+    fits = prompt <= slot  # the prompt is known on arrival
+    admitted = np.flatnonzero(fits)[: pool // slot]  # the first requests that fit, one slot each
+    used = np.minimum(total[admitted], slot).sum()  # a cut-off sequence fills its slot
+    rows.append({"slot": slot, "batch": len(admitted), "rejected": (~fits[: admitted[-1] + 1]).sum(),
+                 "cut off": (total[admitted] > slot).sum(), "wasted": 1 - used / (len(admitted) * slot)})
+lessons.table(rows, formats={"slot": "{:,}", "wasted": "{:.1%}"}, highlight={"wasted": "min"})
 
 # %% [markdown]
-# Reserve enough for the tail and most of the memory sits empty ("Going further" shows how a looser
-# accounting reports less).
-#
-# **Bottom line:** an 8k slot wastes 85% of the budget; a 2k slot wastes 51% and still turns away 32
-# prompts and cuts off 16 answers.
+# Reserve enough for the tail and most of the memory sits empty; reserve less and requests are
+# turned away or cut off.
 #
 # ## 4. Pages
 #
 # Paging, as vLLM's PagedAttention does it (Kwon et al., SOSP 2023), hands out fixed-size pages as
-# tokens arrive. A sequence then wastes only its partly filled last page: half a page on average. The
-# price is an indirection: a page table per sequence, and keys gathered from scattered pages.
+# tokens arrive. A sequence then wastes only its partly filled last page. The price is an
+# indirection: a page table per sequence, and keys gathered from scattered pages. A toy pool:
 
 # %%
 toy = allocators.PagedKVAllocator(num_pages=8, page_tokens=4)  # a tiny pool of 4-token pages
@@ -169,93 +173,86 @@ paged_waste = ex.check("05.paged_waste", paged_waste)
 lessons.folded("Solution: paged_waste", ex.solution("05.paged_waste"))
 
 # %% [markdown]
-# The allocator below admits the requests in order until the pages run out. Your function, given the
-# lengths of the sequences it admits at 16-token pages, gives the waste the allocator reports:
+# Now admit the mix in order until the pages run out, and let your function measure the waste of
+# the sequences admitted, for a few page sizes:
 
 # %%
-p16 = allocators.paged_allocation(mix, 16)
-print(f"yours: {paged_waste(total[:p16.batch], 16):.4%}, allocator: {p16.waste_fraction:.4%} "
-      f"over {p16.batch} sequences")
-lessons.table(serving.paged_rows(mix), formats=serving.FORMATS["paged"])
+rows = []
+for page in (1, 8, 16, 32, 128):
+    held = np.cumsum(-(-total // page) * page)  # slots held by the first 1, 2, 3 ... sequences
+    batch = int((held <= pool).sum())  # how many fit in the budget
+    rows.append({"page": page, "batch": batch, "waste": paged_waste(total[:batch], page),  # yours
+                 "batch vs 8k slots": batch / (pool // 8_192)})
+lessons.table(rows, formats={"waste": "{:.2%}", "batch vs 8k slots": "{:.1f}x"})
 
 # %% [markdown]
-# Pages much smaller than 16 tokens buy almost no extra batch, while bigger pages make the
-# page table and kernel simpler; that is why 16 is a common choice (question 2 asks what much bigger
-# pages cost).
-#
-# **Bottom line:** 16-token pages waste 0.5% (7.3 tokens per sequence, about half a page) and run 6.0x
-# the batch of 8k slots; 1-token pages would add 3 sequences.
+# Pages much smaller than 16 tokens buy almost no extra batch, while bigger pages make the page table
+# and the kernel simpler; that is why 16 is a common choice. Move the page size, the slot and a
+# shared prefix yourself:
+
+# %%
+AllocatorWidget()
+
+# %% [markdown]
+# **Bottom line:** paging wastes under a page per sequence, and so fits several times the batch of
+# slots sized for the tail.
 #
 # ## 5. Sharing a prefix, with refcounts
 #
-# Notebook 05a (section 2) said each sequence has its own cache. That holds for every token a sequence does
-# not have in common with another. Once memory is paged, two sequences that start with the same
-# tokens can point at the same physical pages for that prefix. A page keeps a
-# reference count; a sequence that wants to *write* into a page someone else also holds gets
-# its own copy first (copy-on-write). Here is a tiny pool with 4-token pages:
+# Once memory is paged, two sequences that start with the same tokens (a system prompt) can point
+# at the same physical pages for that prefix. A page keeps a reference count; a sequence that wants
+# to *write* into a page someone else also holds gets its own copy first (copy-on-write):
 
 # %%
-pool = allocators.PagedKVAllocator(num_pages=8, page_tokens=4)
-pool.add_sequence("system", 6)                        # one full page, one half-full page
-pool.fork("system", "chat A")
-pool.fork("system", "chat B")
-print("after two forks   :", {p: pool.refcount(p) for p in pool.page_table("system")}, "pages in use", pool.pages_in_use)
-pool.append("chat A", 2)                              # A writes into the shared half page: copy it first
-print("after A writes    :", {p: pool.refcount(p) for p in pool.page_table("system")},
-      "copies", pool.cow_copies, "pages in use", pool.pages_in_use)
+pool_demo = allocators.PagedKVAllocator(num_pages=8, page_tokens=4)
+pool_demo.add_sequence("system", 6)  # one full page, one half-full page
+pool_demo.fork("system", "chat A")
+pool_demo.fork("system", "chat B")
+refs = lambda: {p: pool_demo.refcount(p) for p in pool_demo.page_table("system")}  # page -> holders
+print("after two forks   :", refs(), "pages in use", pool_demo.pages_in_use)
+pool_demo.append("chat A", 2)  # A writes into the shared half page: copy it first
+print("after A writes    :", refs(), "copies", pool_demo.cow_copies, "pages in use", pool_demo.pages_in_use)
 for seq in ("system", "chat A", "chat B"):
-    pool.free(seq)
-print("after freeing all : pages in use", pool.pages_in_use)
+    pool_demo.free(seq)
+print("after freeing all : pages in use", pool_demo.pages_in_use)
 
 # %% [markdown]
-# Now 64 concurrent requests that start with the same system prompt, each followed by its own
-# question and answer (about 430 tokens on average, drawn for this demo). Each request forks the prompt's pages; the prompt's own sequence is
-# freed once everyone has forked it, so its pages live exactly as long as a request needs them.
+# Scale it up: 64 requests of the mix, each behind the same system prompt. Unshared, each holds its
+# own copy of the prompt's pages; shared, the prompt's pages are held once. Watch the saving grow
+# with the prompt:
 
 # %%
-sharing = [allocators.prefix_sharing(p) for p in (0, 256, 1_000, 1_024, 4_096, 16_384)]
-lessons.table(serving.sharing_rows(sharing), formats=serving.FORMATS["sharing"])
-
-# %%
-plots.prefix_sharing_figure(sharing)
+private = total[:64]  # each request's own question and answer
+pages = lambda tokens: -(-tokens // 16) * 16  # slots held, in 16-token pages
+rows = []
+for prefix in (0, 256, 1_024, 4_096, 16_384):
+    unshared = pages(prefix + private).sum()
+    shared = pages(prefix) + pages(private).sum()
+    rows.append({"system prompt": prefix, "unshared slots": unshared, "shared slots": shared,
+                 "saved": 1 - shared / unshared})
+lessons.table(rows, formats={"system prompt": "{:,}", "unshared slots": "{:,}", "shared slots": "{:,}",
+                             "saved": "{:.1%}"})
 
 # %% [markdown]
-# The "formula" column stores the prefix once, rounded to pages, and counts private tokens exactly; the
-# allocator also pays for rounding to pages and, when the prefix ends mid-page (1,000 tokens
-# is not a multiple of 16), for a copy of that page for every writer but the last, which by then
-# holds the page alone. How far apart do they land?
-
-# %%
-gap = allocators.largest_sharing_gap(sharing)
-print(f"largest gap: {gap['gap_points']:.1f} percentage points, at a {gap['prefix_tokens']:,}-token prefix "
-      f"({gap['saved_fraction']:.1%} vs {gap['formula_saved_fraction']:.1%}, {gap['cow_copies']} copies on write)")
+# This saves *memory*. Whether it saves *reading* depends on the kernel: the original PagedAttention
+# kernel reads the shared pages once per sequence at every step, while cascade attention (FlashInfer,
+# and vLLM's newer engine when the batch shares a prefix) reads them once. Saving the prefill
+# *compute* too needs the cached prefix to outlive the requests, which raises the next question.
 
 # %% [markdown]
-# With a standard paged kernel (vLLM's) this saves *memory*, not reading: each request still reads the
-# shared pages itself at every step, as section 8 counts it. Saving the prefill *compute* too needs the
-# cached prefix to outlive the requests, which raises the next question.
-#
-# **Bottom line:** a 4k system prompt shared by 64 requests saves 89% of their KV, and the real allocator,
-# copies on write included, stays within a point of the formula.
-#
 # ## 6. Fetch a cached prefix, or recompute it?
 #
 # A prefix computed earlier could be read back from somewhere, or simply prefilled again. Start with
 # the weights alone. Per token, fetching moves the token's KV bytes; recomputing costs about $2N$ FLOPs
-# for an $N$-parameter model, spread over the replica's TP GPUs at 100% of their FLOP/s. Fetching wins when
+# for an $N$-parameter model, spread over the replica's TP GPUs at 100% of their FLOP/s. Fetching wins
+# when it takes less time than recomputing; the bandwidth where the two take equally long is the
+# line between them.
 #
-# $$\text{bandwidth} > \frac{\text{bytes per token}}{2N / (\text{FLOP/s per GPU} \times \text{TP})}.$$
-
-# %%
-print(f"bytes per token {per70:,} B; 2N = {2 * serving.N_PARAMS_70B:.3g} FLOPs; "
-      f"{budget.H100_DENSE_BF16_FLOPS:.4g} FLOP/s per GPU, {budget.REPLICA_GPUS} GPUs")
-
-# %% [markdown]
 # ### Your turn: the break-even bandwidth
 #
 # Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~6 min
 #
-# Write the right-hand side. All arguments are positive numbers (`tp` an integer $\ge 1$); return the
+# Return that bandwidth. All arguments are positive numbers (`tp` an integer $\ge 1$); return the
 # bandwidth in bytes per second, not GB/s. The check runs one GPU, four GPUs, small numbers and an 8B
 # model in fp8.
 #
@@ -286,103 +283,83 @@ break_even_bandwidth = ex.check("05.break_even_bandwidth", break_even_bandwidth)
 lessons.folded("Solution: break_even_bandwidth", ex.solution("05.break_even_bandwidth"))
 
 # %% [markdown]
-# With a round $N$ (the first line below prints it beside the shape's own count) and an H100 SXM's
-# dense BF16 rate (the datasheet's larger figure assumes 2:4 sparsity, which dense weights do not have):
+# Your function for one to eight GPUs, with a round $N$ and an H100's dense BF16 rate, beside
+# assumed nominal bandwidths of places a prefix could come from:
 
 # %%
-print(f"N = {serving.N_PARAMS_70B / 1e9:.0f} x 10^9, rounded from the shape's {big.params / 1e9:.2f} x 10^9 parameters")
-print(f"H100 SXM, dense BF16: {budget.H100_DENSE_BF16_FLOPS / 1e12:.1f} TFLOP/s per GPU "
-      f"(the 2:4-sparse headline is {budget.H100_SPARSE_BF16_FLOPS / 1e12:,.0f}; the PCIe card: "
-      f"{serving.H100_PCIE_DENSE_BF16_FLOPS / 1e12:.0f} TFLOP/s, {serving.H100_PCIE_HBM_BYTES_PER_S / 1e12:g} TB/s of HBM)")
-print(f"yours at TP4: {break_even_bandwidth(per70, serving.N_PARAMS_70B, budget.H100_DENSE_BF16_FLOPS, 4) / 1e9:.2f} GB/s")
-lessons.table(serving.break_even_tp_rows(per70), formats=serving.FORMATS["break_even_tp"])
+N, flops = 70e9, 989.5e12  # a round parameter count; H100 SXM dense BF16 FLOP/s (datasheet)
+tiers = {"host DRAM over PCIe 5": 64, "RDMA / 200 GbE": 25, "local NVMe": 7, "object storage": 1}  # assumed GB/s
+rows = []
+for tp in (1, 2, 4, 8):
+    line = break_even_bandwidth(per70, N, flops, tp) / 1e9  # yours, in GB/s
+    verdicts = {name: "fetch" if gbps > line else "recompute" for name, gbps in tiers.items()}
+    rows.append({"GPUs (TP)": tp, "break-even GB/s": line, **verdicts})
+lessons.table(rows, formats={"break-even GB/s": "{:.2f}"}, caption=f"assumed nominal peaks, GB/s: {tiers}")
 
 # %% [markdown]
-# Each place a cached prefix could come from, against the TP4 break-even. The bandwidths are assumed
-# nominal peaks (the third column says what each stands for), not measurements:
-
-# %%
-lessons.table(serving.tier_rows(per70), formats=serving.FORMATS["tiers"])
-
-# %% [markdown]
-# A real transfer sustains less than these peaks, and other hardware gives other figures. Local NVMe's
-# verdict flips with the drive: a PCIe 5.0 drive reads about 14 GB/s. That is above the largest TP4
-# break-even (9.26 GB/s, the weights-only limit of a short prefix), so with it fetching wins at every
-# prefix length.
+# More GPUs recompute faster, so fetching must be faster too. But this form leaves out attention.
+# In a prefill, query $i$ scores $i$ keys and averages $i$ values, in every layer and query head, so
+# a prefix of $n$ tokens costs
 #
-# In this form both sides grow with the prefix length, so the length cancels. But it leaves out
-# attention. In a prefill, query $i$ scores $i$ keys and averages $i$ values, in every layer and query
-# head, so a prefix of $n$ tokens costs
-#
-# $$\text{FLOPs} = 2Nn + 4 \cdot \text{layers} \cdot q_\text{width} \cdot (1 + 2 + \dots + n) = 2Nn + 2 \cdot \text{layers} \cdot q_\text{width} \cdot n(n+1),$$
+# $$\text{FLOPs} = 2Nn + 2 \cdot \text{layers} \cdot q_\text{width} \cdot n(n+1),$$
 #
 # with $q_\text{width}$ = query heads × head_dim. The weight term grows like $n$, the attention term
-# like $n^2$, and the bytes to fetch like $n$. So recomputing gets dearer per token as the prefix grows,
-# and the break-even bandwidth falls.
+# like $n^2$, and the bytes to fetch like $n$. Compute the TP4 break-even at a few prefix lengths and
+# watch where local NVMe's verdict turns:
 
 # %%
-print(f"q_width = {big.attention_heads} x {big.head_dim} = {big.attention_heads * big.head_dim:,}")
-rows_ctx = budget.break_even_over_context(big, serving.CONTEXTS, serving.N_PARAMS_70B, tps=(4, 8))
-tiers = {k: v for k, v in budget.STORAGE_TIERS_GBPS.items() if k != "GPU HBM (H100)"}
-cross = serving.crossovers()
-print(f"local NVMe (7 GB/s) beats recomputing from a {cross['nvme_tp4']:,}-token prefix at TP4, "
-      f"from {cross['nvme_tp8']:,} at TP8; object storage (1 GB/s) from {cross['object_tp4']:,} at TP4 "
-      f"(the model's context ends at {cross['max_context']:,})")
-lessons.table(serving.break_even_context_rows(rows_ctx, tiers), formats=serving.FORMATS["break_even_context"])
-
-# %%
-grid = np.unique(np.rint(np.logspace(np.log10(128), np.log10(131_072), 25)).astype(int))
-plots.break_even_context_figure(budget.break_even_over_context(big, grid, serving.N_PARAMS_70B, tps=(4, 8)), tiers)
+q_width = big.attention_heads * big.head_dim
+rows = []
+for n in (128, 4_096, 32_768, 131_072):
+    prefill = 2 * N * n + 2 * big.layers * q_width * n * (n + 1)  # FLOPs to recompute the prefix
+    seconds = prefill / (flops * 4)  # on the TP4 replica, at 100% of the peak
+    rows.append({"prefix": n, "attention share": 1 - 2 * N * n / prefill,
+                 "TP4 break-even GB/s": n * per70 / seconds / 1e9})
+rows = [{**r, "local NVMe": "fetch" if tiers["local NVMe"] > r["TP4 break-even GB/s"] else "recompute"} for r in rows]
+lessons.table(rows, formats={"prefix": "{:,}", "attention share": "{:.1%}", "TP4 break-even GB/s": "{:.2f}"})
 
 # %% [markdown]
-# The verdict columns use the TP4 break-even. Host memory and RDMA win at every length; object storage
-# loses at every length the model supports. Local NVMe is the interesting one. Counting only the $2N$
-# weight FLOPs, it is always slower than recomputing. With attention counted, the TP4 break-even falls
-# from 9.25 GB/s at a 128-token prefix to 4.16 GB/s at 131,072 tokens, and NVMe wins from 34,545
-# tokens on. TP8 recomputes faster and pushes every break-even up; there NVMe would need a prefix
-# longer than the model accepts. That sets one link's bandwidth against the whole replica's compute: if
-# each GPU brings its own drive, the fetch bandwidth doubles with the compute and nothing moves. The
-# claims at the end check the FLOP count a second way, query by query.
+# Recomputing gets dearer per token as the prefix grows, so long prefixes favour fetching. Every
+# figure assumes 100% of the dense peak, a floor on the time; a real prefill reaches only a share of
+# it, and the break-even shrinks in proportion. Finding 5 walks through the utilisations and the
+# storage tiers.
 #
-# ### At what utilisation?
-#
-# Every recompute time above assumes each GPU runs at 100% of its dense BF16 peak: a floor on the time.
-# A real prefill reaches only a share of that peak (its *model FLOPs utilisation*, MFU), which this
-# notebook cannot measure. The recompute time grows as 1 / MFU, so every break-even shrinks in proportion:
-
-# %%
-lessons.table(serving.utilisation_rows(), formats=serving.FORMATS["utilisation"])
-
-# %% jupyter={"source_hidden": true}
-Markdown(f"Below **{serving.nvme_utilisation_threshold():.1%}** of the dense peak, local NVMe beats "
-         f"recomputing at every prefix length: its verdict flips with a number you have to measure on your replica.")
-
-# %% [markdown]
-# **Bottom line:** at 100% of the dense peak, fetching beats recomputing above 9.25 GB/s at TP4 for a
-# 128-token prefix and above 4.16 GB/s at 128k tokens. So local NVMe (an assumed 7 GB/s drive) loses
-# below 34,545 tokens. At any utilisation under about 75.6% it wins at every length, and so does a PCIe 5.0
-# drive at full utilisation.
+# **Bottom line:** fetch when the bandwidth beats bytes per token over the recompute time per token.
+# The prefix length, the number format, the GPUs and their utilisation all move that line.
 #
 # ## 7. Preemption is a cliff
 #
-# When the cache fills, the scheduler evicts a running sequence and later prefills it again: its prompt
-# and the tokens it had generated. That re-prefill needs KV memory too. How full can the pool run
-# before this bites?
-#
-# `allocators.simulate_serving` runs the paged allocator through time on the 4,000 requests. Each step
-# it admits waiting requests while the pages in use plus the newcomer's prompt stay under an
-# **admission target**, a share of the pool. Then every running sequence decodes one token. A token
-# that finds no free page evicts the newest sequence, which goes back to the head of the queue.
-# Evictions happen only when the pool is out of pages. The table's mean occupancy and mean batch
-# average over the steps while requests still wait. The sweep tries these targets:
+# When the cache fills, the scheduler evicts a running sequence and later prefills it again: its
+# prompt and the tokens it had generated. How full can the pool run before this bites? The function
+# below is a small scheduler. Each step it admits waiting requests while the pages in use plus the
+# newcomer's stay under an **admission target**, a share of the pool; then every running sequence
+# decodes one token. When the pages run out, the newest sequence is evicted and goes back to the head
+# of the queue.
 
 # %%
-print(", ".join(f"{t:.1%}" for t in allocators.PREEMPTION_TARGETS))
+def serve(target, page=16):
+    pages = pool // page  # the KV budget, in pages
+    waiting, running = list(range(len(mix))), []  # request ids; running in admission order
+    made = np.zeros(len(mix), dtype=np.int64)  # tokens each request has generated so far
+    held = lambda ids: int((-(-(prompt[ids] + made[ids]) // page)).sum())  # pages the sequences hold
+    evicted = redone = busy = batches = 0
+    while waiting or running:
+        while waiting and held(running + waiting[:1]) <= (target * pages if running else pages):
+            running.append(waiting.pop(0))  # admit the oldest waiting request
+        made[running] += 1  # every running sequence decodes one token
+        running = [i for i in running if made[i] < output[i]]  # finished ones free their pages
+        while held(running) > pages:  # out of pages: evict the newest, to prefill it again later
+            i = running.pop()
+            waiting.insert(0, i)
+            evicted, redone = evicted + 1, redone + prompt[i] + made[i]
+        if waiting:  # requests still wait: the replica is saturated, count its batch
+            busy, batches = busy + 1, batches + len(running)
+    return {"target": target, "preemptions": evicted, "tokens prefilled again": redone, "mean batch": batches / busy}
 
 # %% [markdown]
-# **Predict, then run.** Write down your guesses first: the lowest of those targets at which any
-# sequence is preempted; how many preemptions a 100% target causes; how much larger the mean batch is at 100% than
-# at 95%.
+# **Predict, then run.** The sweep below tries targets from 80% to 100% of the pool. Write down
+# your guesses first: the lowest target at which any sequence is preempted; how many preemptions a
+# 100% target causes; how much larger the mean batch is at 100% than at 95%.
 
 # %%
 my_first_preempting_target = None  # the lowest swept target with any preemption, e.g. 0.9 for 90%
@@ -390,228 +367,75 @@ my_preemptions_at_100 = None  # a count, over the 4,000 requests
 my_batch_gain_at_100 = None  # e.g. 0.20 for a mean batch 20% larger at 100% than at 95%
 
 # %%
-sweep = allocators.preemption_sweep()
-lessons.table(serving.preemption_rows(sweep), formats=serving.FORMATS["preemption"], highlight={"preemptions": "max"})
+sweep = [serve(t) for t in (0.8, 0.9, 0.95, 0.97, 0.99, 1.0)]  # about ten seconds
+lessons.table(sweep, formats={"target": "{:.0%}", "tokens prefilled again": "{:,}", "mean batch": "{:.0f}"},
+              highlight={"preemptions": "max"})
 
 # %%
-by = {s["target_occupancy"]: s for s in sweep}
+by = {s["target"]: s for s in sweep}
 measured = {"lowest target with a preemption": (min(t for t, s in by.items() if s["preemptions"]), "{:.0%}"),
             "preemptions at 100%": (by[1.0]["preemptions"], "{:,}"),
-            "mean batch at 100% over 95%": (by[1.0]["mean_batch"] / by[0.95]["mean_batch"] - 1, "{:+.1%}")}
+            "mean batch at 100% over 95%": (by[1.0]["mean batch"] / by[0.95]["mean batch"] - 1, "{:+.1%}")}
 guesses = (my_first_preempting_target, my_preemptions_at_100, my_batch_gain_at_100)
 lessons.table([{"": label, "your guess": "not written" if g is None else spec.format(g) if isinstance(g, (int, float))
                 else str(g), "measured": spec.format(value)} for (label, (value, spec)), g in zip(measured.items(), guesses)])
 
 # %% [markdown]
-# Up to a 95% target nothing is preempted. Sequences admitted earlier keep growing, and at 95% the pool
-# peaks at 98.4%, but completions free pages fast enough. From 97% to 99.5% a handful are evicted (2, 8
-# and 14). At 100% there is no margin: an evicted sequence is re-admitted as soon as its pages fit, the
-# running ones grow into the pool again, and the next fresh page evicts the newest one. That makes 668
-# preemptions, re-prefilling 258,902 tokens (prompts and generated tokens), as many as 6.7% of all
-# prompt tokens: 9.4 s of the TP4 replica, beside 140 s for the first prefills. In exchange the mean batch is 5.4% larger. Nothing happens, then a lot does, for a
-# small gain.
-
-# %%
-plots.preemption_figure(sweep)
-
-# %% [markdown]
-# One might assume a threshold instead, a preemption probability that sets in at about 85% occupancy.
-# The edge is set by how much the running sequences still grow, not by a fixed share. With answers four
-# times longer it moves down (question 1). What carries over is the advice: admit on KV occupancy with
-# a margin for growth. GPU utilisation would not warn either: a full pool keeps the GPU busy whether or
-# not it thrashes.
+# Nothing happens, then a lot does, for a small gain. Below some target the completions free pages
+# faster than the running sequences grow into them; at 100% there is no margin, and an evicted
+# sequence is re-admitted as soon as its pages fit, only for the next fresh page to evict the newest
+# one again. The edge is set by how much the running sequences still grow, not by a fixed share: the
+# advice that carries over is to admit on KV occupancy with a margin for growth. GPU utilisation
+# would not warn: a full pool keeps the GPU busy whether or not it thrashes.
 #
-# The simulation leaves out arrivals over time, the time a step takes, and smarter eviction (swapping
-# pages to host memory instead of recomputing them).
+# **Bottom line:** keep a margin for the growth of the running sequences. Finding 5 runs the
+# library's simulation over more targets, with the re-prefill time.
 #
-# **Bottom line:** no preemption up to a 95% target, 668 at 100%, for a mean batch only 5.4% larger:
-# keep a margin for the growth of the running sequences.
+# ## Where MagicPIG comes in
 #
-# ## 8. One table, and what its batches buy
+# Everything here keeps the whole KV cache in GPU memory, and that is what caps the batch.
+# MagicPIG moves it out: the KV cache and the LSH tables live in the CPU's larger memory, the
+# model stays on the GPU, and each step only the sampled keys are read on the CPU (notebook 07).
 #
-# The same requests and the same KV budget under four allocators. "held" is physical memory; "logical"
-# is what the admitted sequences' tokens occupy, unshared. Held/logical above 1 is waste; below 1 means
-# one physical byte serves several sequences.
-
-# %%
-plots.allocator_figure(allocators.assembly_table(mix),
-                       title=f"Same requests, same {replica['kv_budget_bytes'] / budget.GIB:g} GiB: four allocators")
-
-# %% [markdown]
-# What does a batch buy? A decode step reads the weights once for the whole batch and every sequence's
-# own cache (a shared prefix once per sequence, as a standard paged kernel reads it). It computes $2N$
-# FLOPs per sequence plus its attention. The step can go no faster than its bytes over the HBM
-# bandwidth, nor than its FLOPs over the peak FLOP/s: a *roofline* floor,
-#
-# $$\text{step time} \ge \max\left(\frac{\text{bytes read}}{\text{bandwidth}},\ \frac{\text{FLOPs}}{\text{peak FLOP/s}}\right).$$
-#
-# Here both rates are the TP4 replica's at 100% of the H100 SXM's peaks. Each sequence counts at its
-# final length, where its cache is largest, and again half-way through its answer.
-
-# %%
-hbm, peak = 4 * budget.H100_HBM_BYTES_PER_S, 4 * budget.H100_DENSE_BF16_FLOPS  # the TP4 replica, at 100%
-loads = allocators.decode_loads(mix)  # what one decode step reads and computes, per allocator
-for r in loads:
-    for load in (r["final"], r["half"]):
-        memory_s, compute_s = load["bytes"] / hbm, load["flops"] / peak
-        load["step_s"] = max(memory_s, compute_s)  # the roofline floor
-        load["bound"] = "memory" if memory_s >= compute_s else "compute"
-        load["tokens_per_s"] = r["batch"] / load["step_s"]
-lessons.table(serving.throughput_rows(loads), formats=serving.FORMATS["throughput"])
-
-# %% [markdown]
-# **The batch is not the throughput.** At final lengths the paged batch reads about 171 GiB of KV per
-# step beside 131 GiB of weights. So 6.0x the batch buys 3.1x the tokens per second (3.3x half-way
-# through the answers), and the shared prefix's 15.7x buys 4.3x (4.6x). Every row is memory-bound at
-# final and half-way lengths, the shared-prefix row half-way by only 6%.
-# A kernel built for shared prefixes (FlashInfer's cascade attention, Hydragen) would read a shared
-# prefix once per step, not once per sequence.
-#
-# The last row assumes that the first 2,048 tokens of every prompt (all of a shorter one) are
-# identical. Then 88% of the admitted prompts hold no private prompt token. Its 15.7x holds only under
-# that assumption. Put a 2,048-token system prompt in front of every prompt instead: unshared, 162
-# sequences fit; shared, 416, about the 417 that fit with no system prompt at all. The refcounting
-# allocator, copies on write included, admits the same:
-
-# %%
-pre = serving.prepended_prompt(mix, 2048)
-print(f"shared system prompt: formula {pre['shared']}, refcounting allocator {pre['allocator']}; "
-      f"unshared {pre['unshared']}; no system prompt {pre['no_prompt']}")
-
-# %% [markdown]
-# Move the page size, the contiguous reservation and the shared prefix:
-
-# %%
-AllocatorWidget()
-
-# %% [markdown]
-# **Bottom line:** paging runs 6.0x the batch of 8k slots but, at final lengths, 3.1x the tokens per
-# second: a floor at peak bandwidth, not a measurement. Sharing a 2k system prompt buys back what the
-# prompt costs (416 sequences against 162 unshared).
-#
-# ## 9. Two extensions, computed
-#
-# **FP8 KV.** Storing keys and values in one byte instead of two halves the bytes per token. Nothing
-# else in the fetch-or-recompute arithmetic changes, so every break-even halves (at 100% of the dense
-# peak, as in section 6):
-
-# %%
-nvme_fp8 = budget.crossover_prefix(big, 7e9, serving.N_PARAMS_70B, dtype_bytes=1, tp=4)
-print(f"local NVMe at TP4 wins from {cross['nvme_tp4']:,} tokens with 16-bit KV, "
-      f"from {nvme_fp8:,} token{'s' if nvme_fp8 > 1 else ' (every length)'} with FP8")
-lessons.table(serving.fp8_rows(), formats=serving.FORMATS["fp8"])
-
-# %% [markdown]
-# **Disaggregated prefill.** Some deployments prefill on one set of GPUs and decode on another. The
-# prefill samples token 1; the prompt's KV must then cross the network before the decode side can
-# produce token 2. So the transfer delays token 2, not the first token. The links and a budget of 2
-# seconds from the request's arrival to token 2 are **example numbers**, not measurements. "Token 2 by,
-# at most" counts from the arrival: the prefill plus the transfer (streaming the KV layer by layer
-# overlaps the two). The last column sets it against the budget.
-
-# %%
-lessons.table(serving.disaggregation_rows(), formats=serving.FORMATS["disaggregation"])
-
-# %% [markdown]
-# **Bottom line:** FP8 KV halves every break-even (4.63 GB/s short, 2.08 GB/s at 128k), so local NVMe
-# wins at every length. A 128k prompt's 40 GiB take 1.72 s over 200 GbE. Its token 2 then comes at most
-# 12.04 s after arrival, 6.0x the example budget, because its 10.33 s prefill alone exceeds it; a 32k
-# prompt's comes by 1.94 s, within the budget.
-
-# %% [markdown]
-# ## 10. The headline numbers, recomputed
-#
-# Each sentence is re-derived now, with the same code that printed the numbers above; `pigviz verify`
-# checks the same ones.
-
-# %%
-lessons.claims_table("05b")
-
-# %% [markdown]
 # ## Recap
 #
-# * The cache, not the weights, limits the batch. A larger batch buys throughput until the cache reads
-#   (or the compute) dominate: here 6x the batch is about 3x the tokens per second.
+# * The cache, not the weights, limits the batch on a replica.
 # * Contiguous slots sized for the worst case waste most of the budget; pages waste under a page per
 #   sequence and let a shared prefix be stored once.
-# * Whether to fetch a cached prefix or recompute it depends on bytes per token, FLOPs, the GPUs, their
-#   utilisation and the prefix length. Long prefixes and low utilisation favour fetching; FP8 KV halves
-#   every break-even.
-# * A KV pool run full buys a few per cent more batch and thrashes. Keep a margin for growth.
+# * Whether to fetch a cached prefix or recompute it depends on bytes per token, FLOPs, the GPUs,
+#   their utilisation and the prefix length; long prefixes favour fetching.
+# * A KV pool run full buys a little more batch and thrashes. Keep a margin for growth.
 #
 # ## What comes next
 #
-# Notebook 06 leaves the budget and runs MagicPIG's sampling estimator on every attention head of a
-# real model, comparing its output with exact attention head by head.
+# Notebooks 06a and 06b build MagicPIG's estimator and its index, and compare MagicPIG with TopK
+# on every head of SmolLM2-135M. [Finding 5](findings/f5_serving.ipynb) has the full serving
+# tables, what a larger batch buys in tokens per second, and questions on admission, page size and
+# FP8.
 #
-# ## Questions to try
+# ## Check yourself
 #
-# Each answer is one click away below its question, computed when the cell runs.
-#
-# 1. **Admission.** Rerun `allocators.simulate_serving` across targets with other request mixes (for
-#    example every output four times longer). Where would you set the admission target if a
-#    preemption costs a user a few seconds?
+# 1. Why does a contiguous allocator have to reserve for the longest answer, and why does paging not?
 
 # %% jupyter={"source_hidden": true}
-longer = mix.copy()
-longer[:, 1] *= 4  # every answer four times longer, same prompts
-runs = [allocators.simulate_serving(t, requests=longer) for t in (0.7, 0.8, 0.95)]
-lessons.folded("Answer 1: admission", lessons.table(
-    [{"target": s["target_occupancy"], "peak": s["peak_occupancy"], "preemptions": s["preemptions"],
-      "tokens re-prefilled": s["reprefill_tokens"]} for s in runs],
-    formats={"target": "{:.0%}", "peak": "{:.2%}", "preemptions": "{:,}", "tokens re-prefilled": "{:,}"},
-    caption=f"Every output 4x longer. With the mix above the quiet ceiling was 95%, its pool peaking "
-            f"{100 * (by[0.95]['peak_occupancy'] - 0.95):.1f} points higher. Set the target at or below the "
-            "highest one that measured zero on your own traffic, and re-measure when the traffic changes."))
+lessons.folded("Answer 1", """The answer's length is unknown when the request arrives, and a contiguous slot cannot
+grow in place, so it must be sized for the worst case the service accepts: most slots then sit mostly empty. Pages are
+handed out as tokens arrive, so a sequence holds only what it has written, rounded up to its last page.""")
 
 # %% [markdown]
-# 2. **Page size.** Rerun `allocators.paged_allocation(mix, page)` with pages from 16 up to 4,096
-#    tokens. From what page size does paging lose more than 5% of the batch of 16-token pages, and does
-#    it ever admit fewer sequences than the 2,048-token contiguous slots of section 3?
+# 2. Two sequences share a system prompt's pages. One of them writes into the last, half-full shared
+#    page. What must the allocator do, and what happens to the pages when both finish?
 
 # %% jupyter={"source_hidden": true}
-runs = {page: allocators.paged_allocation(mix, page) for page in (16, 32, 64, 128, 256, 512, 1_024, 2_048, 4_096)}
-slot, base = allocators.contiguous_allocation(mix, 2_048), runs[16].batch
-lost = next(page for page, a in runs.items() if a.batch < 0.95 * base)
-below = next((page for page, a in runs.items() if a.batch < slot.batch), None)
-lessons.folded("Answer 2: page size", lessons.table(
-    [{"page tokens": page, "batch": a.batch, "vs 16-token pages": a.batch / base - 1, "waste": a.waste_fraction}
-     for page, a in runs.items()], formats={"page tokens": "{:,}", "vs 16-token pages": "{:+.1%}", "waste": "{:.1%}"},
-    caption=f"The batch first drops by more than 5% at {lost:,}-token pages: every sequence rounds up to whole pages. "
-            f"At {below:,}-token pages paging admits fewer than the {slot.batch} 2,048-token slots, but keeps every "
-            f"admitted sequence whole, where those slots turn {slot.rejected} prompts away and cut {slot.overflow} off."))
+lessons.folded("Answer 2", """Copy on write: the writer gets its own copy of that page before writing, so the other
+sequence still sees the prompt unchanged, and the shared page's reference count drops by one. When both finish, each
+release lowers the counts, and a page returns to the pool when its count reaches zero.""")
 
 # %% [markdown]
-# 3. **FP8 and TP8.** Section 9 shows that FP8 KV lets local NVMe beat recomputing at every prefix
-#    length on four GPUs; section 6 shows that eight GPUs push the prefix from which NVMe wins past the
-#    model's context (both at 100% of the dense peak, with one NVMe link per replica). What happens with both?
+# 3. Why does a longer cached prefix make fetching it more attractive than recomputing it?
 
 # %% jupyter={"source_hidden": true}
-nvme = {(d, tp): budget.crossover_prefix(big, 7e9, serving.N_PARAMS_70B, dtype_bytes=d, tp=tp) for d in (2, 1) for tp in (4, 8)}
-lessons.folded("Answer 3: FP8 and TP8", lessons.table(
-    [{"KV": "FP8" if d == 1 else "16-bit", "GPUs": f"TP{tp}", "local NVMe wins from (tokens)": n} for (d, tp), n in nvme.items()],
-    formats={"local NVMe wins from (tokens)": "{:,}"},
-    caption=f"FP8 halves the bytes to fetch; TP8 halves the time to recompute. Together they cancel: "
-            f"FP8 at TP8 crosses at the same prefix as 16-bit at TP4 ({nvme[(1, 8)] == nvme[(2, 4)]}). The model's "
-            f"context ends at {big.max_context:,} tokens."))
-
-# %% [markdown]
-# ## Going further
-#
-# ### How the accounting of contiguous slots moves "wasted"
-#
-# Section 3's waste is the share of the reserved slots that no stored token fills. Two choices move it:
-# who gets a slot, and how far a sequence counts. The **strict** rule gives a slot only to a prompt that
-# fits it, and counts a cut-off sequence up to the end of its slot, because that is all it can store.
-# The **loose** rule gives the first requests in line a slot each, whatever their length, and counts
-# each at its full length, even past the end of its slot. The same mix under the four combinations:
-
-# %%
-lessons.table(serving.rules_rows(mix), formats=serving.FORMATS["rules"])
-
-# %% [markdown]
-# The loose rule reports 34.4% wasted at 2k and 5.65x held/logical at 8k. Most of the 2k gap is the
-# cap: a sequence counted past the end of its slot fills, on paper, room that other slots leave empty.
-# Capping alone takes the waste to 45.1%. Counting the cut-off sequences at their full length barely
-# moves it (49.7%). At 8k the difference is one request, whose 16,782-token prompt the loose rule
-# counts in its slot.
+lessons.folded("Answer 3", """The bytes to fetch grow in proportion to the prefix, but recomputing it costs the
+weights' FLOPs per token plus attention, whose cost per token grows with the prefix (each query scores every earlier
+key). So the recompute time per token rises with the length while the fetch time per token stays put, and the
+bandwidth at which fetching wins falls.""")

@@ -6,27 +6,30 @@
 # Notebook 06 scored MagicPIG (Chen et al., ICLR 2025, arXiv:2410.16179) one attention row at a
 # time. A language model never sees that error alone: each layer feeds the next, and each new
 # token joins the context of the next step. Here the estimator runs inside SmolLM2-135M, token
-# after token. We ask three questions against dense
-# decoding: is the text the same, how far does the next-token distribution move, and can the
-# model still find a pass key? Then we time it.
+# after token, and we ask two questions against dense decoding: is the text the same, and how
+# far does the next-token distribution move? Then your own MagicPIG writes text, and we see where
+# MagicPIG's own system puts it.
+# Symbols: [the notation page](notation.md).
 #
-# The runs take a while on a CPU, so their results ship in `pigviz/data/` (made by `pigviz eval`
-# and `benchmarks/bench_decode.py`, each command and sha256 in the manifest). A live run, off by
-# default, waits in section 6.
+# The runs take a while on a CPU, so their results ship in `pigviz/data/` (made by `pigviz eval`,
+# each command and sha256 in the manifest). A live run, off by default, waits in section 6. The
+# full quality tables and the passkey test are [finding 4](findings/f4_decoding.ipynb); how fast
+# a step runs, against the machine's floor, is [finding 3](findings/f3_bill_and_speed.ipynb).
 #
 # **You will be able to**
 #
 # * swap the attention function of a transformers model, and merge two partial softmaxes by
 #   log-sum-exp, as decoding does without the compiled engine;
-# * compute the KL from dense and the perplexity of a text, and read a quality table at
-#   matched budgets;
-# * say why a passkey test is easier to pass than a teacher-forced KL;
-# * tell what a CPU timing of a small model does and does not measure.
+# * run your own MagicPIG inside generation: tables built once after the prefill, the tokens
+#   written since read exactly;
+# * compute the KL from dense and the perplexity of a text, and read them at a matched budget;
+# * say what MagicPIG's placement keeps on the GPU and on the CPU, and count what crosses per step.
 #
-# **Prerequisites:** notebook 06 (the estimator and `log u`) and notebook 03 (your `softmax`).
+# **Prerequisites:** notebooks 06a and 06b (the estimator, `log u`, the tables) and notebook 03
+# (your `softmax`).
 #
-# **Time in a workshop:** about 45 minutes, of which 12 for the 3 exercises; the questions and
-# "Going further" at the end are extra. How the exercises work: notebook 01.
+# **Time in a workshop:** about 55 minutes, of which 27 for the 4 exercises; the questions at the
+# end are extra. How the exercises work: notebook 01.
 
 # %% jupyter={"source_hidden": true}
 # Colab only: installs pigviz and the bundled model (does nothing elsewhere)
@@ -50,14 +53,13 @@ import numpy as np
 
 from pigviz import decode, lessons
 from pigviz.attention.names import method_label
-from pigviz.decode import report, stats
+from pigviz.decode import report
 from pigviz.lessons import exercises as ex
 from pigviz.lessons import nb07_sampled_decoding as nb07
-from pigviz.plots import decoding as plots
 from pigviz.study.experiments import decode_step_pieces
 
 # %%
-quality, passkey, speed = nb07.load_results()  # pigviz/data/, each file checked against its sha256
+quality = nb07.load_results()[0]  # pigviz/data/decode_quality_smollm2.json, checked against its sha256
 generations = quality["generation"]  # section 2's two runs
 env = quality["environment"]
 print(f"model: {env['model']['name']} ({env['dtype']}), measured on: {env['hardware']}, "
@@ -103,10 +105,11 @@ print(f"logits through the counting function and through sdpa {lessons.agree(aft
 # * **Prefill.** The prompt goes through once with ordinary `sdpa`, as in MagicPIG. The first
 #   new token comes out of this pass.
 # * **Index.** In every layer but the dense ones (layer 0), the cached post-RoPE keys are hashed
-#   into `L` tables of `K` bits (notebooks 03–04).
+#   into `L` tables of `K` bits (notebooks 03–04a).
 # * **Decode.** Each new query reads the `sinks` first and the `recent` last tokens exactly, plus
-#   a sample from the tables, each score corrected by `log u` (notebook 06). Tokens generated since
-#   the index was built, the *buffer*, are read exactly too; a full buffer triggers a rebuild.
+#   a sample from the tables, each score corrected by `log u` (notebook 06a). Tokens generated since
+#   the index was last updated, the *buffer*, are read exactly too; when the buffer fills, its
+#   tokens are hashed with the index's own planes and mean and inserted into the tables.
 #
 # The compiled engine scores all of these in one list and takes one softmax. Without numba, or on
 # a GPU, decoding takes two softmaxes instead: one over the index part, one over the buffer. Each
@@ -165,8 +168,8 @@ merge_partial = ex.check("07.merge_partial", merge_partial)
 lessons.folded("Solution: merge_partial", ex.solution("07.merge_partial"))
 
 # %% [markdown]
-# Now one real decode step of notebook 06's head in layer 2. The sampled keys, their scores
-# corrected by your `log_u` from notebook 06, form one part; the exact keys (sinks and recent
+# Now one real decode step of notebook 06a's head in layer 2. The sampled keys, their scores
+# corrected by your `log_u` from notebook 06a, form one part; the exact keys (sinks and recent
 # window) the other. Merged, they must give what `pigviz.lsh.magicpig.attend` computed in one
 # softmax over both:
 
@@ -219,34 +222,11 @@ print(report.side_by_side(generations))
 
 # %% [markdown]
 # From the first token that differs, the two runs condition on different text, so they can no
-# longer be compared token by token. They do not part into two equally good texts, though. Count
-# what each writes after the shared start:
-
-# %%
-lessons.table(stats.repeat_rows(generations), columns=["run", "shared tokens", '"def" written', 'bare "def" items',
-                                                        "lines", "lines that repeat an earlier one"])
-
-# %% [markdown]
-# Both runs repeat themselves. Dense explains the keyword, then starts the same sentence again, cut
-# off where the run stops. MagicPIG's run falls into a loop: it lists `"def"` as a bare item 4
-# times. A likely mechanism, not measured here (the runs keep no token probabilities): greedy
-# decoding amplifies a small shift. Once a repeated item is a little more likely than the
-# alternatives, each repetition can make the next more likely still.
+# longer be compared token by token; [finding 4](findings/f4_decoding.ipynb) counts what each
+# writes afterwards and how much of the cache each step read. How far each step's distribution
+# moves is the next section's question.
 #
-# The top panel below shows the share of the cache MagicPIG read at each step (log axis; dense
-# reads everything), the bottom one each step's wall time on the machine that made the data
-# (noisy: the machine was shared). MagicPIG's first step also fills lookup tables that later steps
-# reuse.
-
-# %%
-plots.generation_figure(generations)
-
-# %% [markdown]
-# **Bottom line.** The two runs share their first 10 of 40 tokens. After that MagicPIG's run,
-# reading 5.7% of the cache per step, loops (4 bare `"def"` items; dense, none). One continuation
-# shows that the runs part, not how far each step's distribution moved: section 3 measures that.
-#
-# ## 3. Quality at matched budgets, teacher-forced
+# ## 3. Quality at a matched budget, teacher-forced
 #
 # *Teacher forcing*: after a long prefix, the model is fed the **real** next tokens of the text.
 # Every method then predicts the same positions from the same context, and one mistake does not
@@ -364,257 +344,239 @@ for r in quality["rows"][:4]:  # dense, then MagicPIG's first runs
                       "positions where two-token <= shipped": f"{np.sum(kl <= np.asarray(r['kl_per_token']) + 1e-6)} of {len(nll)}"})
 lessons.table(two_token, formats=dict.fromkeys(["perplexity: yours", "shipped", "two-token KL, mean", "shipped KL"], "{:.4f}"))
 
+
 # %% [markdown]
-# MagicPIG runs at several (K, L), each with 3 hash seeds. Its budget is what the tables sample.
-# Each baseline then runs once at MagicPIG's mean budget for that setting, so the rows of a block
-# read about the same share of keys in the layers they make sparse. TopK is an oracle: it scores
-# every key to pick the best, which a real system cannot afford. Quest (Tang et al., ICML 2024),
-# as its authors run it, reads the current page and ranks the others by their bound, with layers
-# 0 and 1 dense; pages of 16, as in its paper, and of 4. `quest_rank_all` ranks every page and
-# keeps only layer 0 dense, like the others.
-#
-# Three budget columns: `budget` counts keys read in the sparse layers; `all lyr` counts every
-# layer, the dense ones at 100%; `sampled` is MagicPIG's budget as its authors count it, sampled
-# keys over the keys the tables could sample. The baselines are matched on `budget`.
+# Now read the shipped runs with your functions' ideas. At the paper's (K, L) = (10, 150), each
+# run's mean KL and top-1 agreement come from its per-position arrays; every baseline read as
+# many keys as MagicPIG (its `budget`, the share of keys read in the sparse layers). Look at the
+# two ends first: StreamingLLM reads only the sinks and the recent window; TopK is an oracle
+# that scores every key.
 
 # %%
-st = quality["settings"]
-print(f"prefix {st['prefix']:,} tokens (prefilled once, dense), then positions {st['prefix'] + 1:,} to "
-      f"{st['prefix'] + st['stretch']:,} teacher-forced; MagicPIG seeds {st['seeds']}, dense layers {st['dense_layers']}")
-lessons.table(report.quality_rows(quality), formats={"budget": "{:.2%}", "all lyr": "{:.2%}", "sampled": "{:.2%}",
-                                                     "KL (nats)": "{:.4f}", "top-1": "{:.1%}", "ppl": "{:.2f}"})
+import pandas as pd
+
+at_paper = [r for r in quality["rows"] if (r.get("K"), r.get("L")) in ((10, 150), (None, None))]
+runs = pd.DataFrame({
+    "run": [r["label"].split(" at ")[0] + (f", seed {r['seed']}" if "seed" in r else "") for r in at_paper],
+    "keys read": [r["budget"] for r in at_paper],
+    "mean KL (nats)": [np.mean(r["kl_per_token"]) for r in at_paper],
+    "top-1 agreement": [np.mean(r["agree_per_token"]) for r in at_paper],
+})
+lessons.table(runs.sort_values("mean KL (nats)"), formats={"keys read": "{:.1%}", "mean KL (nats)": "{:.3f}",
+                                                           "top-1 agreement": "{:.1%}"})
 
 # %% [markdown]
-# At the default (K, L) = (10, 150), each baseline against the range of MagicPIG's seeds:
+# MagicPIG sits between the two ends, far closer to dense than a window of the same size, and
+# its three hash seeds do not agree. [Finding 4](findings/f4_decoding.ipynb) holds every budget
+# and baseline, why the seeds differ so much here while they barely moved finding 1's error,
+# and the passkey test, which MagicPIG passes far more easily than this KL suggests.
+#
+# **Bottom line.** Teacher forcing compares every method on the same positions; the KL counts how
+# far each step's whole distribution moved, the top-1 agreement only whether the first choice held.
+
+# %% [markdown]
+# ## 4. Your MagicPIG writes text
+#
+# Notebook 06b filed the keys once, after the prefill, and read one bucket per table per query.
+# Decoding adds one thing: every step writes a token, and the tables do not hold it. The tokens
+# written since the index was built, the *buffer*, are read exactly, with the sinks and the last
+# `recent` indexed tokens. A step is then two parts: the sample from the tables, each score
+# corrected by `log u`, and the exact keys; §1's partial softmaxes join them.
 
 # %%
-lessons.table(report.headline_rows(quality), formats={"budget": "{:.2%}", "KL": "{:.4f}"}, highlight={"KL": "min"})
+build_tables, query_hits, log_u = ex.mine.build_tables, ex.mine.query_hits, ex.mine.log_u  # yours, 06a and 06b
 
 # %% [markdown]
-# What the rows say:
+# ### Your turn: one step over an index and its buffer
 #
-# * **MagicPIG is far better than reading only the exact keys.** StreamingLLM reads as many keys,
-#   all sinks and recent tokens. At (10, 150) its KL is 1.62 against MagicPIG's 0.144, and it stays
-#   high at every budget: this text needs keys beyond the recent window (question 2).
-# * **Oracle TopK stays closer to dense at every budget.** Notebook 06 found the same cell by cell:
-#   at (10, 150) TopK's error is lower in 251 of its 270 (layer, head) cells. MagicPIG's sample is
-#   noisy, and biased at finite budgets; here its errors cost more than TopK's missing tail.
-# * **Quest needs small pages.** With pages of 16, as its authors run it, its KL is 1.7 to 4.5
-#   times MagicPIG's, though 38% to 51% of what ranking every page gives. A likely reason, not
-#   measured: one bound per 16 keys is too loose to single out the right pages. With pages of 4 it
-#   lands between TopK and MagicPIG, at a cost in bytes its key count hides (Going further).
-# * **The budget matters, and so does the seed.** At its smallest budget (3.2%) MagicPIG's KL is
-#   6.3 times that at its largest (9.9%), and its top-1 agreement falls from 92.1% to 71.7%.
+# Difficulty 🔴🔴🔴⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~15 min
+#
+# `q` `(d,)` is one query; `keys` `(n, d)` and `values` `(n, dv)` are the whole visible cache.
+# `index` is a dict built once over the first `index["n_indexed"]` keys: `"tables"` (your
+# `build_tables` of those keys centred by `"mu"`), `"planes"` `(d, K*L)`, `"mu"`, `"K"`, `"L"`,
+# `"sinks"`, `"recent"`. Keys `n_indexed .. n-1` are the buffer (maybe none, maybe more than
+# `recent`). Read exactly the sinks, the last `recent` indexed keys and the buffer; sample the
+# other indexed keys that share the query's bucket (the query hashed as it is) in at least 2
+# tables, found with your `query_hits` and corrected with your `log_u`. Compute each part with
+# `softmax_part` and join them with your `merge_partial`. Return `(output, read)`, `read` the
+# positions of every key read. It may happen that no key is sampled.
+#
+# <details><summary>Hint 1: what to think about</summary>
+#
+# Three groups of keys meet in one step: the indexed keys the tables can hand over, the indexed
+# keys read for sure, and the keys written after the tables were built, which no table holds.
+# Which of them carry a known chance of being drawn, and which are certain? Each group read for
+# sure scores as in plain attention; only drawn keys are corrected.
+#
+# </details>
+#
+# <details><summary>Hint 2: where to look</summary>
+#
+# The tables cover positions `0 .. n_indexed - 1` only, so the hit counts have `n_indexed`
+# entries, and the buffer joins the exact positions. A part with no keys has no softmax: look at
+# what `merge_partial` would do with it before calling it.
+#
+# </details>
 
 # %%
-plots.quality_figure(quality["rows"]).update_xaxes(title_text="attention budget in the sparse layers (% of cached keys read)")
-
-# %% [markdown]
-# ### The hash seed: barely moving in notebook 06, tens of per cent here
-#
-# Different seeds of one (K, L) move the KL a lot (the seed ranges above), while notebook 06 found
-# that the seed barely moves MagicPIG's error. The two measure different things. Notebook 06 scores
-# each attention row's output error on its own; here the score is the next token's KL, after every
-# sampled layer's errors fed the layers above. And a seed's mean KL is over a few hundred positions,
-# one number each:
+def buffered_step(q, keys, values, index):
+    """MagicPIG's decode step over an index and its buffer: (output (dv,), read)."""
+    ...
 
 # %%
-lessons.table(stats.seed_variance(quality, nb07.load_study()), formats={
-    "positions": "{:,.0f}", "attention rows": "{:,}", "std / mean, least": "{:.1%}", "std / mean, most": "{:.1%}"})
-
-# %% [markdown]
-# Both average over tens of thousands of attention rows and about as many hashed caches. But the
-# KL per position is heavy-tailed: the 5 worst of 256 positions carry 14% to 47% of a run's total.
-# At (10, 150) no position is among the 5 worst of all 3 seeds (question 1). A likely mechanism,
-# not measured: whether a seed misses a key that matters at one of those few positions moves its
-# whole mean.
-#
-# One budget number is also an average over layers: the same (K, L) samples more keys in some.
+buffered_step = ex.check("07.buffered_step", buffered_step)
 
 # %%
-run = next(r for r in quality["rows"] if r["method"] == "magicpig")  # K=10, L=150, seed 0
-plots.layer_budget_figure(run["layer_budgets"], title=f"MagicPIG K={run['K']} L={run['L']} (seed {run['seed']}): keys read per layer")
+lessons.folded("Solution: buffered_step", ex.solution("07.buffered_step"))
 
 # %% [markdown]
-# **Bottom line.** At (10, 150), reading 6.27% of the keys in its sparse layers, MagicPIG's
-# next-token distribution moves 0.144 nats from dense on average: far less than StreamingLLM's 1.62
-# at the same budget, but oracle TopK's moves only 0.010. The hash seed alone moves MagicPIG's KL
-# by 21% to 86% of its mean (range over mean, by (K, L)).
-#
-# ## 4. Passkey retrieval
-#
-# The classic long-context test: a needle, "The pass key is NNNNN. Remember it. NNNNN is the pass
-# key.", with a random five-digit NNNNN, hidden at some depth in repeated filler ("The grass is
-# green. The sky is blue. ..."). Then comes the question "What is the pass key?" in the model's chat
-# template. The prompt is prefilled densely, as MagicPIG does. The answer is forced to start with
-# "The pass key is ", and a trial counts only if greedy decoding then writes all five digits.
-#
-# Dense comes first: SmolLM2-135M is a small model, so we check that dense itself finds the key. Each
-# baseline runs at the budget MagicPIG used in the same trial. The interval is a 95% Wilson score
-# interval over the trials.
+# An estimator that keeps an index has a method `build(keys) -> index` beside its call (the
+# protocol of `pigviz.attention.protocol`). Inside `use_attention`, `build` runs once per layer
+# and KV head, at the first decode step, on that head's keys from the prefill; each row is then
+# called as `estimator(q, keys, values, budget, index=index)` with the whole visible cache.
+# Yours hashes the keys once, files them with your `build_tables`, and runs your step:
 
 # %%
-ps = passkey["settings"]
-print(f"{ps['trials']} trials per length; needle depths {ps['depths']} of the filler; "
-      f"MagicPIG K={ps['K']} L={ps['L']}, hash seed = trial number")
-lessons.table(report.passkey_rows(passkey), formats={"length": "{:,}", "budget": "{:.1%}"})
+from pigviz.lsh import simhash_codes
+
+
+class YourMagicPIG:
+    """MagicPIG from your functions: `build` files one KV head's prefill keys, each row runs `step`."""
+
+    def __init__(self, step, tables, name, K=10, L=150, sinks=4, recent=64, seed=0):
+        self.step, self.tables, self.name = step, tables, name  # tables: a build_tables
+        self.K, self.L, self.sinks, self.recent, self.seed = K, L, sinks, recent, seed
+
+    def build(self, keys):  # (n, d): one layer's KV head at the end of the prefill
+        n, d = keys.shape
+        planes = np.random.default_rng(self.seed).standard_normal((d, self.K * self.L))
+        mu = keys[self.sinks : n - self.recent].mean(axis=0)
+        index = dict(planes=planes, mu=mu, K=self.K, L=self.L, n_indexed=n, sinks=self.sinks, recent=self.recent)
+        return dict(index, tables=self.tables(simhash_codes(keys - mu, planes, self.K, self.L), self.K))
+
+    def __call__(self, q, keys, values, budget, index):
+        return self.step(q, keys, values, index)
+
+# %% [markdown]
+# Generation calls the step once per query head, sparse layer and token, and `build` once per
+# sparse layer and KV head. Time one of each on a real head cut to the prompt's length, and
+# project the run from that and dense decoding's own time; a step that loops over every key
+# and table is then caught before the wait.
 
 # %%
-plots.passkey_figure(passkey["rows"])
+import time
 
-# %% [markdown]
-# Dense finds the key in 60 of 60 trials, so the question is fair. MagicPIG finds it in 59 of 60,
-# reading 4.9% to 10.0% of the cache. StreamingLLM finds it in 0 of 60: the needle is neither a
-# sink nor recent. Quest with pages of 16 finds it in 11 of 60 (5 of 60 ranking every page), with
-# pages of 4 in 60 of 60, and TopK in 60 of 60.
-#
-# Why is retrieval the easier test? Two measured facts point the same way:
-#
-# * **TopK never misses.** Reading the top-scoring keys at MagicPIG's budget, it finds the key in
-#   60 of 60 trials. Likely, though not measured (no attention weights were recorded), the needle's
-#   keys score far above the repeating filler.
-# * **The test asks less.** It scores five greedy digits, each right or wrong; the KL scores the
-#   whole distribution at every position. At (10, 150) MagicPIG's top choice differed from dense's
-#   at 10.8% of section 3's positions. Were each digit that often wrong, independently, how often
-#   would all five be right?
+from pigviz.model import texts
+from pigviz.model.loading import load_model
+from pigviz.study.estimators import shipped_row
 
-# %%
-top1 = report.headline(quality, ps["K"], ps["L"])["magicpig"]["top1_agreement"]  # section 3, at (10, 150)
-found = [r for r in passkey["rows"] if r["method"] == "magicpig"]
-print(f"five independent digits at {top1:.1%} each: {top1**5:.0%} of trials; "
-      f"MagicPIG retrieved {sum(r['correct'] for r in found) / sum(r['n'] for r in found):.0%}")
+model, tokenizer = load_model(device="cpu", progress=False)
+cfg = model.config
+prompt, new_tokens = texts.first_tokens(tokenizer, 1024), 16
+dense_run = decode.generate(model, tokenizer, prompt, "dense", new_tokens, progress=False)
 
-# %% [markdown]
-# **Bottom line.** MagicPIG retrieves the pass key in 59 of 60 trials, dense in 60 of 60 and
-# StreamingLLM in 0 of 60. Passing takes reading a few right keys, so it says little about the
-# small shifts of the next-token distribution that section 3's KL counts.
-
-# %% [markdown]
-# ## 5. Speed on the benchmark's CPU
-#
-# Is MagicPIG's decoding faster, and than what? The timings are stored, measured on the 2-core CPU
-# that made this notebook's data. `benchmarks/bench_decode.py` prefills one prompt per context, then
-# decodes a few tokens per method from the same cache. It times each step and, apart, the attention
-# calls of all layers, in the decoding thread's CPU time (which leaves out other jobs). The rest of
-# a step is the weights, norms, MLPs and the cache append.
-#
-# Dense is timed three ways, because "dense" can be slow for reasons that have nothing to do with
-# reading every key. `dense` is transformers' own `sdpa` attention: it repeats K and V for each of
-# the 9 query heads and reads them in fp32. `dense_grouped` reads each of the 3 KV heads once for
-# its group of query heads (`pigviz generate --attention dense`, the default), and
-# `dense_grouped_bf16` does the same on a bf16 cache (`--kv-dtype bfloat16`). **Dense at its best**
-# is the fastest of the three at each context: the fair yardstick. In the table, `/ best dense` is
-# set against it and `CPU: attn / dense` against transformers' `sdpa` (the row named dense).
+yours = YourMagicPIG(buffered_step, build_tables, "your MagicPIG")
+q_row, k_row, v_row = shipped_row(row=0, head=0, position=63)  # notebook 06a's head, cut to the prompt
+k_row, v_row = k_row[: len(prompt)], v_row[: len(prompt)]
+t0 = time.perf_counter()
+index = yours.build(k_row[:-1])
+build_s = time.perf_counter() - t0
+yours(q_row, k_row, v_row, len(k_row), index)
+call_s = time.perf_counter() - build_s - t0
+sparse = cfg.num_hidden_layers - 1  # layer 0 stays dense
+projected = (sum(dense_run.step_seconds) + sparse * cfg.num_key_value_heads * build_s
+             + (new_tokens - 1) * sparse * cfg.num_attention_heads * call_s)
+if projected > 60:
+    yours = YourMagicPIG(ex.use_reference("07.buffered_step"), ex.use_reference("06.build_tables"),
+                         "MagicPIG (the reference)")
+print(f"projected: {'over' if projected > 60 else 'within'} a minute for {new_tokens} tokens on this machine, "
+      f"so {yours.name} generates")
 
 # %%
-rows = report.fair_rows(speed)  # every dense form and MagicPIG, at each context
-print(f"{speed['environment']['hardware']}; load average before/after: {speed['load_average_before'][0]:.1f} / "
-      f"{speed['load_average_after'][0]:.1f} on {speed['cpu_count']} cores")
-lessons.table(report.speed_table_rows(rows), columns=nb07.SPEED_COLUMNS, formats=nb07.SPEED_FORMATS)
+run = decode.generate(model, tokenizer, prompt, yours, new_tokens, progress=False, budget=1.0)
+runs = [dict(dense_run.as_dict(), attention="dense"), dict(run.as_dict(), attention=yours.name)]
+print(f"prompt: the first {len(prompt):,} tokens of the help topics\n")
+print(report.side_by_side(runs))
+print(f"\nkeys read per decode step, as a share of the visible keys in the sparse layers: "
+      f"{', '.join(f'{b:.1%}' for b in run.budgets[1:])}")
 
 # %% [markdown]
-# **What the table says.** The longer context is 8,174 tokens: the model's 8,192-token limit less
-# the 18 tokens the benchmark decodes (16 timed steps and 2 to warm up). At 4,096 and 8,174 tokens
-# the fastest dense was dense_grouped_bf16. Against it MagicPIG's attention costs 0.71x and 0.50x,
-# reading 5.6% and 5.1% of the keys. The whole step costs 0.93x and 0.81x: about as fast as the
-# fastest dense at 4,096 tokens (a ratio within 10% of 1 counts as about the same) and faster than
-# the fastest dense at 8,174. Attention is only 27% and 42% of that dense step, and the rest is the
-# same work for both, so the step gains only attention's share: 1 - share x (1 - ratio) predicts
-# 0.92x and 0.79x. The rest of the step differs between the runs by at most 2%, a gauge of the noise.
+# The first token comes from the dense prefill, so it always agrees. After that each step reads
+# the exact keys, the buffer and what your tables hand over; `budget=1.0` lets it read as many
+# as it chooses, and the shares above are what it chose. The share grows as the buffer does.
+# Once one token differs, the two runs continue different texts.
+#
+# **Bottom line.** Built once per layer and KV head, your tables serve every step; the buffer is
+# read exactly, and your `merge_partial` joins it to the sample.
+
+# %% [markdown]
+# ## 5. MagicPIG's placement: the cache on the CPU, the model on the GPU
+#
+# On a GPU the KV cache competes with the weights for memory, and reading it is what a long
+# context costs. MagicPIG's authors move most of it out: the GPU keeps the weights, the sinks,
+# the recent window and the buffer; the CPU holds every other key and value and the hash tables,
+# and its cores run the sampled part of each step. Per sampled layer and token, the GPU hashes
+# the query, sends it and its bucket ids down, attends exactly over what it holds, and merges
+# the CPU's answer when it comes back. The merge is §1's: two partial softmaxes joined by their
+# `lse`, your `merge_partial`.
 
 # %%
-plots.speed_figure([{**r, "attention_ms": r["attention_cpu_ms"], "step_ms": r["step_cpu_ms"]} for r in rows], title="CPU time of the decoding thread per generated token")
+from pigviz.plots import diagrams
+
+diagrams.placement_diagram()
 
 # %% [markdown]
-# **The yardstick moves the ratio.** Against transformers' `sdpa`, the model's default, MagicPIG's
-# attention costs 0.45x and 0.27x, and its step 0.80x and 0.59x. At 8,174 tokens that yardstick
-# makes MagicPIG's attention look 1.9x better than against dense at its best: copying K and V for
-# every query head and reading them in fp32 costs dense time that has nothing to do with reading
-# every key. Dense's attention takes 74.0 ms that way, 51.5 ms grouped and 39.4 ms grouped on a
-# bf16 cache; MagicPIG's takes 19.9 ms. Its sampled layers read bf16 K/V too; its layer 0, kept
-# dense, runs transformers' `sdpa`.
-
-# ### The kernel alone, against its floor and the authors' kernels
-#
-# `benchmarks/bench_attend.py` times one layer's step alone (synthetic keys shaped like SmolLM2's
-# and like Llama-3.1-8B's). Each row gets its *floor*: the bytes the step must read, at the
-# sequential read bandwidth measured in the same run. The thread columns say how many threads the
-# step asked for and used: a step too small to split runs on one. `SDPA` is PyTorch's SDPA over
-# grouped fp32 K/V; the last columns set dense at its best (grouped, in the faster of fp32 and bf16
-# on this machine) against MagicPIG at its best.
+# What crosses between the two per step is small, and it does not grow with the context: count
+# it for SmolLM2-135M, beside the sampled layers' cache, nearly all of which stays on the CPU. Each query head sends its query
+# (fp32) and one bucket id per table (int64), and gets back its partial output and `lse`:
 
 # %%
-attend, authors = nb07.load_kernels()  # pigviz/data/bench_attend_cpu.json, bench_authors_cpu.json
-nb07.kernel_table(attend)
+heads, kv_heads, d, sampled_layers, L = 9, 3, 64, 29, 150  # SmolLM2-135M; layer 0 stays dense
+down = heads * (d * 4 + L * 8)  # per sampled layer: the queries and their bucket ids
+up = heads * (d * 4 + 4)  # the partial outputs and their lse
+per_token = sampled_layers * (down + up)
+crossing = pd.DataFrame({"context": [1_024, 8_192, 65_536]})
+crossing["bytes that cross per token"] = per_token
+crossing["sampled layers' cache (bf16)"] = crossing["context"] * sampled_layers * kv_heads * d * 2 * 2
+crossing["cache / crossing"] = crossing["sampled layers' cache (bf16)"] / crossing["bytes that cross per token"]
+lessons.table(crossing, formats={"context": "{:,}", "bytes that cross per token": "{:,}",
+                                 "sampled layers' cache (bf16)": "{:,}", "cache / crossing": "{:,.0f}x"})
 
 # %% [markdown]
-# At 98,304 tokens one thread's step took 2.2x its floor in fp32 and 3.4x in bf16 for SmolLM2's
-# shape. It reads scattered rows and walks buckets, which a core fetches at a fraction of its
-# sequential bandwidth (14.8 GB/s here). The step split onto 2 threads in every one of the 6 rows;
-# 2 threads ran the bf16 step 1.5x (SmolLM2, 98,304) and 1.4x to 2.6x (Llama-like) as fast as one,
-# and a test (`tests/lsh/test_fused.py`) holds its output to the same bits at every thread count.
-# The benchmark's `--stages` times each stage of the step against a floor of its own.
+# The bucket ids are most of what goes down: `L` of them per head. What stays on the CPU grows
+# with every token written, what crosses does not. `decode.generate(..., "magicpig",
+# placement="cpu_offload")` runs this placement; without a GPU both halves run on the CPU, the
+# same steps without the copies, and a test holds them to the single-device path (the same keys
+# read, the same outputs within 1e-5). The live cell below runs it both ways.
 #
-# `benchmarks/bench_authors.py` times pigviz beside the MagicPIG authors' CPU kernels, built
-# unchanged from their repository (github.com/Infini-AI-Lab/MagicPIG), on the same bf16 keys,
-# values and hash codes. Their kernels do the sampled part only: walk the buckets, then attend over
-# the sample. So pigviz is timed twice: on that same work, and for its whole step, which also
-# hashes the query and reads the exact keys. It ran apart from the table above, so its times differ
-# from that table's.
-
-# %%
-nb07.authors_table(authors)
+# **Bottom line.** The step splits into an exact half where the model lives and a sampled half
+# where the cache lives, joined by log-sum-exp; only queries, bucket ids and two small results
+# cross per step.
 
 # %% [markdown]
-# On the same sampled sets the authors' time was 1.05x to 2.43x pigviz's for the same work (the
-# sampled part): pigviz was ahead in 3 of 4 rows and level in 1 (within 10%: SmolLM2 at 8,192
-# tokens on 2 threads). Counting pigviz's whole step the authors were faster in no row. In the
-# Llama-like rows pigviz's whole step took less time than its sampled part alone, though it does
-# more: the file does not say why.
-#
-# MagicPIG's own system splits the work between devices: the GPU runs the model and the exact
-# keys; the cache and tables live in CPU memory, where the CPU cores run the sampled attention,
-# merged by log-sum-exp as in §1. `decode.generate(..., "magicpig", placement="cpu_offload")` runs
-# that placement; without a GPU both sides run on the CPU, held by a test to the same keys read.
-#
-# **A GPU timing** would measure something else at this size. On assumed constants named in
-# `pigviz.decode.report` (an H100's HBM, bf16, 10 kernels per layer at 5 µs each to launch), SmolLM2
-# at 8,192 tokens reads its cache in 56 µs and its weights in 80 µs, while its 300 kernel launches
-# take 1.5 ms. Llama-3.1-8B at 131,072 tokens reads its cache in 5.1 ms, longer than its 1.6 ms of
-# launches.
-
-# %%
-gpu = report.load_gpu_speed()  # None unless a GPU run was imported into pigviz/data/
-if gpu is not None:
-    print(gpu["environment"]["hardware"], "- a random-weight 30-layer model of SmolLM2's shape in bf16")
-    display(lessons.table(report.speed_table_rows([r for r in gpu["speed"] if r["method"] in ("dense", "magicpig")])))  # noqa: F821
-
-# %% [markdown]
-# **Bottom line.** On the benchmark's CPU, against dense at its best, MagicPIG's attention costs
-# 0.71x and 0.50x and the whole step 0.93x and 0.81x: it saves in attention what it does not read,
-# and attention is only 27% to 42% of that dense step on this small model. Against transformers'
-# own `sdpa` the same attention costs 0.45x and 0.27x. A GPU timing at this size would mostly
-# measure kernel launches.
-#
 # ## 6. Live: run it yourself
 #
-# Set `RUN_LIVE = True` to load the model and decode a 1,024-token prompt both ways. Swap
-# `"magicpig"` for `"topk"`, `"quest"` or `"streaming"`, or change (K, L). On a GPU runtime
-# `device="auto"` loads the model in bf16, where MagicPIG runs its torch path; `device="cpu"`
-# gives the CPU in fp32, as section 5's timings were made.
+# Set `RUN_LIVE = True` to load the model and decode a 1,024-token prompt three ways: dense,
+# MagicPIG, and MagicPIG in its own placement (`placement="cpu_offload"`), which must write the
+# same tokens as MagicPIG on one device. Swap `"magicpig"` for `"topk"`, `"quest"` or
+# `"streaming"`, or change (K, L). On a GPU runtime `device="auto"` loads the model in bf16,
+# where MagicPIG runs its torch path; `device="cpu"` gives the CPU in fp32.
 
 # %%
 RUN_LIVE = False
 if RUN_LIVE:
     from pigviz.model import texts
     from pigviz.model.loading import load_model
+    from pigviz.plots import decoding as plots
 
     model, tokenizer = load_model(device="auto")
     prompt = texts.first_tokens(tokenizer, 1024)
     live = [decode.generate(model, tokenizer, prompt, attention, 24, progress=False, **options).as_dict()
-            for attention, options in (("dense", {}), ("magicpig", {"K": 10, "L": 150}))]
-    print(report.side_by_side(live))
-    display(plots.generation_figure(live))  # noqa: F821 (Jupyter's display)
+            for attention, options in (("dense", {}), ("magicpig", {"K": 10, "L": 150}),
+                                       ("magicpig", {"K": 10, "L": 150, "placement": "cpu_offload"}))]
+    print(report.side_by_side(live[:2]))
+    print("MagicPIG in its own placement writes the same tokens:", live[2]["token_ids"] == live[1]["token_ids"])
+    display(plots.generation_figure(live[:2]))  # noqa: F821 (Jupyter's display)
 
 # %% [markdown]
 # **Bottom line.** The live cell runs the same `decode.generate` that made section 2's runs; your
@@ -631,144 +593,56 @@ if RUN_LIVE:
 # * **Notebooks 05a and 05b**: the KV cache grows with context, MagicPIG's tables can outweigh it, and on a
 #   serving replica the cache limits how many sequences run at once.
 # * **Notebook 06**: on every head, MagicPIG's error per key read next to TopK, Quest and StreamingLLM.
-# * **Notebook 07**: the same estimator inside real decoding, measured by what the model predicts, and timed.
-
-# %% [markdown]
-# ## 8. The headline numbers, re-derived
-#
-# The notebook's headline statements, each re-derived from the shipped files; `pigviz verify` runs
-# the same checks.
-
-# %%
-lessons.claims_table("07")
+# * **Notebook 07**: the same estimator inside real decoding, measured by what the model predicts.
 
 # %% [markdown]
 # ## Recap
 #
 # * Transformers looks up attention by name, so any method plugs into the real model; two
-#   partial softmaxes merge by log-sum-exp.
-# * At matched budgets MagicPIG stays far closer to dense than StreamingLLM, but oracle TopK stays
-#   closer still (KL 0.010 against 0.144 at (10, 150)).
-# * The hash seed moves the decode KL far more than notebook 06's per-row error.
-# * The passkey test is easier: MagicPIG finds the key in 59 of 60 trials.
-# * On the benchmark's CPU MagicPIG's attention costs 0.71x and 0.50x dense at its best (grouped,
-#   bf16), 0.45x and 0.27x transformers' expanded fp32 `sdpa`; the step 0.93x and 0.81x the fastest
-#   dense step. At 8,174 tokens its index (268 MiB) is 1.4x the
-#   KV cache it held (191 MiB: sampled layers in bf16, layer 0 in fp32), 0.7x the 370 MiB fp32
-#   cache dense held.
+#   partial softmaxes merge by log-sum-exp into what one softmax over both gives.
+# * Your MagicPIG generates text: its tables are built once per layer and KV head after the
+#   prefill, and each step reads the buffer exactly beside the sample, merged by log-sum-exp.
+# * Teacher-forced, at a matched budget, MagicPIG's next-token distribution stays far closer to
+#   dense than a window of the same size, but oracle TopK's stays closer still, and MagicPIG's
+#   hash seeds disagree.
+# * MagicPIG's own placement keeps the model and the exact keys on the GPU and the rest of the
+#   cache and the tables on the CPU; per step only queries, bucket ids and two small results
+#   cross, merged by log-sum-exp.
 
 # %% [markdown]
 # ## What comes next
 #
 # Notebook 08, the capstone, hands you the bench: write your own estimator and race it against
-# TopK, MagicPIG and Quest. These notebooks test MagicPIG on a small real model up to 8k tokens
-# (and synthetic keys up to 98,304), where the KV cache is smaller than the weights (question 6).
-# The paper's setting, far larger models and contexts where the cache outgrows the weights,
-# remains open.
+# TopK, MagicPIG and Quest. These notebooks test MagicPIG on a small real model up to 8k tokens,
+# where the KV cache is smaller than the weights (question 2). The paper's setting, far larger
+# models and contexts where the cache outgrows the weights, remains open.
 #
-# ## Questions to try
+# ## Check yourself
 #
-# 1. In section 3 the seeds of one (K, L) differ by tens of per cent in KL. Which positions have
-#    the largest `kl_per_token`, and are they the same for every seed? (Sort positions by KL.)
+# 1. KL(dense ‖ method) is not symmetric. Which distribution weighs the log-ratio, and why is
+#    that the right one for asking "how far did the method move the model's prediction"?
 
 # %% jupyter={"source_hidden": true}
-worst = stats.worst_positions(quality, 10, 150)
-shares = [stats.worst_share(r) for r in quality["rows"] if r["method"] == "magicpig" and (r["K"], r["L"]) == (10, 150)]
-lessons.folded("Answer 1", f"The 5 worst positions per seed at (10, 150): {worst}, {len(set.intersection(*map(set, worst.values())))} "
-               f"in common to all seeds. They carry {', '.join(f'{s:.0%}' for s in shares)} of each seed's total KL: "
-               "one seed's bad luck at a few positions decides much of its mean, not positions hard for any sample.")
+lessons.folded("Answer 1", """Dense's: the KL averages log(p / q) over the tokens dense itself would predict, so a
+token dense finds likely and the method finds unlikely costs much, while probability the method puts on tokens dense
+never considers costs little. It asks how much of dense's own prediction the method kept.""")
 
 # %% [markdown]
-# 2. StreamingLLM's KL hardly changes between its smallest and largest budget. What does that say
-#    about where the weight of this text's queries lies?
-
-# %% jupyter={"source_hidden": true}
-stream = sorted((r for r in quality["rows"] if r["method"] == "streaming"), key=lambda r: r["budget"])
-window = [round(r["budget"] * st["prefix"]) - 4 for r in stream]  # the budget's keys less the 4 sinks
-steps = " -> ".join(f"{r['kl_mean']:.3f} ({r['budget']:.1%})" for r in stream)
-lessons.folded("Answer 2", f"Its KL goes {steps}, while "
-               f"the extra budget only widens the recent window, from about {window[0]:,} to {window[-1]:,} of {st['prefix']:,} "
-               "tokens. The keys still missing lie further back than any window these budgets buy: sampling and TopK reach "
-               "them, a window cannot.")
-
-# %% [markdown]
-# 3. Run `pigviz eval --task quality --prefix 1024 --stretch 64 --configs 10x150 --seeds 0` (a few
-#    minutes). Is MagicPIG's budget at 1k tokens larger or smaller than at 8k, and why? (Count the
-#    exact keys: 4 + 64, plus the buffer.)
-
-# %% jupyter={"source_hidden": true}
-lessons.folded("Answer 3", f"Larger: the 68 exact keys (plus the buffer) are {68 / 1024:.1%} of a 1,024-token cache but "
-               f"{68 / st['prefix']:.1%} of {st['prefix']:,} tokens. The passkey runs (same K, L) show the trend: MagicPIG read "
-               + ", ".join(f"{r['budget']:.1%} at {r['length']:,}" for r in passkey["rows"] if r["method"] == "magicpig") + " tokens.")
-
-# %% [markdown]
-# 4. Run `pigviz eval --task quality --attention magicpig --configs 10x150 --seeds 0 --dense-layers 0,1`
-#    (a few minutes) to keep layers 0 and 1 dense. Does the KL at (10, 150) drop, and what does it
-#    cost in budget?
-
-# %% jupyter={"source_hidden": true}
-lb = {int(k): v for k, v in run["layer_budgets"].items()}  # seed 0's sampled layers
-lessons.folded("Answer 4", f"Layer 1 reads {lb[1]:.1%} of the cache; dense, 100%, so over all 30 layers the keys read go from "
-               f"{(sum(lb.values()) + 1) / 30:.1%} to {(sum(lb.values()) - lb[1] + 2) / 30:.1%}, which the `budget` column (sparse "
-               "layers only) hides. Expect the KL to drop, since layer 1's error no longer feeds the layers above; compare with "
-               "what the same extra keys buy spread over every layer.")
-
-# %% [markdown]
-# 5. With `RUN_LIVE = True`, set `buffer=16`. How many times is the index rebuilt in 24 tokens,
-#    and what does `GenerationResult.rebuilds` then read? What does a rebuild cost in step time?
-
-# %% jupyter={"source_hidden": true}
-g = generations[1]  # MagicPIG's run of section 2
-lessons.folded("Answer 5", f"24 tokens take 23 decode steps; the buffer passes 16 tokens once: {stats.rebuild_events(24, 16)} "
-               f"rebuild, and `rebuilds` reads {stats.rebuild_events(24, 16) * 29}, one per sampled layer. A rebuild hashes the "
-               f"whole cache again: in section 2's run the first index took {g['index_seconds']:.2f} s at {g['prompt_tokens']:,} tokens, "
-               f"against a median step of {1e3 * np.median(g['step_seconds'][1:]):.0f} ms.")
-
-# %% [markdown]
-# 6. Using notebook 05a's arithmetic, at what context would reading SmolLM2-135M's KV cache (fp32)
+# 2. Using notebook 05a's arithmetic, at what context would reading SmolLM2-135M's KV cache (fp32)
 #    cost as many bytes as reading its weights?
 
 # %% jupyter={"source_hidden": true}
 per_token = 2 * 30 * 3 * 64 * 4  # K and V, 30 layers, 3 KV heads, head_dim 64, fp32
 weights = 134_515_008 * 4
-lessons.folded("Answer 6", f"Weights: {weights / 2**20:.0f} MiB; KV: {per_token:,} B per token, so they match at "
-               f"{weights / per_token:,.0f} tokens, beyond the model's 8,192-token context. At section 5's contexts the cache is "
-               + " and ".join(f"{r['context'] * per_token / weights:.0%}" for r in rows if r["method"] == "dense") + " of the weights.")
+lessons.folded("Answer 2", f"Weights: {weights / 2**20:.0f} MiB; KV: {per_token:,} B per token, so they match at "
+               f"{weights / per_token:,.0f} tokens, beyond the model's 8,192-token context, where the cache is "
+               f"{8192 * per_token / weights:.0%} of the weights.")
 
 # %% [markdown]
-# ## Going further
-#
-# **Quest with pages of 4, counted in bytes.** It reads two bound vectors (each page's min and max
-# key) per 4 keys. Per query head and step in a sparse layer (`pigviz.attention.cost.bytes_read`),
-# those bounds alone are 25% of dense attention's bytes, so Quest with pages of 4 reads 31% of
-# dense's bytes while its budget counts 6.2% of the keys. With layers 0 and 1 dense, over all layers
-# it reads 12.5% of the keys against MagicPIG's 9.4%.
-#
-# **Memory.** Each method also ran in a process of its own (`bench_decode.py --memory`). Does
-# MagicPIG's decoding peak stay within dense's, plus its index, less what its bf16 sampled layers
-# save?
+# 3. Two partial softmaxes over disjoint keys return `(out_a, lse_a)` and `(out_b, lse_b)` with
+#    `lse_a` far above `lse_b`. What does your `merge_partial` return, and why is that right?
 
-# %%
-lessons.table(report.memory_check(rows), columns=["context", "dense_mb", "index_mb", "kv_saved_mb", "method_mb",
-                                                  "excess_mb", "tolerance_mb", "holds"], formats={"context": "{:,}", **dict.fromkeys(
-                  ["dense_mb", "index_mb", "kv_saved_mb", "method_mb", "excess_mb", "tolerance_mb"], "{:,.0f}")})
-
-# %% [markdown]
-# At 8,174 tokens MagicPIG's peak was 1,500 MiB against dense's 1,376 MiB, plus its index of 268
-# MiB, less the 179 MiB saved: 35 MiB over that sum, within the 64 MiB of allocator noise
-# tolerated. So decoding keeps no second copy of the cache. Per key and KV head of a
-# sampled layer the index takes 395 bytes: 375 of token ids and bucket offsets, as notebook 05a's
-# bill gives with 16-bit ids, plus hyperplanes and norms.
-#
-# **The index is not free.** In the benchmark, building it after the prefill took 1.3 s at 4,096
-# tokens and 1.8 s at 8,174, and a full buffer rebuilds it (question 5).
-
-# %% [markdown]
-# **Two runs, two step ratios.** Section 2's run at 4,096 tokens had a median step of 105 ms for
-# MagicPIG and 71 ms for dense: 1.48x on the wall clock, where the benchmark measured 0.80x. Both
-# set MagicPIG against transformers' `sdpa`. The run recorded 57 ms of MagicPIG attention per step,
-# including the first step's one-off table fill (51 ms without its extra time), against 16 ms for
-# dense. So that run lost its time in attention; these files do not say why. Its MagicPIG options
-# record no `kv_dtype`, the setting that now keeps the sampled layers in bf16. Its dense step,
-# 71 ms, was also faster than the benchmark's 87 ms at that context. It is one pass of 39 steps on
-# a shared machine, with no load average recorded.
+# %% jupyter={"source_hidden": true}
+lessons.folded("Answer 3", """Very nearly `out_a`: part b's share of the total sum of exp-scores is
+`exp(lse_b - lse_a)`, which vanishes, so its keys carry almost none of the weight. Computing the shares from the
+difference of the two `lse` (not from `exp(lse)` itself) keeps that exact when the `lse` are in the thousands.""")

@@ -20,9 +20,11 @@
 # * (optional, with the model) run it inside real decoding.
 #
 # **Prerequisites:** notebook 01 (TopK, sampling, the weight `w/u`), notebook 03 (your `softmax`),
-# notebook 04 (`u`) and notebook 06 (MagicPIG on every head; bytes read). How the exercises work is explained once, in
-# [notebook 01](01_stick_balance.ipynb).
-# **Time in a workshop:** about 30 minutes, of which 12 for the two checked exercises.
+# notebook 04a (`u`), notebooks 06a-06b (MagicPIG on a real head, its index, every head) and
+# notebook 07 (your `buffered_step`, which races here). How the exercises work is explained once,
+# in [notebook 01](01_stick_balance.ipynb). Symbols: [the notation page](notation.md).
+#
+# **Time in a workshop:** about 38 minutes, of which 12 for the two checked exercises.
 
 # %% jupyter={"source_hidden": true}
 # Colab only: installs pigviz and the bundled model (does nothing elsewhere)
@@ -76,7 +78,7 @@ from pigviz.study.estimators import evaluate_estimator, shipped_row
 # What an estimator scans to *choose* its keys is not a read. TopK computes every score, Quest
 # reads a minimum and a maximum per page, MagicPIG walks its hash tables. That is the estimator's
 # **index**, and it can declare its cost in bytes (`bytes_read`, §4). TopK's index is every key:
-# that is why notebook 06 calls it an oracle.
+# that is why finding 1 calls it an oracle.
 
 # %% [markdown]
 # The library's methods take the same form (`pigviz.attention.protocol`, `pigviz.lsh.estimators`),
@@ -129,7 +131,7 @@ lessons.table(peers, formats={"error": "{:.3f}", "bytes read, of dense": "{:.1%}
 #
 # That is notebook 01's importance weight `w/u`. Drawing m of the N keys includes each with
 # probability `u = m/N`, so each drawn key's `exp(score)` counts N / m times in the softmax's sum.
-# The exact keys are read for sure (`u = 1`) and keep their plain weight, as in notebook 06. On
+# The exact keys are read for sure (`u = 1`) and keep their plain weight, as in notebook 06a. On
 # the row of §1:
 
 # %%
@@ -397,7 +399,35 @@ reading_view(words, load_tokens(), nb08.labels(everything))
 # With the worked example standing in, both read all ten heaviest tokens. TopK's 164 keys hold 75%
 # of the true weight and the worked example's 62%: its top half holds the heavy keys, and its 82
 # draws add 0.3 points. Its error on this row is 0.327, against TopK's 0.239.
+
+# %% [markdown]
+# ### Notebook 07's MagicPIG in the race
 #
+# Your MagicPIG from notebook 07 (its `YourMagicPIG` on your `buffered_step` and `build_tables`)
+# keeps an index, so `evaluate_estimator` calls its `build` once
+# per shipped head, over the keys before the first position it runs, as at the end of a prefill;
+# the later positions see those keys and a growing buffer. Its tables decide how many keys it
+# reads, so both MagicPIGs run here with every key allowed, and TopK and Quest then get as many
+# keys as yours read on average. Four positions keep the race short.
+
+# %%
+from pigviz.lessons.nb07_sampled_decoding import YourMagicPIG  # notebook 07 §4's estimator
+
+pig = YourMagicPIG(ex.mine.buffered_step, ex.mine.build_tables, "your MagicPIG")
+few = nb08.RACE_POSITIONS  # four of the 64 positions
+pigs = evaluate_estimator(pig, budgets=(1.0,), positions=few, baselines=("magicpig",))
+matched = round(float(np.mean([r["keys_read"] / r["n"] for r in pigs if r["estimator"] == pig.name])), 3)
+peers = evaluate_estimator(None, budgets=(matched,), positions=few, baselines=("topk", "quest"))
+lessons.table([{"estimator": r["estimator"], "keys read": r["budget_used"], "mean error": r["error"],
+                "median error": r["error_median"]} for r in estimators.summary(pigs + peers)],
+              formats={"keys read": "{:.1%}", "mean error": "{:.3f}", "median error": "{:.3f}"},
+              caption=f"{len(pigs) // 2} rows each: the shipped heads at positions {few}")
+
+# %% [markdown]
+# Both MagicPIGs read about the same share of the keys and land close in mean error; TopK, given
+# as many keys, errs least, and Quest most. Yours reads its buffer exactly, as in decoding.
+
+# %% [markdown]
 # ## 4. Where it stands, in bytes
 #
 # Keys read are only part of the cost. TopK and the worked example compute every score, so each
@@ -411,7 +441,7 @@ plots.error_budget_figure(estimators.summary(everything), highlight=[name], labe
 
 # %% [markdown]
 # **Bottom line:** TopK reads 51.0% and 52.5% of dense attention's bytes, at 2% and 5% of the keys.
-# MagicPIG reads 3.2% and 5.2%, and loses on error. Counted per query head, as notebook 06's
+# MagicPIG reads 3.2% and 5.2%, and loses on error. Counted per query head, as finding 2's
 # headline counts them, its hyperplanes add 8.2 points: 11.4% and 13.4%, more than SparQ reads
 # (Question 2). An estimator that scores every key pays TopK's bytes whatever it reads. An
 # affordable winner would have to find the heavy keys without scoring every key, and none here does.
@@ -455,15 +485,6 @@ if RUN_LIVE:
     display(lessons.table(live["rows"], columns=["label", "budget", "kl_mean", "top1_agreement"]))
 
 # %% [markdown]
-# ## 6. The numbers, re-derived
-#
-# The headline numbers of this notebook, recomputed with the condition each must meet (the same
-# check `pigviz verify` runs):
-
-# %%
-lessons.claims_table("08")
-
-# %% [markdown]
 # ## Recap
 #
 # * Every estimator in pigviz, yours included, is one function of one row,
@@ -503,7 +524,7 @@ lessons.folded("Answer 1", nb08.errors_table(rows + wide, ["uniform_sample", "un
                f"{np.mean(held[256]):.0%} with 256: reading that weight exactly is worth more than the draws it costs.")
 
 # %% [markdown]
-# 2. SparQ (notebook 06, Part 2) picks its top keys from a few channels of every key, so it reads
+# 2. SparQ (finding 2) picks its top keys from a few channels of every key, so it reads
 #    fewer bytes than TopK. How close does it come to TopK and the worked example on these rows?
 
 # %% jupyter={"source_hidden": true}

@@ -13,10 +13,10 @@ __all__ = ["register"]
 def _cmd_verify(args) -> int:
     wanted = args.notebook or None
     if wanted:
-        unknown = [n for n in wanted if n not in lessons.LESSON_MODULES]
+        unknown = [n for n in wanted if n not in lessons.CLAIM_MODULES]
         if unknown:
-            raise SystemExit(f"--notebook must be one of {', '.join(lessons.LESSON_MODULES)}, got {', '.join(unknown)}")
-    modules = None if not wanted else [lessons.LESSON_MODULES[n] for n in wanted]
+            raise SystemExit(f"--notebook must be one of {', '.join(lessons.CLAIM_MODULES)}, got {', '.join(unknown)}")
+    modules = None if not wanted else [lessons.CLAIM_MODULES[n] for n in wanted]
     claims, ok = lessons.run_claims(modules)
     failed = [c for c in claims if not c.passed]
     if not args.prose:
@@ -54,7 +54,10 @@ def register(sub) -> None:
         help="the notebooks whose markdown to read (default: the shipped ones)",
     )
     p.add_argument(
-        "--notebook", action="append", metavar="NN", help="only this notebook (01 ... 08, 05a, 05b); repeatable"
+        "--notebook",
+        action="append",
+        metavar="NN",
+        help="only this notebook (01 ... 08, 05a, f1, ...); repeatable",
     )
     p.set_defaults(func=_cmd_verify)
 

@@ -1,5 +1,5 @@
 """What the shipped decoding runs show beyond their summaries: how two greedy continuations part and
-repeat themselves, how much the hash seed moves a decode-time KL against notebook 06's per-row
+repeat themselves, how much the hash seed moves a decode-time KL against finding 1's per-row
 error, how each baseline stands against MagicPIG at matched budgets, which dense the in-model time is
 against, and what the index, layer budgets and Quest's bounds cost. Each function returns rows (lists
 of dicts) or one dict that notebook 07 renders and its claims re-check.
@@ -24,7 +24,7 @@ __all__ = [
     "seed_spreads",
     "seed_variance",
     "generation_run",
-    "rebuild_events",
+    "upkeep_events",
     "BASELINES",
     "matched_rows",
     "passkey_totals",
@@ -110,9 +110,9 @@ def seed_spreads(quality: dict) -> list[float]:
 
 
 def seed_variance(quality: dict, study: dict, model: str = "SmolLM2-135M") -> list[dict]:
-    """Two rows, notebook 06's seed-to-seed spread beside the decode KL's: the quantity, how many
+    """Two rows, finding 1's seed-to-seed spread beside the decode KL's: the quantity, how many
     attention rows and hashed caches one seed's mean is over, and the std across seeds over the mean
-    (least and most over the (K, L) settings). Notebook 06: one index per (layer, KV head); here:
+    (least and most over the (K, L) settings). Finding 1: one index per (layer, KV head); here:
     every position of the stretch times every sampled layer and query head."""
     st, shape = quality["settings"], get_model_shape(model)
     err = [series_summary(study, f"magicpig K{K} L{L}") for K, L in study["spec"]["settings"]]
@@ -120,7 +120,7 @@ def seed_variance(quality: dict, study: dict, model: str = "SmolLM2-135M") -> li
     kl = seed_spreads(quality)
     return [
         {
-            "measured in": "notebook 06",
+            "measured in": "finding 1",
             "quantity": "output error of one attention row",
             "positions": None,
             "attention rows": series_summary(study, "magicpig K10 L150")["rows"],
@@ -169,12 +169,13 @@ def generation_run(generations: list[dict]) -> dict:
     return out
 
 
-def rebuild_events(new_tokens: int, buffer: int) -> int:
-    """How often decoding rebuilds MagicPIG's index in ``new_tokens`` generated tokens, by
+def upkeep_events(new_tokens: int, buffer: int) -> int:
+    """How often decoding files the buffer into MagicPIG's index in ``new_tokens`` generated tokens, by
     ``pigviz.decode.session``'s rule: the first token comes out of the prefill; each later one is a decode step
-    that adds one token to the exact buffer, and when the buffer would grow past ``buffer`` tokens the index is
-    rebuilt over the whole cache and the buffer starts again. Every sampled layer rebuilds at that step, and
-    ``GenerationResult.rebuilds`` counts each layer's rebuild: it reads this number times the sampled layers."""
+    that adds one token to the exact buffer, and when the buffer would grow past ``buffer`` tokens its tokens are
+    hashed (the index's own planes and mean) and inserted into the tables, and the buffer starts again. Every
+    sampled layer inserts at that step, and ``GenerationResult.upkeeps`` counts each layer's insertion: it reads
+    this number times the sampled layers."""
     if not (isinstance(new_tokens, int) and not isinstance(new_tokens, bool) and new_tokens >= 1):
         raise ValueError(f"new_tokens must be an int >= 1, got {new_tokens!r}")
     if not (isinstance(buffer, int) and not isinstance(buffer, bool) and buffer >= 1):

@@ -73,7 +73,7 @@ VARIANTS = ("raw", "centred")
 # this fraction of the largest output. Printed as bounds: the residues themselves depend on BLAS.
 SHIFT_TOL_FP64 = 1e-12
 SHIFT_TOL_FP32 = 1e-4
-# The query notebook 04 draws its real S-curve for: a sink layer, the last captured position.
+# The query notebook 04b draws its real S-curve for: a sink layer, the last captured position.
 SCURVE_HEAD = dict(layer=19, head=6, query_index=63)
 
 

@@ -17,11 +17,12 @@ from pigviz._util.fmt import agree, below
 from pigviz.lessons import exercises
 from pigviz.lessons.exercises import check, mine, solution
 from pigviz.lessons.tables import Folded, Table, folded, table
-from pigviz.lessons.verify import LESSON_MODULES, Claim, collect_claims, format_table, run_claims
+from pigviz.lessons.verify import CLAIM_MODULES, LESSON_MODULES, Claim, collect_claims, format_table, run_claims
 
 __all__ = [
     "Claim",
     "LESSON_MODULES",
+    "CLAIM_MODULES",
     "claims",
     "print_claims",
     "collect_claims",
@@ -42,10 +43,11 @@ __all__ = [
 
 
 def claims(notebook: str) -> list[Claim]:
-    """The claims of one notebook (``"01"`` ... ``"07"``; lesson 05 is ``"05a"`` and ``"05b"``)."""
-    if notebook not in LESSON_MODULES:
-        raise ValueError(f"notebook must be one of {', '.join(LESSON_MODULES)}, got {notebook!r}")
-    return collect_claims([LESSON_MODULES[notebook]])
+    """The claims of one notebook (``"01"`` ... ``"08"``; lesson 05 is ``"05a"`` and ``"05b"``; the
+    findings ``"f1"``, ...)."""
+    if notebook not in CLAIM_MODULES:
+        raise ValueError(f"notebook must be one of {', '.join(CLAIM_MODULES)}, got {notebook!r}")
+    return collect_claims([CLAIM_MODULES[notebook]])
 
 
 def print_claims(notebook: str) -> None:

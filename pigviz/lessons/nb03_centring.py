@@ -1,6 +1,7 @@
-"""Notebook 03, centring: free for the softmax, decisive for the hash; re-derived from the shipped
-capture, and the tables the notebook shows (so its cells carry the idea and this module the
-formatting)."""
+"""Notebook 03, centring: free for the softmax, and what it does to the keys' angles; re-derived
+from the shipped capture. Raw against centred keys under MagicPIG's hashing moved to notebook 04b
+(``pigviz.lessons.nb04b_sampling``); the table builders below (``collision_table`` ...) are no
+longer shown by a notebook, which computes its tables in view, and stay for their tests."""
 
 from __future__ import annotations
 
@@ -20,17 +21,10 @@ from pigviz.keys.geometry import (
     shift_passes,
     shipped_capture,
 )
-from pigviz.keys.hashing import (
-    hashed_weight_share,
-    shipped_collision_grid,
-    shipped_collision_rate_draws,
-    shipped_output_errors,
-    shipped_scan_formula,
-)
 from pigviz.keys.projection import all_bucket_shares, key_cloud
+from pigviz.lessons.nb04b_sampling import ANSWER4_RAW, closest_centred_cell
 from pigviz.lessons.tables import table
 from pigviz.lessons.verify import Claim, span
-from pigviz.lsh import simhash
 
 __all__ = [
     "ANSWER4_RAW",
@@ -50,18 +44,11 @@ __all__ = [
 # Numbers the markdown writes that are not measured: MagicPIG's parameters, the model's and the
 # capture's fixed facts, a citation, the exercises' test values.
 PROSE_DEFINED = {
-    "10": "MagicPIG's default K, pigviz.lsh.simhash.DEFAULT_K",
-    "150": "MagicPIG's default L, pigviz.lsh.simhash.DEFAULT_L",
-    "300": "the largest L of the grid, pigviz.keys.geometry.GRID_L",
     "64": "the head dimension of SmolLM2-135M, and the exact window EXACT_RECENT of 64 positions",
-    "2025": "the MagicPIG paper's year (ICLR 2025)",
-    "0.1%": "the raw collision rate the MagicPIG paper reports for its model (a citation)",
     "19": "the layer of the head notebooks 02 to 04 draw (layer 19, head 6)",
     "1000": "how far apart the softmax check's rows sit (pigviz/lessons/exercises/nb03.py)",
 }
 
-# Answer 4's raw setting: the widest buckets of the grid, with the most tables.
-ANSWER4_RAW = (6, 300)
 # The head and query notebooks 02 and 03 draw: layer 19, head 6, its last captured query.
 PICTURE_HEAD = (19, 6)
 
@@ -70,54 +57,12 @@ def _two_significant(x: float) -> str:
     return f"{x:.1f}" if x < 10 else f"{float(f'{x:.2g}'):,.0f}"
 
 
-def closest_centred_cell(grid, raw=ANSWER4_RAW) -> tuple[int, int]:
-    """The (K, L) where centred keys are sampled (>= 2 tables) about as often as raw keys at ``raw``."""
-    target = grid.mean("measured", "raw", *raw, 2)
-    cells = [(abs(grid.mean("measured", "centred", k, l, 2) - target), k, l) for k in grid.Ks for l in grid.Ls]
-    _, k, l = min(cells)
-    return k, l
-
-
 def claims() -> list:
+    """Notebook 03's headline numbers: centring is free for the softmax, and what it does to the cloud."""
     cap = shipped_capture()
     shift = shift_invariance(cap)
     centred = [r.cone_centred for r in geometry_table(cap)]
-    grid = shipped_collision_grid()
-    K, L = simhash.DEFAULT_K, simhash.DEFAULT_L
-    raw1, raw2 = grid.mean("measured", "raw", K, L, 1), grid.mean("measured", "raw", K, L, 2)
-    raw1_layers = grid.per_layer("measured", "raw", K, L, 1)
-    cen2, f2 = grid.mean("measured", "centred", K, L, 2), grid.mean("formula", "centred", K, L, 2)
-    ws_raw, ws_cen = grid.mean("weight_share", "raw", K, L), grid.mean("weight_share", "centred", K, L)
-    ws_sink = {v: grid.per_layer("weight_share", v, K, L)[1:] for v in VARIANTS}  # the layers after layer 2
-    gain = grid.gain()
-    wide_K, wide_L = grid.Ks[0], grid.Ls[-1]  # the widest buckets on the grid
-    wide_cen = grid.mean("measured", "centred", wide_K, wide_L, 2)
-    wide_raw = grid.mean("measured", "raw", wide_K, wide_L, 2)
-    draws = shipped_collision_rate_draws()
-    spread_raw, spread_cen = draws.relative_spread("raw", 1), draws.relative_spread("centred", 1)
-    gaps = np.abs([draws.mean_gap_se(v, m) for v in ("raw", "centred") for m in (1, 2)])
-    table_raw = grid.per_layer("measured", "raw", K, L, 1)
-    table_off = table_raw / grid.per_layer("formula", "raw", K, L, 1) - 1
-    draws_raw = draws.per_layer("raw", 1)
-    inside = (draws_raw.min(1) <= table_raw) & (table_raw <= draws_raw.max(1))
     fp32 = below(shift["fp32"] / shift["scale"], SHIFT_TOL_FP32)
-    # One draw's variance over that of independent pairs (binomial: at most p(1 - p) / N).
-    excess = {v: (draws.relative_spread(v, 1) / draws.independent_spread(v, 1)) ** 2 for v in VARIANTS}
-    sink_rows = slice(1, None)  # the captured layers after layer 2, which has no sink
-    raw2_pairs = grid.pairs_hit[0, :, grid.Ks.index(K), grid.Ls.index(L), 1]
-    outside = hashed_weight_share(cap).mean(axis=1)
-    errors = shipped_output_errors()
-    err = {m: errors.mean_error(m) for m in ("exact only", "raw", "centred")}
-    scan = shipped_scan_formula()
-    k4, l4 = closest_centred_cell(grid)
-    scan_raw, scan_cen = scan.mean("raw", *ANSWER4_RAW), scan.mean("centred", k4, l4)
-    ws4_raw, ws4_cen = grid.mean("weight_share", "raw", *ANSWER4_RAW), grid.mean("weight_share", "centred", k4, l4)
-    wide_ws = {v: grid.mean("weight_share", v, wide_K, wide_L) for v in VARIANTS}
-    sink_cut = (err["exact only"][sink_rows] / err["centred"][sink_rows]).ravel()
-    layer2 = {m: float(err[m][0].mean()) for m in err}  # layer 2, no sink: the first captured layer
-    sink_raw2 = grid.per_layer("measured", "raw", K, L, 2)[sink_rows]
-    sink_cen2 = grid.per_layer("measured", "centred", K, L, 2)[sink_rows]
-    sink_cen1 = grid.per_layer("measured", "centred", K, L, 1)
     one = all_bucket_shares(cap)  # the widget's one table: 6 planes, seed 0
     fewer = one["centred"] < one["raw"]
     med = {v: float(np.median(one[v])) for v in VARIANTS}
@@ -134,143 +79,6 @@ def claims() -> list:
             "Centred keys are no cone: cone tightness (mean cos to their mean direction)",
             max(centred) < 0.05,
             f"<= {max(centred):.3f}",
-        ),
-        Claim(
-            "03",
-            f"Raw keys in the query's bucket, >= 1 / >= 2 of {L} tables (K = {K})",
-            raw2 < 0.01,
-            f"{raw1:.2%} / {raw2:.2%}",
-        ),
-        Claim(
-            "03",
-            "Unlike the paper's model (< 0.1%), raw keys hit >= 1 table more often",
-            raw1_layers.min() > 0.001,
-            f"{span(raw1_layers, '{:.2%}')} per layer",
-        ),
-        Claim("03", f"Centred keys in it, >= 2 of {L} tables: over 10x the raw rate", cen2 > 10 * raw2, f"{cen2:.2%}"),
-        Claim(
-            "03",
-            "Weight outside the exact set that the sampled keys carry (share of it, not of all weight): raw vs "
-            "centred; in the sink layers centred over 10x the raw maximum",
-            ws_cen > 0.3 and ws_cen > 3 * ws_raw and ws_sink["centred"].min() > 10 * ws_sink["raw"].max(),
-            f"{ws_raw:.1%} vs {ws_cen:.1%}; sink layers {span(ws_sink['raw'], '{:.1%}')} vs "
-            f"{span(ws_sink['centred'], '{:.1%}')}",
-        ),
-        Claim(
-            "03",
-            "Sink layers: raw >= 2 rate rests on a few dozen (query, key) pairs or fewer",
-            raw2_pairs[sink_rows].max() < 100,
-            ", ".join(f"{x:.0f}" for x in raw2_pairs[sink_rows]) + f" (layer 2: {raw2_pairs[0]:,.0f})",
-        ),
-        Claim(
-            "03",
-            "Attention weight outside each query's exact set (sinks + its last 64): layer 2 vs the sink layers",
-            outside[0] > 0.5 and outside[sink_rows].max() < 0.15,
-            f"{outside[0]:.0%} vs {span(outside[sink_rows], '{:.1%}')}",
-        ),
-        Claim(
-            "03",
-            "Output error in the sink layers' heads, mean: raw hashing vs the exact set alone",
-            err["raw"][sink_rows].mean() > err["exact only"][sink_rows].mean(),
-            f"{err['raw'][sink_rows].mean():.3f} vs {err['exact only'][sink_rows].mean():.3f} "
-            f"(raw worse in {int(np.sum(err['raw'][sink_rows] > err['exact only'][sink_rows]))} of "
-            f"{err['raw'][sink_rows].size} heads)",
-        ),
-        Claim(
-            "03",
-            f"...centred hashing beats the exact set alone in every head (mean of {len(errors.seeds)} draws)",
-            bool(np.all(err["centred"] < err["exact only"])),
-            f"error {span((err['exact only'] / err['centred']).ravel(), '{:.1f}x')} smaller",
-        ),
-        Claim(
-            "03",
-            "Layer 2 (no sink): raw hashing already cuts the exact set's error, centred hashing more",
-            layer2["raw"] < layer2["exact only"] and layer2["centred"] < layer2["raw"],
-            f"exact set {layer2['exact only']:.3f}, raw {layer2['raw']:.3f}, centred {layer2['centred']:.3f}",
-        ),
-        Claim(
-            "03",
-            "...in the sink layers' heads, centred hashing's error is 1.5x to 4x smaller than the exact set's",
-            sink_cut.min() > 1.5 and sink_cut.max() < 4,
-            span(sink_cut, "{:.1f}x"),
-        ),
-        Claim(
-            "03",
-            f"Answer 4: raw {ANSWER4_RAW} vs centred ({k4}, {l4}), entries scanned (L sum p^K): about equal",
-            abs(scan_raw / scan_cen - 1) < 0.2,
-            f"{scan_raw:,.0f} vs {scan_cen:,.0f}",
-        ),
-        Claim(
-            "03",
-            "...the centred setting puts more weight on sampled keys, with fewer tables",
-            ws4_cen > ws4_raw and l4 < ANSWER4_RAW[1],
-            f"{ws4_cen:.0%} vs {ws4_raw:.0%}, L = {l4} vs {ANSWER4_RAW[1]}",
-        ),
-        Claim(
-            "03",
-            f"Sink layers, >= 2 of {L} tables, per layer: raw vs centred (centred over 10x the raw maximum)",
-            sink_cen2.min() > 10 * sink_raw2.max(),
-            f"{span(sink_raw2, '{:.3%}')} vs {span(sink_cen2, '{:.1%}')}",
-        ),
-        Claim(
-            "03",
-            f"One draw, >= 1 of {L}: about 1 pair in 5 collides centred, about 1 in 100 raw in the sink layers",
-            0.15 < sink_cen1.min()
-            and sink_cen1.max() < 0.25
-            and 0.005 < raw1_layers[sink_rows].min()
-            and raw1_layers[sink_rows].max() < 0.02,
-            f"centred {span(sink_cen1, '{:.0%}')}, raw sink layers {span(raw1_layers[sink_rows], '{:.1%}')}",
-        ),
-        Claim(
-            "03",
-            "Counted centred >= 2 rate matches the formula within 15%",
-            abs(cen2 - f2) < 0.15 * f2,
-            f"{cen2:.2%} vs {f2:.2%}",
-        ),
-        Claim(
-            "03",
-            "Raw keys, one draw of hyperplanes: counted >= 1 rate off the formula per layer (sink: by >= 1/3)",
-            bool(np.all(inside)) and np.abs(table_off[sink_rows]).min() > 1 / 3,
-            ", ".join(f"{x:+.0%}" for x in table_off) + " (inside the fresh draws' range)",
-        ),
-        Claim(
-            "03",
-            f"One draw's >= 1 rate scatters (SD/mean, {draws.n_draws} draws): raw vs centred",
-            spread_raw.min() > 2 * spread_cen.max(),
-            f"{span(spread_raw, '{:.0%}')} vs {span(spread_cen, '{:.0%}')}",
-        ),
-        Claim(
-            "03",
-            "Pairs do not collide independently: one draw's variance / independent",
-            min(x.min() for x in excess.values()) > 2,
-            f"raw {span(excess['raw'], '{:.0f}x')}, centred {span(excess['centred'], '{:.0f}x')}",
-        ),
-        Claim(
-            "03",
-            f"Mean over {draws.n_draws} draws matches the formula (>= 1, >= 2; raw, centred; all layers)",
-            gaps.max() < 4,
-            f"max gap {gaps.max():.1f} SE",
-            quotes=(f"{draws.n_draws} draws",),
-        ),
-        Claim(
-            "03",
-            f"Grid K {grid.Ks[0]}-{grid.Ks[-1]}, L {grid.Ls[0]}-{grid.Ls[-1]}: centring raises the >= 2 rate "
-            "everywhere",
-            bool(np.all(gain > 1)),
-            f"{gain.size} cells, {gain.min():.1f}x to {gain.max():.0f}x",
-        ),
-        Claim(
-            "03",
-            f"At K = {wide_K}, L = {wide_L} centred hashing samples most hashed keys (>= 2 tables)",
-            wide_cen > 0.5,
-            f"{wide_cen:.0%} (raw {wide_raw:.0%})",
-        ),
-        Claim(
-            "03",
-            "...there the gap is smallest; raw keys sampled carry most, not all, of the weight (vs centred)",
-            abs(wide_cen / wide_raw - gain.min()) < 1e-9 and wide_raw < 0.5 and wide_ws["raw"] < wide_ws["centred"],
-            f"{wide_cen / wide_raw:.1f}x; weight {wide_ws['raw']:.0%} vs {wide_ws['centred']:.2%}",
-            quotes=(f"K = {wide_K}, L = {wide_L}",),
         ),
         Claim(
             "03",

@@ -30,6 +30,8 @@ from pigviz.study.capstone import topk_plus_tail, uniform_sample  # noqa: F401 -
 
 __all__ = [
     "claims",
+    "race_07",
+    "RACE_POSITIONS",
     "PROSE_DEFINED",
     "yours_or_worked_example",
     "OpenExerciseBlank",
@@ -346,7 +348,49 @@ def claims() -> list[Claim]:
     )
     out.append(_agree_claim(q, keys, values, budget))
     out.append(_facts_claim())
+    out.append(_race_07_claim())
     return out
+
+
+RACE_POSITIONS = [0, 21, 42, 63]  # the positions §3 races notebook 07's MagicPIG at
+
+
+def race_07(step, tables, positions=RACE_POSITIONS) -> list[dict]:
+    """§3's race of notebook 07's MagicPIG (``YourMagicPIG`` on ``step`` and ``tables``, its
+    build run once per shipped head): it and the library's MagicPIG with every key allowed,
+    then TopK and Quest at the mean share of the keys it read. Returns the rows of both calls."""
+    from pigviz.lessons.nb07_sampled_decoding import YourMagicPIG
+
+    pig = YourMagicPIG(step, tables, "your MagicPIG")
+    pigs = estimators.evaluate_estimator(pig, budgets=(1.0,), positions=positions, baselines=("magicpig",))
+    matched = round(float(np.mean([r["keys_read"] / r["n"] for r in pigs if r["estimator"] == pig.name])), 3)
+    return pigs + estimators.evaluate_estimator(
+        None, budgets=(matched,), positions=positions, baselines=("topk", "quest")
+    )
+
+
+def _race_07_claim() -> Claim:
+    from pigviz.lessons.exercises import nb06 as refs06
+    from pigviz.lessons.exercises import nb07 as refs07
+
+    got = {e["estimator"]: e for e in estimators.summary(race_07(refs07.buffered_step, refs06.build_tables))}
+    mine, lib, topk, quest = (got[m] for m in ("your MagicPIG", "magicpig", "topk", "quest"))
+    return Claim(
+        notebook="08",
+        text="at four positions, notebook 07's MagicPIG (the references standing in) and the library's read within "
+        "half a point of the same share of keys and their mean errors lie within 1.5x of each other; TopK, given "
+        "as many keys, has the lowest mean error, Quest the highest",
+        passed=bool(
+            abs(mine["budget_used"] - lib["budget_used"]) < 0.005
+            and max(mine["error"], lib["error"]) < 1.5 * min(mine["error"], lib["error"])
+            and topk["error"] < min(mine["error"], lib["error"])
+            and quest["error"] > max(mine["error"], lib["error"])
+        ),
+        value=", ".join(
+            f"{m} {e['budget_used']:.1%} of the keys, error {e['error']:.3f}"
+            for m, e in (("yours", mine), ("MagicPIG", lib), ("TopK", topk), ("Quest", quest))
+        ),
+    )
 
 
 def _reading_claim(budget) -> Claim:

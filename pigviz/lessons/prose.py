@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pigviz.lessons.verify import LESSON_MODULES, Claim, collect_claims
+from pigviz.lessons.verify import CLAIM_MODULES, Claim, collect_claims
 
 __all__ = [
     "ProseProblem",
@@ -54,7 +54,7 @@ _LINK_TARGET = re.compile(r"\]\([^)]*\)")
 _TAG = re.compile(r"<[^>\n]*>")
 _URL = re.compile(r"https?://\S+")
 _REFERENCE = re.compile(
-    r"(?:§|\b(?:[Nn]otebooks?|Parts?|Questions?|Answers?|Exercises?|[Ss]ections?|[Ss]teps?|Figures?|"
+    r"(?:§|\b(?:[Nn]otebooks?|[Ll]essons?|[Ff]indings?|Parts?|Questions?|Answers?|Exercises?|[Ss]ections?|[Ss]teps?|Figures?|"
     r"Tables?|Appendix|Q|arXiv:?)\s*)\d+[a-z]?(?:\.\d+)*(?:\s*(?:-|–|,|and|or|to)\s*\d+[a-z]?(?:\.\d+)*)*"
 )
 _HEADING_NUMBER = re.compile(r"^(#+\s*)\d+[a-z]?(?:\.\d+)*\.?", re.M)
@@ -118,18 +118,19 @@ def sentences(markdown: str) -> list[tuple[str, str]]:
 
 
 def notebook_paths(folder=None) -> dict[str, Path]:
-    """``{"01": path, ...}``: the notebooks of ``folder`` (default: the shipped learner copies,
-    whose markdown is the executed notebooks' markdown), by key."""
+    """``{"01": path, ..., "f1": path}``: the lessons of ``folder`` (default: the shipped learner
+    copies, whose markdown is the executed notebooks' markdown), then the findings in its
+    ``findings/`` folder, by key."""
     base = Path(folder) if folder is not None else LEARNER_NOTEBOOKS
     found = {}
-    for path in sorted(base.glob("[0-9][0-9]*_*.ipynb")):
+    for path in [*sorted(base.glob("[0-9][0-9]*_*.ipynb")), *sorted((base / "findings").glob("f[0-9]*_*.ipynb"))]:
         found[path.stem.split("_", 1)[0]] = path
     return found
 
 
 def _allowed(notebook: str, claims_by_nb: dict[str, list[Claim]]) -> tuple[set[str], set[str]]:
     """The numbers the notebook's claims stand for, and its listed definitions."""
-    module = importlib.import_module(LESSON_MODULES[notebook])
+    module = importlib.import_module(CLAIM_MODULES[notebook])
     defined = {str(k) for k in getattr(module, "PROSE_DEFINED", {})}
     computed: set[str] = set()
     for key in (notebook, *getattr(module, "PROSE_FROM", ())):
@@ -154,7 +155,7 @@ def check_prose(folder=None, notebooks=None, claims: list[Claim] | None = None) 
         by_nb.setdefault(claim.notebook, []).append(claim)
     problems = []
     for key, path in paths.items():
-        if key not in LESSON_MODULES:
+        if key not in CLAIM_MODULES:
             continue
         computed, defined = _allowed(key, by_nb)
         nb = json.loads(path.read_text(encoding="utf-8"))

@@ -1,6 +1,7 @@
 """Headline claims: every number a notebook states, re-derived in one place.
 
-Each lesson module (``pigviz.lessons.nbNN_*``) offers ``claims() -> list[Claim]``. ``pigviz verify``
+Each lesson module (``pigviz.lessons.nbNN_*``) and each finding's module (``pigviz.lessons.fN_*``:
+the lab book's notebooks under ``notebooks/findings/``) offers ``claims() -> list[Claim]``. ``pigviz verify``
 runs them all in teaching order, and each notebook prints its own with
 ``lessons.print_claims("NN")``, so nbval and ``verify`` check one computation rather than two
 copies of it.
@@ -11,7 +12,17 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-__all__ = ["Claim", "LESSON_MODULES", "collect_claims", "run_claims", "format_table", "span", "near"]
+__all__ = [
+    "Claim",
+    "LESSON_MODULES",
+    "FINDING_MODULES",
+    "CLAIM_MODULES",
+    "collect_claims",
+    "run_claims",
+    "format_table",
+    "span",
+    "near",
+]
 
 # One module per notebook, in teaching order. Imported by name so that a lesson which fails to
 # import becomes a FAIL row of `pigviz verify` instead of stopping it.
@@ -19,18 +30,29 @@ LESSON_MODULES = {
     "01": "pigviz.lessons.nb01_stick_balance",
     "02": "pigviz.lessons.nb02_key_cone",
     "03": "pigviz.lessons.nb03_centring",
-    "04": "pigviz.lessons.nb04_simhash",
+    "04a": "pigviz.lessons.nb04a_simhash",
+    "04b": "pigviz.lessons.nb04b_sampling",
     "05a": "pigviz.lessons.nb05a_kv_bill",
     "05b": "pigviz.lessons.nb05b_kv_serving",
-    "06": "pigviz.lessons.nb06_sampled_attention",
+    "06a": "pigviz.lessons.nb06a_build_magicpig",
+    "06b": "pigviz.lessons.nb06b_the_index",
     "07": "pigviz.lessons.nb07_sampled_decoding",
     "08": "pigviz.lessons.nb08_your_estimator",
 }
+# The findings (the lab book): one module per notebook under notebooks/findings/.
+FINDING_MODULES = {
+    "f1": "pigviz.lessons.f1_every_head",
+    "f2": "pigviz.lessons.f2_affordable",
+    "f3": "pigviz.lessons.f3_bill_and_speed",
+    "f4": "pigviz.lessons.f4_decoding",
+    "f5": "pigviz.lessons.f5_serving",
+}
+CLAIM_MODULES = {**LESSON_MODULES, **FINDING_MODULES}
 
 
 @dataclass
 class Claim:
-    notebook: str  # e.g. "01" -- which lesson states it
+    notebook: str  # e.g. "01" -- which lesson (or "f1": which finding) states it
     text: str  # the sentence as a learner reads it
     passed: bool
     value: str  # the measured number, formatted
@@ -48,7 +70,7 @@ def collect_claims(modules=None) -> list[Claim]:
     whose ``claims()`` raises becomes one FAIL claim naming it, so ``pigviz verify`` reports it
     instead of skipping it or stopping at it."""
     out: list[Claim] = []
-    for name in LESSON_MODULES.values() if modules is None else modules:
+    for name in CLAIM_MODULES.values() if modules is None else modules:
         try:
             module = importlib.import_module(name)
             produce = getattr(module, "claims", None)

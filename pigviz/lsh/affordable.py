@@ -11,8 +11,8 @@ can afford to compute, reads those keys and values, and nothing else:
   weight is what makes MagicPIG's estimate consistent (self-normalised, so biased at a finite
   budget), and also what lets a high-scoring key sampled against the odds (small u) swamp the
   sum; trusting the top of S as exact was meant to trade bias for less variance. Measured on
-  the study (notebook 06, Part 2) it loses to MagicPIG at every budget: the top keys of S no
-  longer stand in for the heavy keys the tables missed, so their weight is undercounted.
+  the study (finding 2, notebooks/findings/f2_affordable.ipynb) it loses to MagicPIG at every
+  budget: the top keys of S no longer stand in for the heavy keys the tables missed, so their weight is undercounted.
 * :func:`vattention` -- after vAttention (Desai et al., "vAttention: Verified Sparse
   Attention", 2025, arXiv:2510.05688): a deterministic set (sinks, recent window and the
   pages an affordable retriever ranks highest -- here Quest's page bound, with the current

@@ -1,4 +1,4 @@
-"""Small live experiments behind notebook 06, on the shipped fp16 capture: the five-line
+"""Small live experiments behind lesson 06a and findings 1-2, on the shipped fp16 capture: the five-line
 estimator's inputs, one layer re-run with the study's code, a (K, L) sweep, the share of the
 attention weight the read keys hold, and the share of keys SimHash samples against the head
 dimension, and one Quest rule's error on a shipped layer. Each takes a second or two on a CPU.

@@ -1,6 +1,6 @@
 """Reading a study's results: means over rows, per layer and per head, the error-vs-budget
 curves a chart draws, the shipped results and timing files, and the headline claims of
-notebook 06 (the live experiments they lean on are in :mod:`pigviz.study.experiments`).
+finding 1 (the live experiments they lean on are in :mod:`pigviz.study.experiments`).
 
 A results file (see :mod:`pigviz.study`) stores, per series, ``error`` and ``budget`` as
 nested lists ``(layers, seeds, heads)``: the mean over the studied positions of each

@@ -1,4 +1,4 @@
-"""The rows of the study's tables, as notebook 06 shows them: one dict per row, computed from
+"""The rows of the study's tables, as findings 1 and 2 show them: one dict per row, computed from
 the shipped results (:func:`pigviz.study.findings.load_shipped_results`), the live experiments
 (:mod:`pigviz.study.experiments`) and the shipped benchmark. Rendering (formats, captions) is
 the caller's: ``pigviz.lessons.table(rows, formats=...)``.
@@ -40,9 +40,9 @@ SERIES_LEGEND = {
     "quest": "Quest as its authors run it: pages of 16, the current page read, layers 0-1 dense",
     "rank_all": "Quest with every page ranked by its bound (no current page), sparse everywhere",
     "streaming": "StreamingLLM: the exact set and nothing else",
-    "mp_exact_top": "Part 2 (a): MagicPIG's reads, the top half of its sample weighed as exact",
-    "vattention": "Part 2 (b): sinks, recent window and Quest pages plus a uniform sample",
-    "sparq": "Part 2 (c): SparQ, keys chosen by approximate scores from 8 of 64 channels",
+    "mp_exact_top": "finding 2 (a): MagicPIG's reads, the top half of its sample weighed as exact",
+    "vattention": "finding 2 (b): sinks, recent window and Quest pages plus a uniform sample",
+    "sparq": "finding 2 (c): SparQ, keys chosen by approximate scores from 8 of 64 channels",
     "no_correction": "MagicPIG's keys with a plain softmax (no 1/u)",
     "no_sink": "MagicPIG with the 4 sinks out of the exact set",
     "first_position": "MagicPIG at the first of the 64 positions only",

@@ -1,4 +1,4 @@
-"""What one decode step reads, per query head, with nothing shared: the rows notebook 06 shows.
+"""What one decode step reads, per query head, with nothing shared: the rows finding 2 shows.
 
 :func:`pigviz.attention.cost.bytes_read` counts each query head on its own, as if nothing
 were shared within a grouped-query group (dense attention, TopK and Quest would gain most from

@@ -139,5 +139,5 @@ def key_cone(page, name, server=None):
 INTERACTIONS = {
     "01_stick_balance.ipynb": stick_balance,
     "02_key_cone.ipynb": key_cone,
-    "04_simhash_scurves.ipynb": simhash_scurves,
+    "04a_simhash_scurves.ipynb": simhash_scurves,
 }

@@ -94,7 +94,7 @@ def test_learner_copy_blank_then_a_short_failure_then_a_pass(learner_server, pag
 
 
 # One-line bodies (typed as a learner might paste them): no auto-indent to fight.
-MAGICPIG_06 = "06_sampled_attention.ipynb"
+MAGICPIG_06 = "06a_build_magicpig.ipynb"
 LOG_U = (
     "def log_u(q, keys, mu, K, L): c = keys - mu; "
     "cos = np.clip(c @ q / (np.linalg.norm(c, axis=1) * np.linalg.norm(q)), -1, 1); "

@@ -115,5 +115,5 @@ def test_search_finds_the_inclusion_probability(site, offline_page, artifacts_di
         seen=lambda: page.locator("#search-results").inner_text()[:200],
     )
     hrefs = [results.nth(i).locator("a").first.get_attribute("href") for i in range(results.count())]
-    assert any(h.startswith("04_simhash_scurves.html") for h in hrefs), f"lesson 04 among the results, saw {hrefs}"
+    assert any(h.startswith("04a_simhash_scurves.html") for h in hrefs), f"lesson 04a among the results, saw {hrefs}"
     page.screenshot(path=str(artifacts_dir / "site-search.png"))

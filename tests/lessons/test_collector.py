@@ -58,5 +58,14 @@ def test_every_registered_module_imports_and_states_claims():
         assert callable(sys.modules[name].claims), name
 
 
+def test_every_finding_has_its_claims_module_and_the_default_run_covers_lessons_and_findings():
+    findings = Path(__file__).resolve().parents[2] / "notebooks" / "src" / "findings"
+    stems = sorted(p.stem for p in findings.glob("f[0-9]*_*.py"))
+    assert stems and list(cl.FINDING_MODULES) == [s.split("_", 1)[0] for s in stems]
+    for key, name in cl.FINDING_MODULES.items():
+        assert name == f"pigviz.lessons.{stems[list(cl.FINDING_MODULES).index(key)]}"
+    assert cl.CLAIM_MODULES == {**cl.LESSON_MODULES, **cl.FINDING_MODULES}
+
+
 def test_no_modules_is_not_a_pass():
     assert cl.run_claims([]) == ([], False)

@@ -38,11 +38,10 @@ def test_required_exercises_have_the_issue_signatures():
 
 def test_every_notebook_has_enough_exercises():
     counts = {nb: len(ex.exercises(nb)) for nb in ex.NOTEBOOKS}
-    assert all(n >= 2 for n in counts.values()), counts
-    for nb in ("02", "03", "07"):
-        assert counts[nb] >= 2
-    assert counts["01"] >= 2 and counts["04"] >= 2 and counts["06"] >= 2
-    assert counts["05a"] >= 2 and counts["05b"] >= 2
+    assert all(n >= 1 for n in counts.values()), counts  # every notebook has something to write
+    lessons = {nb[:2] for nb in ex.NOTEBOOKS}  # a lesson in two notebooks (04a, 04b) counts once
+    per_lesson = {lesson: len(ex.exercises(lesson)) for lesson in lessons}
+    assert all(n >= 2 for n in per_lesson.values()), per_lesson
 
 
 def test_lesson_05_spans_two_notebooks():
@@ -180,7 +179,7 @@ def test_listing_and_cli(capsys):
     listing = ex.format_listing()
     for e in ex.exercises():
         assert e.name in listing and e.signature in listing
-    assert "notebooks/04_simhash_scurves.ipynb" in listing
+    assert "notebooks/04a_simhash_scurves.ipynb" in listing and "notebooks/06b_the_index.ipynb" in listing
     assert ex.run_cli() == 0
     assert ex.run_cli(self_test=True) == 0
     assert "self-test passed" in capsys.readouterr().out
@@ -385,6 +384,13 @@ def importance_bincount(weights, values, proposal, drawn):
     counts = np.bincount(np.asarray(drawn), minlength=len(weights))  # each key times its draws
     r = counts * np.divide(weights, proposal, out=np.zeros(len(weights)), where=counts > 0)
     return float(r @ np.asarray(values, float) / r.sum())
+
+
+def inclusion_estimate_torch(weights, values, u, seed):
+    """The coins from numpy (the contract), the rest in torch with a boolean mask."""
+    read = torch.as_tensor(np.random.default_rng(seed).random(len(u)) < np.asarray(u))
+    r = _t(weights)[read] / _t(u)[read]
+    return float((r * _t(values)[read]).sum() / r.sum())
 
 
 def attention_torch(q, keys):
@@ -662,6 +668,48 @@ def dropped_weight_float32(q, keys, read):
     return 1.0 - float(w[torch.as_tensor(sorted({int(i) for i in read}), dtype=torch.long)].sum())
 
 
+def build_tables_loop(codes, K):
+    """Per table, a Python loop over the buckets: lists of ids, not arrays."""
+    codes = np.asarray(codes)
+    n, L = codes.shape
+    offsets, ids = [], []
+    for t in range(L):
+        row, starts = [], [0]
+        for b in range(2**K):
+            row += [i for i in range(n) if codes[i, t] == b]
+            starts.append(len(row))
+        offsets.append(starts)
+        ids.append(row)
+    return offsets, ids
+
+
+def build_tables_lexsort(codes, K):
+    """lexsort by (token id, bucket) and searchsorted for the starts."""
+    codes = np.asarray(codes)
+    n, L = codes.shape
+    ids = np.stack([np.lexsort((np.arange(n), codes[:, t])) for t in range(L)])
+    offsets = np.stack([np.searchsorted(np.sort(codes[:, t]), np.arange(2**K + 1)) for t in range(L)])
+    return offsets, ids
+
+
+def query_hits_add_at(tables, q_codes):
+    offsets, ids = (np.asarray(a) for a in tables)
+    hits = np.zeros(ids.shape[1], dtype=np.int64)
+    for t, b in enumerate(np.asarray(q_codes).ravel()):
+        np.add.at(hits, ids[t, offsets[t, b] : offsets[t, b + 1]], 1)
+    return hits
+
+
+def query_hits_loop(tables, q_codes):
+    offsets, ids = tables
+    n = len(ids[0])
+    hits = [0] * n
+    for t, b in enumerate(np.asarray(q_codes).ravel()):
+        for i in ids[t][offsets[t][b] : offsets[t][b + 1]]:
+            hits[int(i)] += 1
+    return np.array(hits)
+
+
 ALTERNATIVES = [
     ("01.topk_estimate", topk_loop),
     ("01.topk_estimate", topk_torch),
@@ -673,6 +721,7 @@ ALTERNATIVES = [
     ("02.cone_tightness", cone_tightness_loop),
     ("02.attention_weights", attention_logsumexp),
     ("01.importance_estimate", importance_bincount),
+    ("01.inclusion_estimate", inclusion_estimate_torch),
     ("02.attention_weights", attention_torch),
     ("03.centring_mean", centring_mean_loop),
     ("03.cos_centred", cos_centred_torch),
@@ -697,6 +746,10 @@ ALTERNATIVES = [
     ("06.sampled_estimate", sampled_estimate_loop),
     ("06.magicpig_estimate", magicpig_tables_loop),
     ("06.magicpig_estimate", magicpig_torch),
+    ("06.build_tables", build_tables_loop),
+    ("06.build_tables", build_tables_lexsort),
+    ("06.query_hits", query_hits_add_at),
+    ("06.query_hits", query_hits_loop),
     ("07.kl_divergence", kl_torch),
     ("07.merge_partial", merge_logaddexp),
     ("07.merge_partial", merge_sigmoid_torch),

@@ -1,11 +1,12 @@
-"""The helpers notebook 04 calls to show its tables and answers (pigviz.lessons.nb04_simhash)."""
+"""The helpers notebook 04a calls to show its tables and answers (pigviz.lessons.nb04a_simhash), and the
+closed-form verdict notebook 04b writes in view and its claims use."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pigviz.lessons import nb04_simhash as nb04
+from pigviz.lessons import nb04a_simhash as nb04
 from pigviz.lsh import simhash as sh
 
 
@@ -31,36 +32,6 @@ def test_closed_form_verdict_reads_the_same_on_every_cpu():
     assert nb04.closed_form_verdict(3e-15, 1e-20) == "lost in rounding noise below 1e-12"
     assert nb04.closed_form_verdict(-2e-15, 1e-20) == "lost in rounding noise below 1e-12"
     assert nb04.closed_form_verdict(2e-9, 1e-9) == "wrong by more than 0.1%"
-
-
-class _Curve:
-    """A stand-in for RealSCurve with the fields the table reads."""
-
-    layer, head, position, K, L, min_hits, n_hashings = 19, 6, 8191, 10, 150, 2, 200
-    cos_all = np.array([-0.5, 0.0, 0.1, 0.45])
-    keys = np.array([1, 3])
-    cos = np.array([0.1, 0.45])
-    formula = np.array([0.05, 0.6])
-    counted = np.array([0.05, 0.55])
-    expected_sampled = 0.75
-
-    def coverage(self):
-        return 0.5
-
-
-def test_real_query_table_states_the_facts_rounded():
-    text = repr(nb04.real_query_table(_Curve()))
-    assert "layer 19, head 6, position 8191" in text
-    assert "cos 0.45: formula u = 0.60, sampled in 55% of the hashings" in text
-    assert "50.0%" in text and "1 of 4" in text  # one key past the 50% point (cos 0.42)
-
-
-def test_scan_table_shows_every_variant_and_the_even_count():
-    scan = type("Scan", (), {"counted": {"raw": 59, "centred": 1764}, "formula": {"raw": 59.2, "centred": 1830.4}})()
-    scan.even = 1190.25
-    text = repr(nb04.scan_table(scan))
-    assert "raw" in text and "1,764" in text and "1,830" in text and "1,190" in text
-    assert text.splitlines()[-1].split()[-2:] == ["-", "1,190"]
 
 
 def test_marker_test_names_the_worst_informative_angle_and_bounds_its_luck():

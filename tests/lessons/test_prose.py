@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pigviz.lessons import prose
-from pigviz.lessons.verify import LESSON_MODULES, collect_claims
+from pigviz.lessons.verify import CLAIM_MODULES, LESSON_MODULES, collect_claims
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,16 +63,17 @@ def test_a_failing_claim_vouches_for_nothing(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_changed_number_in_07s_markdown_fails_naming_its_sentence(tmp_path):
-    src = prose.notebook_paths()["07"]
+def test_a_changed_number_in_a_findings_markdown_fails_naming_its_sentence(tmp_path):
+    """Finding 4 (the lab book behind lesson 07) quotes many computed numbers; lesson 07 hardly any."""
+    src = prose.notebook_paths()["f4"]
     folder = tmp_path / "nbs"
-    folder.mkdir()
-    target = folder / src.name
+    (folder / "findings").mkdir(parents=True)
+    target = folder / "findings" / src.name
     shutil.copy(src, target)
-    claims = collect_claims([LESSON_MODULES["07"]])
-    assert prose.check_prose(folder, notebooks=["07"], claims=claims) == []
+    claims = collect_claims([CLAIM_MODULES["f4"]])
+    assert prose.check_prose(folder, notebooks=["f4"], claims=claims) == []
     nb = json.loads(target.read_text())
-    computed, _ = prose._allowed("07", {"07": claims})
+    computed, _ = prose._allowed("f4", {"f4": claims})
     for index, cell in enumerate(nb["cells"]):  # noqa: B007 - the cell found is used below
         source = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
         hits = [
@@ -85,14 +86,14 @@ def test_a_changed_number_in_07s_markdown_fails_naming_its_sentence(tmp_path):
             sentence, number = hits[0]
             break
     else:
-        pytest.fail("07's markdown quotes no computed number")
+        pytest.fail("finding 4's markdown quotes no computed number")
     changed = number.replace(number.rstrip("%xk")[-1], str((int(number.rstrip("%xk")[-1]) + 3) % 10), 1)
     changed = number[:-1] + str((int(number[-1]) + 3) % 10) if number[-1].isdigit() else changed
     assert changed != number
     new_sentence = sentence.replace(number, changed, 1)
     cell["source"] = source.replace(sentence, new_sentence, 1)
     target.write_text(json.dumps(nb))
-    problems = prose.check_prose(folder, notebooks=["07"], claims=claims)
+    problems = prose.check_prose(folder, notebooks=["f4"], claims=claims)
     assert [(p.cell, p.number) for p in problems] == [(index, changed)]
     assert problems[0].sentence == new_sentence.strip()
 

@@ -87,16 +87,19 @@ SOLUTIONS_ENV = "PIGVIZ_SOLUTIONS"
 # Where a passing function's source is kept for later notebooks (another kernel): a folder per user.
 MINE_DIR_ENV = "PIGVIZ_MINE_DIR"
 
-# Notebook key -> file stem, in teaching order. Lesson 05 spans two notebooks, 05a and 05b: its
-# exercises keep the names "05.*" and say which notebook holds them (Exercise.notebook_key).
+# Notebook key -> file stem, in teaching order. Lessons 04, 05 and 06 span two notebooks each (04a
+# and 04b, 05a and 05b, 06a and 06b): their exercises keep the names "04.*", "05.*" and "06.*" and
+# say which notebook holds them (Exercise.notebook_key).
 NOTEBOOKS = {
     "01": "01_stick_balance",
     "02": "02_key_cone",
     "03": "03_centring",
-    "04": "04_simhash_scurves",
+    "04a": "04a_simhash_scurves",
+    "04b": "04b_sampling_keys",
     "05a": "05a_kv_bill",
     "05b": "05b_kv_serving",
-    "06": "06_sampled_attention",
+    "06a": "06a_build_magicpig",
+    "06b": "06b_the_index",
     "07": "07_sampled_decoding",
     "08": "08_your_estimator",
 }

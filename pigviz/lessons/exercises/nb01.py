@@ -31,6 +31,16 @@ def importance_estimate(weights, values, proposal, drawn):
     return float(ratio @ v[i] / ratio.sum())  # self-normalised
 
 
+def inclusion_estimate(weights, values, u, seed):
+    w = np.asarray(weights, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64)
+    coins = np.random.default_rng(seed).random(u.size)  # one uniform number per key, in key order
+    read = coins < u  # each key flips its own coin: read with probability u, at most once
+    ratio = w[read] / u[read]  # a key read with probability u stands for 1/u keys like it
+    return float(ratio @ v[read] / ratio.sum())  # self-normalised over the keys read
+
+
 # --------------------------------------------------------------------------- cases
 
 
@@ -143,6 +153,54 @@ def _importance_cases():
     return cases
 
 
+def _inclusion_cases():
+    rng = np.random.default_rng(104)
+    w4, v4 = np.array([0.4, 0.3, 0.2, 0.1]), np.array([1.0, 2.0, 4.0, -1.0])
+    cases = [
+        Case("four keys, each with its own u", (w4, v4, np.array([0.9, 0.5, 0.3, 0.6]), 7)),
+        Case(
+            "u = 1 for every key: every key is read",
+            (w4, v4, np.ones(4), 0),
+            "with u = 1 every key is read once and counts by its true weight: the exact balance point",
+        ),
+        Case(
+            "u = 0 for some keys: they are never read",
+            (
+                np.array([0.3, 0.2, 0.1, 0.25, 0.15]),
+                np.array([1.0, 9.0, 2.0, -9.0, 3.0]),
+                np.array([1.0, 0.0, 0.7, 0.0, 0.4]),
+                1,
+            ),
+            "a key with u = 0 is never read, and its u must not divide anything",
+        ),
+    ]
+    n = 40
+    scores = rng.standard_normal(n)
+    u = np.minimum(1.0, 8 * _softmax(0.5 * scores))
+    cases.append(
+        Case(
+            "40 keys, unnormalised weights exp(scores), u from a rough guess",
+            (np.exp(scores), rng.uniform(-1, 1, n), u, 2),
+            "the weights need not sum to 1: normalise by the corrected weights of the keys read",
+        )
+    )
+    rest = np.exp(0.05 * rng.standard_normal(31))
+    weights = np.concatenate([[rest.sum()], rest])
+    values = np.concatenate([[0.02], rng.uniform(0.36, 0.96, 31)])
+    u = np.concatenate([[1.0], np.full(31, 11 / 31)])
+    cases.append(
+        Case(
+            "sink: token 0 read for sure (u = 1), the other 31 with u = 11/31",
+            (weights, values, u, 3),
+            "the sink, read with u = 1, counts by its true weight; each other key read stands for 31/11 of them",
+        )
+    )
+    scores = 2 * rng.standard_normal(300)
+    u = np.clip(40 * _softmax(0.7 * scores), 1e-3, 1.0)
+    cases.append(Case("300 keys, some u tiny", (np.exp(scores), rng.uniform(0, 1, 300), u, 4)))
+    return cases
+
+
 # --------------------------------------------------------------------------- wrong versions
 
 
@@ -223,21 +281,71 @@ def _importance_unweighted(weights, values, proposal, drawn):
     return float(np.mean(np.asarray(values, float)[np.asarray(drawn)]))
 
 
+def _inclusion_parts(weights, values, u):
+    return np.asarray(weights, float), np.asarray(values, float), np.asarray(u, float)
+
+
+def _inclusion_weight_w(weights, values, u, seed):
+    w, v, u = _inclusion_parts(weights, values, u)
+    rng = np.random.default_rng(seed)
+    read = rng.random(u.size) < u
+    return float(w[read] @ v[read] / w[read].sum())
+
+
+def _inclusion_with_replacement(weights, values, u, seed):
+    w, v, u = _inclusion_parts(weights, values, u)
+    rng = np.random.default_rng(seed)
+    drawn = rng.choice(u.size, size=max(1, round(u.sum())), p=u / u.sum())  # section 6's sampler
+    ratio = w[drawn] / u[drawn]
+    return float(ratio @ v[drawn] / ratio.sum())
+
+
+def _inclusion_total_weight(weights, values, u, seed):
+    w, v, u = _inclusion_parts(weights, values, u)
+    rng = np.random.default_rng(seed)
+    read = rng.random(u.size) < u
+    return float((w[read] / u[read]) @ v[read] / w.sum())
+
+
+def _inclusion_one_minus_u(weights, values, u, seed):
+    w, v, u = _inclusion_parts(weights, values, u)
+    rng = np.random.default_rng(seed)
+    read = rng.random(u.size) >= u
+    ratio = w[read] / u[read]
+    return float(ratio @ v[read] / ratio.sum())
+
+
+def _inclusion_one_coin(weights, values, u, seed):
+    w, v, u = _inclusion_parts(weights, values, u)
+    rng = np.random.default_rng(seed)
+    read = rng.random() < u  # one number for every key
+    ratio = w[read] / u[read]
+    return float(ratio @ v[read] / ratio.sum())
+
+
+def _inclusion_times_u(weights, values, u, seed):
+    w, v, u = _inclusion_parts(weights, values, u)
+    rng = np.random.default_rng(seed)
+    read = rng.random(u.size) < u
+    ratio = w[read] * u[read]
+    return float(ratio @ v[read] / ratio.sum())
+
+
 EXERCISES = [
     Exercise(
         name="01.balance_point",
         signature="balance_point(weights, values) -> float",
-        task="Where the sticks balance: the weighted mean of the values, sum_i w_i v_i / sum_i w_i. "
-        "`weights` and `values` are 1-D arrays of the same length (a single key is possible). The weights "
-        "are >= 0, some may be exactly 0, and they need not sum to 1 (exp(scores), say). Return one number.",
+        task="Where sticks as tall as `weights`, standing at `values`, balance: the position o about which "
+        "their turning forces cancel. `weights` and `values` are 1-D arrays of the same length (a single key "
+        "is possible). The weights are >= 0, some may be exactly 0 (at least one is not), and they need not "
+        "sum to 1 (exp(scores), say). Return one number.",
         reference=balance_point,
         make_cases=_balance_cases,
         output=FLOAT,
-        nudge="Balance means the turning forces cancel: each weight times its value's distance from o, summed "
-        "over the sticks, is 0. Solve that for o, and see what stands below the line when the weights do not "
-        "add up to 1.",
-        hint="for two 1-D arrays, `np.dot(a, b)` is the sum of `a[i] * b[i]` and `a.sum()` the sum of `a[i]`; "
-        "return a plain `float(...)`",
+        nudge="Section 1 wrote the balance condition as an equation in o. Solve it for o yourself, without "
+        "assuming that the weights add up to one.",
+        hint="which numpy operation sums the products of two arrays entry by entry? Return a plain "
+        "`float(...)`, not a numpy scalar or array",
         wrong=(
             Wrong(
                 "no division by the total weight",
@@ -268,17 +376,17 @@ EXERCISES = [
     Exercise(
         name="01.topk_estimate",
         signature="topk_estimate(weights, values, budget) -> float",
-        task="TopK's balance point: keep the `budget` heaviest keys and return the weighted mean of their "
-        "values, sum(w v) / sum(w) over the kept keys (their weights renormalised to sum to 1). The keys come "
-        "in no particular order; the weights are >= 0 and need not sum to 1; `budget` is an int >= 1 that may "
-        "equal or exceed n (then every key is kept). Return one number.",
+        task="TopK's estimate: keep the `budget` heaviest keys and return where their sticks balance, as if "
+        "the keys left out were not there. The keys come in no particular order; the weights are >= 0 and "
+        "need not sum to 1; `budget` is an int >= 1 that may equal or exceed n (then every key is kept). "
+        "Return one number.",
         reference=topk_estimate,
         make_cases=_topk_cases,
         output=FLOAT,
-        nudge="Two steps: pick the keys, then balance them. The weights come unsorted, so which keys are the "
-        "`budget` heaviest? The second step is the balance point you just wrote, over the kept sticks only.",
-        hint="`np.argsort(-weights)` lists the key indices from heaviest to lightest, and a slice `[:budget]` "
-        "that runs past the end of an array stops at its end; index `weights` and `values` with the kept indices",
+        nudge="Two steps: find which keys are the heaviest when they come unsorted, then balance those sticks "
+        "alone. What should happen when `budget` is larger than the number of keys?",
+        hint="numpy can give the order of an array's entries instead of the sorted values (the arg- family of "
+        "functions); your `balance_point` balances any set of sticks you hand it",
         wrong=(
             Wrong(
                 "not renormalised", _topk_not_renormalised, "the kept weights sum to less than 1: divide by their sum"
@@ -313,16 +421,16 @@ EXERCISES = [
         task="Self-normalised importance sampling. `weights` (w), `values` (v) and `proposal` (u) are 1-D "
         "arrays over all n keys; `drawn` is a 1-D int array with the key index of each draw from u, repeats "
         "included (a key drawn twice counts twice; a single draw is possible; some keys may never be drawn). "
-        "Weigh each draw by r = w/u and return sum(r * v) / sum(r), both sums over the draws. Neither w nor "
+        "Correct each draw for how much more or less often u draws its key than w would, and return where "
+        "the corrected draws balance. Use only the keys drawn (a sampler knows nothing else). Neither w nor "
         "u need sum to 1. Return one number.",
         reference=importance_estimate,
         make_cases=_importance_cases,
         output=FLOAT,
-        nudge="A key the guess draws too often must count less on each draw, one it draws too rarely more: "
-        "that is the ratio w/u. Both sums run over the draws, so a key drawn twice enters twice, and what is left "
-        "is a weighted mean again, as in section 1.",
-        hint="indexing with the whole array, `weights[drawn]`, gives one entry per draw, repeats included; do the "
-        "same for `proposal` and `values`, then your `balance_point` does the rest",
+        nudge="A key the guess draws too often must count less on each draw, one it draws too rarely more: by "
+        "how much, in terms of w and u? Then treat every draw as a stick, repeats included.",
+        hint="indexing an array with an array of indices keeps the repeats (`a[[2, 2, 0]]` has three entries); "
+        "section 1's `balance_point` does the balancing",
         wrong=(
             Wrong(
                 "drops repeated draws", _importance_unique, "a key drawn twice counts twice: do not deduplicate `drawn`"
@@ -351,5 +459,61 @@ EXERCISES = [
         difficulty=2,
         importance=5,
         minutes=7,
+    ),
+    Exercise(
+        name="01.inclusion_estimate",
+        signature="inclusion_estimate(weights, values, u, seed) -> float",
+        task="MagicPIG's sampler. `weights` (w), `values` (v) and `u` are 1-D arrays over n keys; u[i] in "
+        "[0, 1] is the probability that key i is read. Keys are read independently of one another, each at "
+        "most once. `seed` (an int) makes the coins: take one uniform number per key, in key order, from "
+        "`rng = np.random.default_rng(seed)` with `rng.random` (all at once or one by one), so that the check "
+        "can repeat your draw. Return where the keys read balance, each corrected "
+        "for how likely it was to be read, using only the keys read. A key with u = 1 is always read, one "
+        "with u = 0 never; every case reads at least one key. w need not sum to 1. Return one number.",
+        reference=inclusion_estimate,
+        make_cases=_inclusion_cases,
+        output=FLOAT,
+        nudge="Each key needs its own coin that comes up 'read' with probability u[i]. Then ask, as in the "
+        "importance exercise: how much should a key that is read only rarely count, against its true weight? "
+        "The sum of the weights over all keys is not known to the sampler.",
+        hint="an array comparison gives a boolean mask, and one mask selects the keys read from `weights`, "
+        "`values` and `u` alike; the correction and the balancing are what your `importance_estimate` did",
+        wrong=(
+            Wrong(
+                "weighted by w instead of w/u",
+                _inclusion_weight_w,
+                "a key read with a small u stands for many keys like it that were not read: divide its weight by u",
+            ),
+            Wrong(
+                "draws with replacement from u",
+                _inclusion_with_replacement,
+                "here u is not a distribution to draw from: each key flips its own coin with probability u[i] "
+                "and is read once or not at all",
+            ),
+            Wrong(
+                "divided by the total weight of every key",
+                _inclusion_total_weight,
+                "the sampler knows the weights of the keys it read, not the total: self-normalise, dividing by "
+                "the sum of the corrected weights of the keys read",
+            ),
+            Wrong(
+                "kept with probability 1 - u",
+                _inclusion_one_minus_u,
+                "a uniform number in [0, 1) falls below u[i] with probability u[i]",
+            ),
+            Wrong(
+                "one coin for every key",
+                _inclusion_one_coin,
+                "the keys are read independently: draw one uniform number per key, not one for all",
+            ),
+            Wrong(
+                "multiplies by u instead of dividing",
+                _inclusion_times_u,
+                "a key that is rarely read must count more when it is read: divide by u",
+            ),
+        ),
+        difficulty=3,
+        importance=5,
+        minutes=10,
     ),
 ]

