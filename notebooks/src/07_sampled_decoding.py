@@ -49,6 +49,8 @@ import pigviz
 
 pigviz.setup_notebook()
 
+import math  # noqa: F401 (the log_inclusion_probability of the shown solutions calls math.lgamma)
+
 import numpy as np
 
 from pigviz import decode, lessons
@@ -410,11 +412,11 @@ build_tables, query_hits, log_u = ex.mine.build_tables, ex.mine.query_hits, ex.m
 #
 # </details>
 #
-# <details><summary>Hint 2: where to look</summary>
+# <details><summary>Hint 2: the code</summary>
 #
-# The tables cover positions `0 .. n_indexed - 1` only, so the hit counts have `n_indexed`
-# entries, and the buffer joins the exact positions. A part with no keys has no softmax: look at
-# what `merge_partial` would do with it before calling it.
+# the index's tables cover positions 0 .. n_indexed - 1 only, so the hit counts have n_indexed
+# entries; the buffer joins the exact positions; a part with no keys has no softmax, so look at
+# what merge_partial would do with it before calling it
 #
 # </details>
 
@@ -475,6 +477,7 @@ cfg = model.config
 prompt, new_tokens = texts.first_tokens(tokenizer, 1024), 16
 dense_run = decode.generate(model, tokenizer, prompt, "dense", new_tokens, progress=False)
 
+# %%
 yours = YourMagicPIG(buffered_step, build_tables, "your MagicPIG")
 q_row, k_row, v_row = shipped_row(row=0, head=0, position=63)  # notebook 06a's head, cut to the prompt
 k_row, v_row = k_row[: len(prompt)], v_row[: len(prompt)]

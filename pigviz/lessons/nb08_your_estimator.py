@@ -20,7 +20,10 @@ from pigviz._util.fmt import below
 from pigviz.attention import cost, protocol
 from pigviz.decode import custom, evaluate
 from pigviz.lessons.exercises import is_blank, solutions_enabled
+from pigviz.lessons.exercises import nb06 as refs06
+from pigviz.lessons.exercises import nb07 as refs07
 from pigviz.lessons.exercises.nb08 import corrected_sample
+from pigviz.lessons.nb07_sampled_decoding import YourMagicPIG
 from pigviz.lessons.tables import table
 from pigviz.lessons.verify import Claim
 from pigviz.model import shipped
@@ -359,8 +362,6 @@ def race_07(step, tables, positions=RACE_POSITIONS) -> list[dict]:
     """§3's race of notebook 07's MagicPIG (``YourMagicPIG`` on ``step`` and ``tables``, its
     build run once per shipped head): it and the library's MagicPIG with every key allowed,
     then TopK and Quest at the mean share of the keys it read. Returns the rows of both calls."""
-    from pigviz.lessons.nb07_sampled_decoding import YourMagicPIG
-
     pig = YourMagicPIG(step, tables, "your MagicPIG")
     pigs = estimators.evaluate_estimator(pig, budgets=(1.0,), positions=positions, baselines=("magicpig",))
     matched = round(float(np.mean([r["keys_read"] / r["n"] for r in pigs if r["estimator"] == pig.name])), 3)
@@ -370,9 +371,6 @@ def race_07(step, tables, positions=RACE_POSITIONS) -> list[dict]:
 
 
 def _race_07_claim() -> Claim:
-    from pigviz.lessons.exercises import nb06 as refs06
-    from pigviz.lessons.exercises import nb07 as refs07
-
     got = {e["estimator"]: e for e in estimators.summary(race_07(refs07.buffered_step, refs06.build_tables))}
     mine, lib, topk, quest = (got[m] for m in ("your MagicPIG", "magicpig", "topk", "quest"))
     return Claim(

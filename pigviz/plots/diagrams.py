@@ -580,14 +580,18 @@ def placement_diagram(bytes_down=None, bytes_up=None, *, title: str | None = Non
         """A device's frame, ``name`` on top, then rows of boxes (text, outline, hover)."""
         c.text(pad, top - 8, f"<b>{name}</b>", size=HEAD, xanchor="left", yanchor="top")
         y = top - 32
+        centres = []
         for row in boxes:
             w = (1 - 2 * pad - (len(row) - 1) * 0.02) / len(row)
             for j, (text, outline, hover) in enumerate(row):
                 x0 = pad + j * (w + 0.02)
                 c.box(x0, x0 + w, y - box_h, y, BOX, f"{name} box", line=outline, width=2)
                 c.text(x0 + w / 2, y - box_h / 2, text, color=DARK_TEXT, hovertext=hover)
+                centres.append((x0 + w / 2, y - box_h / 2, hover))
             y -= box_h + gap
         c.box(0, 1, y, top, "rgba(0,0,0,0)", name, line=LINE, width=1.5)
+        # Hover points on the boxes: the figure then holds a trace, as every drawn plotly figure does.
+        c.hover(*zip(*centres), f"{name} boxes")
         return y
 
     gpu_bottom = device(

@@ -710,6 +710,24 @@ def query_hits_loop(tables, q_codes):
     return np.array(hits)
 
 
+def buffered_step_one_softmax(q, keys, values, index):
+    """One softmax over the union: exact keys plain, sampled keys minus log u (06a's sampled_estimate way)."""
+    from pigviz.lessons.exercises.nb06 import log_u, query_hits
+    from pigviz.lsh.reference import simhash_codes
+
+    q, keys, values = (np.asarray(a, dtype=np.float64) for a in (q, keys, values))
+    n, n0 = len(keys), index["n_indexed"]
+    K, L, sinks, recent = index["K"], index["L"], index["sinks"], index["recent"]
+    exact = np.r_[0:sinks, n0 - recent : n]
+    hits = np.asarray(query_hits(index["tables"], simhash_codes(q, index["planes"], K, L)))
+    hits[:sinks], hits[n0 - recent :] = 0, 0
+    sampled = np.flatnonzero(hits >= 2)
+    s = keys @ q / math.sqrt(len(q))
+    scores = np.r_[s[exact], s[sampled] - log_u(q, keys[sampled], index["mu"], K, L)]
+    w = np.exp(scores - scores.max())
+    return w @ np.r_[values[exact], values[sampled]] / w.sum(), np.r_[exact, sampled]
+
+
 ALTERNATIVES = [
     ("01.topk_estimate", topk_loop),
     ("01.topk_estimate", topk_torch),
@@ -754,6 +772,7 @@ ALTERNATIVES = [
     ("07.merge_partial", merge_logaddexp),
     ("07.merge_partial", merge_sigmoid_torch),
     ("07.perplexity", perplexity_torch),
+    ("07.buffered_step", buffered_step_one_softmax),
     ("08.corrected_sample", corrected_sample_torch),
     ("08.corrected_sample", corrected_sample_loop),
     ("08.dropped_weight", dropped_weight_torch),

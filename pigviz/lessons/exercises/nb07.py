@@ -14,6 +14,7 @@ import numpy as np
 
 from pigviz.lessons.exercises._framework import ARRAY, FLOAT, Case, Exercise, Wrong
 from pigviz.lessons.exercises.nb03 import softmax
+from pigviz.lessons.exercises.nb04 import log_inclusion_probability
 from pigviz.lessons.exercises.nb06 import build_tables, log_u, output_and_read, query_hits
 from pigviz.lsh.reference import simhash_codes
 
@@ -676,13 +677,14 @@ EXERCISES = [
         "the exact part's. Return (output, read): the output (dv,) and the positions of every key read, in any "
         "order.",
         reference=buffered_step,
+        helpers=(query_hits, log_u, log_inclusion_probability, softmax_part, logsumexp, softmax, merge_partial),
         make_cases=_buffered_cases,
         compare=output_and_read,
         rtol=1e-3,
         atol=1e-5,
         nudge="Three groups of keys meet in one step: the indexed keys the tables can hand over, the indexed "
         "keys read for sure, and the keys written after the tables were built, which no table holds. Which of "
-        "them carry a known chance of being drawn, and which are certain? Each group that is read for sure "
+        "them carry a known chance of being drawn, and which are certain? Each group read for sure "
         "scores as in plain attention; only drawn keys are corrected.",
         hint="the index's tables cover positions 0 .. n_indexed - 1 only, so the hit counts have n_indexed "
         "entries; the buffer joins the exact positions; a part with no keys has no softmax, so look at what "
