@@ -20,6 +20,8 @@ The shipped data live in ``pigviz/data/`` (``pigviz.model.shipped.data_dir``).
 import os
 import sys
 
+from pigviz._util.threads import limit_to_quota  # light: os, math and pathlib only
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "setup_notebook"]
@@ -31,8 +33,13 @@ def setup_notebook() -> str:
     In JupyterLab (and for nbval and the static site) it is the mimetype renderer: JupyterLab
     draws it with the bundled extension and the saved notebook stays small (no copy of plotly.js
     in every output). Where the environment already chose one, it is kept: ``PLOTLY_RENDERER``,
-    VS Code's notebooks; on Colab it is plotly's ``colab`` renderer, which Colab's front end draws."""
+    VS Code's notebooks; on Colab it is plotly's ``colab`` renderer, which Colab's front end draws.
+
+    Where the container has a CPU quota below its visible cores (Binder), the thread pools are
+    capped at the quota first (``pigviz._util.threads.limit_to_quota``); elsewhere nothing changes."""
     import plotly.io as pio  # heavy: plotly is needed only by notebooks
+
+    limit_to_quota()
 
     if os.environ.get("PLOTLY_RENDERER"):
         pass  # plotly applied it when it was imported

@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from pigviz import __version__
+from pigviz._util.threads import limit_to_quota
 from pigviz.cli import budget, course, data, decode, lessons, site, study
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    limit_to_quota()  # a container's CPU quota caps the thread pools (nothing changes without one)
     try:
         return int(args.func(args) or 0)
     except (ValueError, TypeError, FileNotFoundError) as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from pigviz._util.threads import fitted_threads
 from pigviz._util.validate import check_int
 from pigviz.decode.cache import storage_bytes
 from pigviz.decode.session import _check_seen, check_swappable, forward, use_attention
@@ -149,18 +150,21 @@ def generate(
         bar = tqdm(total=max_new_tokens, desc=f"decode ({attention})", unit="tok", disable=not progress)
         bar.update(1)
         cpu_times, attention_times = [], []
-        while len(tokens) < max_new_tokens and not (stop_at_eos and tokens[-1] == eos):
-            t0, c0, a0 = time.perf_counter(), time.thread_time(), session.attention_seconds
-            logits = forward(model, torch.tensor([tokens[-1]]), cache)
-            tokens.append(int(logits[-1].argmax()))
-            times.append(time.perf_counter() - t0)
-            cpu_times.append(time.thread_time() - c0)
-            attention_times.append(session.attention_seconds - a0)
-            step_budget = session.take_budgets()
-            budgets.append(1.0 if step_budget is None else float(step_budget[-1]))
-            bar.update(1)
+        # A decode step is many small operations: a thread team stalls beside a busy core, so the
+        # steps run with the threads that fit the cores free when decoding starts (recorded).
+        with fitted_threads() as threads:
+            while len(tokens) < max_new_tokens and not (stop_at_eos and tokens[-1] == eos):
+                t0, c0, a0 = time.perf_counter(), time.thread_time(), session.attention_seconds
+                logits = forward(model, torch.tensor([tokens[-1]]), cache)
+                tokens.append(int(logits[-1].argmax()))
+                times.append(time.perf_counter() - t0)
+                cpu_times.append(time.thread_time() - c0)
+                attention_times.append(session.attention_seconds - a0)
+                step_budget = session.take_budgets()
+                budgets.append(1.0 if step_budget is None else float(step_budget[-1]))
+                bar.update(1)
         bar.close()
-    extra = {"cache_bytes": storage_bytes(cache)}
+    extra = {"cache_bytes": storage_bytes(cache), "decode_threads": threads}
     if session.offload_report is not None:
         extra["offload"] = session.offload_report
     return GenerationResult(

@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from pigviz._util.threads import fitted_threads
 from pigviz._util.validate import check_float, check_int
 from pigviz.attention import cost, protocol
 from pigviz.lsh import estimators as lsh_estimators
@@ -307,10 +308,11 @@ def evaluate_estimator(
         bar = tqdm(total=len(todo) * len(units), desc="estimators", unit="head")
     done = {}
     try:
-        for est, name, cached in todo:
-            done[name] = _run(est, name, units, arrays, budgets, positions, first, bar)
-            if cached is not None:
-                _BASELINE_ROWS[cached] = done[name]
+        with fitted_threads():  # many small operations: a team stalls beside a busy core
+            for est, name, cached in todo:
+                done[name] = _run(est, name, units, arrays, budgets, positions, first, bar)
+                if cached is not None:
+                    _BASELINE_ROWS[cached] = done[name]
     finally:
         if bar is not None:
             bar.close()

@@ -1,0 +1,161 @@
+"""How many threads this process may use: the CPUs it may run on, capped by a cgroup CPU quota.
+
+Binder and most container hosts give a container a fraction of a many-core machine through a
+CPU quota (cgroup v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``) while every
+core stays visible. torch, numba and OpenBLAS start one thread per visible core; past the quota
+those threads are throttled in turn and wait for each other at every barrier, so a 1-CPU quota
+on a 64-core host runs far slower with 64 threads than with one. ``limit_to_quota`` caps them at
+the quota, and changes nothing where no quota is set (the second core stays in use when free).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["cpu_quota", "usable_cores", "limit_to_quota", "others_busy", "fitting_threads", "fitted_threads"]
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The variables the thread pools read when they start: set only where the user has not.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def cpu_quota(root: str | os.PathLike = CGROUP_ROOT) -> float | None:
+    """The CPU quota of this process's cgroup in CPUs (1.5 = one and a half cores), or None when
+    no quota is set or none can be read. cgroup v2 first (``cpu.max``: "quota period" or "max
+    period"), then v1 (``cpu/cpu.cfs_quota_us``, -1 for none, over ``cpu.cfs_period_us``)."""
+    root = Path(root)
+    v2 = _read(root / "cpu.max")
+    if v2 is not None:
+        parts = v2.split()
+        if len(parts) == 2 and parts[0] != "max":
+            try:
+                quota, period = int(parts[0]), int(parts[1])
+            except ValueError:
+                return None
+            return quota / period if quota > 0 and period > 0 else None
+        return None
+    for folder in (root / "cpu", root / "cpu,cpuacct", root):
+        quota, period = _read(folder / "cpu.cfs_quota_us"), _read(folder / "cpu.cfs_period_us")
+        if quota is None or period is None:
+            continue
+        try:
+            q, p = int(quota), int(period)
+        except ValueError:
+            return None
+        return q / p if q > 0 and p > 0 else None
+    return None
+
+
+def usable_cores(root: str | os.PathLike = CGROUP_ROOT) -> int:
+    """The CPUs this process may run on (its affinity), capped by the cgroup quota rounded down
+    (a thread past the quota is throttled, not run), and at least one."""
+    visible = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    quota = cpu_quota(root)
+    if quota is None:
+        return max(1, visible)
+    return max(1, min(visible, math.floor(quota + 1e-9)))
+
+
+def limit_to_quota(root: str | os.PathLike = CGROUP_ROOT) -> int | None:
+    """Cap the thread pools at the cgroup quota; return the cap, or None where no quota applies
+    (nothing is changed then). Sets the start-up variables the user has not set, and lowers the
+    thread count of torch and numba where they are already imported (never raises it)."""
+    visible = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cap = usable_cores(root)
+    if cap >= visible:
+        return None
+    for name in THREAD_VARIABLES:
+        os.environ.setdefault(name, str(cap))
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() > cap:
+        torch.set_num_threads(cap)
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        try:
+            if numba.get_num_threads() > cap:
+                numba.set_num_threads(cap)
+        except (ValueError, RuntimeError):  # a numba without a threading layer here
+            pass
+    return cap
+
+
+# -- a busy machine ------------------------------------------------------------------------------
+# Where another process keeps one of our cores busy, a thread team that splits every operation in
+# two waits at each operation's end for the thread that shares its core: measured here, 08's SparQ
+# evaluation took 65 s with torch's two threads beside a busy core against 19 s with one. The
+# loops of many small operations (an estimator over captured rows, a decode step's layers) check
+# how much of the machine is free when they start and run with the threads that fit.
+
+
+def _busy_jiffies(cpus: set[int]) -> int | None:
+    """Busy time (clock ticks) of ``cpus`` since boot, from /proc/stat's per-CPU lines."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            lines = [line.split() for line in f if line.startswith("cpu") and line[3:4].isdigit()]
+    except OSError:
+        return None
+    busy = 0
+    for fields in lines:
+        if int(fields[0][3:]) in cpus:
+            ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+            busy += sum(ticks) - ticks[3] - ticks[4]
+    return busy
+
+
+def others_busy(window: float = 0.1) -> float | None:
+    """How many of this process's CPUs other processes kept busy over the next ``window``
+    seconds (1.0 = one whole core), or None where /proc/stat cannot be read. This process's own
+    threads are subtracted (its CPU time over the same window)."""
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    before, own_before, t0 = _busy_jiffies(cpus), sum(os.times()[:2]), time.monotonic()
+    if before is None:
+        return None
+    time.sleep(window)
+    after, own_after, t1 = _busy_jiffies(cpus), sum(os.times()[:2]), time.monotonic()
+    if after is None:
+        return None
+    return max(0.0, ((after - before) / hz - (own_after - own_before)) / max(t1 - t0, 1e-9))
+
+
+def fitting_threads(threads: int, busy: float | None, cores: int) -> int:
+    """The threads that fit beside ``busy`` cores of other work on ``cores``: one less for every
+    core another process keeps more than a quarter busy (a thread sharing its core with a busy
+    process stalls the team), never more than ``threads`` asked for, never fewer than one."""
+    if busy is None:
+        return threads
+    return max(1, min(threads, math.floor(cores - busy + 0.25)))
+
+
+@contextmanager
+def fitted_threads(window: float = 0.1):
+    """Run the block with torch's thread count fitted to the free cores (measured now, over
+    ``window`` seconds), and restore it after. Nothing is measured where torch is not imported or
+    already runs one thread."""
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else 1
+    if threads <= 1:
+        yield threads
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    fit = fitting_threads(threads, others_busy(window), cores)
+    if fit == threads:
+        yield threads
+        return
+    torch.set_num_threads(fit)
+    try:
+        yield fit
+    finally:
+        torch.set_num_threads(threads)
