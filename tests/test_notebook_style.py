@@ -86,10 +86,10 @@ def test_each_exercise_shows_its_markers_and_a_folded_hint_before_its_blank(exer
     assert exercise.markers() in before.source, f"{exercise.name}: put `{exercise.markers()}` above the blank"
     text = before.source.replace("\n", " ")
     nudge = re.search(r"<details><summary>Hint 1: what to think about</summary>(.*?)</details>", text)
-    code = re.search(r"<details><summary>Hint 2: the code</summary>(.*?)</details>", text)
+    code = re.search(r"<details><summary>Hint 2: where to look</summary>(.*?)</details>", text)
     assert nudge and code, (
         f"{exercise.name}: fold two hints above the blank, '<details><summary>Hint 1: what to think about"
-        "</summary> ... </details>' and then '<details><summary>Hint 2: the code</summary> ... </details>'"
+        "</summary> ... </details>' and then '<details><summary>Hint 2: where to look</summary> ... </details>'"
     )
     assert nudge.start() < code.start(), f"{exercise.name}: the nudge comes before the code-level hint"
     assert exercise.nudge.strip(), f"{exercise.name}: give the exercise a nudge (Exercise.nudge)"
@@ -129,3 +129,23 @@ def test_one_convention_for_prose_folds_aliases_and_the_colab_cell(source):
     assert _hidden(colab[0]), f'{source.name}: collapse the Colab set-up cell (jupyter={{"source_hidden": true}})'
     first = colab[0].source.splitlines()[0]
     assert first.startswith("# ") and "install" in first, f"{source.name}: the Colab cell opens with what it installs"
+
+
+def test_one_name_per_pigviz_module_across_the_notebooks():
+    """A name means one module everywhere: `plots` once named five (budget, decoding, estimators,
+    simhash, study); a learner who met `plots.x` in one notebook met another module in the next."""
+    sources = SOURCES + sorted((ROOT / "notebooks" / "src" / "findings").glob("f*_*.py"))
+    module_of: dict[str, set[str]] = {}
+    alias_of: dict[str, set[str]] = {}
+    for source in sources:
+        for cell in _cells(source):
+            if cell.cell_type != "code":
+                continue
+            for m in re.finditer(r"^\s*from (pigviz[\w.]*) import (\w+) as (\w+)", cell.source, re.M):
+                module, alias = f"{m.group(1)}.{m.group(2)}", m.group(3)
+                module_of.setdefault(alias, set()).add(module)
+                alias_of.setdefault(module, set()).add(alias)
+    clashes = {a: sorted(m) for a, m in module_of.items() if len(m) > 1}
+    assert not clashes, f"one alias names several modules: {clashes}"
+    several = {m: sorted(a) for m, a in alias_of.items() if len(a) > 1}
+    assert not several, f"one module goes by several names: {several}"

@@ -108,16 +108,23 @@ WHITELIST = {
         "pigviz.memory.allocators.request_mix",  # 05b's (prompt, output) lengths of 4,000 requests
         "pigviz.study.experiments.decode_step_pieces",  # one decode step's q, keys, values, planes
         "pigviz.study.experiments.shipped_layer",  # one captured layer's q, k, v
-        "pigviz.lessons.nb07_sampled_decoding.load_results",  # shipped JSON records, as they are
+        "pigviz.lessons.nb07a_inside_the_model.load_results",  # shipped JSON records, as they are
         "pigviz.lessons.f4_decoding.load_study",
         "pigviz.lessons.f3_bill_and_speed.load_kernels",
         "pigviz.lessons.nb08_your_estimator.load_speed",
         "pigviz.decode.report.load_gpu_speed",
+        # The loop that runs the model with the attention it is handed (the learner's own estimator
+        # in 07b): token ids, per-step budgets and seconds as they are; the cell compares them in view.
+        "pigviz.decode.generate",
+        # The protocol's evaluation: runs an estimator on the shipped rows and returns one record per
+        # row (its error, keys and bytes read) as measured; 08 builds its tables from them in view.
+        "pigviz.study.estimators.evaluate_estimator",
     },
     # The primitives the course has taught, with the notebook that teaches each.
     "primitives": {
         "pigviz.lessons.exercises.mine.*": "01",  # the learner's own functions (ex.mine.fn)
         "pigviz.lessons.mine.*": "01",
+        "pigviz.lessons.exercises.use_reference": "01",  # the reference standing in for a skipped exercise
         "pigviz.toy.stick_balance.topk": "01",  # 01.topk_estimate
         "pigviz.lsh.simhash.cos_to_degrees": "01",  # degrees(arccos(c))
         "pigviz.attention.softmax_attention": "01",  # a prerequisite; 02.attention_weights, 03.softmax
@@ -141,6 +148,9 @@ WHITELIST = {
         "pigviz.lsh.reference.magicpig_reference": "06a",
         "pigviz.lsh.estimators.magicpig": "06a",  # the library's form of 06's magicpig_estimate
         "pigviz.attention.protocol.*": "06a",  # the estimator protocol: call, exact, topk, costs_like...
+        "pigviz.lessons.nb07b_your_magicpig.YourMagicPIG": "07b",  # the class 07b writes in view (a test holds it)
+        # 08's open exercise: the learner's estimator, or the worked example where solutions are on
+        "pigviz.lessons.nb08_your_estimator.yours_or_worked_example": "08",
     },
     # Display wrappers: they render what the cell built.
     "display": {

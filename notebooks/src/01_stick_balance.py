@@ -91,7 +91,7 @@ sticks_figure(sb.custom_scenario(V[:, 0], K @ q / np.sqrt(d), name="eight-token"
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
 # which numpy operation sums the products of two arrays entry by entry? Return a plain `float(...)`, not a numpy scalar or array
 #
@@ -187,7 +187,7 @@ sticks_figure(sink, {"topk": sb.topk(sink.values, sink.weights, BUDGET)}, BUDGET
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
 # numpy can give the order of an array's entries instead of the sorted values (the arg- family of functions); your `balance_point` balances any set of sticks you hand it
 #
@@ -316,7 +316,7 @@ print(f"the sink: u = {u[0]:.3f}, w = {sink.weights[0]:.3f}")
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
 # indexing an array with an array of indices keeps the repeats (`a[[2, 2, 0]]` has three entries); section 1's `balance_point` does the balancing
 #
@@ -380,7 +380,7 @@ lessons.table(rows, formats={"mean of 2000 runs": "{:.3f}", "RMS error": "{:.3f}
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
 # an array comparison gives a boolean mask, and one mask selects the keys read from `weights`, `values` and `u` alike; the correction and the balancing are what your `importance_estimate` did
 #

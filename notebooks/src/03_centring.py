@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 03 · Centring: the one-line fix that makes hashing work
+# # 03 · Centring: move the keys onto the origin, and attention does not notice
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/03_centring.ipynb)
 #
@@ -53,17 +53,14 @@ from pigviz.plots import key_geometry as pk
 
 # %%
 cap = kg.shipped_capture()
-d = cap.keys.shape[-1]
-n_hashed = int(kg.non_exact_mask(cap.n_tokens).sum())  # all but the first and last tokens, read exactly
-print(f"{cap.metadata['model_name']}, {cap.n_tokens:,} tokens, layers {cap.layers}, d = {d}; hashed keys per head: "
-      f"{n_hashed:,} (all but the first {kg.EXACT_SINKS} and the last {kg.EXACT_RECENT})")
+d = cap.keys.shape[-1]  # the head dimension
+view = kg.head_view(cap, 19, 6)  # the head notebook 02 drew
+q_last = view.queries[-1]  # its last captured query
 
 # %% [markdown]
 # **Optional: recapture from the real model** (minutes on a laptop CPU, a few GB of memory). Off
-# by default; with `RUN_LIVE = True` every cell below uses the fresh capture (the numbers in the
-# text and the headline table describe the shipped one). On a GPU
-# runtime `device="auto"` loads the model onto the GPU in bf16; `device="cpu"` repeats the
-# shipped run.
+# by default; with `RUN_LIVE = True` every cell below uses the fresh capture. On a GPU runtime
+# `device="auto"` loads the model onto the GPU in bf16; `device="cpu"` repeats the shipped run.
 
 # %%
 RUN_LIVE = False
@@ -75,6 +72,8 @@ if RUN_LIVE:
     model, tokenizer = load_model("smollm2-135m", device="auto")
     cap = build_shipped_capture(model, tokenizer)
     del model
+    view = kg.head_view(cap, 19, 6)
+    q_last = view.queries[-1]
     print("recaptured:", cap.layers, cap.kv_heads)
 
 # %% [markdown]
@@ -91,19 +90,18 @@ if RUN_LIVE:
 # on the last query of layer 19, head 6, the head notebook 02 drew:
 
 # %%
-view = kg.head_view(cap, 19, 6)
-q_last = view.queries[-1]
 attention_weights = ex.mine.attention_weights  # yours from notebook 02
 before = attention_weights(q_last, view.keys)
 after = attention_weights(q_last, view.keys - view.mean_key)
 print(f"every score moved by -q.mu/sqrt(d) = {-(q_last @ view.mean_key) / np.sqrt(d):+.2f}")
-print(f"the weights before and after centring {lessons.agree(after, before, within=1e-12)}")
+print("the weights before and after centring:", lessons.agree(after, before, within=1e-12))
 
 # %% [markdown]
-# Which $\mu$? MagicPIG never hashes the keys it reads exactly anyway (the first and last tokens,
-# counted in the capture line above), so it centres on the mean of the *hashed* keys only, as the
-# engine in `pigviz.lsh.index` does. The sink key points its own way (notebook 02) and could pull
-# a mean of all keys off the hashed cloud; in this head it barely does (Answer 1).
+# Which $\mu$? MagicPIG never hashes the keys it reads exactly anyway (the sinks and the recent
+# window of notebook 02), so it centres on the mean of the *hashed* keys only, as the engine in
+# `pigviz.lsh.index` does. The exact set need not look like the hashed cloud (the query likes the
+# recent keys, notebook 02), so a mean of all keys would lean its way; in this head only a little,
+# nearly all of it from the recent keys (Answer 1).
 #
 # ### Your turn: the mean MagicPIG subtracts
 #
@@ -121,10 +119,10 @@ print(f"the weights before and after centring {lessons.agree(after, before, with
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# A slice keys[a:b] keeps rows a to b - 1: write its end from len(keys), since keys[a:-0] is
-# empty. Which axis of .mean runs over the keys?
+# Before you write the slice, try `np.arange(6)[1:-2]` and `np.arange(6)[1:-0]` in a cell: a
+# negative end counts from the back, and one of the two is not what you want.
 #
 # </details>
 
@@ -139,7 +137,8 @@ centring_mean = ex.check("03.centring_mean", centring_mean)
 
 # %%
 mu = centring_mean(view.keys, kg.EXACT_SINKS, kg.EXACT_RECENT)
-print(f"layer 19, head 6: your mean and the engine's {lessons.agree(mu, view.mean_key, within=1e-12)}")
+print(f"keys hashed: {view.n - kg.EXACT_SINKS - kg.EXACT_RECENT:,} of {view.n:,}")
+print("layer 19, head 6: your mean and the engine's", lessons.agree(mu, view.mean_key, within=1e-12))
 
 # %% [markdown]
 # ### Your turn: a different shift for every query
@@ -160,16 +159,17 @@ print(f"layer 19, head 6: your mean and the engine's {lessons.agree(mu, view.mea
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# s.max(axis=-1, keepdims=True) is one number per row, shaped (m, 1) so that it broadcasts
-# against s; take the row sums the same way. np.exp(-np.inf) is 0.
+# Your `attention_weights` of notebook 02 did this for one row. In a batch the shift is one
+# number per row: print the shape of what you subtract, and check that it broadcasts against
+# `scores` row by row.
 #
 # </details>
 
 # %%
 def softmax(scores):
-    """Softmax over the last axis, each row exact for any scores (shift each row by its own constant)."""
+    """Softmax over the last axis of scores (m, n) or (n,), each row exact for any scores."""
     ...
 
 
@@ -181,19 +181,35 @@ future = np.arange(view.n)[None, :] > view.positions[:, None]  # causal: a query
 raw = np.where(future, -np.inf, view.queries @ view.keys.T / np.sqrt(d))
 centred = np.where(future, -np.inf, view.queries @ (view.keys - mu).T / np.sqrt(d))
 shift = -(view.queries @ mu) / np.sqrt(d)  # one constant per row
-print(f"the {len(shift)} queries' scores move by {shift.min():+.2f} to {shift.max():+.2f}, one amount per query")
-print(f"your softmax, every query, raw against centred keys: {lessons.agree(softmax(centred), softmax(raw), within=1e-12)}")
+print(f"the {len(shift)} queries' scores move by {shift.min():+.2f} to {shift.max():+.2f}")
+print("your softmax, every query, raw against centred keys:", lessons.agree(softmax(centred), softmax(raw), within=1e-12))
 
 # %%
 lessons.folded("Solutions: centring_mean, softmax", f"```python\n{ex.solution('03.centring_mean')}\n\n"
                f"{ex.solution('03.softmax')}```")
 
 # %% [markdown]
-# The same check on every captured query of every captured head, in float64 and float32. The
-# gaps are rounding residues whose digits differ from CPU to CPU, so they are printed as bounds:
+# The same check on the outputs, every captured query of every captured head, in float64 and
+# float32, with your two functions. The gaps are rounding residues whose digits differ from CPU
+# to CPU, so they are printed as bounds:
 
 # %%
-print(kg.format_shift_invariance(kg.shift_invariance(cap)))
+gap, largest, model_gap = {}, 0.0, 0.0
+for layer, head in kg.head_pairs(cap):
+    h = kg.head_view(cap, layer, head)
+    future = np.arange(h.n)[None, :] > h.positions[:, None]
+    for dt in (np.float64, np.float32):
+        q, k, v = h.queries.astype(dt), h.keys.astype(dt), h.values.astype(dt)
+        k_cen = k - centring_mean(k, kg.EXACT_SINKS, kg.EXACT_RECENT).astype(dt)
+        out_raw, out_cen = (softmax(np.where(future, -np.inf, q @ kk.T / dt(np.sqrt(d)))) @ v for kk in (k, k_cen))
+        gap[dt.__name__] = max(gap.get(dt.__name__, 0.0), np.abs(out_raw - out_cen).max())
+        if dt is np.float64:
+            largest = max(largest, np.abs(out_raw).max())
+            model_gap = max(model_gap, np.abs(out_raw - h.outputs).max())  # the model stored q, k, v, output in fp16
+print(f"largest |output, raw keys - output, centred keys|, as a share of the largest output ({largest:.1f}):")
+print("  float64:", lessons.below(gap["float64"] / largest, 1e-12))
+print("  float32:", lessons.below(gap["float32"] / largest, 1e-4))
+print(f"for scale, our float64 output against the model's own: {model_gap / largest:.1e} of the largest output")
 
 # %% [markdown]
 # Both gaps are far below the gap between our float64 attention and the model's own output,
@@ -205,27 +221,53 @@ print(kg.format_shift_invariance(kg.shift_invariance(cap)))
 #
 # ## 2. What centring does to the cloud
 #
-# Same head, same query, same six hyperplanes as in notebook 02: raw keys on the left, centred
-# keys on the right, on identical axes. Both panels project onto the plane of the query and the
-# mean key; the table puts the shares from real 64-dimensional hashing next to the picture's.
+# First the cone of notebook 02, measured with your `cone_tightness` on the keys each head
+# hashes, before and after centring them:
 
 # %%
-clouds = {v: kp.key_cloud(view, -1, v, n_planes=6) for v in kg.VARIANTS}  # the picture and the real 64-d buckets
-print("cone tightness, raw (notebook 02) -> centred: " + ", ".join(
-    f"layer {r.layer}: {r.cone_raw:.2f} -> {r.cone_centred:.3f}" for r in kg.geometry_table(cap)[::cap.group_size]))
-real, pic = "share the query's bucket (64-d)", "in the query's wedge (picture)"
-display(lessons.table([{"keys": v, real: c.share_real, pic: c.share_picture} for v, c in clouds.items()],
-                      formats={real: "{:.2%}", pic: "{:.2%}"}))
-pk.key_cloud_pair_figure(clouds, d, n_hashed)
+cone_tightness = ex.mine.cone_tightness  # yours from notebook 02
+cone = []
+for layer, heads in zip(cap.layers, cap.query_heads):
+    keys = kg.head_view(cap, layer, heads[0]).keys  # the layer's KV head
+    hashed_keys = keys[kg.non_exact_mask(len(keys))]
+    cone.append({"layer": layer, "raw": cone_tightness(hashed_keys),
+                 "centred": cone_tightness(hashed_keys - centring_mean(keys, kg.EXACT_SINKS, kg.EXACT_RECENT))})
+lessons.table(cone, formats={"raw": "{:.2f}", "centred": "{:.3f}"},
+              caption="Cone tightness of each captured KV head's hashed keys")
 
 # %% [markdown]
-# Centred, the keys are no longer a cone (their cone tightness is near 0, as for random
-# directions), and the lines slice straight through the cloud. Notice the sink: it was short, so
-# after centring it is roughly $-\mu$, and since the mean key pointed away from the query, $-\mu$
-# points towards it (MagicPIG reads the sink exactly anyway). The picture cannot say which keys
-# share the bucket, though: the side of a hyperplane depends on all 64 coordinates of a key. In
-# the table, the centred wedge holds 7.45% of the keys against 0.98% in the real bucket, and the
-# raw one 0.00% against 0.01%: the picture errs either way.
+# Now the picture of notebook 02 for the same head and query, with the same six hyperplanes: raw
+# keys on the left, centred keys on the right, on identical axes.
+
+# %%
+clouds = {v: kp.key_cloud(view, -1, v, n_planes=6) for v in kg.VARIANTS}  # the drawing: a sample of the keys
+pk.key_cloud_pair_figure(clouds, d, int(kg.non_exact_mask(view.n).sum()))
+
+# %% [markdown]
+# Centred, the keys are no longer a cone, and the lines slice straight through the cloud. Notice
+# the sink: it was short, so after centring it is roughly $-\mu$, and since the mean key pointed
+# away from the query, $-\mu$ points towards it (MagicPIG reads the sink exactly anyway). Does
+# the wedge tell which keys share the query's bucket? Count both, as in notebook 02:
+
+# %%
+planes = np.random.default_rng(0).standard_normal((6, d))  # notebook 02's six hyperplanes
+q_side = planes @ q_last >= 0
+e1 = mu / np.linalg.norm(mu)  # the picture's x axis: the mean key
+e2 = q_last - (q_last @ e1) * e1
+basis = np.stack([e1, e2 / np.linalg.norm(e2)])  # and its y axis: the query's part perpendicular to it
+hashed_keys = view.keys[kg.non_exact_mask(view.n)]
+shares = []
+for name, keys in (("raw", hashed_keys), ("centred", hashed_keys - mu)):
+    flat = keys @ basis.T @ basis  # each key's projection onto the picture's plane
+    shares.append({"keys": name, "share the query's bucket (64-d)": np.all((keys @ planes.T >= 0) == q_side, axis=1).mean(),
+                   "in the query's wedge (picture)": np.all((flat @ planes.T >= 0) == q_side, axis=1).mean()})
+lessons.table(shares, formats={"share the query's bucket (64-d)": "{:.2%}", "in the query's wedge (picture)": "{:.2%}"},
+              caption="One table of six bits; share of the hashed keys")
+
+# %% [markdown]
+# The picture cannot say which keys share the bucket: the side of a hyperplane depends on all
+# the coordinates of a key. Compare the columns for centred keys: the wedge holds far more keys
+# than the real bucket (raw keys leave both nearly empty).
 
 # %% [markdown]
 # ### Your turn: what the hash sees
@@ -244,7 +286,7 @@ pk.key_cloud_pair_figure(clouds, d, n_hashed)
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
 # Broadcasting subtracts a (d,) vector from every row of an (n, d) array; np.linalg.norm(x,
 # axis=-1) gives one length per row.
@@ -261,12 +303,13 @@ def cos_centred(q, keys, mu):
 cos_centred = ex.check("03.cos_centred", cos_centred)
 
 # %%
-cos_raw, cos_cen = cos_centred(q_last, view.keys, 0 * mu), cos_centred(q_last, view.keys, view.mean_key)
-print(f"your cosines and the library's {lessons.agree(cos_cen, kg.cos_with_query(view, -1, 'centred'), within=1e-12)}")
-print(f"cos(query, key) over all {view.n:,} keys, median: raw {np.median(cos_raw):+.3f}, centred "
-      f"{np.median(cos_cen):+.3f}; keys with cos > 0.3: raw {np.sum(cos_raw > 0.3)}, centred {np.sum(cos_cen > 0.3)}")
-pk.cosine_histogram_figure([("raw keys", cos_raw, pk.COLORS["raw"], "solid"),
-                            ("centred keys", cos_cen, pk.COLORS["centred"], "solid")],
+cos_raw, cos_cen = cos_centred(q_last, view.keys, 0 * mu), cos_centred(q_last, view.keys, mu)  # every key
+print("your cosines and the library's", lessons.agree(cos_cen, kg.cos_with_query(view, -1, "centred"), within=1e-12))
+hashed = kg.non_exact_mask(view.n)  # the keys the hash sees; the exact set is read, not hashed
+print(f"hashed keys, median cos: raw {np.median(cos_raw[hashed]):+.3f}, centred {np.median(cos_cen[hashed]):+.3f}")
+print(f"hashed keys with cos > 0.3: raw {np.sum(cos_raw[hashed] > 0.3)}, centred {np.sum(cos_cen[hashed] > 0.3)}")
+pk.cosine_histogram_figure([("raw keys", cos_raw[hashed], pk.COLORS["raw"], "solid"),
+                            ("centred keys", cos_cen[hashed], pk.COLORS["centred"], "solid")],
                            "The same query, raw and centred keys", "cos(query, key)",
                            marks=[("sink, centred", cos_cen[0])],
                            subtitle=f"layer 19, head 6, query at position {int(view.positions[-1])}")
@@ -282,8 +325,8 @@ lessons.folded("Solution: cos_centred", ex.solution("03.cos_centred"))
 # ## 3. Explore
 #
 # Toggle between raw and centred keys, move the query, change the layer and head, and add
-# hyperplanes. The status line reports the share of keys in the query's bucket under real 64-d
-# hashing next to what the flat picture shows.
+# hyperplanes. The status line reports the share of keys in the query's bucket under real
+# hashing, in all dimensions, next to what the flat picture shows.
 
 # %%
 from pigviz.widgets.key_geometry import KeyCloudWidget
@@ -291,10 +334,26 @@ from pigviz.widgets.key_geometry import KeyCloudWidget
 KeyCloudWidget(cap, layer=19, head=6, centred=False, n_planes=6)
 
 # %% [markdown]
-# One table of six bits is a noisy count, though. Over every captured head and query, the
-# widget's table puts fewer keys in the centred bucket than in the raw one for 55 of 768
-# (head, query) pairs. Centred shares scatter around the 1.56% of an evenly filled table (median
-# 1.58%); raw ones sit mostly far below it (median 0.18%).
+# One table of six bits is a noisy count, though. The same table over every captured head and
+# query, raw against centred:
+
+# %%
+bucket = {"raw": [], "centred": []}  # per head: the share of its hashed keys in each query's bucket
+for layer, head in kg.head_pairs(cap):
+    h = kg.head_view(cap, layer, head)
+    hashed = h.keys[kg.non_exact_mask(h.n)]
+    q_sides = (h.queries @ planes.T >= 0)[:, None, :]  # (queries, 1, 6)
+    for name, keys in (("raw", hashed), ("centred", hashed - centring_mean(h.keys, kg.EXACT_SINKS, kg.EXACT_RECENT))):
+        bucket[name].append(np.all((keys @ planes.T >= 0)[None] == q_sides, axis=2).mean(axis=1))
+bucket = {name: np.array(x) for name, x in bucket.items()}  # (heads, queries)
+display(lessons.table([{"keys": name, "median share": np.median(x), "lowest": x.min(), "highest": x.max()}
+                       for name, x in bucket.items()], formats={c: "{:.2%}" for c in ("median share", "lowest", "highest")},
+                      caption=f"{bucket['raw'].size} (head, query) pairs; an evenly filled table: 1/64 = {1 / 64:.2%}"))
+print(f"(head, query) pairs with fewer keys in the centred bucket than in the raw: {np.sum(bucket['centred'] < bucket['raw'])}")
+
+# %% [markdown]
+# Centred shares scatter around an evenly filled table's; raw ones sit mostly far below it, yet in
+# some pairs the centred bucket holds fewer keys than the raw one.
 #
 # **Bottom line.** Centring moves the cloud onto the origin in every head, but one table of six
 # bits is a noisy judge: notebook 04b counts over many queries and many tables, at MagicPIG's own
@@ -325,18 +384,20 @@ KeyCloudWidget(cap, layer=19, head=6, centred=False, n_planes=6)
 # `view.keys.mean(0)` against `view.mean_key`.
 
 # %% jupyter={"source_hidden": true}
-means = {"hashed-key mean": view.mean_key, "all-key mean": view.keys.mean(0)}
+means = {"hashed-key mean": mu, "all-key mean": view.keys.mean(0)}
 hashed = kg.non_exact_mask(view.n)
-shift_all = np.linalg.norm(means["all-key mean"] - view.mean_key) / np.linalg.norm(view.mean_key)
-tightness = {name: kg.cone_tightness(view.keys[hashed] - m) for name, m in means.items()}
+shift_all = np.linalg.norm(means["all-key mean"] - mu) / np.linalg.norm(mu)
+shift_sinks = np.linalg.norm(view.keys[: view.n - kg.EXACT_RECENT].mean(0) - mu) / np.linalg.norm(mu)  # sinks only
+tightness = {name: cone_tightness(view.keys[hashed] - m) for name, m in means.items()}
 medians = {name: np.median(cos_centred(q_last, view.keys[hashed], m)) for name, m in means.items()}
 lessons.folded("Answer 1", f"Layer 19, head 6: the two means differ by {shift_all:.1%} of the hashed-key mean's "
-               "length. Cone tightness of the hashed keys after centring: "
+               f"length; with the sinks added but not the recent keys, by {shift_sinks:.2%}. Cone tightness of the "
+               "hashed keys after centring: "
                + ", ".join(f"{k} {v:.3f}" for k, v in tightness.items())
                + "; median cos(last query, centred key): " + ", ".join(f"{k} {v:+.3f}" for k, v in medians.items())
                + f". In this head the picture hardly changes: the exact set is {kg.EXACT_SINKS + kg.EXACT_RECENT} of "
-               f"{view.n:,} keys. The engine's choice matters more where the exact set holds outlier keys (long ones, "
-               "or many recent keys unlike the rest), which would pull the mean off the hashed cloud.")
+               f"{view.n:,} keys. The engine's choice matters more where the exact set is larger or odder (a longer "
+               "recent window, a long sink key), which would pull the mean off the hashed cloud.")
 
 # %% [markdown]
 # **2.** Why does the query not need centring? What would subtracting the mean query do to the
@@ -344,8 +405,8 @@ lessons.folded("Answer 1", f"Layer 19, head 6: the two means differ by {shift_al
 
 # %% jupyter={"source_hidden": true}
 q_mean = view.queries.mean(0)
-w_true = view.attention_weights()[-1]
-w_moved = softmax(view.keys @ (q_last - q_mean) / np.sqrt(d))
+w_true = attention_weights(q_last, view.keys)
+w_moved = attention_weights(q_last - q_mean, view.keys)
 lessons.folded("Answer 2", "Subtracting a vector from every *key* moves all of one query's scores by the same amount, "
                "which softmax ignores. Subtracting the mean query from the *query* moves score i by -q_mean . k_i, a "
                "different amount for every key, so the weights change. For the last query of layer 19, head 6, the "

@@ -17,8 +17,8 @@
 # * compute what MagicPIG's LSH tables add on top, and say why they can outweigh the cache they index;
 # * count the table entries a query scans, and say why uneven buckets make it more.
 #
-# **Prerequisites:** notebooks 01–04 (what decoding reads, SimHash tables with $K$ bits and $L$ tables);
-# reading Python and numpy. **Time in a workshop:** about 28 minutes, of which 8 for the two exercises.
+# **Prerequisites:** notebooks 01–04b (what decoding reads, SimHash tables with $K$ bits and $L$ tables);
+# reading Python and numpy. **Time in a workshop:** about 29 minutes, of which 9 for the two exercises.
 #
 # The two exercises work as in notebook 01 (its opening explains the blanks and the checks).
 # [Finding 5](findings/f5_serving.ipynb) holds the long tables: every shipped model's context
@@ -47,7 +47,7 @@ import numpy as np
 from pigviz import lessons
 from pigviz.lessons import exercises as ex
 from pigviz.memory import budget, model_shapes
-from pigviz.plots import budget as plots
+from pigviz.plots import budget as budget_plots
 from pigviz.widgets.budget import KVBudgetWidget
 
 # %% [markdown]
@@ -55,16 +55,14 @@ from pigviz.widgets.budget import KVBudgetWidget
 #
 # For each layer and each *key–value* head, the cache stores one key vector and one value
 # vector of `head_dim` numbers. Query heads do not add to the cache: with grouped-query
-# attention (GQA) several query heads read the same KV head. So the bill per token is
-#
-# $$\text{bytes per token} = 2\,(\text{K and V}) \times \text{layers} \times \text{KV heads} \times \text{head\_dim} \times \text{bytes per number}.$$
+# attention (GQA) several query heads read the same KV head.
 #
 # ### Your turn: bytes per token
 #
 # Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~3 min
 #
-# Write the formula as a function. All four arguments are positive integers (`dtype_bytes` is 4 for
-# fp32, 2 for fp16 or bf16, 1 for fp8); return bytes, as an integer. The check runs it on five model
+# Write the bill for one token as a function. All four arguments are positive integers
+# (`dtype_bytes` is 4 for fp32, 2 for fp16 or bf16, 1 for fp8); return bytes, as an integer. The check runs it on five model
 # shapes, from one layer of one head with one number up to a model of over a hundred layers, in fp32, fp16 and fp8.
 #
 # <details><summary>Hint 1: what to think about</summary>
@@ -74,18 +72,18 @@ from pigviz.widgets.budget import KVBudgetWidget
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# The answer is one product: the four arguments and one constant, which counts the vectors a token
-# stores per head. Integers multiplied stay integers, so nothing needs rounding.
+# Stay with integer arithmetic (`*`, no `/`) and the result is already an int. If a case fails, its
+# message says which part of the picture is missing.
 #
 # </details>
 
 # %%
 def kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes):
-    """Bytes one token adds to the KV cache: a key and a value vector of head_dim numbers
-    of dtype_bytes bytes, in every layer and every KV head. Positive integers in, an integer
-    count of bytes out."""
+    """Bytes one token adds to the KV cache of a model with these layers, KV heads and
+    head_dim, stored at dtype_bytes bytes per number. Positive integers in, an integer
+    count of bytes out (not bits, not KiB)."""
     ...
 
 # %%
@@ -95,6 +93,10 @@ kv_bytes_per_token = ex.check("05.kv_bytes_per_token", kv_bytes_per_token)
 lessons.folded("Solution: kv_bytes_per_token", ex.solution("05.kv_bytes_per_token"))
 
 # %% [markdown]
+# So the bill per token is
+#
+# $$\text{bytes per token} = 2\,(\text{K and V}) \times \text{layers} \times \text{KV heads} \times \text{head\_dim} \times \text{bytes per number}.$$
+#
 # Take Llama-3.1-8B holding a long document (`context` below) in bf16 numbers. Your function
 # prices one token; the document is that many tokens:
 
@@ -115,10 +117,11 @@ rows = []
 for name in model_shapes.known_models():
     s = model_shapes.get_model_shape(name)
     per = kv_bytes_per_token(s.layers, s.kv_heads, s.head_dim, 2)  # yours again
+    fits = context <= s.max_context  # is the document within the model's context?
     rows.append({"model": name, "params (B)": s.params / 1e9, "layers": s.layers, "KV heads": s.kv_heads,
-                 "head_dim": s.head_dim, "KV per token": budget.format_bytes(per),
-                 "96k tokens": budget.format_bytes(context * per)})
-lessons.table(rows, formats={"params (B)": "{:.2f}"})
+                 "head_dim": s.head_dim, "KV per token": budget.format_bytes(per), "max context": s.max_context,
+                 "96k tokens": budget.format_bytes(context * per) if fits else "past its context"})
+lessons.table(rows, formats={"params (B)": "{:.2f}", "max context": "{:,}"})
 
 # %% [markdown]
 # They do not. Mistral-7B and Qwen2.5-7B are nearly the same size, but Qwen2.5 keeps half as
@@ -136,27 +139,28 @@ for name in model_shapes.known_models():
     s = model_shapes.get_model_shape(name)
     n = np.unique(np.append(np.geomspace(1_000, s.max_context, 12), s.sliding_window or 1_000).astype(int))
     kept = np.minimum(n, s.sliding_window or s.max_context)  # a sliding window stops the cache growing
-    curves[name + (" (sliding window)" if s.sliding_window else "")] = (n, kept * budget.kv_bytes_per_token(s))
+    per = kv_bytes_per_token(s.layers, s.kv_heads, s.head_dim, 2)  # yours, bf16
+    curves[name + (" (sliding window)" if s.sliding_window else "")] = (n, kept * per)
 h100 = f"one H100 ({budget.format_bytes(budget.H100_MEMORY_BYTES)})"
-plots.kv_vs_context_figure(curves, title="KV cache per sequence, each model up to its maximum context",
+budget_plots.kv_vs_context_figure(curves, title="KV cache per sequence, each model up to its maximum context",
                            reference_gib={h100: budget.H100_MEMORY_BYTES / budget.GIB})
 
 # %% [markdown]
 # **Bottom line:** Llama-3.1-8B caches 128 KiB per token, 12 GiB for the document. No line
 # crosses the dashed one: within its maximum context, one sequence's cache alone fits on one
-# GPU. Finding 5 marks which models the document is too long for.
+# GPU. The table marks the models the document is too long for.
 #
 # ## 2. Reading the cache, once per generated token
 #
 # Full attention reads every cached key (to score it) and every value (to average it) for each
-# new token. Divide bytes by a bandwidth and you get a floor on the time: no kernel reads faster
-# than the memory delivers. The same step reads the weights too, two bytes per bf16 parameter
+# new token. Divide bytes by an assumed bandwidth and you get a floor on the time: no kernel reads
+# faster than the memory delivers. The same step reads the weights too, two bytes per bf16 parameter
 # (of the input embedding, only the one row it looks up). Many sequences decoded together share one
 # read of the weights, but each reads its own cache, because its keys and values depend on its
 # own tokens. Watch the last column as the batch grows:
 
 # %%
-bandwidth = 1e12  # a hypothetical sustained 1 TB/s
+bandwidth = 1e12  # an assumed sustained 1 TB/s, not a measurement
 weights = 2 * (llama8.params - (llama8.vocab_size - 1) * llama8.hidden_size)  # bf16, one embedding row
 rows = []
 for batch in (1, 2, 4, 16, 64):
@@ -168,6 +172,8 @@ lessons.table(rows, formats={"step floor (ms)": "{:.0f}", "KV share of the read"
 # %% [markdown]
 # **Bottom line:** for one sequence the cache and the weights cost about the same to read; from two
 # sequences on, the caches take the larger share, and the batch multiplies only their part.
+# [Finding 3](findings/f3_bill_and_speed.ipynb) puts such floors, at a measured bandwidth, beside
+# timed decode steps.
 #
 # ## 3. The LSH bill at (K, L) = (10, 150)
 #
@@ -203,37 +209,42 @@ lessons.table([{"K": k, "bucket offsets": budget.format_bytes(pairs * L * 2**k *
 #
 # ## 4. Candidates are cheap in bytes
 #
-# A query hashes itself with each table's $K$ hyperplanes and reads the one bucket its own
-# code picks, in each of the $L$ tables. How many table entries is that? Suppose the $n$ cached
-# tokens spread evenly over a table's buckets (the end of this section drops that assumption).
+# A query hashes itself with each table's $K$ hyperplanes and reads the bucket its code picks in
+# each of the $L$ tables. Were the $n$ cached tokens spread evenly, that would be
+# $L n / 2^K$ entries, notebook 04a's count. Real buckets are uneven, and a query, like a key, lands
+# more often in a crowded one.
 #
 # ### Your turn: the entries a query scans
 #
-# Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~5 min
+# Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~6 min
 #
-# Count the entries in one bucket, then over all the tables. It is an expected count, so return a
-# float: it need not be a whole number. The check also passes an empty cache ($n = 0$), an $n$ that
-# does not divide evenly, and fewer tokens than buckets.
+# `counts[t, b]`, an `(L, 2**K)` integer array, is how many keys sit in bucket `b` of table `t`;
+# each table files all $n$ cached keys. The query lands in bucket $b$ a share $n_b / n$ of the time,
+# as a key does, and scans every entry there. Return the entries it scans on average in all $L$
+# tables together, a float.
+# The check includes even and lopsided buckets and an empty cache.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# First count the buckets K bits make, then how many of the n tokens one bucket holds on average. The
-# query reads exactly one bucket in each table.
+# An expected count is a sum over what can happen: each outcome's chance times what it costs. In one
+# table, where can the query land, how likely is each bucket, and how many entries does it then
+# scan? Then the tables add up.
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# `2 ** K` is the bucket count. Divide with `/` rather than `//`: an expected count need not be whole,
-# and `n = 0` needs no special case.
+# Whole-array numpy does every table at once, and a row's `.sum()` gives n. Decide what an empty
+# cache scans before you divide by n.
 #
 # </details>
 
 # %%
-def candidates_per_query(n, K, L):
-    """Table entries a query scans in all: its own bucket in each of L SimHash tables of K bits,
-    when the n cached tokens (n >= 0) spread evenly over a table's buckets. A float: the
-    expected count need not be whole."""
+def candidates_per_query(counts):
+    """Table entries a query scans on average, in all L tables together: counts (L, 2**K) of
+    integers >= 0, counts[t, b] keys in bucket b of table t, every row adding up to the n cached
+    keys (n may be 0). The query lands in bucket b a share n_b / n of the time and scans it, one
+    bucket per table. A float."""
     ...
 
 # %%
@@ -243,24 +254,10 @@ candidates_per_query = ex.check("05.candidates_per_query", candidates_per_query)
 lessons.folded("Solution: candidates_per_query", ex.solution("05.candidates_per_query"))
 
 # %% [markdown]
-# $K$ bits make $2^K$ buckets of $n / 2^K$ tokens each, so the query scans about $L n / 2^K$
-# entries. Set their bytes beside the keys full attention reads for one KV head; the query heads
-# that share that KV head each scan their own buckets:
-
-# %%
-scanned = candidates_per_query(context, K, L)  # yours
-group = llama8.attention_heads // llama8.kv_heads  # query heads per KV head
-index_bytes = group * scanned * 4  # 4-byte token indices
-key_bytes = context * llama8.head_dim * 2  # one KV head's keys, 16-bit
-print(f"L n / 2^K = {L} x {context:,} / {2**K:,} = {scanned:,.0f} entries per query head")
-print(f"{group} x {scanned:,.0f} x 4 B = {index_bytes:,.0f} B of {key_bytes:,} B of keys: {index_bytes / key_bytes:.2%}")
-
-# %% [markdown]
-# That count is a **low estimate**, because real buckets are uneven. Suppose a query falls into
-# bucket $b$ as often as a key does, $n_b / n$ of the time: the crowded bucket is also the likelier
-# one. It then scans $\sum_b n_b^2 / n$ entries per table on average, never less than $n / 2^K$.
-# Hash some random keys into one table and see, first as they are, then leaning towards a shared
-# direction as real keys do (notebook 02's cone), then with that lean taken out (notebook 03):
+# Bucket $b$ is picked $n_b / n$ of the time and then costs $n_b$ entries, so a table costs
+# $\sum_b n_b^2 / n$ on average: never less than the even $n / 2^K$, equal to it only for even
+# buckets. Hash random keys into one table: as they are, leaning towards a shared direction as real
+# keys do (notebook 02's cone), and with that lean taken out (notebook 03):
 
 # %%
 rng = np.random.default_rng(0)
@@ -268,23 +265,38 @@ n, d = 8_192, 64
 planes = rng.standard_normal((K, d))  # one table's K hyperplanes
 noise = rng.standard_normal((n, d))
 cone = noise + rng.standard_normal(d)  # every key leans towards one random direction
+even = candidates_per_query(np.full((1, 2**K), n // 2**K))  # yours, on one table of even buckets
 rows = []
 for label, keys in (("no cone", noise), ("a cone", cone), ("the cone, centred", cone - cone.mean(axis=0))):
-    codes = (keys @ planes.T >= 0) @ (1 << np.arange(K))  # each key's bucket (notebook 02's bits)
+    codes = (keys @ planes.T >= 0) @ (1 << np.arange(K))  # each key's bucket (notebook 04a's bucket_ids)
     counts = np.bincount(codes, minlength=2**K)  # n_b, the keys in bucket b
-    even, uneven = n / 2**K, (counts**2).sum() / n  # entries a query scans in this table
+    uneven = candidates_per_query(counts[None])  # yours, on this table's real buckets
     rows.append({"keys": label, "empty buckets": (counts == 0).mean(), "even": even, "uneven": uneven,
                  "uneven / even": uneven / even})
 lessons.table(rows, formats={"empty buckets": "{:.0%}", "uneven": "{:.1f}", "uneven / even": "{:.2f}x"})
 
 # %% [markdown]
-# Even random keys scan more than the even figure; leaning keys crowd into a few buckets and scan
-# far more, and centring spreads them out again. Finding 5 shows what the shipped CPU benchmark
-# measured on keys shaped like real ones: more than even, and still a sliver of the keys.
+# Even random keys scan more than the even figure: chance fills some buckets fuller, and random
+# hyperplanes, never quite at right angles, cut unequal cells. Leaning keys leave many buckets empty,
+# crowd into the rest and scan far more; centring spreads them out again. In bytes, set the even count for the document
+# beside the keys full attention reads for one KV head; the query heads that share that KV head
+# each scan their own buckets:
+
+# %%
+scanned = candidates_per_query(np.full((L, 2**K), context // 2**K))  # yours: the document, spread evenly
+group = llama8.attention_heads // llama8.kv_heads  # query heads per KV head
+index_bytes = group * scanned * 4  # 4-byte token indices
+key_bytes = context * llama8.head_dim * 2  # one KV head's keys, 16-bit
+print(f"L n / 2^K = {L} x {context:,} / {2**K:,} = {scanned:,.0f} entries per query head")
+print(f"{group} x {scanned:,.0f} x 4 B = {index_bytes:,.0f} B of {key_bytes:,} B of keys: {index_bytes / key_bytes:.2%}")
+
+# %% [markdown]
+# Finding 5 shows what the shipped CPU benchmark measured on keys shaped like real ones: more than
+# even, and still a sliver of the keys.
 #
 # That is MagicPIG's bargain: a large index that is cheap to consult. The tables and most of the
 # cache can then live in the CPU's large memory, a small scan per query keeping the CPU's share of
-# the work affordable (notebook 07 runs it).
+# the work affordable (notebook 07b shows it).
 #
 # **Bottom line:** a query scans about $L n / 2^K$ entries, a low estimate that uneven buckets
 # raise; between them, the query heads of one KV head scan a small fraction of its key bytes.

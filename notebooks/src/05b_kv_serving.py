@@ -55,7 +55,7 @@ from pigviz.widgets.budget import AllocatorWidget
 # %% [markdown]
 # ## 1. From one sequence to a serving replica
 #
-# This notebook serves a Llama-70B shape on one *replica* of four H100 GPUs. **Tensor parallelism
+# This notebook serves Llama-3.1-70B's shape on one *replica* of four H100 GPUs. **Tensor parallelism
 # (TP)** splits the model across them: every layer's weight matrices are cut into four slices, one
 # per GPU, and the four work on every token together (**TP4**). After the weights, we set a fixed
 # 172.5 GiB aside for the KV cache, an assumption. Your `kv_bytes_per_token` from notebook 05a prices
@@ -153,10 +153,10 @@ print("6 tokens hold pages", toy.page_table("a"), "=", toy.pages_in_use * 4, "sl
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# `-(-a // b)` is an integer ceiling of `a / b` that works element by element on a numpy array;
-# `.sum()` adds up an array. Divide the empty slots by the allocated ones, not by the used ones.
+# Work on the whole `lengths` array at once: numpy rounds element by element (`np.ceil`, or integer
+# `//`, which rounds down, turned into a round-up), and `.sum()` adds up an array.
 #
 # </details>
 
@@ -258,22 +258,22 @@ lessons.table(rows, formats={"system prompt": "{:,}", "unshared slots": "{:,}", 
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# Break-even means equal times. Write the time to recompute one token (its FLOPs over the replica's
-# FLOP/s) and the time to fetch it (its bytes over a bandwidth), then solve for the bandwidth.
+# Break-even means equal times: fetching one token takes exactly as long as recomputing it. Write
+# each time from what the arguments give you, then solve for the bandwidth.
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# The replica's FLOP/s is `flops_per_gpu * tp`. A time is work divided by a rate, and a bandwidth is
-# bytes divided by seconds.
+# Let the units guide you: FLOPs over FLOP/s is seconds, bytes over seconds is bytes per second. Then
+# compare your answers for tp = 1 and tp = 4: which way should more GPUs move the line?
 #
 # </details>
 
 # %%
 def break_even_bandwidth(bytes_per_token, n_params, flops_per_gpu, tp):
-    """Bandwidth in bytes/s at which fetching a token's KV takes as long as recomputing it
-    (2 n_params FLOPs per token, spread over tp GPUs of flops_per_gpu FLOP/s each)."""
+    """Bandwidth in bytes/s at which fetching a token's bytes_per_token bytes of KV takes as
+    long as recomputing that token with an n_params model on tp GPUs of flops_per_gpu FLOP/s."""
     ...
 
 # %%
@@ -283,6 +283,10 @@ break_even_bandwidth = ex.check("05.break_even_bandwidth", break_even_bandwidth)
 lessons.folded("Solution: break_even_bandwidth", ex.solution("05.break_even_bandwidth"))
 
 # %% [markdown]
+# Recomputing a token takes $2N / (\text{FLOP/s} \times TP)$ seconds, so fetching wins when
+#
+# $$\text{bandwidth} > \frac{\text{bytes per token}}{2N / (\text{FLOP/s} \times TP)}.$$
+#
 # Your function for one to eight GPUs, with a round $N$ and an H100's dense BF16 rate, beside
 # assumed nominal bandwidths of places a prefix could come from:
 
@@ -359,7 +363,8 @@ def serve(target, page=16):
 # %% [markdown]
 # **Predict, then run.** The sweep below tries targets from 80% to 100% of the pool. Write down
 # your guesses first: the lowest target at which any sequence is preempted; how many preemptions a
-# 100% target causes; how much larger the mean batch is at 100% than at 95%.
+# 100% target causes; how much larger the mean batch, counted while requests wait, is at 100% than
+# at 95%.
 
 # %%
 my_first_preempting_target = None  # the lowest swept target with any preemption, e.g. 0.9 for 90%
@@ -367,7 +372,7 @@ my_preemptions_at_100 = None  # a count, over the 4,000 requests
 my_batch_gain_at_100 = None  # e.g. 0.20 for a mean batch 20% larger at 100% than at 95%
 
 # %%
-sweep = [serve(t) for t in (0.8, 0.9, 0.95, 0.97, 0.99, 1.0)]  # about ten seconds
+sweep = [serve(t) for t in (0.8, 0.9, 0.95, 0.97, 0.99, 1.0)]  # seconds to a minute, by machine
 lessons.table(sweep, formats={"target": "{:.0%}", "tokens prefilled again": "{:,}", "mean batch": "{:.0f}"},
               highlight={"preemptions": "max"})
 
@@ -395,7 +400,7 @@ lessons.table([{"": label, "your guess": "not written" if g is None else spec.fo
 #
 # Everything here keeps the whole KV cache in GPU memory, and that is what caps the batch.
 # MagicPIG moves it out: the KV cache and the LSH tables live in the CPU's larger memory, the
-# model stays on the GPU, and each step only the sampled keys are read on the CPU (notebook 07).
+# model stays on the GPU, and each step only the sampled keys are read on the CPU (notebook 07b).
 #
 # ## Recap
 #

@@ -16,13 +16,14 @@
 # * assemble MagicPIG from your pieces and SimHash, and check it against the library's
 #   reference, key for key.
 #
-# **Prerequisites:** notebook 01 (TopK, sampling, importance sampling) and notebooks 04a-04b
-# (SimHash and `u`). The exercises work as in [notebook 01](01_stick_balance.ipynb): Run All
+# **Prerequisites:** notebook 01 (TopK, sampling, importance sampling, §7's inclusion
+# sampler), notebook 03 (centring, your `cos_centred` and `softmax`) and notebooks 04a-04b (SimHash
+# and `u`). The exercises work as in [notebook 01](01_stick_balance.ipynb): Run All
 # stops at the first blank you have not written. Notebook 06b files the keys into tables once
 # and compares MagicPIG (the library's, which reads what yours reads) with TopK on every head; the whole study is the lab book's
 # [finding 1](findings/f1_every_head.ipynb).
 #
-# **Time in a workshop:** about 55 minutes, of which 40 for the 3 exercises; the questions are extra.
+# **Time in a workshop:** about 49 minutes, of which 36 for the 3 exercises; the questions are extra.
 
 # %% jupyter={"source_hidden": true}
 # Colab only: installs pigviz and the bundled model (does nothing elsewhere)
@@ -48,7 +49,7 @@ import numpy as np
 
 from pigviz import lessons
 from pigviz.lessons import exercises as ex
-from pigviz.lsh import magicpig_reference, simhash_codes  # noqa: F401 (simhash_codes: for your magicpig_estimate)
+from pigviz.lsh import simhash_codes  # noqa: F401 (for your magicpig_estimate)
 
 # %% [markdown]
 # ## 1. The estimator in five lines
@@ -57,13 +58,13 @@ from pigviz.lsh import magicpig_reference, simhash_codes  # noqa: F401 (simhash_
 # that share the query's bucket in at least 2 of the `L` tables. For each sampled key:
 #
 # 1. its score is `q · k / sqrt(d)`, as in ordinary attention;
-# 2. one hyperplane puts `q` and the centred key `k − μ` on the same side with probability
-#    `p = 1 − angle / π`;
-# 3. the key was sampled with probability `u = P(at least 2 of L tables collide)`, a function
-#    of `p` alone (notebook 04a), kept as `log u` because `u` can be tiny;
-# 4. one softmax runs over the sampled scores minus `log u` and the exact set's plain scores,
-#    so a key unlikely to be sampled stands in for the many like it that were not;
-# 5. the weights mix the values.
+# 2. the tables hash the centred key `k − μ` and the query as it is: their angle sets the
+#    key's chance of sharing the query's bucket in one table (notebook 04a);
+# 3. that fixes `u`, the chance the key was sampled at all (notebook 04b), kept as `log u`
+#    because `u` can be tiny;
+# 4. its weight is divided by `u`: a key unlikely to be sampled stands in for the many like it
+#    that were not, while the exact set keeps its weights;
+# 5. the weights of both sets, normalised together, mix the values.
 #
 # One step, drawn on a toy of 24 keys and 4 tables of 3 bits, from top to bottom: which keys
 # are read exactly, the query's bucket in each table, each key's hits, `u` and `-log u` for the
@@ -81,41 +82,42 @@ diagrams.decode_step_diagram()  # the toy: diagrams.toy_decode_step() computes i
 # notebooks 03, 04a and 04b come through `ex.mine` (the reference stands in where you skipped one).
 
 # %%
-step = experiments.decode_step_pieces(row=0, head=0)  # layer 2, the last of the captured positions
+step = experiments.decode_step_pieces(row=0, head=0)  # the capture's first row and head: model layer 2, head 6
 q, K_S, V_S, mu, d = step["q"], step["K_S"], step["V_S"], step["mu"], len(step["q"])
 print(f"layer {step['layer']}, head {step['model_head']}: {step['n']:,} keys; read {step['keys_read']} "
       f"= {len(step['K_exact'])} exact + {len(K_S)} sampled ({step['keys_read'] / step['n']:.1%})")
+cos_centred, softmax = ex.mine.cos_centred, ex.mine.softmax  # yours, from notebook 03
+bit_agreement = ex.mine.bit_agreement  # yours, from notebook 04a
 log_inclusion_probability = ex.mine.log_inclusion_probability  # yours, from notebook 04b
-softmax = ex.mine.softmax  # yours, from notebook 03
 
 # %% [markdown]
 # ### Your turn: log u
 #
-# Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~8 min
+# Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~4 min
 #
-# Steps 2 and 3. Centre the keys (`k − μ`) but not the query, take the angle, turn it into
-# `p = 1 − angle / π` and give `p` to your `log_inclusion_probability(p, K, L)` (bits per table
-# first, then tables). `q` is `(d,)`, `keys` `(n, d)`, `mu` `(d,)`; return one `log u` per
-# key, shape `(n,)`. The check also feeds `mu = 0`, a very long `q` and keys along `q`.
+# Steps 2 and 3: for each key, the natural log of the chance that it is sampled (it shares the
+# query's bucket in two or more of `L` tables of `K` bits) by tables that hash the centred keys and
+# the raw query. `q` is `(d,)`, `keys` `(n, d)`, `mu` `(d,)`; return shape `(n,)`. Your functions
+# loaded above do most of the work. The check also feeds `mu = 0`, a long `q` and keys along `q`.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# Notebook 04b turned p, the chance that one bit agrees, into log u. What is new is which angle
-# gives p: the tables hash the centred keys and the query as it is. And a cosine computed in
-# floating point is not always inside the range arccos accepts.
+# Two questions you have answered before: how likely one hyperplane is to put the query and a
+# centred key on the same side, and what turns that into the chance that the tables sample the
+# key.
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# np.linalg.norm(c, axis=1) gives the lengths of the centred keys c = keys - mu; np.clip(cos, -1,
-# 1) before np.arccos; log_inclusion_probability takes p, then K, then L
+# The query is hashed as it is; only the keys are centred. Of your earlier functions, one gives the
+# chance one bit agrees and one turns that into the tables' chance: which does a cosine go into?
 #
 # </details>
 
 # %%
 def log_u(q, keys, mu, K, L):
-    """log u for each key: p = 1 - angle(q, k - mu) / pi, u = P(at least 2 of L tables of K bits collide)."""
+    """log u for each key: the log of the chance that L tables of K bits, hashing k - mu and q as it is, sample it."""
     ...
 
 # %%
@@ -130,18 +132,18 @@ lessons.folded("Solution: log_u", ex.solution("06.log_u"))
 
 # %%
 lu = log_u(q, K_S, mu, step["K"], step["L"])
-print(f"u of the {len(lu)} sampled keys: from {np.exp(lu.min()):.1e} to {np.exp(lu.max()):.2f} "
-      f"(median {np.exp(np.median(lu)):.1e})")
+print(f"u of the {len(lu)} sampled keys: from {np.exp(lu.min()):.2g} to {np.exp(lu.max()):.2g} "
+      f"(median {np.exp(np.median(lu)):.2g})")
 
 # %% [markdown]
 # ### Your turn: the sampled estimate
 #
 # Difficulty 🔴🔴🔴⚪⚪ · Importance 🔵🔵🔵🔵🔵 · ~12 min
 #
-# Steps 1 to 5 in one function, with your `log_u` and your `softmax`. Scores `q · k / sqrt(d)`
-# of the sampled keys `K_S` `(m, d)` minus their `log u`; plain scores of the exact keys
-# `K_exact` `(e, d)`, read with certainty; one softmax over both; then the weighted sum of
-# `[V_S ; V_exact]`, shape `(dv,)`. Either set may be empty.
+# Steps 1 to 5 in one function: the attention output `(dv,)` from the sampled keys `K_S` `(m, d)`
+# and values `V_S`, each drawn with the chance your `log_u` gives, and the exact set `K_exact`
+# `(e, d)` and `V_exact`, read for sure. Use your `log_u` and `softmax`. Either set may be empty,
+# and scores may run into the hundreds.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
@@ -151,16 +153,15 @@ print(f"u of the {len(lu)} sampled keys: from {np.exp(lu.min()):.1e} to {np.exp(
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# np.concatenate joins the two score vectors, and the two value blocks in the same order; log_u(q,
-# K_S, mu, K, L) is the correction; softmax(scores) @ values mixes
+# np.concatenate puts arrays end to end; keep the scores and the values in the same order.
 #
 # </details>
 
 # %%
 def sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L):
-    """MagicPIG's estimate of one attention output from the sampled keys (corrected by log u) and the exact set."""
+    """MagicPIG's estimate of one attention output (dv,) from the sampled keys (each drawn with its u) and the exact set."""
     ...
 
 # %%
@@ -190,9 +191,10 @@ print(f"error against full attention: yours {rel(o_hat):.4f}, engine {rel(step['
 # and keep `r = w`. The softmax divides by the sum of all the `r`: notebook 01's
 # self-normalised estimate `Σ r·v / Σ r`, biased at a finite budget for the same reason.
 #
-# One difference: notebook 01 drew keys one at a time, with replacement; here each key is
-# *included* or not, with its own `u`. Summed over the sampleable keys, the `u` give the size
-# of `S` on average over hyperplane draws. Since the exact keys keep `u = 1`, the scale of the
+# The draw is notebook 01 §7's sampler: each key is *included* or not, at most once, with its
+# own `u`. Summed over the sampleable keys, the `u` give the size of `S` on average over
+# hyperplane draws; one draw can sit well off that average, since every key is hashed by the
+# same planes. Since the exact keys keep `u = 1`, the scale of the
 # sampled keys' `u` sets how much they weigh against the exact set. The estimate the
 # notebook-01 way, on the same head:
 
@@ -228,11 +230,11 @@ print(f"u over the {len(sampleable):,} sampleable keys sums to {u_all.sum():.1f}
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# np.r_[0:sinks, n - recent : n] lists the exact positions (keys[-recent:] is every key when
-# recent = 0); simhash_codes gives (n, L) buckets for the keys and (L,) for q, so == compares each
-# table with its own, and .sum(axis=1) counts the tables; np.flatnonzero(hits >= min_hits)
+# simhash_codes hashes a batch, (n, L), or one vector, (L,): broadcasting compares each table
+# with its own. Mind recent = 0, which the checks try: a slice from the end by -recent is not
+# empty then.
 #
 # </details>
 
@@ -252,8 +254,9 @@ lessons.folded("Solution: magicpig_estimate", ex.solution("06.magicpig_estimate"
 # `magicpig_reference` and the engine:
 
 # %%
+from pigviz.lsh import magicpig_reference
 from pigviz.lsh.index import build_index
-from pigviz.study.estimators import evaluate_estimator, shipped_row, summary
+from pigviz.study.estimators import shipped_row
 
 q_row, keys, values = shipped_row(row=0, head=0, position=63)  # §1's step, float64
 planes = build_index(experiments.shipped_layer(0)[3], K=10, L=150, seed=0).planes.double().numpy()
@@ -273,28 +276,6 @@ import inspect
 lessons.folded("pigviz.lsh.magicpig_reference", f"```python\n{inspect.getsource(magicpig_reference)}```")
 
 # %% [markdown]
-# Yours as an estimator of the library's protocol, `estimator(q, keys, values, budget) ->
-# (output, read)`, on the shipped heads, beside the library's MagicPIG. The budget, a quarter
-# of the keys, is one that the rule of 2 hits never exceeds on these rows, so both read what
-# their tables sample. The library's bytes count each query head's own hyperplanes (finding 2, §1):
-
-# %%
-from pigviz.lsh.estimators import magicpig
-
-
-def my_magicpig(q, keys, values, budget):
-    return magicpig_estimate(q, keys, values, planes, 10, 150, 4, 64)
-
-
-rows = evaluate_estimator(my_magicpig, budgets=(0.25,), positions=range(0, 64, 8), baselines=(magicpig(10, 150),))
-lessons.table(summary(rows), formats={"error": "{:.4f}", "error_median": "{:.4f}", "keys_read": "{:.1f}",
-                                      "budget_used": "{:.2%}", "bytes_share": "{:.1%}", "fraction": "{:.0%}"})
-
-# %% [markdown]
-# Yours and the library's read nearly the same keys: the library keeps the tables, and the
-# mean μ they were hashed with, from the first position, as after a prefill; yours recentres
-# by the current mean at each step.
-#
 # **Bottom line:** MagicPIG is one softmax over the exact set's scores and the sampled keys'
 # scores minus `log u`: notebook 01's importance sampling with `r = w/u`. You wrote all of it.
 
@@ -327,7 +308,7 @@ what dropping the correction does on every head.""")
 # 2. Why does MagicPIG read the sinks and the recent window exactly instead of sampling them?
 
 # %% jupyter={"source_hidden": true}
-lessons.folded("Answer 2", """They often hold much of the weight (in many heads of the later layers token 0 soaks up
-much of it: finding 1 measures what taking it out of the exact set costs), and a key that holds much weight is the
-one a sample must not miss or misjudge: read exactly, it has `u = 1` and no variance. The newest tokens, the buffer, are
-read exactly too: they are not in the tables until they are hashed and inserted.""")
+lessons.folded("Answer 2", """Both hold much of the weight. The sinks: in many heads of the later layers token 0
+soaks up much of it (finding 1 measures what taking it out of the exact set costs). The recent window: the next
+token usually leans on the last few, so their keys score high. A key that holds much weight is the one a sample must
+not miss or misjudge: read exactly, it has `u = 1` and no variance.""")

@@ -64,7 +64,7 @@ print(f"your magicpig_estimate reads {len(read)} of {len(keys):,} keys, hashing 
 #
 # Your `magicpig_estimate` hashes every key at every call. Keys do not change once written, so
 # an engine files them once, after the prefill, into `L` tables, and each query then reads one
-# bucket per table. A table is two arrays, as in `pigviz.lsh.index`: `ids`, the token ids
+# bucket per table. The `L` tables are two arrays, one row per table, as in `pigviz.lsh.index`: `ids`, the token ids
 # sorted by bucket, and `offsets`, where each bucket starts, so that bucket `b` of table `t` is
 # `ids[t, offsets[t, b] : offsets[t, b + 1]]` (a layout called CSR). You build both, then read
 # them.
@@ -89,11 +89,10 @@ print(f"your magicpig_estimate reads {len(read)} of {len(keys):,} keys, hashing 
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# a stable sort of each table's codes gives the ids (np.argsort with kind="stable"; the default
-# sort is not stable); np.bincount with minlength=2**K counts each bucket, and a cumulative sum
-# after a leading 0 gives the offsets
+# np.argsort (mind its kind argument: equal codes must keep their order), np.bincount (mind
+# minlength) and np.cumsum; each works on one table's row, or on all rows with axis
 #
 # </details>
 
@@ -119,7 +118,7 @@ lessons.folded("Solution: build_tables", ex.solution("06.build_tables"))
 # `pigviz.lsh.reference`): each table's buckets with the ids they hold, the query's bucket lit,
 # and below, how many lit buckets hold each key. Turn the query and watch which buckets light
 # up; raise `K` and the buckets shrink, raise `L` and more keys reach two hits. In the plane,
-# `K` lines cut at most `2K` sectors, so some of the `2**K` buckets stay empty.
+# `K` lines cut at most `2K` sectors, so from `K = 3` on some of the `2**K` buckets stay empty.
 
 # %%
 from IPython.display import display
@@ -152,11 +151,11 @@ toy_index.toy_index_figure(**toy_index.toy_index_step())  # the explorer's first
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# bucket b of table t is ids[t, offsets[t, b] : offsets[t, b + 1]]; add 1 to hits at those ids,
-# table by table; gathering every table's ids first, count repeats with np.bincount(...,
-# minlength=n) or np.add.at (hits[idx] += 1 adds once per distinct index)
+# The layout of section 1 says where a bucket's run sits. To count ids that repeat, np.bincount
+# (with minlength) or np.add.at; a fancy-indexed `+=` counts a repeated index once (an id sits
+# at most once in one table, so within one table it is safe).
 #
 # </details>
 
@@ -194,7 +193,8 @@ entries = int(sum(offsets[t, b + 1] - offsets[t, b] for t, b in enumerate(q_code
 print(f"indexed: {len(exact) + len(sampled)} keys read, the same set as your magicpig_estimate: "
       f"{np.array_equal(np.unique(np.r_[exact, sampled]), np.unique(read))}; "
       f"outputs {lessons.agree(out_indexed, out, within=1e-12)}")
-print(f"the query read {entries:,} table entries, {entries / (150 * n_keys):.1%} of the L n = {150 * n_keys:,}")
+print(f"the query read {entries:,} table entries, {entries / (150 * n_keys):.1%} of the L n = {150 * n_keys:,}; "
+      f"an even spread over the buckets would give L n / 2**K = {150 * n_keys / 2**10:,.0f}")
 
 # %% [markdown]
 # **Bottom line:** the tables are built once; a query reads one bucket per table, a small
@@ -204,8 +204,9 @@ print(f"the query read {entries:,} table entries, {entries / (150 * n_keys):.1%}
 #
 # `pigviz study` ran MagicPIG and its rivals on every head of SmolLM2-135M: the queries, keys
 # and values of the first 8,192 tokens of the Python Language Reference's help topics, every
-# method at each of the last 64 positions, three hash seeds. TopK ran at MagicPIG's measured
-# budget, layer by layer. The file keeps each method's mean error per (layer, head), which is
+# method at each of the last 64 positions, three hash seeds ([finding 1](findings/f1_every_head.ipynb)
+# §1 gives the set-up). TopK, an oracle that scores every key to choose the highest, ran at
+# MagicPIG's measured budget, layer by layer. The file keeps each method's mean error per (layer, head), which is
 # all you need here.
 #
 # ### Predict first
@@ -228,14 +229,14 @@ print(f"mean error over every cell: MagicPIG {mp.mean():.3f}, TopK {tk.mean():.3
 
 # %% [markdown]
 # Where do the wins sit? One square per (layer, head), coloured by how many times larger
-# MagicPIG's error is than TopK's (red: MagicPIG worse). Look for rows and columns, not single
-# squares:
+# MagicPIG's error is than TopK's (red: MagicPIG worse; the scale stops at 8 times). Look for a
+# row or a column, not single squares:
 
 # %%
-from pigviz.plots import study as plots
+from pigviz.plots import study as study_plots
 
 ratio = mp / tk
-plots.head_ratio_figure(ratio, results["layers"], title="MagicPIG error / TopK error, (10, 150)")
+study_plots.head_ratio_figure(ratio, results["layers"], title="MagicPIG error / TopK error, (10, 150)")
 
 # %% [markdown]
 # TopK misses most where the keys it leaves out carry weight that moves the output: notebook
@@ -250,6 +251,7 @@ by_cell = pd.DataFrame({"layer": np.repeat(results["layers"], tk.shape[1]), "Top
                         "MagicPIG error": mp.ravel(), "MagicPIG wins": won.ravel(), "TopK's worst tenth": hard.ravel()})
 split = by_cell.groupby("TopK's worst tenth").agg(cells=("MagicPIG wins", "size"), wins=("MagicPIG wins", "sum"),
                                                    median=("TopK error", "median"))
+split.index = split.index.map({False: "the other cells", True: "TopK's worst tenth"})
 lessons.table(split.rename(columns={"median": "TopK's median error"}).reset_index(), formats={"TopK's median error": "{:.3f}"})
 
 # %% [markdown]
@@ -282,8 +284,8 @@ lessons.table(most, formats={"MagicPIG": "{:.3f}", "TopK": "{:.3f}"})
 # %% [markdown]
 # ## What comes next
 #
-# Notebook 07 puts the estimator inside the model, token after token, and measures it by what
-# the model predicts.
+# Notebook 07a puts the estimator inside the model, token after token, and measures it by what
+# the model predicts; in notebook 07b your own MagicPIG writes text.
 #
 # ## Check yourself
 #
@@ -292,9 +294,10 @@ lessons.table(most, formats={"MagicPIG": "{:.3f}", "TopK": "{:.3f}"})
 
 # %% jupyter={"source_hidden": true}
 lessons.folded("Answer 1", """A table has `2**K` buckets, so an even spread puts about `n / 2**K` keys in each, and the
-query reads about `L n / 2**K` entries over its `L` tables (notebook 05a's candidates per query). Real keys are not
-spread evenly: they crowd into a cone (notebook 02), centring only partly spreads them, and a query that points
-where many keys point lands in crowded buckets. The cell above printed what this query really read.""")
+query reads about `L n / 2**K` entries over its `L` tables (notebook 04a's count). Real keys are not spread evenly:
+they crowd into a cone (notebook 02), centring only partly spreads them, and a query lands in a crowded bucket more
+often than in a sparse one, so it scans the sum of the squared bucket sizes over `n` per table (your
+`candidates_per_query` from notebook 05a). §1's step printed what this query really read.""")
 
 # %% [markdown]
 # 2. Keys do not change once written. What does an engine do once, after the prefill, and what
@@ -304,4 +307,4 @@ where many keys point lands in crowded buckets. The cell above printed what this
 lessons.folded("Answer 2", """Once: hash every key with the planes and the mean the tables are built with, and file it
 in its bucket of every table. Per generated token: hash the query alone and read one bucket per table; the new
 token waits in a small buffer that is read exactly, and when the buffer fills its tokens are hashed (same planes,
-same mean) and inserted into their buckets. Notebook 07 runs this inside the model.""")
+same mean) and inserted into their buckets. Notebook 07b runs this inside the model.""")

@@ -1,34 +1,29 @@
 # %% [markdown]
-# # 07 · Sampled decoding inside a real model
+# # 07a · Sampled attention inside a real model
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/07_sampled_decoding.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/07a_inside_the_model.ipynb)
 #
-# Notebook 06 scored MagicPIG (Chen et al., ICLR 2025, arXiv:2410.16179) one attention row at a
+# Notebook 06a scored MagicPIG (Chen et al., ICLR 2025, arXiv:2410.16179) one attention row at a
 # time. A language model never sees that error alone: each layer feeds the next, and each new
-# token joins the context of the next step. Here the estimator runs inside SmolLM2-135M, token
-# after token, and we ask two questions against dense decoding: is the text the same, and how
-# far does the next-token distribution move? Then your own MagicPIG writes text, and we see where
-# MagicPIG's own system puts it.
+# token joins the context of the next step. Here the estimator goes inside SmolLM2-135M, and we
+# ask two questions against dense decoding: is the text the same, and how far does the
+# next-token distribution move? Notebook 07b then runs your own MagicPIG there.
 # Symbols: [the notation page](notation.md).
 #
 # The runs take a while on a CPU, so their results ship in `pigviz/data/` (made by `pigviz eval`,
-# each command and sha256 in the manifest). A live run, off by default, waits in section 6. The
-# full quality tables and the passkey test are [finding 4](findings/f4_decoding.ipynb); how fast
-# a step runs, against the machine's floor, is [finding 3](findings/f3_bill_and_speed.ipynb).
+# each command and sha256 in the manifest). The full quality tables and the passkey test are
+# [finding 4](findings/f4_decoding.ipynb); how fast a step runs, against the machine's floor, is
+# [finding 3](findings/f3_bill_and_speed.ipynb).
 #
 # **You will be able to**
 #
-# * swap the attention function of a transformers model, and merge two partial softmaxes by
-#   log-sum-exp, as decoding does without the compiled engine;
-# * run your own MagicPIG inside generation: tables built once after the prefill, the tokens
-#   written since read exactly;
-# * compute the KL from dense and the perplexity of a text, and read them at a matched budget;
-# * say what MagicPIG's placement keeps on the GPU and on the CPU, and count what crosses per step.
+# * swap the attention function of a transformers model;
+# * merge two partial softmaxes by log-sum-exp, as decoding does without the compiled engine;
+# * compute the KL from dense and the perplexity of a text, and read them at a matched budget.
 #
-# **Prerequisites:** notebooks 06a and 06b (the estimator, `log u`, the tables) and notebook 03
-# (your `softmax`).
+# **Prerequisites:** notebook 06a (the estimator and `log u`) and notebook 03 (your `softmax`).
 #
-# **Time in a workshop:** about 55 minutes, of which 27 for the 4 exercises; the questions at the
+# **Time in a workshop:** about 30 minutes, of which 12 for the 3 exercises; the questions at the
 # end are extra. How the exercises work: notebook 01.
 
 # %% jupyter={"source_hidden": true}
@@ -49,19 +44,16 @@ import pigviz
 
 pigviz.setup_notebook()
 
-import math  # noqa: F401 (the log_inclusion_probability of the shown solutions calls math.lgamma)
-
 import numpy as np
 
 from pigviz import decode, lessons
 from pigviz.attention.names import method_label
-from pigviz.decode import report
 from pigviz.lessons import exercises as ex
-from pigviz.lessons import nb07_sampled_decoding as nb07
+from pigviz.lessons import nb07a_inside_the_model as nb07a
 from pigviz.study.experiments import decode_step_pieces
 
 # %%
-quality = nb07.load_results()[0]  # pigviz/data/decode_quality_smollm2.json, checked against its sha256
+quality = nb07a.load_results()[0]  # pigviz/data/decode_quality_smollm2.json, checked against its sha256
 generations = quality["generation"]  # section 2's two runs
 env = quality["environment"]
 print(f"model: {env['model']['name']} ({env['dtype']}), measured on: {env['hardware']}, "
@@ -101,8 +93,8 @@ print(f"logits through the counting function and through sdpa {lessons.agree(aft
 
 # %% [markdown]
 # The query has 4 heads and the keys 2: grouped-query attention, each KV head shared by two
-# query heads. `pigviz.decode.session` registers its function the same way, inside a `with`
-# block that switches the model back on exit. Decoding then runs in three phases:
+# query heads. `pigviz.decode.session` registers its function the same way, inside a `with
+# use_attention(model, ...)` block that switches the model back on exit. Decoding then runs in three phases:
 #
 # * **Prefill.** The prompt goes through once with ordinary `sdpa`, as in MagicPIG. The first
 #   new token comes out of this pass.
@@ -151,9 +143,10 @@ def softmax_part(scores, values):
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# `np.maximum(lse_a, lse_b)` gives one shift per head; the weight of part a is `exp(lse_a - shift)`; `w[..., None]` broadcasts one weight per head over `dv`.
+# Your `softmax` from notebook 03 faces the same overflow and solves it with one shift; here the
+# shift is one per head, and an output needs its weight broadcast over `dv`.
 #
 # </details>
 
@@ -218,9 +211,13 @@ lessons.table([{"method": m, "called": method_label(m), "default options": "; ".
 # Both runs prefill identically, so the first token always agrees.
 
 # %%
-print(f"prompt: the first {generations[0]['prompt_tokens']:,} tokens; "
-      f"{len(generations[0]['token_ids'])} new tokens per run\n")
-print(report.side_by_side(generations))
+dense_ids, sampled_ids = (np.array(g["token_ids"]) for g in generations)
+differ = np.flatnonzero(dense_ids != sampled_ids)
+same = int(differ[0]) if len(differ) else len(dense_ids)
+print(f"prompt: the first {generations[0]['prompt_tokens']:,} tokens; {len(dense_ids)} new tokens per run")
+print(f"the first {same} agree: {''.join(generations[0]['token_texts'][:same])!r}")
+for g in generations:
+    print(f"then {method_label(g['attention'])}: {''.join(g['token_texts'][same:])!r}")
 
 # %% [markdown]
 # From the first token that differs, the two runs condition on different text, so they can no
@@ -240,7 +237,7 @@ print(report.side_by_side(generations))
 #   stretch, a perplexity a little below dense's is most likely chance; closeness to dense is what
 #   the KL measures.
 #
-# Both need log-probabilities. `log softmax(x) = x - logsumexp(x)`, with the `logsumexp` of §1:
+# The KL and the perplexity both need log-probabilities. `log softmax(x) = x - logsumexp(x)`, with the `logsumexp` of §1:
 # exact even where a probability underflows to 0 and its log would be `-inf`.
 
 # %%
@@ -270,9 +267,9 @@ print(f"a probability of exp(-800): softmax gives {softmax(np.array([0.0, -800.0
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# `log_p = log_softmax(ref_logits)` and likewise `log_q`; the weights are `np.exp(log_p)`; reduce with `.sum(axis=-1)`.
+# Reduce over the last axis only: a batch gives one value per row, one position a float.
 #
 # </details>
 
@@ -304,15 +301,15 @@ lessons.folded("Solution: kl_divergence", ex.solution("07.kl_divergence"))
 #
 # </details>
 #
-# <details><summary>Hint 2: the code</summary>
+# <details><summary>Hint 2: where to look</summary>
 #
-# `a[np.arange(T), targets]` picks one entry per row of a `(T, V)` array.
+# numpy's integer-array indexing can pick one entry per row of a 2-D array in one step.
 #
 # </details>
 
 # %%
 def perplexity(logits, targets):
-    """exp(mean over positions of -log softmax(logits)[t, targets[t]]), a float."""
+    """The perplexity of the real next tokens `targets` (T,) under `logits` (T, V): a float, at least 1."""
     ...
 
 # %%
@@ -351,25 +348,29 @@ lessons.table(two_token, formats=dict.fromkeys(["perplexity: yours", "shipped", 
 # Now read the shipped runs with your functions' ideas. At the paper's (K, L) = (10, 150), each
 # run's mean KL and top-1 agreement come from its per-position arrays; every baseline read as
 # many keys as MagicPIG (its `budget`, the share of keys read in the sparse layers). Look at the
-# two ends first: StreamingLLM reads only the sinks and the recent window; TopK is an oracle
-# that scores every key.
+# two ends first: StreamingLLM reads the sinks and a recent window widened to the same budget;
+# TopK is an oracle that scores every key. Quest (notebook 08 races it) picks whole pages of keys
+# by a bound on their scores; its rows differ in the page size and in how pages are ranked.
 
 # %%
 import pandas as pd
 
 at_paper = [r for r in quality["rows"] if (r.get("K"), r.get("L")) in ((10, 150), (None, None))]
 runs = pd.DataFrame({
-    "run": [r["label"].split(" at ")[0] + (f", seed {r['seed']}" if "seed" in r else "") for r in at_paper],
+    "run": [method_label(r.get("variant", r["method"])) + (f", seed {r['seed']}" if "seed" in r else "")
+            for r in at_paper],
     "keys read": [r["budget"] for r in at_paper],
     "mean KL (nats)": [np.mean(r["kl_per_token"]) for r in at_paper],
     "top-1 agreement": [np.mean(r["agree_per_token"]) for r in at_paper],
+    "perplexity": [np.exp(np.mean(r["nll_per_token"])) for r in at_paper],
 })
 lessons.table(runs.sort_values("mean KL (nats)"), formats={"keys read": "{:.1%}", "mean KL (nats)": "{:.3f}",
-                                                           "top-1 agreement": "{:.1%}"})
+                                                           "top-1 agreement": "{:.1%}", "perplexity": "{:.2f}"})
 
 # %% [markdown]
 # MagicPIG sits between the two ends, far closer to dense than a window of the same size, and
-# its three hash seeds do not agree. [Finding 4](findings/f4_decoding.ipynb) holds every budget
+# its three hash seeds do not agree. Quest with small pages lands closer to dense than MagicPIG
+# here. [Finding 4](findings/f4_decoding.ipynb) holds every budget
 # and baseline, why the seeds differ so much here while they barely moved finding 1's error,
 # and the passkey test, which MagicPIG passes far more easily than this KL suggests.
 #
@@ -377,248 +378,18 @@ lessons.table(runs.sort_values("mean KL (nats)"), formats={"keys read": "{:.1%}"
 # far each step's whole distribution moved, the top-1 agreement only whether the first choice held.
 
 # %% [markdown]
-# ## 4. Your MagicPIG writes text
-#
-# Notebook 06b filed the keys once, after the prefill, and read one bucket per table per query.
-# Decoding adds one thing: every step writes a token, and the tables do not hold it. The tokens
-# written since the index was built, the *buffer*, are read exactly, with the sinks and the last
-# `recent` indexed tokens. A step is then two parts: the sample from the tables, each score
-# corrected by `log u`, and the exact keys; §1's partial softmaxes join them.
-
-# %%
-build_tables, query_hits, log_u = ex.mine.build_tables, ex.mine.query_hits, ex.mine.log_u  # yours, 06a and 06b
-
-# %% [markdown]
-# ### Your turn: one step over an index and its buffer
-#
-# Difficulty 🔴🔴🔴⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~15 min
-#
-# `q` `(d,)` is one query; `keys` `(n, d)` and `values` `(n, dv)` are the whole visible cache.
-# `index` is a dict built once over the first `index["n_indexed"]` keys: `"tables"` (your
-# `build_tables` of those keys centred by `"mu"`), `"planes"` `(d, K*L)`, `"mu"`, `"K"`, `"L"`,
-# `"sinks"`, `"recent"`. Keys `n_indexed .. n-1` are the buffer (maybe none, maybe more than
-# `recent`). Read exactly the sinks, the last `recent` indexed keys and the buffer; sample the
-# other indexed keys that share the query's bucket (the query hashed as it is) in at least 2
-# tables, found with your `query_hits` and corrected with your `log_u`. Compute each part with
-# `softmax_part` and join them with your `merge_partial`. Return `(output, read)`, `read` the
-# positions of every key read. It may happen that no key is sampled.
-#
-# <details><summary>Hint 1: what to think about</summary>
-#
-# Three groups of keys meet in one step: the indexed keys the tables can hand over, the indexed
-# keys read for sure, and the keys written after the tables were built, which no table holds.
-# Which of them carry a known chance of being drawn, and which are certain? Each group read for
-# sure scores as in plain attention; only drawn keys are corrected.
-#
-# </details>
-#
-# <details><summary>Hint 2: the code</summary>
-#
-# the index's tables cover positions 0 .. n_indexed - 1 only, so the hit counts have n_indexed
-# entries; the buffer joins the exact positions; a part with no keys has no softmax, so look at
-# what merge_partial would do with it before calling it
-#
-# </details>
-
-# %%
-def buffered_step(q, keys, values, index):
-    """MagicPIG's decode step over an index and its buffer: (output (dv,), read)."""
-    ...
-
-# %%
-buffered_step = ex.check("07.buffered_step", buffered_step)
-
-# %%
-lessons.folded("Solution: buffered_step", ex.solution("07.buffered_step"))
-
-# %% [markdown]
-# An estimator that keeps an index has a method `build(keys) -> index` beside its call (the
-# protocol of `pigviz.attention.protocol`). Inside `use_attention`, `build` runs once per layer
-# and KV head, at the first decode step, on that head's keys from the prefill; each row is then
-# called as `estimator(q, keys, values, budget, index=index)` with the whole visible cache.
-# Yours hashes the keys once, files them with your `build_tables`, and runs your step:
-
-# %%
-from pigviz.lsh import simhash_codes
-
-
-class YourMagicPIG:
-    """MagicPIG from your functions: `build` files one KV head's prefill keys, each row runs `step`."""
-
-    def __init__(self, step, tables, name, K=10, L=150, sinks=4, recent=64, seed=0):
-        self.step, self.tables, self.name = step, tables, name  # tables: a build_tables
-        self.K, self.L, self.sinks, self.recent, self.seed = K, L, sinks, recent, seed
-
-    def build(self, keys):  # (n, d): one layer's KV head at the end of the prefill
-        n, d = keys.shape
-        planes = np.random.default_rng(self.seed).standard_normal((d, self.K * self.L))
-        mu = keys[self.sinks : n - self.recent].mean(axis=0)
-        index = dict(planes=planes, mu=mu, K=self.K, L=self.L, n_indexed=n, sinks=self.sinks, recent=self.recent)
-        return dict(index, tables=self.tables(simhash_codes(keys - mu, planes, self.K, self.L), self.K))
-
-    def __call__(self, q, keys, values, budget, index):
-        return self.step(q, keys, values, index)
-
-# %% [markdown]
-# Generation calls the step once per query head, sparse layer and token, and `build` once per
-# sparse layer and KV head. Time one of each on a real head cut to the prompt's length, and
-# project the run from that and dense decoding's own time; a step that loops over every key
-# and table is then caught before the wait.
-
-# %%
-import time
-
-from pigviz.model import texts
-from pigviz.model.loading import load_model
-from pigviz.study.estimators import shipped_row
-
-model, tokenizer = load_model(device="cpu", progress=False)
-cfg = model.config
-prompt, new_tokens = texts.first_tokens(tokenizer, 1024), 16
-dense_run = decode.generate(model, tokenizer, prompt, "dense", new_tokens, progress=False)
-
-# %%
-yours = YourMagicPIG(buffered_step, build_tables, "your MagicPIG")
-q_row, k_row, v_row = shipped_row(row=0, head=0, position=63)  # notebook 06a's head, cut to the prompt
-k_row, v_row = k_row[: len(prompt)], v_row[: len(prompt)]
-t0 = time.perf_counter()
-index = yours.build(k_row[:-1])
-build_s = time.perf_counter() - t0
-yours(q_row, k_row, v_row, len(k_row), index)
-call_s = time.perf_counter() - build_s - t0
-sparse = cfg.num_hidden_layers - 1  # layer 0 stays dense
-projected = (sum(dense_run.step_seconds) + sparse * cfg.num_key_value_heads * build_s
-             + (new_tokens - 1) * sparse * cfg.num_attention_heads * call_s)
-if projected > 60:
-    yours = YourMagicPIG(ex.use_reference("07.buffered_step"), ex.use_reference("06.build_tables"),
-                         "MagicPIG (the reference)")
-print(f"projected: {'over' if projected > 60 else 'within'} a minute for {new_tokens} tokens on this machine, "
-      f"so {yours.name} generates")
-
-# %%
-run = decode.generate(model, tokenizer, prompt, yours, new_tokens, progress=False, budget=1.0)
-runs = [dict(dense_run.as_dict(), attention="dense"), dict(run.as_dict(), attention=yours.name)]
-print(f"prompt: the first {len(prompt):,} tokens of the help topics\n")
-print(report.side_by_side(runs))
-print(f"\nkeys read per decode step, as a share of the visible keys in the sparse layers: "
-      f"{', '.join(f'{b:.1%}' for b in run.budgets[1:])}")
-
-# %% [markdown]
-# The first token comes from the dense prefill, so it always agrees. After that each step reads
-# the exact keys, the buffer and what your tables hand over; `budget=1.0` lets it read as many
-# as it chooses, and the shares above are what it chose. The share grows as the buffer does.
-# Once one token differs, the two runs continue different texts.
-#
-# **Bottom line.** Built once per layer and KV head, your tables serve every step; the buffer is
-# read exactly, and your `merge_partial` joins it to the sample.
-
-# %% [markdown]
-# ## 5. MagicPIG's placement: the cache on the CPU, the model on the GPU
-#
-# On a GPU the KV cache competes with the weights for memory, and reading it is what a long
-# context costs. MagicPIG's authors move most of it out: the GPU keeps the weights, the sinks,
-# the recent window and the buffer; the CPU holds every other key and value and the hash tables,
-# and its cores run the sampled part of each step. Per sampled layer and token, the GPU hashes
-# the query, sends it and its bucket ids down, attends exactly over what it holds, and merges
-# the CPU's answer when it comes back. The merge is §1's: two partial softmaxes joined by their
-# `lse`, your `merge_partial`.
-
-# %%
-from pigviz.plots import diagrams
-
-diagrams.placement_diagram()
-
-# %% [markdown]
-# What crosses between the two per step is small, and it does not grow with the context: count
-# it for SmolLM2-135M, beside the sampled layers' cache, nearly all of which stays on the CPU. Each query head sends its query
-# (fp32) and one bucket id per table (int64), and gets back its partial output and `lse`:
-
-# %%
-heads, kv_heads, d, sampled_layers, L = 9, 3, 64, 29, 150  # SmolLM2-135M; layer 0 stays dense
-down = heads * (d * 4 + L * 8)  # per sampled layer: the queries and their bucket ids
-up = heads * (d * 4 + 4)  # the partial outputs and their lse
-per_token = sampled_layers * (down + up)
-crossing = pd.DataFrame({"context": [1_024, 8_192, 65_536]})
-crossing["bytes that cross per token"] = per_token
-crossing["sampled layers' cache (bf16)"] = crossing["context"] * sampled_layers * kv_heads * d * 2 * 2
-crossing["cache / crossing"] = crossing["sampled layers' cache (bf16)"] / crossing["bytes that cross per token"]
-lessons.table(crossing, formats={"context": "{:,}", "bytes that cross per token": "{:,}",
-                                 "sampled layers' cache (bf16)": "{:,}", "cache / crossing": "{:,.0f}x"})
-
-# %% [markdown]
-# The bucket ids are most of what goes down: `L` of them per head. What stays on the CPU grows
-# with every token written, what crosses does not. `decode.generate(..., "magicpig",
-# placement="cpu_offload")` runs this placement; without a GPU both halves run on the CPU, the
-# same steps without the copies, and a test holds them to the single-device path (the same keys
-# read, the same outputs within 1e-5). The live cell below runs it both ways.
-#
-# **Bottom line.** The step splits into an exact half where the model lives and a sampled half
-# where the cache lives, joined by log-sum-exp; only queries, bucket ids and two small results
-# cross per step.
-
-# %% [markdown]
-# ## 6. Live: run it yourself
-#
-# Set `RUN_LIVE = True` to load the model and decode a 1,024-token prompt three ways: dense,
-# MagicPIG, and MagicPIG in its own placement (`placement="cpu_offload"`), which must write the
-# same tokens as MagicPIG on one device. Swap `"magicpig"` for `"topk"`, `"quest"` or
-# `"streaming"`, or change (K, L). On a GPU runtime `device="auto"` loads the model in bf16,
-# where MagicPIG runs its torch path; `device="cpu"` gives the CPU in fp32.
-
-# %%
-RUN_LIVE = False
-if RUN_LIVE:
-    from pigviz.model import texts
-    from pigviz.model.loading import load_model
-    from pigviz.plots import decoding as plots
-
-    model, tokenizer = load_model(device="auto")
-    prompt = texts.first_tokens(tokenizer, 1024)
-    live = [decode.generate(model, tokenizer, prompt, attention, 24, progress=False, **options).as_dict()
-            for attention, options in (("dense", {}), ("magicpig", {"K": 10, "L": 150}),
-                                       ("magicpig", {"K": 10, "L": 150, "placement": "cpu_offload"}))]
-    print(report.side_by_side(live[:2]))
-    print("MagicPIG in its own placement writes the same tokens:", live[2]["token_ids"] == live[1]["token_ids"])
-    display(plots.generation_figure(live[:2]))  # noqa: F821 (Jupyter's display)
-
-# %% [markdown]
-# **Bottom line.** The live cell runs the same `decode.generate` that made section 2's runs; your
-# text and times will differ with the prompt, the machine and its load.
-
-# %% [markdown]
-# ## 7. From notebook 01 to here
-#
-# * **Notebook 01**: attention is a balance point of value sticks. TopK is biased when the weight is spread
-#   out; a sample re-weighted by each stick's chance to be drawn aims at the right answer.
-# * **Notebook 02**: real keys crowd into a narrow cone, and a sink key takes much of the weight.
-# * **Notebook 03**: centring the keys costs attention nothing and spreads the cone for the hash.
-# * **Notebook 04**: SimHash makes the chance of sampling a key a known function of its angle: `u`.
-# * **Notebooks 05a and 05b**: the KV cache grows with context, MagicPIG's tables can outweigh it, and on a
-#   serving replica the cache limits how many sequences run at once.
-# * **Notebook 06**: on every head, MagicPIG's error per key read next to TopK, Quest and StreamingLLM.
-# * **Notebook 07**: the same estimator inside real decoding, measured by what the model predicts.
-
-# %% [markdown]
 # ## Recap
 #
 # * Transformers looks up attention by name, so any method plugs into the real model; two
 #   partial softmaxes merge by log-sum-exp into what one softmax over both gives.
-# * Your MagicPIG generates text: its tables are built once per layer and KV head after the
-#   prefill, and each step reads the buffer exactly beside the sample, merged by log-sum-exp.
 # * Teacher-forced, at a matched budget, MagicPIG's next-token distribution stays far closer to
 #   dense than a window of the same size, but oracle TopK's stays closer still, and MagicPIG's
 #   hash seeds disagree.
-# * MagicPIG's own placement keeps the model and the exact keys on the GPU and the rest of the
-#   cache and the tables on the CPU; per step only queries, bucket ids and two small results
-#   cross, merged by log-sum-exp.
-
-# %% [markdown]
+#
 # ## What comes next
 #
-# Notebook 08, the capstone, hands you the bench: write your own estimator and race it against
-# TopK, MagicPIG and Quest. These notebooks test MagicPIG on a small real model up to 8k tokens,
-# where the KV cache is smaller than the weights (question 2). The paper's setting, far larger
-# models and contexts where the cache outgrows the weights, remains open.
+# Notebook 07b runs your own MagicPIG inside the model: tables built once after the prefill, the
+# tokens written since read exactly, and your `merge_partial` joining the two halves of a step.
 #
 # ## Check yourself
 #
@@ -631,21 +402,10 @@ token dense finds likely and the method finds unlikely costs much, while probabi
 never considers costs little. It asks how much of dense's own prediction the method kept.""")
 
 # %% [markdown]
-# 2. Using notebook 05a's arithmetic, at what context would reading SmolLM2-135M's KV cache (fp32)
-#    cost as many bytes as reading its weights?
-
-# %% jupyter={"source_hidden": true}
-per_token = 2 * 30 * 3 * 64 * 4  # K and V, 30 layers, 3 KV heads, head_dim 64, fp32
-weights = 134_515_008 * 4
-lessons.folded("Answer 2", f"Weights: {weights / 2**20:.0f} MiB; KV: {per_token:,} B per token, so they match at "
-               f"{weights / per_token:,.0f} tokens, beyond the model's 8,192-token context, where the cache is "
-               f"{8192 * per_token / weights:.0%} of the weights.")
-
-# %% [markdown]
-# 3. Two partial softmaxes over disjoint keys return `(out_a, lse_a)` and `(out_b, lse_b)` with
+# 2. Two partial softmaxes over disjoint keys return `(out_a, lse_a)` and `(out_b, lse_b)` with
 #    `lse_a` far above `lse_b`. What does your `merge_partial` return, and why is that right?
 
 # %% jupyter={"source_hidden": true}
-lessons.folded("Answer 3", """Very nearly `out_a`: part b's share of the total sum of exp-scores is
+lessons.folded("Answer 2", """Very nearly `out_a`: part b's share of the total sum of exp-scores is
 `exp(lse_b - lse_a)`, which vanishes, so its keys carry almost none of the weight. Computing the shares from the
 difference of the two `lse` (not from `exp(lse)` itself) keeps that exact when the `lse` are in the thousands.""")

@@ -1,4 +1,4 @@
-"""Sampled attention inside real generation (notebook 07): ``session`` swaps the model's decode
+"""Sampled attention inside real generation (notebooks 07a and 07b): ``session`` swaps the model's decode
 attention, ``generation`` generates, ``evaluate`` measures quality and passkey retrieval,
 ``report`` reads the shipped results, ``custom`` runs an estimator of your own inside decoding;
 ``cache`` keeps MagicPIG's sampled layers half-size (bf16) or split for its CPU placement, whose

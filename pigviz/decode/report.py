@@ -1,4 +1,4 @@
-"""Read the shipped decoding results and say what they show: tables for notebook 07 and the
+"""Read the shipped decoding results and say what they show: tables for notebook 07a and the
 claims ``pigviz verify`` re-derives from the per-token values stored beside each summary."""
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def seed_variance(quality: dict, study: dict, model: str = "SmolLM2-135M") -> li
             "std / mean, most": max(s["error_std"] / s["error"] for s in err),
         },
         {
-            "measured in": "notebook 07, section 3",
+            "measured in": "notebook 07a, section 3",
             "quantity": f"next-token KL, after {sampled} sampled layers",
             "positions": st["stretch"],
             "attention rows": st["stretch"] * sampled * shape.attention_heads,

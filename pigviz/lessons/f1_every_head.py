@@ -243,7 +243,7 @@ def claims() -> list:
     )
     kl_spread = seed_spreads(load_result(QUALITY_FILE))
     claim(
-        "notebook 07's own hash seeds move its decode KL far more: its std across seeds is over 10% of it at every "
+        "notebook 07a's own hash seeds move its decode KL far more: its std across seeds is over 10% of it at every "
         "(K, L)",
         min(kl_spread) > 0.1 and min(kl_spread) > 2 * spread,
         f"{100 * min(kl_spread):.0f}%-{100 * max(kl_spread):.0f}% vs {100 * spread:.1f}%",

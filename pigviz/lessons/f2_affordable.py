@@ -41,8 +41,8 @@ def claims() -> list:
     best = np.argsort(-(K_S @ q))[: -(-len(K_S) // 2)]  # the best-scoring half of the sample
     med = float(np.median(np.exp(_log_u(q, K_S[best], step["mu"], step["K"], step["L"]))))
     claim(
-        "on lesson 06 §1's step, half of the best-scoring half of MagicPIG's sample had u at most its median, below 1: "
-        "a 1/u boost above 1 that weighing them as exact drops",
+        "on lesson 06a §1's step, half of the best-scoring half of MagicPIG's sample had u at most its median, "
+        "below 1: a 1/u boost above 1 that weighing them as exact drops",
         med < 1,
         f"median u {med:.2f}, boost {1 / med:.1f}",
         quotes=(f"{med:.2f} or less", f"{1 / med:.1f} or more"),
@@ -113,7 +113,7 @@ def bytes_claims(step: dict, claim) -> None:
     parts = {p["part"]: p for p in step_bytes.magicpig_parts(step)}
     planes, kv = parts["hyperplanes"], parts["keys and values read"]
     claim(
-        "on lesson 06 §1's step, per query head with nothing shared, MagicPIG reads more bytes than Quest and SparQ, "
+        "on lesson 06a §1's step, per query head with nothing shared, MagicPIG reads more bytes than Quest and SparQ, "
         "and its hyperplanes alone more than the keys and values it reads",
         share["magicpig"] > max(share["quest"], share["sparq"]) and planes["bytes"] > kv["bytes"],
         f"MagicPIG {share['magicpig']:.1%}, Quest {share['quest']:.1%}, SparQ {share['sparq']:.1%}",

@@ -29,7 +29,7 @@ PROSE_DEFINED = {
     "10": "K, bits per table, the paper's default (10, 150)",
     "150": "L, tables, the paper's default (10, 150)",
     "8,192": "tokens of the study's capture, the context the bill is drawn up for",
-    "24": "the new tokens of lesson 07's live cell (the question on rebuilds)",
+    "24": "the new tokens of lesson 07b's live cell (the question on rebuilds)",
 }
 
 
@@ -113,7 +113,7 @@ def speed_table(path=None) -> Table:
     )
 
 
-# =========================================================================== decoding speed (from lesson 07's data)
+# =========================================================================== decoding speed (from lesson 07a's data)
 
 NOTEBOOK = "f3"
 SMOL = "SmolLM2-135M"
@@ -316,7 +316,7 @@ def load_speed() -> dict:
 
 
 def load_generations() -> list:
-    """Lesson 07 §2's two generation runs (in the shipped quality file)."""
+    """Lesson 07a §2's two generation runs (in the shipped quality file)."""
     return load_result(report.QUALITY_FILE)["generation"]
 
 

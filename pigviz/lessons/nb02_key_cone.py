@@ -1,7 +1,8 @@
 """Notebook 02, the key cone: the numbers it states about a real model's keys, re-derived from the
-shipped capture, and the tables and summaries the notebook shows. The measurements a section
-teaches (token 0's value length, the cone, the bucket fill) are computed in the notebook's cells;
-the claims here re-derive them independently."""
+shipped capture. The notebook computes every table it shows in its own cells, from the capture's
+arrays and the learner's functions; the claims here re-derive them independently. The table
+builders below (``query_table``, ``sink_key_table``, ``plane_table``, ``capture_summary``) are no
+longer shown by the notebook and stay for their tests; ``one_plane_shares`` backs a claim."""
 
 from __future__ import annotations
 
@@ -41,11 +42,10 @@ __all__ = [
 PROSE_DEFINED = {
     "8,192": "tokens in the shipped capture's context (cap.n_tokens)",
     "64": "the head dimension d, the captured queries per head and the exact recent window (all 64)",
-    "62": "the coordinates a projection onto a plane drops: d - 2",
     "90": "a right angle: cos < 0 means more than 90 degrees",
     "25": "the long key's length in 02.cos_to_mean_direction's check (tests/lessons/test_prose_010203.py)",
-    "1000": "the scale of 02.cos_to_mean_direction's scaled-keys case",
     "19": "the layer of the head the notebook draws, PICTURE_HEAD = (19, 6)",
+    "0.1": "the weight on token 0 that defines a sink layer (sink_onset's threshold, the notebook's `first`)",
 }
 
 # The head notebook 02 draws (and notebook 03 centres): a sink layer, its last captured query.
@@ -183,8 +183,8 @@ def _median_deg(cos) -> float:
 
 
 def _bucket_fill(view, n_planes: int = N_PLANES, seed: int = 0, top: int = 4) -> dict:
-    """The picture's hyperplanes as one SimHash table in d dimensions (as the notebook's cell
-    counts it): buckets the hashed keys fill, and the share of them in the ``top`` fullest."""
+    """The picture's hyperplanes as one SimHash table in d dimensions: buckets the hashed keys
+    fill, and the share of them in the ``top`` fullest (no longer printed by the notebook)."""
     planes = hyperplanes(view.keys.shape[-1], n_planes, seed)
     codes = (view.keys[non_exact_mask(view.n)] @ planes.T >= 0) @ (1 << np.arange(n_planes))
     fill = np.bincount(codes, minlength=2**n_planes)
@@ -219,7 +219,6 @@ def claims(cap=None) -> list:
     crossing = int(splits.crosses().sum())
     cloud = key_cloud(view, -1, "raw", n_planes=N_PLANES)
     angles = {"real": _median_deg(cloud.cos_query), "picture": _median_deg(picture_cosines(cloud))}
-    fill = _bucket_fill(view)
     shares = one_plane_shares(cap)
     spread = {v: float(x.std()) for v, x in shares.items()}
     random_keys = np.random.default_rng(0).standard_normal((cap.n_tokens, cap.keys.shape[-1]))
@@ -323,12 +322,6 @@ def claims(cap=None) -> list:
             f"...in {cap.keys.shape[-1]}-d each of them has hashed keys on both sides (share on the query's side)",
             bool(np.all((splits.real > 0.01) & (splits.real < 0.99))),
             span(splits.real, "{:.0%}"),
-        ),
-        Claim(
-            "02",
-            f"...as one {N_PLANES}-bit table fill most buckets unevenly: filled, share in the top {fill['top']}",
-            fill["filled"] > fill["buckets"] / 2 and fill["top_share"] > fill["top"] / fill["buckets"] * 2,
-            f"{fill['filled']} of {fill['buckets']}, {fill['top_share']:.0%}",
         ),
         Claim(
             "02",

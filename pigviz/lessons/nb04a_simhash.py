@@ -7,13 +7,11 @@ import math
 
 import numpy as np
 
-from pigviz.lessons.tables import Table, table
 from pigviz.lessons.verify import Claim
 from pigviz.lsh.simhash import (
     CHECK_ANGLES_DEG,
     DEFAULT_K,
     DEFAULT_L,
-    MARKER_COS,
     MAX_L,
     NAPKIN_TOKENS,
     collision_probability,
@@ -21,19 +19,18 @@ from pigviz.lsh.simhash import (
     crossing_cos,
     expected_candidates,
     inclusion_probability,
-    log_inclusion_probability,
     transition_width_deg,
 )
-from pigviz.lsh.simhash_checks import monte_carlo_bit_agreement, monte_carlo_inclusion, plane_demo
 
 __all__ = [
+    "bit_check_z",
     "claims",
+    "closed_form_verdict",
     "half_point_deg",
     "l_for_half_point",
-    "closed_form_verdict",
-    "INFORMATIVE_U",
-    "marker_test_rows",
-    "marker_test_table",
+    "marker_check",
+    "plane_counts",
+    "two_draws",
     "PROSE_DEFINED",
 ]
 
@@ -43,37 +40,13 @@ PROSE_DEFINED = {
     "10": "MagicPIG's default K, pigviz.lsh.simhash.DEFAULT_K",
     "150": "MagicPIG's default L, pigviz.lsh.simhash.DEFAULT_L",
     "64": "the dimension the checks hash in (the head dimension of SmolLM2-135M)",
-    "300": "hashings per marker (n_trials)",
-    "0.001": "the band of informative u, INFORMATIVE_U",
-    "0.999": "the band of informative u, INFORMATIVE_U",
-    "0.01": "the significance level the marker reading uses",
-    "20,000": "hyperplanes the bit check draws (n_planes)",
     "370": "1 / P(|z| > 3) for a normal z, about 370.4: a fact of the normal distribution",
-    "15": "the step of the checked angles, 0, 15, ..., 180 degrees (CHECK_ANGLES_DEG)",
-    "180": "the largest angle",
-    "50%": "the S-curve's midpoint, u = 1/2 (a definition)",
-    "90%": "the top of the S-curve's 10% -> 90% climb",
-    "95%": "the level of the markers' error bars",
+    "10%": "the bottom of the S-curve's 10% -> 90% climb (a definition)",
+    "90%": "the top of the S-curve's 10% -> 90% climb (a definition)",
     "0.9": "the cosine of the one-table example",
-    "1.0": "the clip bounds of a cosine, in the bit_agreement hint",
-    "1.0000000000000002": "a cosine rounded past 1, a case of the bit_agreement check",
-    "1e-3": "the inclusion_probability check's relative tolerance",
-    "1e-7": "the smallest u the inclusion_probability check uses",
-    "50": "the keys of the illustrative query (a parameter of the cell)",
-    "40": "the angle the illustrative query's keys lie within (a parameter of the cell)",
-    "96k": "the context notebook 05a follows, NAPKIN_TOKENS = 96 x 1,024",
-    "96": "NAPKIN_TOKENS = 96 x 1,024",
-    "1,024": "NAPKIN_TOKENS = 96 x 1,024",
-    "98,304": "NAPKIN_TOKENS = 96 x 1,024 = 98,304",
     "45": "Question 1's target angle",
-    "2,000": "the random keys of the two-draws cell (a parameter of the cell)",
     "20": "Question 4's K",
 }
-
-
-# An angle whose u lies outside this range expects fewer than 0.3 hits (or misses) in 300
-# hashings: its count can hardly differ from the formula, so its p-value says next to nothing.
-INFORMATIVE_U = (1e-3, 1 - 1e-3)
 
 
 # --------------------------------------------------------------------------- the notebook's helpers
@@ -100,7 +73,7 @@ def l_for_half_point(K: int, goal_deg: float) -> int:
 
 
 def closed_form_verdict(closed: float, stable: float) -> str:
-    """How the closed form 1 - P(0) - P(1) fares against the stable value, in words that read the
+    """How the closed form 1 - P(no table) - P(exactly one) fares against the stable value, in words that read the
     same on every CPU (its rounding noise is reported as a bound, never printed)."""
     if abs(closed - stable) <= 1e-3 * stable:
         return "agrees to 0.1%"
@@ -109,191 +82,140 @@ def closed_form_verdict(closed: float, stable: float) -> str:
     return "wrong by more than 0.1%"
 
 
-def marker_test_rows(counted: dict) -> list[dict]:
-    """Per rule ({min_hits: MonteCarloEstimate}): how many angles can test the formula at all, and
-    the worst of those: its angle, its count against the formula's, its exact binomial p-value."""
-    lo, hi = INFORMATIVE_U
-    rows = []
-    for m, mc in counted.items():
-        informative = (mc.expected > lo) & (mc.expected < hi)
-        p = np.where(informative, mc.p_values(), np.inf)  # the others can hardly test the formula
-        worst = int(np.argmin(p))
-        rows.append(
-            {
-                "rule": f">= {m} of L",
-                "angles": len(mc.cos),
-                f"with {lo:g} < u < {1 - lo:g}": int(informative.sum()),
-                "smallest p-value": float(p[worst]),
-                "at (deg)": float(mc.angle_deg[worst]),
-                "hits counted": int(round(mc.freq[worst] * mc.n_trials)),
-                "hits expected": float(mc.expected[worst] * mc.n_trials),
-            }
-        )
-    return rows
+# The notebook's counting cells, re-run for the claims: the same seeds, the same steps.
 
 
-def marker_test_table(counted: dict) -> Table:
-    return table(
-        marker_test_rows(counted),
-        formats={"smallest p-value": "{:.3f}", "at (deg)": "{:g}", "hits expected": "{:.2f}"},
-    )
+def plane_counts(seed: int = 0) -> tuple[int, int, int]:
+    """The 2-D picture: 30 keys, 150 tables of 3 lines. Returns (keys, keys in the query's bucket of
+    table 1, keys in its bucket in at least 2 tables)."""
+    rng = np.random.default_rng(seed)
+    angle = rng.uniform(0, 2 * np.pi, 30)
+    keys = rng.uniform(0.35, 1, (30, 1)) * np.c_[np.cos(angle), np.sin(angle)]
+    query = np.array([np.cos(0.6), np.sin(0.6)])
+    lines = rng.standard_normal((150, 3, 2))
+
+    def sides(x):
+        return np.einsum("...d,tkd->...tk", x, lines) >= 0
+
+    same = (sides(keys) == sides(query)).all(axis=-1)
+    return len(keys), int(same[:, 0].sum()), int((same.sum(axis=1) >= 2).sum())
+
+
+def _pairs(rng, cos, dim: int = 64):
+    """A unit query and unit keys at cosines ``cos`` from it, in a random plane of ``dim`` dimensions."""
+    e1, e2 = np.linalg.qr(rng.standard_normal((dim, 2)))[0].T
+    return e1, np.outer(cos, e1) + np.outer(np.sqrt(1 - cos**2), e2)
+
+
+def _hits(query, keys, planes):
+    def ids(x):
+        return (np.einsum("...d,tkd->...tk", x, planes) >= 0) @ 2 ** np.arange(planes.shape[1])
+
+    return (ids(keys) == ids(query)).sum(axis=-1)
+
+
+def bit_check_z(seed: int = 2, n_planes: int = 20_000) -> np.ndarray:
+    """The one-bit check: z of the counted agreement against 1 - theta/pi at 0, 15, ..., 180 degrees."""
+    c = np.cos(np.radians(CHECK_ANGLES_DEG))
+    rng = np.random.default_rng(seed)
+    query, keys = _pairs(rng, c)
+    normals = rng.standard_normal((n_planes, 64))
+    counted = ((keys @ normals.T >= 0) == (normals @ query >= 0)).mean(axis=1)
+    p = collision_probability(c)
+    se = np.sqrt(p * (1 - p) / n_planes)
+    return np.divide(counted - p, se, out=np.zeros_like(p), where=se > 0)
+
+
+def marker_check(seed: int = 3, trials: int = 300, K: int = DEFAULT_K, L: int = DEFAULT_L) -> dict:
+    """The S-curve markers: per rule (min hits 1, 2), the angles where the formula expects at least 5
+    hits and 5 misses in ``trials`` hashings, and the largest |z| among them."""
+    c = np.cos(np.radians(np.arange(0, 181, 7.5)))
+    rng = np.random.default_rng(seed)
+    found = np.zeros((trials, len(c)), dtype=int)
+    for t in range(trials):
+        query, keys = _pairs(rng, c)
+        found[t] = _hits(query, keys, rng.standard_normal((L, K, 64)))
+    out = {}
+    for m in (1, 2):
+        u = inclusion_probability(collision_probability(c), K, L, m)
+        ok = (trials * u >= 5) & (trials * (1 - u) >= 5)
+        z = ((found >= m).sum(axis=0)[ok] - trials * u[ok]) / np.sqrt(trials * u[ok] * (1 - u[ok]))
+        out[m] = (int(ok.sum()), float(np.abs(z).max()))
+    return out
+
+
+def two_draws(seed: int = 4, K: int = DEFAULT_K, L: int = DEFAULT_L) -> tuple[int, int, int]:
+    """The HNSW cell: keys sampled by two draws of hyperplanes, and by both."""
+    rng = np.random.default_rng(seed)
+    keys = rng.standard_normal((2000, 64))
+    query = keys[0] + 0.5 * rng.standard_normal(64)
+    sets = [set(np.flatnonzero(_hits(query, keys, rng.standard_normal((L, K, 64))) >= 2)) for _ in range(2)]
+    return len(sets[0]), len(sets[1]), len(sets[0] & sets[1])
 
 
 def claims() -> list:
-    """Notebook 04a's headline numbers: the formulas, each checked by counting."""
+    """Notebook 04a's headline numbers: the formulas, each checked by counting in the notebook's cells."""
     K, L = DEFAULT_K, DEFAULT_L
     out = []
-    demo = plane_demo(K=3, L=150, min_hits=2, seed=0)
-    same, found = int(demo.same_bucket.sum()), int(demo.included.sum())
+    n_keys, same, found = plane_counts()
     out.append(
         Claim(
             "04a",
-            "The plane picture: more of its 30 keys are found in at least 2 of 150 tables than in the one drawn",
+            "The plane picture: more of its keys are found in at least 2 of 150 tables than in table 1",
             found > same,
-            f"{same} of {len(demo.keys)} in table 1, {found} in >= 2 of {demo.L}",
+            f"{same} of {n_keys} in table 1, {found} in >= 2 of 150",
         )
     )
-    p0 = collision_probability(0.0)
-    out.append(
-        Claim(
-            "04a",
-            "One hyperplane bit agrees for orthogonal vectors with probability 1/2",
-            abs(p0 - 0.5) < 1e-15,
-            f"p = {p0:.3f}",
-        )
-    )
-
-    check_cos = np.cos(np.radians(CHECK_ANGLES_DEG))
-    bits = monte_carlo_bit_agreement(check_cos, n_planes=20_000, seed=0, dim=64)
-    z_bits = np.max(np.abs(bits.z_scores()))
+    z_bits = float(np.max(np.abs(bit_check_z())))
     out.append(
         Claim(
             "04a",
             "Counting 20,000 random hyperplanes in 64 dimensions matches p = 1 - theta/pi at every angle (|z| < 3)",
-            bool(z_bits < 3),
+            z_bits < 3,
             f"max |z| = {z_bits:.2f}",
         )
     )
-
     one_table = collision_probability(0.9) ** K
     out.append(
         Claim(
             "04a",
-            f"One table of K = {K} bits finds a key at cos 0.9 only about one time in five",
-            0.15 < one_table < 0.25,
-            f"p^K = {one_table:.3f}",
+            f"One table of K = {K} bits finds a key at cos 0.9 in only a minority of tables",
+            one_table < 0.5,
+            f"p^K = {one_table:.4f}",
         )
     )
-
-    u_orth = inclusion_probability(0.5, K, L)
+    p_at = (1 / L) ** (1 / K)
+    u_one = inclusion_probability(p_at, K, L, 1)
     out.append(
         Claim(
             "04a",
-            f"At (K, L) = ({K}, {L}) an orthogonal key is sampled with probability under 2%",
-            u_orth < 0.02,
-            f"u = {u_orth:.4f}",
+            "At L p^K = 1, u_1 is about 1 - 1/e",
+            abs(u_one - (1 - math.exp(-1))) < 0.01,
+            f"u_1 = {u_one:.3f}, 1 - 1/e = {1 - math.exp(-1):.3f}",
         )
     )
-    # 1 - u from expm1 of log u: u itself rounds to 1.0 here
-    miss_close = -math.expm1(log_inclusion_probability(collision_probability(0.9), K, L))
-    out.append(
-        Claim(
-            "04a",
-            f"At (K, L) = ({K}, {L}) a key with cos 0.9 is missed with probability under 0.1%",
-            miss_close < 1e-3,
-            f"1 - u = {miss_close:.1e}",
-        )
-    )
-
-    c2 = crossing_cos(K, L, 2)
-    c1 = crossing_cos(K, L, 1)
-    out.append(
-        Claim(
-            "04a",
-            "With 'at least 2 of L' the curve crosses 50% at this cosine (angle)",
-            c1 < c2 < 1.0,
-            f"cos = {c2:.3f} ({cos_to_degrees(c2):.1f} deg)",
-        )
-    )
-    out.append(
-        Claim(
-            "04a",
-            "With 'at least 1 of L' it crosses 50% at a wider angle",
-            -1.0 < c1 < c2,
-            f"cos = {c1:.3f} ({cos_to_degrees(c1):.1f} deg, {cos_to_degrees(c1) - cos_to_degrees(c2):.1f} deg wider)",
-        )
-    )
-
-    w1 = transition_width_deg(K, L, 1)
-    w2 = transition_width_deg(K, L, 2)
-    out.append(
-        Claim(
-            "04a",
-            "Requiring 2 hits narrows the 10%-to-90% climb of the S-curve (degrees)",
-            w2 < w1,
-            f"{w1:.2f} -> {w2:.2f} deg",
-            quotes=(f"{w1:.1f}", f"{w2:.1f}"),
-        )
-    )
-
-    counted = {m: monte_carlo_inclusion(MARKER_COS, K, L, m, n_trials=300, seed=m, dim=64) for m in (1, 2)}
-    rows = marker_test_rows(counted)
-    for row in rows:
-        informative = row[f"with {INFORMATIVE_U[0]:g} < u < {1 - INFORMATIVE_U[0]:g}"]
+    for m, (tested, z) in marker_check().items():
         out.append(
             Claim(
                 "04a",
-                f"300 independent hashings agree with the '{row['rule']}' formula (smallest binomial p-value > 0.001)",
-                row["smallest p-value"] > 1e-3,
-                f"p = {row['smallest p-value']:.3f} at {row['at (deg)']:g} deg "
-                f"({row['hits counted']} hits, {row['hits expected']:.2f} expected; {informative} informative angles)",
-                quotes=(f"{row['angles']} angles",),
+                f"300 hashings agree with the '>= {m} of L' formula where it expects 5+ hits and misses (|z| < 3)",
+                tested >= 3 and z < 3,
+                f"largest |z| = {z:.2f} over {tested} angles",
             )
         )
-    worst = min(rows, key=lambda r: r["smallest p-value"])
-    n_inf = worst[f"with {INFORMATIVE_U[0]:g} < u < {1 - INFORMATIVE_U[0]:g}"]
-    out.append(
-        Claim(
-            "04a",
-            "Over both curves the smallest p-value is on this one; chance alone puts the smallest of its "
-            "informative angles' p-values below 0.01 at most (angles x 0.01) of the time",
-            worst["smallest p-value"] > 0.01,
-            f"'{worst['rule']}': p = {worst['smallest p-value']:.3f}; {n_inf} x 0.01 = {n_inf * 0.01:.0%}",
-        )
-    )
 
-    def half(k, l):
-        return cos_to_degrees(crossing_cos(k, l, 2))
-
-    l_move, l_w = half(10, 600) - half(10, 50), (transition_width_deg(10, 50, 2), transition_width_deg(10, 600, 2))
-    k_move, k_w = half(5, 150) - half(20, 150), (transition_width_deg(5, 150, 2), transition_width_deg(20, 150, 2))
+    c2, c1 = crossing_cos(K, L, 2), crossing_cos(K, L, 1)
+    w2, w1 = transition_width_deg(K, L, 2), transition_width_deg(K, L, 1)
     out.append(
         Claim(
             "04a",
-            "K = 10, L 50 -> 600: 50% point moves (deg), 10-90% climb barely narrows",
-            l_move > 15 and l_w[1] / l_w[0] > 0.7,
-            f"{half(10, 50):.0f} -> {half(10, 600):.0f}; {l_w[0]:.1f} -> {l_w[1]:.1f} deg",
+            "'At least 2 of L' crosses 50% closer to the query than 'at least 1', and climbs 10% -> 90% in "
+            "fewer degrees",
+            c1 < c2 < 1.0 and w2 < w1,
+            f"{cos_to_degrees(c2):.1f} vs {cos_to_degrees(c1):.1f} deg; climb {w2:.1f} vs {w1:.1f} deg",
         )
     )
-    out.append(
-        Claim(
-            "04a",
-            "L = 150, K 5 -> 20: the 50% point moves too, and the climb halves",
-            k_move > 15 and k_w[1] / k_w[0] < 0.6,
-            f"{half(5, 150):.0f} -> {half(20, 150):.0f}; {k_w[0]:.1f} -> {k_w[1]:.1f} deg",
-        )
-    )
-
-    cand = expected_candidates(NAPKIN_TOKENS, K, L)
-    out.append(
-        Claim(
-            "04a",
-            f"A query scans about L n / 2^K = 14,400 entries for n = {NAPKIN_TOKENS:,}",
-            cand == 14_400,
-            f"{cand:,.0f}",
-        )
-    )
-    # The K and L section: more tables move the 50% point to wider angles and narrow the climb a
+    # The K and L section: more tables move the midpoint to wider angles and narrow the climb a
     # little; more bits move it towards the query and narrow the climb far more.
     half = {kl: cos_to_degrees(crossing_cos(*kl)) for kl in ((10, 50), (10, 600), (5, 150), (20, 150))}
     climb = {kl: transition_width_deg(*kl) for kl in half}
@@ -301,14 +223,41 @@ def claims() -> list:
     out.append(
         Claim(
             "04a",
-            "Twelve times more tables move the 50% point wider and narrow the climb only a little (to over 70%); four "
-            "times more bits move it towards the query and narrow the climb to under 60%",
+            "Many more tables move the midpoint wider and narrow the climb only a little (to over 70%); more bits "
+            "move it towards the query and narrow the climb far more (to under 60%)",
             half[(10, 600)] > half[(10, 50)]
             and more_tables > 0.7
             and half[(20, 150)] < half[(5, 150)]
             and more_bits < 0.6,
             f"L x12: {half[(10, 600)] - half[(10, 50)]:+.0f} deg, climb {more_tables:.0%}; "
             f"K x4: {half[(20, 150)] - half[(5, 150)]:+.0f} deg, climb {more_bits:.0%}",
+        )
+    )
+    u_close = inclusion_probability(collision_probability(np.cos(np.radians(np.linspace(0, 90, 50)))), K, L)
+    out.append(
+        Claim(
+            "04a",
+            "u is not a distribution: over 50 keys within 90 degrees of the query it sums far above 1",
+            u_close.sum() > 5,
+            f"sum u = {u_close.sum():.1f}",
+        )
+    )
+    a, b, both = two_draws()
+    out.append(
+        Claim(
+            "04a",
+            "Two draws of hyperplanes sample different sets (SimHash is random, unlike HNSW or IVF)",
+            both < min(a, b),
+            f"{a} and {b} keys, {both} in both",
+        )
+    )
+    cand = expected_candidates(NAPKIN_TOKENS, K, L)
+    out.append(
+        Claim(
+            "04a",
+            f"A query scans about L n / 2^K = 14,400 entries for n = {NAPKIN_TOKENS:,}",
+            cand == 14_400,
+            f"{cand:,.0f}",
         )
     )
     return out

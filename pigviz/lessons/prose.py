@@ -56,6 +56,8 @@ _URL = re.compile(r"https?://\S+")
 _REFERENCE = re.compile(
     r"(?:§|\b(?:[Nn]otebooks?|[Ll]essons?|[Ff]indings?|Parts?|Questions?|Answers?|Exercises?|[Ss]ections?|[Ss]teps?|Figures?|"
     r"Tables?|Appendix|Q|arXiv:?)\s*)\d+[a-z]?(?:\.\d+)*(?:\s*(?:-|–|,|and|or|to)\s*\d+[a-z]?(?:\.\d+)*)*"
+    # a lesson's own key standing alone ("07a's merge_partial", "06a and 06b"): two digits and a part letter
+    r"|\b0\d[ab]\b"
 )
 _HEADING_NUMBER = re.compile(r"^(#+\s*)\d+[a-z]?(?:\.\d+)*\.?", re.M)
 _LIST_NUMBER = re.compile(r"^(\s*)\d+\.\s", re.M)

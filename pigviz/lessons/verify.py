@@ -36,7 +36,8 @@ LESSON_MODULES = {
     "05b": "pigviz.lessons.nb05b_kv_serving",
     "06a": "pigviz.lessons.nb06a_build_magicpig",
     "06b": "pigviz.lessons.nb06b_the_index",
-    "07": "pigviz.lessons.nb07_sampled_decoding",
+    "07a": "pigviz.lessons.nb07a_inside_the_model",
+    "07b": "pigviz.lessons.nb07b_your_magicpig",
     "08": "pigviz.lessons.nb08_your_estimator",
 }
 # The findings (the lab book): one module per notebook under notebooks/findings/.

@@ -238,7 +238,7 @@ def magicpig_seed_spread(results: dict) -> float:
 
 
 def seed_rows(results: dict, kl_spread, positions: int) -> list[dict]:
-    """The study's seed spreads beside notebook 07's (``kl_spread``: its KL's std across seeds /
+    """The study's seed spreads beside notebook 07a's (``kl_spread``: its KL's std across seeds /
     mean, per (K, L), from ``pigviz.decode.stats.seed_spreads``; ``positions``: the teacher-forced
     positions each of its seeds averages)."""
     kl_spread = [float(x) for x in kl_spread]
@@ -259,7 +259,7 @@ def seed_rows(results: dict, kl_spread, positions: int) -> list[dict]:
         }
         | {spread: f"{np.median(cell):.1%} (median cell), up to {cell.max():.0%}"},
         {
-            "measured": "notebook 07: KL of the next-token distribution",
+            "measured": "notebook 07a: KL of the next-token distribution",
             "averaged over (per seed)": f"{positions} teacher-forced positions",
             spread: f"{min(kl_spread):.0%} to {max(kl_spread):.0%}, by (K, L)",
         },

@@ -107,6 +107,8 @@ def isolated_env(workdir: Path, *, solutions: bool = True, **extra: str) -> dict
         # The notebooks' blank exercises run with their reference solutions, as in nbval; a
         # learner's server (solutions=False) leaves them blank.
         PIGVIZ_SOLUTIONS="1" if solutions else "0",
+        # What a learner's passing functions are kept as (ex.mine): per run, never the user's own.
+        PIGVIZ_MINE_DIR=str(workdir / "mine"),
         **extra,
     )
 

@@ -1,6 +1,7 @@
-"""A learner's first minutes, in a real JupyterLab: the learner copy of 01 (copied by `pigviz
-notebooks`, solutions off) shows blank exercises and no outputs; Run All stops at the first check
-with a short message, no traceback; the learner types a correct body and the check passes."""
+"""A learner in a real JupyterLab, on the learner copies (copied by `pigviz notebooks`, solutions
+off): 01 shows blank exercises and no outputs, Run All stops at the first check with a short
+message and no traceback, a typed body passes; in 06a the learner assembles MagicPIG; in 06b they
+build the index, and in 07b their MagicPIG (their step on their tables) writes text beside dense."""
 
 import json
 
@@ -114,7 +115,7 @@ ASSEMBLED = (
 )
 
 
-def _run_check(page, stub: int, name: str, expect: str, body: str | None = None) -> str:
+def _run_check(page, stub: int, name: str, expect: str, body: str | None = None, notebook: str = MAGICPIG_06) -> str:
     """Run the stub (its body replaced by ``body`` if given) and the check below it; the check's
     output once it shows ``expect`` (a stale answer of an earlier run never matches: it said
     the other thing)."""
@@ -126,7 +127,7 @@ def _run_check(page, stub: int, name: str, expect: str, body: str | None = None)
     page.keyboard.press("Shift+Enter")
     return poll_until(
         lambda: (text := _output_text(page, stub + 1)) and expect in text and text,
-        f"{MAGICPIG_06}: {name}'s check to say {expect!r}",
+        f"{notebook}: {name}'s check to say {expect!r}",
         "settle",
         interval=0.3,
         seen=lambda: _output_text(page, stub + 1)[:300],
@@ -183,3 +184,95 @@ def test_learner_assembles_magicpig_and_the_next_cell_uses_it(learner_server, pa
     finally:
         page.context.close()
         shutdown_and_wait(learner_server)
+
+
+# 06b's index and 07b's decode step, one line each.
+INDEX_06 = "06b_the_index.ipynb"
+WRITES_07 = "07b_your_magicpig_writes.ipynb"
+BUILD_TABLES = (
+    "def build_tables(codes, K): codes = np.asarray(codes); ids = np.argsort(codes.T, axis=1, kind='stable'); "
+    "counts = np.stack([np.bincount(c, minlength=2**K) for c in codes.T]); "
+    "return np.concatenate([np.zeros((len(counts), 1), dtype=int), np.cumsum(counts, axis=1)], axis=1), ids"
+)
+QUERY_HITS = (
+    "def query_hits(tables, q_codes): offsets, ids = tables; "
+    "found = [ids[t, offsets[t, b] : offsets[t, b + 1]] for t, b in enumerate(q_codes)]; "
+    "return np.bincount(np.concatenate(found), minlength=ids.shape[1])"
+)
+BUFFERED_STEP = (
+    "def buffered_step(q, keys, values, index): "
+    "n0, d, K, L = index['n_indexed'], len(q), index['K'], index['L']; s, r = index['sinks'], index['recent']; "
+    "E = np.r_[0:s, n0 - r : len(keys)]; h = query_hits(index['tables'], simhash_codes(q, index['planes'], K, L)); "
+    "h[:s] = 0; h[n0 - r :] = 0; S = np.flatnonzero(h >= 2); "
+    "out, lse = softmax_part(keys[E] @ q / np.sqrt(d), values[E]); "
+    "part = softmax_part(keys[S] @ q / np.sqrt(d) - log_u(q, keys[S], index['mu'], K, L), values[S]) "
+    "if len(S) else None; "
+    "return (merge_partial(*part, out, lse) if len(S) else out), np.r_[E, S]"
+)
+
+
+@pytest.fixture
+def fresh_learner_server(browser_tools, tmp_path):
+    """A server of its own: what this learner passes (ex.mine) starts empty, whatever ran before."""
+    course.copy_notebooks(tmp_path / "copies")
+    server = JupyterLabServer(tmp_path / "copies", tmp_path / "work", solutions=False)
+    try:
+        server.start()
+    except HarnessError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield server
+    server.stop()
+
+
+def _run_all_to_blank(page, server, notebook: str, stub_start: str, name: str) -> int:
+    """Open the learner copy, Run All, and wait for it to stop at the blank ``name``'s check."""
+    open_notebook(page, server, notebook)
+    page.locator(f"{NOTEBOOK} .jp-Cell").first.click(timeout=timeout_ms("element"))
+    _menu(page, "Run", "Run All Cells")
+    stub = _cell_index(page, stub_start)
+    first = poll_until(
+        lambda: (text := _output_text(page, stub + 1)) and "failed case" in text and text,
+        f"{notebook}: Run All to stop at {name}'s check",
+        "run_all",
+        interval=0.5,
+        seen=lambda: _output_text(page, stub + 1)[:300],
+    )
+    wait_kernel_idle(page, server, notebook, after="Run All")
+    assert f"{name} failed case 1 of" in first and "still `...`" in first and "Traceback" not in first, first
+    return stub
+
+
+def test_learner_builds_the_index_then_their_magicpig_writes_text(fresh_learner_server, page, artifacts_dir):
+    """06b: Run All stops at the blank build_tables; the typed tables and hits pass. 07b: Run All
+    stops at the blank buffered_step; the typed step passes, and the cells below generate with the
+    learner's step on the learner's tables (taken from 06b through ex.mine) beside dense."""
+    server = fresh_learner_server
+    try:
+        build = _run_all_to_blank(page, server, INDEX_06, "def build_tables(", "06.build_tables")
+        assert "06.build_tables: pass" in _run_check(page, build, "06.build_tables", ": pass", BUILD_TABLES, INDEX_06)
+        hits = _cell_index(page, "def query_hits(")
+        assert "06.query_hits: pass" in _run_check(page, hits, "06.query_hits", ": pass", QUERY_HITS, INDEX_06)
+        shutdown_and_wait(server)
+
+        step = _run_all_to_blank(page, server, WRITES_07, "def buffered_step(", "07.buffered_step")
+        passed = _run_check(page, step, "07.buffered_step", ": pass", BUFFERED_STEP, WRITES_07)
+        assert "07.buffered_step: pass" in passed and "failed" not in passed, passed
+        # The learner runs on from the check: the class, the timing, then the generation.
+        page.locator(f"{NOTEBOOK} .jp-Cell").nth(step + 1).click(timeout=timeout_ms("element"))
+        _menu(page, "Run", "Run Selected Cell and All Below")
+        generate = _cell_index(page, "run = decode.generate(")
+        text = poll_until(
+            lambda: (out := _output_text(page, generate)) and "then your MagicPIG:" in out and out,
+            f"{WRITES_07}: the learner's MagicPIG to write text beside dense",
+            "run_all",
+            interval=0.5,
+            seen=lambda: _output_text(page, generate)[:300],
+        )
+        timing = _output_text(page, generate - 1)
+        assert "so your MagicPIG generates" in timing, timing  # theirs, not the reference standing in
+        assert "then dense:" in text and "keys read per decode step" in text, text
+        shot = artifacts_dir / "learner-07b-writes.png"
+        page.locator(f"{NOTEBOOK} .jp-Cell").nth(generate).screenshot(path=str(shot))
+    finally:
+        page.context.close()
+        shutdown_and_wait(server)

@@ -471,21 +471,30 @@ def kv_bytes_math(layers, kv_heads, head_dim, dtype_bytes):
     return math.prod([2, layers, kv_heads, head_dim, dtype_bytes])
 
 
-def candidates_loop(n, K, L):
-    buckets = 1 << K
-    return sum(n / buckets for _table in range(L))
+def candidates_loop(counts):
+    total = 0.0
+    for row in counts:  # table by table, bucket by bucket: chance n_b / n times cost n_b
+        n = sum(int(c) for c in row)
+        total += sum(int(c) / n * int(c) for c in row) if n else 0.0
+    return total
 
 
-def candidates_numpy(n, K, L):
-    return np.float64(L) * n / np.power(2.0, K)
+def candidates_numpy(counts):
+    counts = np.asarray(counts, dtype=np.float64)
+    n = counts.sum(axis=1)  # every row holds the same n
+    return float(np.sum((counts**2).sum(axis=1) / np.where(n > 0, n, 1.0)))
 
 
-def candidates_fraction(n, K, L):
-    return Fraction(L * n, 2**K)  # exact: a whole number when 2^K divides L n
+def candidates_fraction(counts):
+    counts = np.asarray(counts, dtype=np.int64)
+    n = int(counts[0].sum())
+    return Fraction(int((counts**2).sum()), n) if n else Fraction(0)  # exact
 
 
-def candidates_torch(n, K, L):
-    return L * torch.tensor(n, dtype=torch.float64) / 2**K  # a 0-d tensor
+def candidates_torch(counts):
+    counts = torch.as_tensor(counts, dtype=torch.float64)
+    n = counts[0].sum()
+    return (counts.pow(2).sum() / n) if n > 0 else torch.tensor(0.0, dtype=torch.float64)  # a 0-d tensor
 
 
 def paged_waste_loop(lengths, page):
@@ -860,11 +869,13 @@ def test_reference_values_against_known_numbers():
     assert ex.get("05.kv_bytes_per_token").reference(80, 8, 128, 2) == 327_680  # Llama-3.1-70B, fp16
     assert ex.get("05.paged_waste").reference(np.array([17]), 16) == 15 / 32
     cands = ex.get("05.candidates_per_query").reference
-    assert cands(98_304, 10, 150) == 14_400  # notebook 05a's 96k context at (K, L) = (10, 150)
-    for case, _ in ex.get("05.candidates_per_query").cases():
-        n, K, L = case.args
-        if n > 0:  # the library's context starts at 1 token
-            assert cands(n, K, L) == budget.candidates_per_query(n, K, L), case.label
+    assert cands(np.full((150, 1024), 96)) == 14_400  # notebook 05a's 96k context at (K, L) = (10, 150), even
+    for n, K, L in ((98_304, 10, 150), (4_096, 10, 150), (1_024, 4, 3)):  # even buckets: the library's L n / 2^K
+        assert cands(np.full((L, 2**K), n // 2**K)) == budget.candidates_per_query(n, K, L)
+    for case, _ in ex.get("05.candidates_per_query").cases():  # uneven buckets scan at least the even figure
+        (counts,) = case.args
+        L, buckets = counts.shape
+        assert cands(counts) >= L * counts[0].sum() / buckets - 1e-9, case.label
     assert ex.get("04.bit_agreement").reference(0.5) == pytest.approx(2 / 3)
     assert ex.get("01.topk_estimate").reference([0.5, 0.3, 0.2], [1, 2, 4], 2) == pytest.approx(1.375)
 

@@ -64,6 +64,25 @@ def test_sum_of_squared_bucket_counts_is_never_below_the_even_figure():
         assert (counts**2).sum() / n > n / buckets
 
 
+def test_the_exercise_gives_the_lessons_simulation_and_the_even_figure_for_even_buckets():
+    """05a section 4 runs the learner's candidates_per_query on one table's real bucket counts and on
+    even ones; the claims module computes the same ratio with its own arithmetic."""
+    cands = nb05_ref.candidates_per_query
+    rng = np.random.default_rng(0)
+    n, d, K = 8_192, 64, 10
+    planes = rng.standard_normal((K, d))
+    noise = rng.standard_normal((n, d))
+    cone = noise + rng.standard_normal(d)
+    even = cands(np.full((1, 2**K), n // 2**K))
+    assert even == n / 2**K
+    sim = nb05a.uneven_buckets()
+    for label, keys in (("no cone", noise), ("a cone", cone), ("the cone, centred", cone - cone.mean(axis=0))):
+        counts = np.bincount((keys @ planes.T >= 0) @ (1 << np.arange(K)), minlength=2**K)
+        assert cands(counts[None]) / even == pytest.approx(sim[label], rel=1e-12), label
+    assert cands(np.full((150, 2**10), nb05a.CONTEXT // 2**10)) == budget.candidates_per_query(nb05a.CONTEXT)
+    assert cands(np.zeros((3, 8), dtype=int)) == 0.0
+
+
 def test_05a_model_rows_mark_what_the_context_hides():
     rows = budget.model_rows(nb05a.CONTEXT)
     notes = {r["model"]: r["at 98,304 tokens"] for r in rows}
@@ -295,12 +314,42 @@ def test_each_wrong_version_is_named_alone(name):
         assert named == [wrong.label], (wrong.label, named)
 
 
+def _candidates_averaged(counts):
+    """A learner who reads "on average" as a mean over the tables: each table's scan, then np.mean."""
+    scans = [float(np.dot(row, row) / row.sum()) if row.sum() else 0.0 for row in np.asarray(counts)]
+    return float(np.mean(scans))
+
+
+def _candidates_over_every_key(counts):
+    """The same slip made another way: the squares over the whole array's sum, L n, not one row's n."""
+    counts = np.asarray(counts, dtype=np.float64)
+    return float((counts**2).sum() / counts.sum()) if counts.sum() else 0.0
+
+
+@pytest.mark.parametrize("fn", [_candidates_averaged, _candidates_over_every_key])
+def test_a_scan_averaged_over_the_tables_is_named_as_that(fn):
+    """Averaging the L tables' scans and dividing by L n give the same numbers; the check names the
+    slip by what the learner did (a mean, not a sum), and names nothing else."""
+    exercise = ex.get("05.candidates_per_query")
+    message = failure(exercise, fn)
+    assert message is not None
+    named = [w.label for w in exercise.wrong if f"common mistake ({w.label})" in message]
+    assert named == ["mean over the tables instead of their sum"], message
+
+
 def _kv_float(layers, kv_heads, head_dim, dtype_bytes):
     return 2.0 * layers * kv_heads * head_dim * dtype_bytes
 
 
-def _candidates_power(n, K, L):
-    return n * L * 2.0**-K
+def _candidates_expectation(counts):
+    """Written from the task: per table, the chance of each bucket times its entries, then the tables added."""
+    counts = np.asarray(counts)
+    total = 0.0
+    for row in counts:
+        n = row.sum()
+        if n:
+            total += float(np.dot(row / n, row))
+    return total
 
 
 def _waste_math_ceil(lengths, page):
@@ -317,7 +366,7 @@ def _break_even_times(bytes_per_token, n_params, flops_per_gpu, tp):
     "name, fn",
     [
         ("05.kv_bytes_per_token", _kv_float),
-        ("05.candidates_per_query", _candidates_power),
+        ("05.candidates_per_query", _candidates_expectation),
         ("05.paged_waste", _waste_math_ceil),
         ("05.break_even_bandwidth", _break_even_times),
     ],

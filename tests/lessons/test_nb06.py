@@ -72,8 +72,10 @@ def test_each_wrong_version_is_named_by_its_own_hint_and_the_task_says_what_the_
         message = failure(e, wrong.fn)
         named = [line for line in message.splitlines() if "common mistake" in line]
         assert named == [f"  this is what you get with a common mistake ({wrong.label}): {wrong.hint}"], message
-    assert "mu may be 0" in e.task and ("clip" in e.task if name == "06.log_u" else "your log_u" in e.task)
-    assert "notebook 04" in e.task if name == "06.log_u" else "notebook 03" in e.task  # the learner's own pieces
+    assert "mu may be 0" in e.task and ("along q" in e.task if name == "06.log_u" else "your log_u" in e.task)
+    # the learner's own pieces: log_u is theirs from notebooks 03, 04a and 04b, and the solution shows them
+    pieces = {"cos_centred", "bit_agreement", "log_inclusion_probability"}
+    assert pieces <= {h.__name__ for h in e.helpers} and all(f"def {p}" in ex.solution(name) for p in pieces)
     assert e.nudge and 1 <= e.difficulty <= 5 and 1 <= e.importance <= 5 and e.minutes >= 1
 
 

@@ -11,7 +11,8 @@ import pytest
 from pigviz.decode import report, stats
 from pigviz.lessons import f3_bill_and_speed as f3
 from pigviz.lessons import f4_decoding as f4
-from pigviz.lessons import nb07_sampled_decoding as nb07
+from pigviz.lessons import nb07a_inside_the_model as nb07
+from pigviz.lessons import nb07b_your_magicpig as nb07b
 from pigviz.lessons.exercises import nb03, nb06
 from pigviz.lessons.exercises import nb07 as refs
 from pigviz.memory.model_shapes import get_model_shape
@@ -273,18 +274,19 @@ def test_the_authors_claim_counts_the_rows_where_their_kernels_beat_pigviz_whole
 
 # -- section 4: your MagicPIG, an estimator with a build step ------------------------------------------------------
 def test_your_magicpig_in_the_notebook_is_the_lesson_modules():
-    """Notebook 08 races nb07.YourMagicPIG: it must be the class notebook 07 writes in view."""
+    """Notebook 08 races nb07b.YourMagicPIG: it must be the class notebook 07b writes in view."""
     import inspect
     from pathlib import Path
 
-    source = (Path(__file__).parents[2] / "notebooks" / "src" / "07_sampled_decoding.py").read_text(encoding="utf-8")
-    assert inspect.getsource(nb07.YourMagicPIG) in source
+    source = Path(__file__).parents[2] / "notebooks" / "src" / "07b_your_magicpig_writes.py"
+    source = source.read_text(encoding="utf-8")
+    assert inspect.getsource(nb07b.YourMagicPIG) in source
 
 
 def test_your_magicpig_builds_the_exercises_index_and_runs_its_step():
     rng = np.random.default_rng(7)
     keys, values, q = rng.standard_normal((200, 8)), rng.standard_normal((200, 3)), rng.standard_normal(8)
-    est = nb07.YourMagicPIG(refs.buffered_step, nb06.build_tables, "yours", K=3, L=12, sinks=2, recent=8, seed=4)
+    est = nb07b.YourMagicPIG(refs.buffered_step, nb06.build_tables, "yours", K=3, L=12, sinks=2, recent=8, seed=4)
     index = est.build(keys[:190])
     want = refs.index_prefill(keys[:190], 3, 12, 2, 8, seed=4)
     assert sorted(index) == sorted(want)

@@ -1,18 +1,21 @@
 """Notebook 08: the capstone's estimators (pigviz.study.capstone), the notebook's own warm-up
-cells held to them, the open exercise's stand-in and the tables it shows."""
+cells held to them, the open exercise's stand-in and the table the notebook builds in view from the records."""
 
+import ast
 from pathlib import Path
 
 import jupytext
 import numpy as np
+import pandas as pd
 import pytest
 
+from pigviz import lessons
 from pigviz.attention import cost, protocol
 from pigviz.lessons import exercises as ex
 from pigviz.lessons import nb08_your_estimator as nb08
 from pigviz.lessons.exercises import nb03
 from pigviz.lessons.exercises import nb08 as ex08
-from pigviz.study import capstone
+from pigviz.study import capstone, estimators
 
 SOURCE = Path(__file__).resolve().parents[2] / "notebooks" / "src" / "08_your_estimator.py"
 
@@ -140,15 +143,90 @@ def fake_rows(errors=(("topk", (0.1, 0.3)), ("mine", (0.05, 0.2)), ("quest", (0.
     return rows
 
 
-def test_ranking_and_errors_tables():
-    lines = repr(nb08.ranking_table(fake_rows(), 0.02)).splitlines()
-    assert lines[0].startswith("At 2% of the keys: 2 rows each")
-    assert lines[1].split()[:4] == ["rank", "estimator", "mean", "error"]
-    assert lines[2].split()[:3] == ["1", "mine", "0.125"] and "100%" in lines[2]  # beats TopK on both rows
-    with pytest.raises(ValueError, match="fraction must be one of"):
-        nb08.ranking_table(fake_rows(), 0.05)
-    lines = repr(nb08.errors_table(fake_rows(), ["quest", "topk"])).splitlines()
-    assert lines[1].split()[:4] == ["2%", "Quest", "(pages", "of"] and "2.25" in lines[1]
-    assert lines[2].split()[:3] == ["2%", "TopK", "0.200"]
-    with pytest.raises(ValueError, match="names must be estimators of the rows"):
-        nb08.errors_table(fake_rows(), ["nobody"])
+def _definitions(prefix, namespace):
+    """Run the top-level definitions (functions, constants) of the notebook's cell opening with ``prefix``."""
+    tree = ast.parse(_notebook_cell(prefix))
+    tree.body = [s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.Assign))]
+    exec(compile(tree, str(SOURCE), "exec"), namespace)  # noqa: S102 - the notebook's own cell
+    return namespace
+
+
+def test_the_notebooks_scoreboard_builds_its_table_from_the_records():
+    """The table §2 and §3 show is built in view from evaluate_estimator's records: it is held here
+    to the same means, ratios and per-row wins as :func:`pigviz.study.estimators.ranking`."""
+    ns = _definitions("FORMATS = ", {"pd": pd, "np": np, "lessons": lessons, "estimators": estimators})
+    rows = fake_rows()
+    board = ns["scoreboard"](pd.DataFrame(rows), 0.02)
+    frame = board.frame.set_index("estimator")
+    assert list(frame.index) == ["mine", "TopK", "Quest (pages of 16)"]  # lowest mean error first, TopK labelled
+    want = {e["estimator"]: e for e in estimators.ranking(rows)}
+    for label, name in (("mine", "mine"), ("TopK", "topk"), ("Quest (pages of 16)", "quest")):
+        np.testing.assert_allclose(frame.loc[label, "mean error"], want[name]["error"])
+        np.testing.assert_allclose(frame.loc[label, "error / TopK's"], want[name]["vs_reference"])
+        np.testing.assert_allclose(frame.loc[label, "keys read"], want[name]["budget_used"])
+    assert frame.loc["mine", "beats TopK on"] == 1.0 and frame.loc["Quest (pages of 16)", "beats TopK on"] == 0.0
+    assert np.isnan(frame.loc["TopK", "beats TopK on"])  # not compared with itself: shown as -
+    assert np.isnan(frame.loc["mine", "bytes read, of dense"]) and frame.loc["TopK", "bytes read, of dense"] == 0.5
+    assert board.caption == "At 2% of the keys: 2 rows"
+    with pytest.raises(KeyError, match="topk"):  # the ratios need TopK's records at that budget
+        ns["scoreboard"](pd.DataFrame(rows), 0.05)
+
+
+def _section_1_row():
+    """§1's row at 2% and its four estimators, as the notebook builds them."""
+    from pigviz.lsh import estimators as library
+
+    q, keys, values = estimators.shipped_row(row=0, head=0, position=63)
+    n, d, dv = keys.shape[0], keys.shape[1], values.shape[1]
+    peers = {
+        "TopK": protocol.topk(),
+        "MagicPIG": library.magicpig(heads=9),
+        "Quest": protocol.quest(),
+        "StreamingLLM": protocol.streaming(),
+    }
+    return dict(q=q, keys=keys, values=values, n=n, d=d, dv=dv, budget=protocol.keys_for(0.02, n), peers=peers)
+
+
+def test_the_notebooks_byte_count_in_view_is_what_each_estimator_declares():
+    """§4 writes pigviz.attention.cost's model out in view on §1's row: each line must be the bytes
+    the estimator declares (``bytes_read``, what every record's bytes_share holds), and the last line
+    MagicPIG's with its hyperplanes counted per query head."""
+    ns = {"np": np, "pd": pd, "protocol": protocol, "lessons": lessons, **_section_1_row()}
+    exec(_notebook_cell("B, I = 2, 4"), ns)  # noqa: S102 - the notebook's own cell
+    bill, n, d, dv = ns["bill"], ns["n"], ns["d"], ns["dv"]
+    dense = cost.dense_bytes(n, d, dv)
+    for label, est in ns["peers"].items():
+        m = protocol.call(est, ns["q"], ns["keys"], ns["values"], ns["budget"])[1].size
+        assert bill.loc[label, "keys read"] == m
+        np.testing.assert_allclose(bill.loc[label, "of dense"], est.bytes_read(n, d, dv, m) / dense, rtol=1e-12)
+    mp, last = ns["peers"]["MagicPIG"], ns["peers"]["MagicPIG"].last_call
+    per_head = cost.bytes_read(
+        "magicpig",
+        n=n,
+        d=d,
+        dv=dv,
+        keys_read=bill.loc["MagicPIG", "keys read"],
+        K=mp.K,
+        L=mp.L,
+        heads=1,
+        candidates=last["candidates"],
+        sampled=last["sampled"],
+    )
+    np.testing.assert_allclose(bill.loc["MagicPIG, planes per query head", "of dense"], per_head / dense, rtol=1e-12)
+    assert bill.loc["MagicPIG, planes per query head", "of dense"] > 3 * bill.loc["MagicPIG", "of dense"]
+
+
+def test_the_notebooks_record_by_hand_is_the_record():
+    """§2 shows §1's row computed by hand beside its record: the two must agree, so the records the
+    later tables use are §1's arithmetic."""
+    row = _section_1_row()
+    race = pd.DataFrame(estimators.evaluate_estimator(capstone.uniform_sample, baselines=(), budgets=(0.02,)))
+    exact = protocol.exact_output(row["q"], row["keys"], row["values"])
+    ns = {"np": np, "pd": pd, "protocol": protocol, "lessons": lessons, "race": race, "exact": exact, **row}
+    ns["evaluate_estimator"] = lambda *a, **k: race.to_dict("records")  # the records, already computed
+    ns["uniform_sample"] = capstone.uniform_sample
+    exec(_notebook_cell("race = pd.DataFrame(evaluate_estimator(uniform_sample))"), ns)  # noqa: S102
+    record, by_hand = ns["record"], ns["by_hand"]
+    assert len(record) == 1 and int(record.n.iloc[0]) == row["n"]
+    np.testing.assert_allclose(by_hand.error.iloc[0], record.error.iloc[0], rtol=1e-12)
+    assert by_hand.keys_read.iloc[0] == record.keys_read.iloc[0]

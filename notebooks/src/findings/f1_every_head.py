@@ -3,7 +3,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/findings/f1_every_head.ipynb)
 #
-# The lab book behind [lesson 06](../06a_build_magicpig.ipynb), where you built MagicPIG and
+# The lab book behind [lesson 06a](../06a_build_magicpig.ipynb), where you built MagicPIG and
 # counted where it beats TopK. Here is the whole study: every method at every budget on every
 # (layer, head), what MagicPIG's keys hold and what its correction does, and the questions we
 # would put to its authors, each answered with a measurement. Every number in the prose is
@@ -32,10 +32,10 @@ import numpy as np
 from pigviz import lessons
 from pigviz.lessons import f1_every_head as f1
 from pigviz.lsh.estimators import magicpig
-from pigviz.plots import study as plots
+from pigviz.plots import study as study_plots
 from pigviz.study import experiments, findings
 
-step = experiments.decode_step_pieces(row=0, head=0)  # lesson 06 §1's step: layer 2, the last captured position
+step = experiments.decode_step_pieces(row=0, head=0)  # lesson 06a §1's step: layer 2, the last captured position
 q = step["q"]
 
 # %% [markdown]
@@ -147,7 +147,7 @@ f1.per_layer_figure(results)
 # %%
 
 ratio = findings.head_grid(results, "magicpig K10 L150") / findings.head_grid(results, "topk @K10 L150")
-plots.head_ratio_figure(ratio, results["layers"], title="MagicPIG error / TopK error, (10, 150)")
+study_plots.head_ratio_figure(ratio, results["layers"], title="MagicPIG error / TopK error, (10, 150)")
 
 # %% [markdown]
 # MagicPIG wins 19 of 270 cells, 7 of them in layer 0. Layer 0 is the one layer where it is
@@ -211,7 +211,7 @@ f1.mass_table(mass)
 # centred key, but the weight follows the *score*:
 # `q·k / √d = (q·μ + |q|·|k − μ|·cos θ) / √d`, with θ the angle between `q` and `k − μ`.
 # The term `q·μ` is shared by every key, so what ranks the keys is `|k − μ|·cos θ`: the cosine
-# the tables see times a length they do not see. How far the two rankings part on lesson 06 §1's head:
+# the tables see times a length they do not see. How far the two rankings part on lesson 06a §1's head:
 
 # %%
 keys_s = step["K_all"][step["sinks"] : step["n"] - step["recent"]]  # the sampleable keys
@@ -241,7 +241,7 @@ f1.sink_table(results, sink_weight)
 
 # %%
 no_sink = findings.head_grid(results, "magicpig K10 L150 no_sink") / findings.head_grid(results, "magicpig K10 L150")
-plots.sink_figure(sink_weight, no_sink, results["layers"],
+study_plots.sink_figure(sink_weight, no_sink, results["layers"],
                   title="Taking the sink out of the exact set hurts where the sink holds weight")
 
 # %% [markdown]
@@ -394,12 +394,12 @@ sweep, topk = experiments.kl_sweep(row=0, Ks=(8, 10, 12), Ls=(50, 150, 300))
 f1.kl_sweep_table(sweep, topk)
 
 # %%
-plots.kl_sweep_figure(sweep, topk, title="Layer 2: MagicPIG at several (K, L), TopK at the same budgets")
+study_plots.kl_sweep_figure(sweep, topk, title="Layer 2: MagicPIG at several (K, L), TopK at the same budgets")
 
 # %% [markdown]
-# **How much do hash seeds matter?** This study and notebook 07 each ran three hash seeds.
+# **How much do hash seeds matter?** This study and notebook 07a each ran three hash seeds.
 # Here a seed's error is averaged over many rows from many caches, all hashed with that seed's
-# planes, so one draw's luck mostly averages out; in notebook 07 a row's error passes through
+# planes, so one draw's luck mostly averages out; in notebook 07a a row's error passes through
 # the model into the next token's distribution, and a few positions carry much of the KL:
 
 # %%

@@ -7,7 +7,7 @@
 # score to choose their keys. They show what a number of keys can buy, not what a system can
 # afford. Can an estimator that does *not* compute every score beat oracle TopK at the same
 # number of keys? This finding runs three candidates against it, counted in keys and in bytes.
-# [Lesson 06](../06a_build_magicpig.ipynb) builds MagicPIG itself. Every number in the prose
+# [Lesson 06a](../06a_build_magicpig.ipynb) builds MagicPIG itself. Every number in the prose
 # is re-derived by `pigviz verify` (the table at the end).
 # %% jupyter={"source_hidden": true}
 # Colab only: installs pigviz and the bundled model (does nothing elsewhere)
@@ -31,11 +31,11 @@ import numpy as np
 
 from pigviz import lessons
 from pigviz.lessons import f2_affordable as f2
-from pigviz.lessons.exercises.nb06 import log_u  # the reference of lesson 06's exercise
+from pigviz.lessons.exercises.nb06 import log_u  # the reference of lesson 06a's exercise
 from pigviz.study import experiments, findings
 
 results = findings.load_shipped_results()
-step = experiments.decode_step_pieces(row=0, head=0)  # lesson 06 §1's step: layer 2, the last captured position
+step = experiments.decode_step_pieces(row=0, head=0)  # lesson 06a §1's step: layer 2, the last captured position
 q, K_S = step["q"], step["K_S"]
 s_S = K_S @ q / np.sqrt(len(q))  # the sampled keys' scores
 lu = log_u(q, K_S, step["mu"], step["K"], step["L"])  # and their log u
@@ -72,7 +72,7 @@ lessons.table([dict(zip(columns, row)) for row in [
 # TopK and Quest read the same keys for the 3 query heads of a grouped-query group, and
 # MagicPIG's planes are the same for all 9 query heads of a layer.
 #
-# Lesson 06 §1's step, each method reading as many keys as MagicPIG did there, then MagicPIG's bytes
+# Lesson 06a §1's step, each method reading as many keys as MagicPIG did there, then MagicPIG's bytes
 # part by part (`pigviz.study.step_bytes`):
 
 # %%
@@ -132,9 +132,9 @@ f2.error_budget_figure(counted, part2, x="bytes_share",
 #   mean-value term only roughly fills in the rest.
 
 # %%
-best_half = np.argsort(-s_S)[: -(-len(s_S) // 2)]  # the best-scoring half of lesson 06 §1's sample
+best_half = np.argsort(-s_S)[: -(-len(s_S) // 2)]  # the best-scoring half of lesson 06a §1's sample
 u_top = np.exp(lu[best_half])
-print(f"lesson 06 §1's step: the best-scoring half of S has a median u of {np.median(u_top):.2f}, "
+print(f"lesson 06a §1's step: the best-scoring half of S has a median u of {np.median(u_top):.2f}, "
       f"and {(u_top < 0.5).mean():.0%} of those keys had u below 0.5")
 
 # %% [markdown]

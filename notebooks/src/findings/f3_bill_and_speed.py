@@ -5,7 +5,7 @@
 #
 # What MagicPIG's tables cost in memory, and what one decode step costs in time, measured
 # against dense attention. [Lesson 05a](../05a_kv_bill.ipynb) teaches the arithmetic of the bill
-# and [lesson 06](../06a_build_magicpig.ipynb) builds the estimator; this finding holds the
+# and [lesson 06a](../06a_build_magicpig.ipynb) builds the estimator; this finding holds the
 # measured tables. Every number in the prose is re-derived by `pigviz verify` (the table at
 # the end).
 # %% jupyter={"source_hidden": true}
@@ -31,7 +31,7 @@ import numpy as np
 from pigviz import lessons
 from pigviz.decode import report, stats
 from pigviz.lessons import f3_bill_and_speed as f3
-from pigviz.plots import decoding as plots
+from pigviz.plots import decoding as decoding_plots
 from pigviz.study import findings
 
 speed, generations = f3.load_speed(), f3.load_generations()  # pigviz/data/, each file checked against its sha256
@@ -108,7 +108,7 @@ lessons.table(report.speed_table_rows(rows), columns=f3.SPEED_COLUMNS, formats=f
 # 0.92x and 0.79x. The rest of the step differs between the runs by at most 2%, a gauge of the noise.
 
 # %%
-plots.speed_figure([{**r, "attention_ms": r["attention_cpu_ms"], "step_ms": r["step_cpu_ms"]} for r in rows], title="CPU time of the decoding thread per generated token")
+decoding_plots.speed_figure([{**r, "attention_ms": r["attention_cpu_ms"], "step_ms": r["step_cpu_ms"]} for r in rows], title="CPU time of the decoding thread per generated token")
 
 # %% [markdown]
 # **The yardstick moves the ratio.** Against transformers' `sdpa`, the model's default, MagicPIG's
@@ -159,7 +159,7 @@ f3.authors_table(authors)
 #
 # MagicPIG's own system splits the work between devices: the GPU runs the model and the exact
 # keys; the cache and tables live in CPU memory, where the CPU cores run the sampled attention,
-# merged by log-sum-exp as in lesson 07 §1. `decode.generate(..., "magicpig", placement="cpu_offload")` runs
+# merged by log-sum-exp as in lesson 07a §1. `decode.generate(..., "magicpig", placement="cpu_offload")` runs
 # that placement; without a GPU both sides run on the CPU, held by a test to the same keys read.
 #
 # **A GPU timing** would measure something else at this size. On assumed constants named in
@@ -207,7 +207,7 @@ lessons.table(report.memory_check(rows), columns=["context", "dense_mb", "index_
 # that yet.
 
 # %% [markdown]
-# **Two runs, two step ratios.** Lesson 07 §2's run at 4,096 tokens had a median step of 105 ms for
+# **Two runs, two step ratios.** Lesson 07a §2's run at 4,096 tokens had a median step of 105 ms for
 # MagicPIG and 71 ms for dense: 1.48x on the wall clock, where the benchmark measured 0.80x. Both
 # set MagicPIG against transformers' `sdpa`. The run recorded 57 ms of MagicPIG attention per step,
 # including the first step's one-off table fill (51 ms without its extra time), against 16 ms for
@@ -219,16 +219,16 @@ lessons.table(report.memory_check(rows), columns=["context", "dense_mb", "index_
 # %% [markdown]
 # ## A question the runs answer
 #
-# 1. With lesson 07's live cell (`RUN_LIVE = True`), set `buffer=16`. How many times is the buffer filed into
+# 1. With lesson 07b's live cell (`RUN_LIVE = True`), set `buffer=16`. How many times is the buffer filed into
 #    the index in 24 tokens, and what does `GenerationResult.upkeeps` then read? What would rebuilding the
 #    whole index instead have cost, against a step?
 
 # %% jupyter={"source_hidden": true}
-g = generations[1]  # MagicPIG's run of lesson 07 §2
+g = generations[1]  # MagicPIG's run of lesson 07a §2
 lessons.folded("Answer 1", f"24 tokens take 23 decode steps; the buffer passes 16 tokens once: {stats.upkeep_events(24, 16)} "
                f"insertion, and `upkeeps` reads {stats.upkeep_events(24, 16) * 29}, one per sampled layer; `rebuilds` stays 0. "
                "An insertion hashes only the buffer's tokens, with the index's planes and mean; a rebuild would hash the whole "
-               f"cache again: in lesson 07 §2's run the first index took {g['index_seconds']:.2f} s at {g['prompt_tokens']:,} tokens, "
+               f"cache again: in lesson 07a §2's run the first index took {g['index_seconds']:.2f} s at {g['prompt_tokens']:,} tokens, "
                f"against a median step of {1e3 * np.median(g['step_seconds'][1:]):.0f} ms.")
 
 

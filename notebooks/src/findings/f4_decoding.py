@@ -3,7 +3,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/findings/f4_decoding.ipynb)
 #
-# The lab book behind [lesson 07](../07_sampled_decoding.ipynb), where MagicPIG runs inside
+# The lab book behind [lesson 07a](../07a_inside_the_model.ipynb), where MagicPIG runs inside
 # SmolLM2-135M and you computed the KL from dense and the perplexity. Here are all the runs: two
 # generations side by side, every method at three budgets teacher-forced, the hash seed's
 # effect, and the passkey test. Every number in the prose is re-derived by `pigviz verify` (the
@@ -30,7 +30,7 @@ pigviz.setup_notebook()
 from pigviz import lessons
 from pigviz.decode import report, stats
 from pigviz.lessons import f4_decoding as f4
-from pigviz.plots import decoding as plots
+from pigviz.plots import decoding as decoding_plots
 
 quality, passkey = f4.load_results()  # pigviz/data/, each file checked against its sha256
 generations, st = quality["generation"], quality["settings"]
@@ -38,7 +38,7 @@ generations, st = quality["generation"], quality["settings"]
 # %% [markdown]
 # ## 1. One prompt, decoded both ways
 #
-# Lesson 07 §2 printed the two continuations. Count what each writes after the shared start:
+# Lesson 07a §2 printed the two continuations. Count what each writes after the shared start:
 
 # %%
 lessons.table(stats.repeat_rows(generations), columns=["run", "shared tokens", '"def" written', 'bare "def" items',
@@ -57,7 +57,7 @@ lessons.table(stats.repeat_rows(generations), columns=["run", "shared tokens", '
 # reuse.
 
 # %%
-plots.generation_figure(generations)
+decoding_plots.generation_figure(generations)
 
 # %% [markdown]
 # **Bottom line.** The two runs share their first 10 of 40 tokens. After that MagicPIG's run,
@@ -109,7 +109,7 @@ lessons.table(report.headline_rows(quality), formats={"budget": "{:.2%}", "KL": 
 #   6.3 times that at its largest (9.9%), and its top-1 agreement falls from 92.1% to 71.7%.
 
 # %%
-plots.quality_figure(quality["rows"]).update_xaxes(title_text="attention budget in the sparse layers (% of cached keys read)")
+decoding_plots.quality_figure(quality["rows"]).update_xaxes(title_text="attention budget in the sparse layers (% of cached keys read)")
 
 # %% [markdown]
 # ### The hash seed: barely moving in finding 1, tens of per cent here
@@ -135,7 +135,7 @@ lessons.table(stats.seed_variance(quality, f4.load_study()), formats={
 
 # %%
 run = next(r for r in quality["rows"] if r["method"] == "magicpig")  # K=10, L=150, seed 0
-plots.layer_budget_figure(run["layer_budgets"], title=f"MagicPIG K={run['K']} L={run['L']} (seed {run['seed']}): keys read per layer")
+decoding_plots.layer_budget_figure(run["layer_budgets"], title=f"MagicPIG K={run['K']} L={run['L']} (seed {run['seed']}): keys read per layer")
 
 # %% [markdown]
 # **Bottom line.** At (10, 150), reading 6.27% of the keys in its sparse layers, MagicPIG's
@@ -163,7 +163,7 @@ print(f"{ps['trials']} trials per length; needle depths {ps['depths']} of the fi
 lessons.table(report.passkey_rows(passkey), formats={"length": "{:,}", "budget": "{:.1%}"})
 
 # %%
-plots.passkey_figure(passkey["rows"])
+decoding_plots.passkey_figure(passkey["rows"])
 
 # %% [markdown]
 # Dense finds the key in 60 of 60 trials, so the question is fair. MagicPIG finds it in 59 of 60,

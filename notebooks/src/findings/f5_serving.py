@@ -35,7 +35,7 @@ from IPython.display import Markdown, display
 from pigviz import lessons
 from pigviz.lessons import f5_serving as f5
 from pigviz.memory import allocators, budget, model_shapes, serving
-from pigviz.plots import budget as plots
+from pigviz.plots import budget as budget_plots
 
 context = f5.CONTEXT  # the 96k-token document of lesson 05a
 llama8 = model_shapes.get_model_shape("Llama-3.1-8B")
@@ -105,7 +105,7 @@ f5.layout_table(llama8, context)
 # (a dagger marks a model whose maximum context is shorter):
 
 # %%
-plots.index_bill_figure(f5.index_bill_rows(context), highlight="Llama-3.1-8B",
+budget_plots.index_bill_figure(f5.index_bill_rows(context), highlight="Llama-3.1-8B",
                         title="96k tokens, (K, L) = (10, 150): KV vs its LSH index", note=f5.past_context_note(context))
 
 # %% [markdown]
@@ -188,7 +188,7 @@ lessons.table(serving.paged_rows(mix), formats=serving.FORMATS["paged"])
 # %%
 sharing = [allocators.prefix_sharing(p) for p in (0, 256, 1_000, 1_024, 4_096, 16_384)]
 display(lessons.table(serving.sharing_rows(sharing), formats=serving.FORMATS["sharing"]))
-plots.prefix_sharing_figure(sharing)
+budget_plots.prefix_sharing_figure(sharing)
 
 # %% [markdown]
 # The "formula" column stores the prefix once, rounded to pages, and counts private tokens exactly;
@@ -238,7 +238,7 @@ lessons.table(serving.break_even_context_rows(rows_ctx, tiers), formats=serving.
 
 # %%
 grid = np.unique(np.rint(np.logspace(np.log10(128), np.log10(131_072), 25)).astype(int))
-plots.break_even_context_figure(budget.break_even_over_context(big, grid, serving.N_PARAMS_70B, tps=(4, 8)), tiers)
+budget_plots.break_even_context_figure(budget.break_even_over_context(big, grid, serving.N_PARAMS_70B, tps=(4, 8)), tiers)
 
 # %% [markdown]
 # The verdict columns use the TP4 break-even. Host memory and RDMA win at every length; object
@@ -277,7 +277,7 @@ Markdown(f"Below **{serving.nvme_utilisation_threshold():.1%}** of the dense pea
 sweep = allocators.preemption_sweep()
 display(lessons.table(serving.preemption_rows(sweep), formats=serving.FORMATS["preemption"],
                       highlight={"preemptions": "max"}))
-plots.preemption_figure(sweep)
+budget_plots.preemption_figure(sweep)
 
 # %% [markdown]
 # Up to a 95% target nothing is preempted. Sequences admitted earlier keep growing, and at 95% the
@@ -300,7 +300,7 @@ plots.preemption_figure(sweep)
 # below 1 means one physical byte serves several sequences.
 
 # %%
-plots.allocator_figure(allocators.assembly_table(mix),
+budget_plots.allocator_figure(allocators.assembly_table(mix),
                        title=f"Same requests, same {replica['kv_budget_bytes'] / budget.GIB:g} GiB: four allocators")
 
 # %% [markdown]

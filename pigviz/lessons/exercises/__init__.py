@@ -87,8 +87,8 @@ SOLUTIONS_ENV = "PIGVIZ_SOLUTIONS"
 # Where a passing function's source is kept for later notebooks (another kernel): a folder per user.
 MINE_DIR_ENV = "PIGVIZ_MINE_DIR"
 
-# Notebook key -> file stem, in teaching order. Lessons 04, 05 and 06 span two notebooks each (04a
-# and 04b, 05a and 05b, 06a and 06b): their exercises keep the names "04.*", "05.*" and "06.*" and
+# Notebook key -> file stem, in teaching order. Lessons 04 to 07 span two notebooks each (04a and
+# 04b, ..., 07a and 07b): their exercises keep the names "04.*" to "07.*" and
 # say which notebook holds them (Exercise.notebook_key).
 NOTEBOOKS = {
     "01": "01_stick_balance",
@@ -100,7 +100,8 @@ NOTEBOOKS = {
     "05b": "05b_kv_serving",
     "06a": "06a_build_magicpig",
     "06b": "06b_the_index",
-    "07": "07_sampled_decoding",
+    "07a": "07a_inside_the_model",
+    "07b": "07b_your_magicpig_writes",
     "08": "08_your_estimator",
 }
 
@@ -179,9 +180,14 @@ def check(name: str, fn, *, quiet: bool = False):
     message = failure(ex, fn)
     if message is not None:
         raise CheckFailed(message, ex.name, ex.function_name) from None
+    saved = mine._keep(ex, fn)
     if not quiet:
         print(f"{ex.name}: pass ({len(ex.cases())} cases)")
-    mine._keep(ex, fn)
+        if not saved:
+            print(
+                f"  kept in this kernel only: {ex.function_name}'s source could not be read, so another "
+                f"notebook's ex.mine.{ex.function_name} will use the reference"
+            )
     return fn
 
 
@@ -258,15 +264,17 @@ class Mine:
     def folder() -> Path:
         return Path(os.environ.get(MINE_DIR_ENV) or Path.home() / ".pigviz" / "mine")
 
-    def _keep(self, ex: Exercise, fn) -> None:
+    def _keep(self, ex: Exercise, fn) -> bool:
+        """Keep ``fn`` for this kernel and, with its source, on disk; False where it is kept here only."""
         self._kept[ex.function_name] = fn
         if fn is ex.reference:
-            return
+            return True  # nothing to save: the reference is what another notebook gets anyway
         try:
             source = textwrap.dedent(inspect.getsource(fn))
             write_text_atomic(self.folder() / f"{ex.name}.py", source)
         except (OSError, TypeError):
-            pass  # a function without source (a lambda in a test, a C function): kept in this kernel only
+            return False  # no source (a lambda, exec'd text, a C function): kept in this kernel only
+        return True
 
     def _from_disk(self, ex: Exercise):
         path = self.folder() / f"{ex.name}.py"

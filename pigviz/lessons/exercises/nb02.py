@@ -172,20 +172,20 @@ EXERCISES = [
     Exercise(
         name="02.cos_to_mean_direction",
         signature="cos_to_mean_direction(keys) -> ndarray",
-        task="For keys of shape (n, d), each key's cosine with the keys' mean direction: the average "
-        "of the unit vectors k / |k| (one per row), scaled to length 1. Keys may have very different "
-        "lengths (one about 5 times longer than the rest, of length 25, or all 1000 times larger): only "
-        "directions count. "
-        "n may be 1 (a single key is its own mean direction). Returns shape (n,).",
+        task="For keys of shape (n, d), each key's cosine with the keys' mean direction (the average of "
+        "the keys' directions, rescaled to unit length). Only directions count: keys may have very different "
+        "lengths (the checks include one about 5 times longer than the rest, of length 25, and all keys a "
+        "thousand times larger). n may be 1 (a single key is its own mean direction). Returns shape (n,).",
         reference=cos_to_mean_direction,
         make_cases=_geometry_cases,
         output=ARRAY,
         rtol=1e-6,
         atol=1e-10,
-        nudge="Only directions count, so first make every key length 1; a long key must not pull the mean its way. "
-        "The average of unit vectors is shorter than 1: a cosine needs it scaled back to length 1.",
-        hint="`np.linalg.norm(k, axis=-1, keepdims=True)` gives each row's length as a column, ready to divide by; "
-        "`.mean(axis=0)` averages the rows; `a @ m` takes every row's dot product with one vector `m`",
+        nudge="Only directions count, so first scale every key to unit length; a long key must not pull the mean "
+        "its way. The average of unit vectors is shorter than that: a cosine needs it rescaled to unit length.",
+        hint="Mind the shapes when you divide: an `(n, d)` array divided by `n` lengths of shape `(n,)` is lined up "
+        "against the `d` columns, not the rows (an error, or silently wrong when `n == d`). The lengths must be a "
+        "column, shape `(n, 1)`.",
         difficulty=2,
         importance=3,
         minutes=6,
@@ -217,19 +217,17 @@ EXERCISES = [
         name="02.cone_tightness",
         signature="cone_tightness(keys) -> float",
         task="How tightly the keys (n, d) bunch around their mean direction: the mean cosine of the keys "
-        "with their mean direction, which equals the length of the average unit key (near 1: all keys point "
-        "the same way; about 1/sqrt(n) for random directions). Only directions count, whatever the keys' "
-        "lengths; n may be 1. Returns one float.",
+        "with their mean direction. Averaging cos_to_mean_direction works; find a shorter way that computes "
+        "no cosine. Only directions count, whatever the keys' lengths; n may be 1. Returns one float.",
         reference=cone_tightness,
         make_cases=_geometry_cases,
         output=FLOAT,
         rtol=1e-6,
         atol=1e-10,
-        nudge="Average the cosines you just computed. Is there a shorter way? The mean of the unit keys' dot "
-        "products with a unit vector m is the average unit key's dot product with m, and m points along it.",
-        hint="normalise the rows as before and average them with `.mean(axis=0)`: one d-vector; `np.linalg.norm` "
-        "of a 1-D array is a single number",
-        difficulty=1,
+        nudge="The mean of the dot products with one fixed vector is the dot product of the mean with that "
+        "vector. Which mean is that here, and how was the mean direction made from it?",
+        hint="Your `cos_to_mean_direction` already computes this number on its way to the cosines. Look for it there.",
+        difficulty=2,
         importance=3,
         minutes=4,
         wrong=(
@@ -261,9 +259,8 @@ EXERCISES = [
         signature="attention_weights(q, keys) -> ndarray",
         task="The attention weights of one query q (d,) over keys (n, d): softmax of the scores "
         "q.k / sqrt(d), with d = len(q). Scores can be large (the checks use thousands above and below 0), "
-        "where exp overflows or loses every weight to underflow; subtracting the largest score first makes "
-        "it safe whatever they are. n may be 1. "
-        "Returns shape (n,), summing to 1.",
+        "where exp overflows or loses every weight to underflow: the result must be right whatever they are. "
+        "n may be 1. Returns shape (n,), summing to 1.",
         reference=attention_weights,
         make_cases=_attention_cases,
         output=ARRAY,
@@ -271,8 +268,9 @@ EXERCISES = [
         atol=1e-15,
         nudge="First the scores, one per key, scaled by the square root of d, the length of q. Then the softmax: "
         "adding the same number to every score does not change it, so pick a number that keeps every exp finite.",
-        hint="`keys @ q` gives all n dot products at once and `np.sqrt(len(q))` the scale; `scores.max()` is "
-        "one number you can subtract from every score before `np.exp`",
+        hint="One matrix-vector product (`@`) scores every key at once. Try your softmax on scores in the "
+        "thousands, all positive and all negative: `np.exp` overflows to `inf` for one and underflows to `0.0` "
+        "for the other, unless your shift prevents both.",
         difficulty=2,
         importance=4,
         minutes=5,

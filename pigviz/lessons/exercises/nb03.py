@@ -211,8 +211,8 @@ EXERCISES = [
         atol=1e-12,
         nudge="Picture the rows in order: the first `sinks` and the last `recent` are read exactly, the "
         "ones in between are hashed. Where does the hashed stretch end when nothing is read at the end?",
-        hint="A slice keys[a:b] keeps rows a to b - 1: write its end from len(keys), since keys[a:-0] is "
-        "empty. Which axis of .mean runs over the keys?",
+        hint="Before you write the slice, try `np.arange(6)[1:-2]` and `np.arange(6)[1:-0]` in a cell: a "
+        "negative end counts from the back, and one of the two is not what you want.",
         difficulty=2,
         importance=3,
         minutes=5,
@@ -296,8 +296,8 @@ EXERCISES = [
         nudge="Centring moved each query's scores by its own amount, one constant per row, and the weights "
         "did not change. If you may add any constant to a row, which one, chosen row by row, keeps every "
         "exp at most 1?",
-        hint="s.max(axis=-1, keepdims=True) is one number per row, shaped (m, 1) so that it broadcasts "
-        "against s; take the row sums the same way. np.exp(-np.inf) is 0.",
+        hint="Your `attention_weights` of notebook 02 did this for one row. In a batch the shift is one number "
+        "per row: print the shape of what you subtract, and check that it broadcasts against `scores` row by row.",
         difficulty=2,
         importance=4,
         minutes=5,
@@ -311,12 +311,12 @@ EXERCISES = [
             Wrong(
                 "normalises the whole array at once",
                 _softmax_whole_array,
-                "each row is one query: take the max and the sum along the last axis with keepdims=True",
+                "each row is one query: take its max and its sum row by row, not over the whole batch",
             ),
             Wrong(
                 "subtracts the batch's max",
                 _softmax_batch_max,
-                "subtract each row's own max, not the batch's: s.max(axis=-1, keepdims=True)",
+                "subtract each row's own max, not the batch's: one max per row, shaped to broadcast against the row",
             ),
             Wrong(
                 "softmax down the columns (axis 0)",

@@ -93,14 +93,15 @@ def _log_cases():
         Case(
             "p = 0.15, K = 10, L = 150 (u about 4e-13)",
             (0.15, 10, 150),
-            "u is about 4e-13 here: 1 - P(0 tables) - P(1 table) subtracts two numbers that add up to within "
+            "u is about 4e-13 here: 1 - P(no table) - P(exactly one) subtracts two numbers that add up to within "
             "4e-13 of 1, and rounding leaves an error of about 1e-14: add up the terms k >= 2 instead",
         ),
         Case(
             "p near 0: p = 0.001, K = 10, L = 150 (u about 1e-56)",
             (0.001, 10, 150),
             "for small p, u is about C(L, 2) P^2 = 1e-56: sum the binomial terms for k >= 2 (all positive) "
-            "instead of computing 1 - P(0) - P(1), which cancels to 0 or a negative number (log: -inf or NaN)",
+            "instead of computing 1 - P(no table) - P(exactly one), which cancels to 0 or a negative number "
+            "(log: -inf or NaN)",
         ),
         Case(
             "p near 0, L = 300",
@@ -226,7 +227,7 @@ EXERCISES = [
         notebook_key="04a",
         signature="bit_agreement(cos) -> float or ndarray",
         task="The chance that one random-hyperplane bit agrees for two vectors whose cosine is `cos`, as the "
-        "section above measured it. Works elementwise on arrays of any shape; for a float it may return a "
+        "section above derived it. Works elementwise on arrays of any shape; for a float it may return a "
         "float or a 0-d array. Cosines computed in floating point can round a hair past +-1 "
         "(1.0000000000000002): they are valid input, and the check feeds such values.",
         reference=bit_agreement,
@@ -236,7 +237,8 @@ EXERCISES = [
         atol=1e-12,
         nudge="The section above found how often a random line splits two vectors at angle theta. Which "
         "angle does a cosine give, and what should a cosine that rounding pushed a hair past 1 or -1 count as?",
-        hint="numpy has a function that limits values to a range, and an inverse cosine that answers in radians.",
+        hint="Two numpy functions do the work: one turns a cosine back into an angle (in which unit?), and one "
+        "holds values inside a range.",
         difficulty=1,
         importance=3,
         minutes=5,
@@ -272,8 +274,8 @@ EXERCISES = [
         task="The chance u that a key whose per-bit agreement is p shares the query's bucket in at "
         "least 2 of L tables of K bits: one table collides with probability P = p**K, and the "
         "number of colliding tables is Binomial(L, P). Elementwise in p; a float p may give a float or "
-        "a 0-d array. The formula as it reads is fine here: the check uses keys whose u is 0, 1 or above about 1e-7 "
-        "(relative error 1e-3); tiny u comes later.",
+        "a 0-d array. The check uses keys whose u is 0, 1 or above about 1e-7 (relative error 1e-3), where a "
+        "direct form is accurate enough; tiny u comes later.",
         reference=inclusion_probability,
         make_cases=_closed_form_cases,
         output=ARRAY,
@@ -281,8 +283,8 @@ EXERCISES = [
         atol=1e-15,
         nudge="'At least 2' is everything except 'none' and 'exactly one', and the number of colliding "
         "tables is Binomial(L, P). Both of those two cases have a short closed form.",
-        hint="With P = p**K: no table collides with probability (1 - P)**L; for exactly one, count the L "
-        "choices of that table, which collides (P) while the other L - 1 miss.",
+        hint="The 'none' case is the one u_1 above subtracts. For 'exactly one', count the ways to choose "
+        "which table collides.",
         difficulty=2,
         importance=4,
         minutes=5,
@@ -321,9 +323,9 @@ EXERCISES = [
         signature="log_inclusion_probability(p, K, L) -> float or ndarray",
         task="log u, for the same u as inclusion_probability (at least 2 of L tables of K bits, P = p**K), "
         "within 1e-3 + 1e-4 |log u| of the true log u for every p in [0, 1] and L up to 1000: also where u "
-        "is tiny (u = 4e-13 at p = 0.15, K = 10, L = 150; 1e-56 at p = 0.001), where 1 - P(0) - P(1) cancels. "
-        "log u = -inf where u = 0 (p = 0, or L = 1), 0 at p = 1. Elementwise in p; a float p may give a float or a 0-d "
-        "array.",
+        "is tiny (u = 4e-13 at p = 0.15, K = 10, L = 150; 1e-56 at p = 0.001), where 1 - P(no table) - "
+        "P(exactly one) cancels. log u = -inf where u = 0 (p = 0, or L = 1), 0 at p = 1. Elementwise in p; a float p "
+        "may give a float or a 0-d array.",
         reference=log_inclusion_probability,
         make_cases=_log_cases,
         output=ARRAY,
@@ -332,20 +334,20 @@ EXERCISES = [
         nudge="Subtracting from 1 is what loses a tiny u. Add up the positive terms of 'at least 2' "
         "instead, one per number of colliding tables, and keep each as a logarithm so that neither the "
         "binomial coefficient nor P**k over- or underflows. Then think about p = 0 and p = 1.",
-        hint="log C(L, k) = lgamma(L + 1) - lgamma(k + 1) - lgamma(L - k + 1); log(1 - P) = "
-        "np.log(-np.expm1(K * np.log(p))) stays accurate near P = 1; a log-sum-exp of terms t is "
-        "m + log(sum(exp(t - m))) with m their largest.",
+        hint="Tools that help: math.lgamma (a log of factorials, so of binomial coefficients, without the huge "
+        "numbers), np.log1p or np.expm1 (a log of 1 - x that stays accurate when x is tiny or near 1), and a sum "
+        "of exponentials taken after subtracting the largest exponent (np.logaddexp.reduce does that for you).",
         difficulty=4,
         importance=3,
         minutes=20,
         wrong=(
             Wrong(
-                "log of 1 - P(0) - P(1)",
+                "log of 1 - P(no table) - P(exactly one)",
                 _log_of(_incl_naive),
                 "1 - (1-P)^L - L P (1-P)^(L-1) cancels catastrophically when u is tiny: sum the terms k >= 2 instead",
             ),
             Wrong(
-                "log of 1 - P(0) - P(1) with expm1/log1p",
+                "log of 1 - P(no table) - P(exactly one) with expm1/log1p",
                 _log_of(_incl_expm1_difference),
                 "expm1 and log1p make each part accurate, but their difference still cancels for tiny "
                 "u: sum the terms k >= 2",

@@ -15,9 +15,13 @@ def kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes):
     return 2 * layers * kv_heads * head_dim * dtype_bytes
 
 
-def candidates_per_query(n, K, L):
-    bucket = n / 2**K  # n tokens spread evenly over the 2^K buckets of one table
-    return L * bucket  # the query reads its own bucket in each of the L tables
+def candidates_per_query(counts):
+    counts = np.asarray(counts, dtype=np.float64)  # (L, 2**K): keys in each bucket of each table
+    n = counts[0].sum()  # every table files all n cached keys
+    if n == 0:
+        return 0.0  # an empty cache: nothing to scan
+    # in each table the query lands in bucket b a share n_b / n of the time and then scans its n_b entries
+    return float((counts**2).sum() / n)
 
 
 def paged_waste(lengths, page):
@@ -51,22 +55,41 @@ def _kv_cases():
 
 
 def _candidates_cases():
+    rng = np.random.default_rng(502)
+    random = np.stack([np.bincount(rng.integers(0, 1024, 4096), minlength=1024) for _ in range(150)])
+    lean = np.exp(-np.arange(256) / 12.0)  # keys leaning one way: the first buckets crowd
+    leaning = np.stack([np.bincount(rng.choice(256, 2000, p=lean / lean.sum()), minlength=256) for _ in range(20)])
+    alone = np.zeros((1, 2**16), dtype=np.int64)
+    alone[0, rng.choice(2**16, 100, replace=False)] = 1
     return [
         Case(
-            "Llama-3.1-8B's 96k context (98,304 tokens) at (K, L) = (10, 150)",
-            (98_304, 10, 150),
-            "2^10 = 1,024 buckets of 96 tokens each; one bucket in each of 150 tables",
+            "two tables of 4 buckets holding 3, 1, 0, 0 and 2, 2, 0, 0 keys",
+            (np.array([[3, 1, 0, 0], [2, 2, 0, 0]]),),
+            "in the first table the query lands in the 3-key bucket 3 times in 4 and in the 1-key bucket once "
+            "in 4; in the second, in each 2-key bucket half the time; the two tables' scans add up",
         ),
-        Case("a 4k context at (K, L) = (10, 150)", (4_096, 10, 150)),
         Case(
-            "1,000 tokens, which do not divide evenly into 1,024 buckets",
-            (1_000, 10, 150),
-            "an expected count need not be whole: 1,000 / 1,024 tokens per bucket on average",
+            "even buckets: notebook 05a's 98,304 tokens in 150 tables of 1,024 buckets, 96 keys each",
+            (np.full((150, 1024), 96),),
+            "with even buckets every bucket the query can land in holds n / 2^K keys: L n / 2^K in all",
         ),
-        Case("fewer tokens than buckets: 100 tokens at K = 16, one table", (100, 16, 1)),
-        Case("K = 1: two buckets, each holding half the tokens", (10, 1, 3), "3 tables x 10 / 2 tokens"),
-        Case("an empty cache", (0, 10, 150), "no tokens, nothing to scan"),
-        Case("a million tokens at (K, L) = (12, 600)", (1_000_000, 12, 600)),
+        Case(
+            "every key in one bucket, in each of two tables",
+            (np.array([[0, 0, 5, 0], [5, 0, 0, 0]]),),
+            "a query that shares its bucket with every key scans all n entries of that table",
+        ),
+        Case("4,096 random keys in 150 tables of 1,024 buckets", (random,)),
+        Case("2,000 keys leaning one way, 20 tables of 256 buckets", (leaning,)),
+        Case(
+            "more buckets than keys: 100 keys, each alone in a bucket of 2^16",
+            (alone,),
+            "a key alone in its bucket: wherever the query lands it scans 1 entry",
+        ),
+        Case(
+            "an empty cache: 3 tables of 8 buckets, no keys",
+            (np.zeros((3, 8), dtype=np.int64),),
+            "no keys, nothing to scan: return 0.0 (0 / 0 is not a count)",
+        ),
     ]
 
 
@@ -138,28 +161,38 @@ def _kv_kib(layers, kv_heads, head_dim, dtype_bytes):
     return 2 * layers * kv_heads * head_dim * dtype_bytes / 1024  # KiB, not bytes
 
 
-def _candidates_one_table(n, K, L):
-    return n / 2**K
+def _candidates_even(counts):
+    counts = np.asarray(counts, dtype=np.float64)
+    L, buckets = counts.shape
+    return L * counts[0].sum() / buckets  # as if the query picked every bucket equally often
 
 
-def _candidates_k_buckets(n, K, L):
-    return L * n / K
+def _candidates_mean_over_tables(counts):
+    counts = np.asarray(counts, dtype=np.float64)
+    n = counts[0].sum()
+    if n == 0:
+        return 0.0
+    per_table = (counts**2).sum(axis=1) / n  # each table's expected scan
+    return float(per_table.mean())  # averaged over the L tables, not added up
 
 
-def _candidates_whole_tables(n, K, L):
-    return L * n
+def _candidates_first_table(counts):
+    counts = np.asarray(counts, dtype=np.float64)[0]  # one table only
+    return float((counts**2).sum() / counts.sum()) if counts.sum() else 0.0
 
 
-def _candidates_floor(n, K, L):
-    return L * n // 2**K
+def _candidates_whole_tables(counts):
+    return float(np.asarray(counts, dtype=np.float64).sum())  # every entry of every table
 
 
-def _candidates_k_l_swapped(n, K, L):
-    return K * n / 2**L  # K tables of L bits
+def _candidates_floor(counts):
+    counts = np.asarray(counts, dtype=np.int64)
+    n = int(counts[0].sum())
+    return int((counts**2).sum() // n) if n else 0  # integer division
 
 
-def _candidates_all_but_one_bucket(n, K, L):
-    return L * n / (2**K - 1)  # 2^K - 1 buckets: an off-by-one in the bucket count
+def _candidates_fullest_bucket(counts):
+    return float(np.asarray(counts, dtype=np.float64).max(axis=1).sum())  # the crowded bucket every time
 
 
 def _waste_over_used(lengths, page):
@@ -216,17 +249,17 @@ EXERCISES = [
     Exercise(
         name="05.kv_bytes_per_token",
         signature="kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes) -> int",
-        task="Bytes one token adds to the KV cache: a key and a value vector of head_dim numbers of "
-        "dtype_bytes bytes each, in every layer and every KV head. All four arguments are positive "
-        "integers (dtype_bytes is 4 for fp32, 2 for fp16 or bf16, 1 for fp8). Return the count in bytes "
-        "(not bits, not KiB) as an integer.",
+        task="Bytes one token adds to the KV cache of a model with these layers, KV heads and head_dim, "
+        "stored at dtype_bytes bytes per number. All four arguments are positive integers (dtype_bytes is "
+        "4 for fp32, 2 for fp16 or bf16, 1 for fp8). Return the count in bytes (not bits, not KiB) as an "
+        "integer.",
         reference=kv_bytes_per_token,
         make_cases=_kv_cases,
         output=INT,
         nudge="Picture what one new token leaves behind in one layer and one KV head: how many vectors, "
         "how many numbers in each, how many bytes per number. Then ask which arguments repeat that picture.",
-        hint="The answer is one product: the four arguments and one constant, which counts the vectors a token "
-        "stores per head. Integers multiplied stay integers, so nothing needs rounding.",
+        hint="Stay with integer arithmetic (`*`, no `/`) and the result is already an int. If a case fails, "
+        "its message says which part of the picture is missing.",
         difficulty=1,
         importance=4,
         minutes=3,
@@ -258,36 +291,49 @@ EXERCISES = [
     ),
     Exercise(
         name="05.candidates_per_query",
-        signature="candidates_per_query(n, K, L) -> float",
-        task="A query looks up its own bucket in each of L SimHash tables of K bits. If the n cached "
-        "tokens spread evenly over a table's buckets, how many table entries does it scan in all? "
-        "n, K and L are integers (n >= 0, where 0 is an empty cache; K >= 1; L >= 1); n need not "
-        "divide evenly and may be smaller than the number of buckets. Return the expected count as a "
-        "float: it need not be a whole number.",
+        signature="candidates_per_query(counts) -> float",
+        task="The table entries a query scans on average, over L SimHash tables whose buckets are uneven. "
+        "counts is an (L, 2**K) array of integers >= 0: counts[t, b] keys sit in bucket b of table t, and "
+        "every table files all n cached keys, so every row adds up to n. The query lands in a bucket as often "
+        "as a key does (bucket b a share n_b / n of the time) and scans every entry of the bucket it lands "
+        "in, one bucket per table. Return the entries it scans on average in all L tables together, as a "
+        "float. n may be 0 (an empty cache) and may be smaller than the number of buckets.",
         reference=candidates_per_query,
         make_cases=_candidates_cases,
         output=FLOAT,
         rtol=1e-9,
         atol=1e-9,
-        nudge="First count the buckets K bits make, then how many of the n tokens one bucket holds on "
-        "average. The query reads exactly one bucket in each table.",
-        hint="`2 ** K` is the bucket count. Divide with `/` rather than `//`: an expected count need not be "
-        "whole, and `n = 0` needs no special case.",
+        nudge="An expected count is a sum over what can happen: each outcome's chance times what it costs. In "
+        "one table, where can the query land, how likely is each bucket, and how many entries does it then "
+        "scan? Then the tables add up.",
+        hint="Whole-array numpy does every table at once, and a row's `.sum()` gives n. Decide what an empty "
+        "cache scans before you divide by n.",
         difficulty=2,
         importance=3,
-        minutes=5,
+        minutes=6,
         notebook_key="05a",
         wrong=(
             Wrong(
-                "forgets the L tables",
-                _candidates_one_table,
-                "the query reads one bucket in each of the L tables: multiply by L",
+                "every bucket equally likely",
+                _candidates_even,
+                "that is the even figure L n / 2^K: the query lands in a bucket as often as a key does, so the "
+                "crowded bucket is the likelier one (n_b / n), not 1 / 2^K",
             ),
-            Wrong("K buckets instead of 2^K", _candidates_k_buckets, "K bits make 2^K buckets, not K"),
+            Wrong(
+                "mean over the tables instead of their sum",
+                _candidates_mean_over_tables,
+                "the query scans one bucket in every one of the L tables: add the tables' expected scans, do not "
+                "average them (dividing by the whole array's sum, L n, instead of one row's n averages them too)",
+            ),
+            Wrong(
+                "one table only",
+                _candidates_first_table,
+                "the query reads one bucket in each of the L tables: add up every table's expected scan",
+            ),
             Wrong(
                 "scans whole tables",
                 _candidates_whole_tables,
-                "a query reads only the bucket its own hash picks, about n / 2^K entries per table",
+                "the query reads only the bucket it lands in, not every entry of the table",
             ),
             Wrong(
                 "integer division",
@@ -295,14 +341,10 @@ EXERCISES = [
                 "an expected count need not be a whole number: divide with /, not //",
             ),
             Wrong(
-                "K and L swapped",
-                _candidates_k_l_swapped,
-                "K is the bits per table (2^K buckets) and L the number of tables: you used K tables of L bits",
-            ),
-            Wrong(
-                "2^K - 1 buckets",
-                _candidates_all_but_one_bucket,
-                "K bits make exactly 2^K buckets (codes 0 to 2^K - 1): divide by 2^K, not 2^K - 1",
+                "the fullest bucket every time",
+                _candidates_fullest_bucket,
+                "the query lands in the fullest bucket only some of the time: weigh each bucket by how often "
+                "the query lands there",
             ),
         ),
     ),
@@ -311,8 +353,8 @@ EXERCISES = [
         signature="paged_waste(lengths, page) -> float",
         task="Each sequence of `lengths` (a numpy array of integers >= 0, not all 0; a sequence of 0 "
         "tokens holds no page) gets ceil(length / page) pages of `page` slots each (page is an integer "
-        ">= 1). Return the fraction of the allocated slots left unused, (allocated - used) / allocated, "
-        "as a number between 0 and 1, not a percentage.",
+        ">= 1). Return the fraction of the allocated slots that hold no token, as a number between 0 and 1, "
+        "not a percentage.",
         reference=paged_waste,
         make_cases=_waste_cases,
         output=FLOAT,
@@ -320,8 +362,8 @@ EXERCISES = [
         atol=1e-6,
         nudge="Count what is handed out, not what is used: each sequence rounds its own length up to "
         "whole pages, and the waste is the empty share of the slots handed out.",
-        hint="`-(-a // b)` is an integer ceiling of `a / b` that works element by element on a numpy array; "
-        "`.sum()` adds up an array. Divide the empty slots by the allocated ones, not by the used ones.",
+        hint="Work on the whole `lengths` array at once: numpy rounds element by element (`np.ceil`, or "
+        "integer `//`, which rounds down, turned into a round-up), and `.sum()` adds up an array.",
         difficulty=2,
         importance=3,
         minutes=6,
@@ -359,18 +401,18 @@ EXERCISES = [
         name="05.break_even_bandwidth",
         signature="break_even_bandwidth(bytes_per_token, n_params, flops_per_gpu, tp) -> float",
         task="Fetching a cached token's KV (bytes_per_token bytes at a bandwidth B) against recomputing it "
-        "(a prefill costs 2 n_params FLOPs per token, spread over tp GPUs of flops_per_gpu FLOP/s each, "
-        "at full utilisation): return the bandwidth B at which both take the same time, in bytes per "
+        "(a prefill costs about 2 n_params FLOPs per token, computed on tp GPUs of flops_per_gpu FLOP/s "
+        "each at full utilisation): return the bandwidth B at which both take the same time, in bytes per "
         "second (not GB/s). All arguments are positive numbers; tp is an integer >= 1.",
         reference=break_even_bandwidth,
         make_cases=_break_even_cases,
         output=FLOAT,
         rtol=1e-6,
         atol=0.0,
-        nudge="Break-even means equal times. Write the time to recompute one token (its FLOPs over the "
-        "replica's FLOP/s) and the time to fetch it (its bytes over a bandwidth), then solve for the bandwidth.",
-        hint="The replica's FLOP/s is `flops_per_gpu * tp`. A time is work divided by a rate, and a "
-        "bandwidth is bytes divided by seconds.",
+        nudge="Break-even means equal times: fetching one token takes exactly as long as recomputing it. "
+        "Write each time from what the arguments give you, then solve for the bandwidth.",
+        hint="Let the units guide you: FLOPs over FLOP/s is seconds, bytes over seconds is bytes per second. "
+        "Then compare your answers for tp = 1 and tp = 4: which way should more GPUs move the line?",
         difficulty=2,
         importance=4,
         minutes=6,

@@ -6,7 +6,8 @@ The conventions are those of ``pigviz.lsh.reference.magicpig_reference`` (and of
 mean mu of the sampleable keys, so p = 1 - angle(q, k - mu) / pi; u is the chance of colliding
 in at least 2 of L tables of K bits; one softmax runs over
 [q.k_S / sqrt(d) - log u ; q.k_exact / sqrt(d)] and mixes [v_S ; v_exact]. The learner's own
-``log_inclusion_probability`` (04) and ``softmax`` (03) stand in for the references' helpers.
+``cos_centred`` and ``softmax`` (03), ``bit_agreement`` (04a) and ``log_inclusion_probability``
+(04b) stand in for the references' helpers.
 """
 
 from __future__ import annotations
@@ -14,19 +15,17 @@ from __future__ import annotations
 import numpy as np
 
 from pigviz.lessons.exercises._framework import ARRAY, Case, Exercise, Wrong, show
-from pigviz.lessons.exercises.nb03 import softmax
-from pigviz.lessons.exercises.nb04 import log_inclusion_probability
+from pigviz.lessons.exercises.nb03 import cos_centred, softmax
+from pigviz.lessons.exercises.nb04 import bit_agreement, log_inclusion_probability
 from pigviz.lsh.reference import simhash_codes
 
 # --------------------------------------------------------------------------- references
 
 
 def log_u(q, keys, mu, K, L):
-    q = np.asarray(q, dtype=np.float64)
-    centred = np.asarray(keys, dtype=np.float64) - np.asarray(mu, dtype=np.float64)  # keys centred, q as is
-    cos = centred @ q / (np.linalg.norm(centred, axis=-1) * np.linalg.norm(q))
-    p = 1.0 - np.arccos(np.clip(cos, -1.0, 1.0)) / np.pi  # one bit agrees
-    return log_inclusion_probability(p, K, L)  # yours from notebook 04b (ex.mine.log_inclusion_probability)
+    cos = cos_centred(q, keys, mu)  # yours from notebook 03: the angle of k - mu to q as it is
+    p = bit_agreement(cos)  # yours from notebook 04a: one hyperplane puts them on the same side
+    return log_inclusion_probability(p, K, L)  # yours from notebook 04b: at least 2 of L tables of K bits
 
 
 def sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L):
@@ -658,26 +657,24 @@ EXERCISES = [
         name="06.log_u",
         notebook_key="06a",
         signature="log_u(q, keys, mu, K, L) -> ndarray",
-        task="The natural log of each key's inclusion probability u: p = 1 - angle(q, k - mu) / pi "
-        "(keys centred, the query as it is), u = P(at least 2 of L tables of K bits collide). "
-        "q (d,), keys (n, d), mu (d,) -> shape (n,). log_inclusion_probability(p, K, L), yours from "
-        "notebook 04b, gives log u from p: mind the order, K bits per table, then L tables. A cosine "
-        "computed in floating point can round a hair past 1 (a key along q): clip it to [-1, 1] before "
-        "arccos. mu may be 0 and q may be long.",
+        task="For each key, the natural log of u, the chance that it is sampled at (K, L): that it shares "
+        "the query's bucket in at least 2 of L tables of K bits, tables that hash the centred keys k - mu "
+        "and the query as it is. q (d,), keys (n, d), mu (d,) -> shape (n,). Your functions from notebooks "
+        "03, 04a and 04b (ex.mine) do most of the work. mu may be 0, q may be long, and a key may lie "
+        "along q.",
         difficulty=2,
         importance=4,
-        minutes=8,
+        minutes=4,
         reference=log_u,
         make_cases=_log_u_cases,
         output=ARRAY,
         rtol=1e-3,
         atol=1e-3,
-        helpers=(log_inclusion_probability,),
-        nudge="Notebook 04b turned p, the chance that one bit agrees, into log u. What is new is which angle "
-        "gives p: the tables hash the centred keys and the query as it is. And a cosine computed in floating "
-        "point is not always inside the range arccos accepts.",
-        hint="np.linalg.norm(c, axis=1) gives the lengths of the centred keys c = keys - mu; np.clip(cos, -1, 1) "
-        "before np.arccos; log_inclusion_probability takes p, then K, then L",
+        helpers=(log_inclusion_probability, cos_centred, bit_agreement),
+        nudge="Two questions you have answered before: how likely one hyperplane is to put the query and a "
+        "centred key on the same side, and what turns that into the chance that the tables sample the key.",
+        hint="The query is hashed as it is; only the keys are centred. Of your earlier functions, one gives the "
+        "chance one bit agrees and one turns that into the tables' chance: which does a cosine go into?",
         wrong=(
             Wrong(
                 "centres the query too",
@@ -709,11 +706,11 @@ EXERCISES = [
         name="06.sampled_estimate",
         notebook_key="06a",
         signature="sampled_estimate(q, K_S, V_S, mu, K_exact, V_exact, K, L) -> ndarray",
-        task="MagicPIG's estimate of one attention output: scores q.k / sqrt(d) of the sampled keys "
-        "K_S (m, d) and of the exact keys K_exact (e, d), d = len(q); subtract log u (your log_u) from the "
-        "sampled scores only; one softmax (yours from notebook 03) over both sets; the weighted sum of "
-        "[V_S ; V_exact] (values (m, dv) and (e, dv)). Returns shape (dv,). m or e may be 0; scores "
-        "may be in the hundreds; mu may be 0.",
+        task="MagicPIG's estimate of one attention output, shape (dv,), from two sets of keys: the sampled "
+        "keys K_S (m, d) with values V_S (m, dv), each drawn with the chance u your log_u gives at (K, L), "
+        "and the exact set K_exact (e, d) with values V_exact (e, dv), read for sure. A key's score is "
+        "q.k / sqrt(d), d = len(q); your log_u and your softmax (notebook 03) are at hand. m or e may be 0; "
+        "scores may be in the hundreds; mu may be 0.",
         difficulty=3,
         importance=5,
         minutes=12,
@@ -722,11 +719,10 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-3,
         atol=1e-5,
-        helpers=(log_u, log_inclusion_probability, softmax),
+        helpers=(log_u, log_inclusion_probability, cos_centred, bit_agreement, softmax),
         nudge="Notebook 01 weighed each drawn stick by w / u. After the exp of a softmax, dividing a weight by u "
         "is subtracting log u from its score. Which keys were drawn by chance, and which were read for sure?",
-        hint="np.concatenate joins the two score vectors, and the two value blocks in the same order; "
-        "log_u(q, K_S, mu, K, L) is the correction; softmax(scores) @ values mixes",
+        hint="np.concatenate puts arrays end to end; keep the scores and the values in the same order.",
         wrong=(
             Wrong(
                 "no -log u correction",
@@ -782,7 +778,7 @@ EXERCISES = [
         importance=5,
         minutes=20,
         reference=magicpig_estimate,
-        helpers=(sampled_estimate, log_u, log_inclusion_probability, softmax),
+        helpers=(sampled_estimate, log_u, log_inclusion_probability, cos_centred, bit_agreement, softmax),
         make_cases=_assembly_cases,
         compare=output_and_read,
         rtol=1e-3,
@@ -791,9 +787,8 @@ EXERCISES = [
         "are centred by, in how many tables each key lands in the query's bucket, and which keys clear the "
         "bar. A table is one bucket of K bits, not K separate bits; and a key that is read for sure must not "
         "be drawn again.",
-        hint="np.r_[0:sinks, n - recent : n] lists the exact positions (keys[-recent:] is every key when "
-        "recent = 0); simhash_codes gives (n, L) buckets for the keys and (L,) for q, so == compares each "
-        "table with its own, and .sum(axis=1) counts the tables; np.flatnonzero(hits >= min_hits)",
+        hint="simhash_codes hashes a batch, (n, L), or one vector, (L,): broadcasting compares each table "
+        "with its own. Mind recent = 0, which the checks try: a slice from the end by -recent is not empty then.",
         wrong=(
             Wrong(
                 "hits counted per bit",
@@ -864,9 +859,8 @@ EXERCISES = [
         "bucket's run starts where the buckets before it end, so the starts are a running total of the bucket "
         "sizes. Two keys in the same bucket must keep their token order, and a bucket no key landed in still "
         "needs its start.",
-        hint='a stable sort of each table\'s codes gives the ids (np.argsort with kind="stable"; the default '
-        "sort is not stable); np.bincount with minlength=2**K counts each bucket, and a cumulative sum after a "
-        "leading 0 gives the offsets",
+        hint="np.argsort (mind its kind argument: equal codes must keep their order), np.bincount (mind "
+        "minlength) and np.cumsum; each works on one table's row, or on all rows with axis",
         wrong=(
             Wrong(
                 "unstable order within a bucket",
@@ -920,9 +914,9 @@ EXERCISES = [
         nudge="In each table the query's bucket is one run of the row, and the offsets say where it starts and "
         "ends; every id in that run is a key that collides with the query in that table, once. A key can be in "
         "the query's bucket in several tables, and each of them counts.",
-        hint="bucket b of table t is ids[t, offsets[t, b] : offsets[t, b + 1]]; add 1 to hits at those ids, table "
-        "by table; gathering every table's ids first, count repeats with np.bincount(..., minlength=n) or "
-        "np.add.at (hits[idx] += 1 adds once per distinct index)",
+        hint="The layout of section 1 says where a bucket's run sits. To count ids that repeat, np.bincount "
+        "(with minlength) or np.add.at; a fancy-indexed `+=` counts a repeated index once (an id sits at most "
+        "once in one table, so within one table it is safe).",
         wrong=(
             Wrong(
                 "every key counted in every table",

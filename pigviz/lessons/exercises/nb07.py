@@ -1,4 +1,4 @@
-"""Notebook 07, sampled decoding: KL from dense, merging two partial softmaxes, perplexity, and
+"""Notebooks 07a and 07b, sampled decoding: KL from dense, merging two partial softmaxes, perplexity, and
 one decode step over an index and its buffer.
 
 The notebook gives ``log_softmax`` (the logits minus their logsumexp, built on the learner's 03
@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from pigviz.lessons.exercises._framework import ARRAY, FLOAT, Case, Exercise, Wrong
-from pigviz.lessons.exercises.nb03 import softmax
-from pigviz.lessons.exercises.nb04 import log_inclusion_probability
+from pigviz.lessons.exercises.nb03 import cos_centred, softmax
+from pigviz.lessons.exercises.nb04 import bit_agreement, log_inclusion_probability
 from pigviz.lessons.exercises.nb06 import build_tables, log_u, output_and_read, query_hits
 from pigviz.lsh.reference import simhash_codes
 
@@ -22,10 +22,9 @@ from pigviz.lsh.reference import simhash_codes
 
 
 def log_softmax(logits):
-    """log softmax over the last axis, as notebook 07 gives it (from its logsumexp)."""
+    """log softmax over the last axis, as notebook 07a gives it: the logits minus their logsumexp."""
     x = np.asarray(logits, dtype=np.float64)
-    top = x.max(axis=-1, keepdims=True)
-    return x - (top + np.log(np.exp(x - top).sum(axis=-1, keepdims=True)))
+    return x - logsumexp(x)[..., None]
 
 
 def kl_divergence(ref_logits, logits):
@@ -49,18 +48,18 @@ def perplexity(logits, targets):
 
 
 def logsumexp(scores):
-    """log(sum(exp(scores))) over the last axis, shifted by the max (notebook 07, section 1)."""
+    """log(sum(exp(scores))) over the last axis, shifted by the max (notebook 07a, section 1)."""
     top = np.max(scores, axis=-1)
     return top + np.log(np.exp(scores - top[..., None]).sum(axis=-1))
 
 
 def softmax_part(scores, values):
-    """Attention over one set of keys: its output, and lse (notebook 07, section 1)."""
+    """Attention over one set of keys: its output, and lse (notebook 07a, section 1)."""
     return softmax(scores) @ values, logsumexp(scores)
 
 
 def index_prefill(keys, K, L, sinks, recent, seed=0):
-    """The index notebook 07 builds once after the prefill, over ``keys`` (n, d): random planes,
+    """The index notebook 07b builds once after the prefill, over ``keys`` (n, d): random planes,
     the mean of the sampleable keys, and the tables of the centred keys (06.build_tables)."""
     keys = np.asarray(keys, dtype=np.float64)
     n, d = keys.shape
@@ -507,6 +506,7 @@ def _bs_mean_of_the_cache(q, keys, values, index):
 EXERCISES = [
     Exercise(
         name="07.kl_divergence",
+        notebook_key="07a",
         signature="kl_divergence(ref_logits, logits) -> float or ndarray",
         task="KL(dense || method) in nats (natural log) between the next-token distributions "
         "softmax(ref_logits) (dense) and softmax(logits) (the method), over the last axis: for one "
@@ -515,12 +515,11 @@ EXERCISES = [
         "underflow to 0: use the notebook's log_softmax.",
         reference=kl_divergence,
         make_cases=_kl_cases,
-        helpers=(log_softmax,),
+        helpers=(log_softmax, logsumexp),
         output=ARRAY,
         rtol=1e-6,
         atol=1e-10,
-        hint="`log_p = log_softmax(ref_logits)` and likewise `log_q`; the weights are `np.exp(log_p)`; reduce "
-        "with `.sum(axis=-1)`.",
+        hint="Reduce over the last axis only: a batch gives one value per row, one position a float.",
         nudge="KL is not symmetric: which distribution weighs the log-ratio? And `log(p / q)` is a difference of "
         "two logs you can already compute exactly; only the weights need the probabilities themselves.",
         difficulty=1,
@@ -561,6 +560,7 @@ EXERCISES = [
     ),
     Exercise(
         name="07.merge_partial",
+        notebook_key="07a",
         signature="merge_partial(out_a, lse_a, out_b, lse_b) -> ndarray",
         task="Merge two attention outputs over disjoint sets of keys into the output over their union. "
         "Each part comes with lse = log(sum of exp(score)) over its keys. Shapes: out_a, out_b (..., dv) "
@@ -572,8 +572,8 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-6,
         atol=1e-12,
-        hint="`np.maximum(lse_a, lse_b)` gives one shift per head; the weight of part a is `exp(lse_a - shift)`; "
-        "`w[..., None]` broadcasts one weight per head over `dv`.",
+        hint="Your `softmax` from notebook 03 faces the same overflow and solves it with one shift; here the "
+        "shift is one per head, and an output needs its weight broadcast over `dv`.",
         nudge="Each part's output is already normalised over its own keys. In the union, a part counts in "
         "proportion to its share of the total sum of exp-scores, and `lse` is the log of that sum. Only the "
         "difference of the two `lse` matters, just as only differences of scores matter in your softmax.",
@@ -612,6 +612,7 @@ EXERCISES = [
     ),
     Exercise(
         name="07.perplexity",
+        notebook_key="07a",
         signature="perplexity(logits, targets) -> float",
         task="Perplexity of the real next tokens: logits (T, V) with T >= 1, targets (T,) integer token "
         "ids, targets[t] the token that follows position t (already aligned: no shift); a float, the exp "
@@ -620,11 +621,11 @@ EXERCISES = [
         "use the notebook's log_softmax.",
         reference=perplexity,
         make_cases=_perplexity_cases,
-        helpers=(log_softmax,),
+        helpers=(log_softmax, logsumexp),
         output=FLOAT,
         rtol=1e-6,
         atol=1e-12,
-        hint="`a[np.arange(T), targets]` picks one entry per row of a `(T, V)` array.",
+        hint="numpy's integer-array indexing can pick one entry per row of a 2-D array in one step.",
         nudge="Each position contributes one number: the log-probability of its own target. Perplexity is a "
         "geometric mean of the probabilities, so average the logs, then undo the log.",
         difficulty=1,
@@ -664,6 +665,7 @@ EXERCISES = [
     ),
     Exercise(
         name="07.buffered_step",
+        notebook_key="07b",
         signature="buffered_step(q, keys, values, index) -> (output, read)",
         task="One decode step of MagicPIG for one query q (d,) over the whole visible cache, keys (n, d) and "
         "values (n, dv), with an index built once over its first n_indexed keys. index is a dict: 'tables' "
@@ -677,7 +679,17 @@ EXERCISES = [
         "the exact part's. Return (output, read): the output (dv,) and the positions of every key read, in any "
         "order.",
         reference=buffered_step,
-        helpers=(query_hits, log_u, log_inclusion_probability, softmax_part, logsumexp, softmax, merge_partial),
+        helpers=(
+            query_hits,
+            log_u,
+            cos_centred,
+            bit_agreement,
+            log_inclusion_probability,
+            softmax_part,
+            logsumexp,
+            softmax,
+            merge_partial,
+        ),
         make_cases=_buffered_cases,
         compare=output_and_read,
         rtol=1e-3,
@@ -686,9 +698,9 @@ EXERCISES = [
         "keys read for sure, and the keys written after the tables were built, which no table holds. Which of "
         "them carry a known chance of being drawn, and which are certain? Each group read for sure "
         "scores as in plain attention; only drawn keys are corrected.",
-        hint="the index's tables cover positions 0 .. n_indexed - 1 only, so the hit counts have n_indexed "
+        hint="The index's tables cover positions 0 .. n_indexed - 1 only, so the hit counts have n_indexed "
         "entries; the buffer joins the exact positions; a part with no keys has no softmax, so look at what "
-        "merge_partial would do with it before calling it",
+        "merge_partial would do with it before calling it.",
         difficulty=3,
         importance=4,
         minutes=15,

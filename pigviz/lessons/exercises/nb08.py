@@ -216,10 +216,10 @@ EXERCISES = [
         name="08.corrected_sample",
         signature="corrected_sample(q, keys, values, exact, sampled) -> ndarray",
         task="Attention over the keys read exactly plus a uniform sample of the others, for ONE query q (d,): "
-        "keys (n, d), values (n, dv); exact and sampled are integer index arrays (either may be empty), "
-        "sampled drawn uniformly without replacement from the n - len(exact) keys outside exact. Scores "
-        "q.k / sqrt(d); each sampled key's exp(score) counts (n - len(exact)) / len(sampled) times; one "
-        "softmax over both sets (softmax, yours from notebook 03, is there to use); return the weighted "
+        "keys (n, d), values (n, dv); exact and sampled are integer index arrays (either may be empty, not "
+        "both), sampled drawn uniformly without replacement from the n - len(exact) keys outside exact. Scores "
+        "q.k / sqrt(d); one softmax over both sets (softmax, yours from notebook 03, is there to use), each "
+        "drawn key counting for the keys it stands for (notebook 01's importance weight); return the weighted "
         "mean of their values, shape (dv,). Checked to a relative 1e-6.",
         reference=corrected_sample,
         helpers=(softmax,),  # yours from notebook 03, shown with the solution
@@ -231,9 +231,8 @@ EXERCISES = [
         "01's importance weight w/u, with u the chance a key is drawn. Which keys was the sample drawn from, "
         "and how many did it draw? A weight multiplied by a factor is a score plus the log of that factor, so "
         "one softmax can weigh both sets at once.",
-        hint="The factor is (len(keys) - len(exact)) / len(sampled), and only the sampled keys get np.log of "
-        "it on their scores. np.concatenate makes one array of the exact and the sampled logits; stack their "
-        "values in the same order. With nothing drawn there is no factor.",
+        hint="Your softmax takes one array: join the two sets' scores end to end (np.concatenate), and their "
+        "values in the same order. Mind a draw of no keys.",
         difficulty=2,
         importance=4,
         minutes=8,
@@ -274,9 +273,9 @@ EXERCISES = [
         signature="dropped_weight(q, keys, read) -> float",
         task="The share of ONE query's true attention weight that an estimator leaves out: q (d,), keys (n, d), "
         "read an integer index array of the keys it read (it may be empty, and an index may repeat: a key read "
-        "twice counts once). The weights are softmax(keys @ q / sqrt(d)) over all n keys (softmax, yours from "
-        "notebook 03, is there to use); return 1 - the sum of the weights of the distinct keys read, a float in "
-        "[0, 1]. Checked to 1e-6.",
+        "twice counts once). The true weights are exact attention's, over all n keys (softmax, yours from "
+        "notebook 03, is there to use); return the share of them the keys read leave out, a float in [0, 1]. "
+        "Checked to 1e-6.",
         reference=dropped_weight,
         helpers=(softmax,),
         make_cases=_dropped_cases,
@@ -285,8 +284,7 @@ EXERCISES = [
         atol=1e-6,
         nudge="The true weights come from every key's score, not only the keys read. What is left out is what "
         "the read keys' weights do not cover; a key listed twice is still one key.",
-        hint="softmax over all n scores gives the true weights; np.unique turns read into distinct keys; "
-        "the share left out is 1 minus what they hold.",
+        hint="numpy has a function for the distinct values of an array.",
         difficulty=1,
         importance=3,
         minutes=4,
