@@ -139,20 +139,7 @@ def test_learner_assembles_magicpig_and_the_next_cell_uses_it(learner_server, pa
     pieces typed pass; the blank assembly fails with a short message; the typed one passes and
     the next cell runs the learner's function beside the library's reference."""
     try:
-        open_notebook(page, learner_server, MAGICPIG_06)
-        page.locator(f"{NOTEBOOK} .jp-Cell").first.click(timeout=timeout_ms("element"))
-        _menu(page, "Run", "Run All Cells")
-        log_u = _cell_index(page, "def log_u(q, keys, mu, K, L):")
-        first = poll_until(
-            lambda: (text := _output_text(page, log_u + 1)) and "failed case" in text and text,
-            f"{MAGICPIG_06}: Run All to stop at 06.log_u's check",
-            "run_all",
-            interval=0.5,
-            seen=lambda: _output_text(page, log_u + 1)[:300],
-        )
-        wait_kernel_idle(page, learner_server, MAGICPIG_06, after="Run All")
-        assert "06.log_u failed case 1 of" in first and "Traceback" not in first, first
-
+        log_u = _run_all_to_blank(page, learner_server, MAGICPIG_06, "def log_u(q, keys, mu, K, L):", "06.log_u")
         assert "06.log_u: pass" in _run_check(page, log_u, "06.log_u", "pass", LOG_U)
         sampled = _cell_index(page, "def sampled_estimate(")
         assert "06.sampled_estimate: pass" in _run_check(page, sampled, "06.sampled_estimate", "pass", SAMPLED)
@@ -169,7 +156,7 @@ def test_learner_assembles_magicpig_and_the_next_cell_uses_it(learner_server, pa
 
         passed = _run_check(page, assembled, "06.magicpig_estimate", ": pass", ASSEMBLED)
         assert "06.magicpig_estimate: pass" in passed and "failed" not in passed, passed
-        after = _cell_index(page, "from pigviz.lsh.index import build_index")
+        after = _cell_index(page, "from pigviz.lsh import magicpig_reference")
         page.locator(f"{NOTEBOOK} .jp-Cell").nth(after).locator(".cm-content").click(timeout=timeout_ms("element"))
         page.keyboard.press("Shift+Enter")
         used = poll_until(
