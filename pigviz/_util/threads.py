@@ -17,11 +17,26 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["cpu_quota", "usable_cores", "limit_to_quota", "others_busy", "fitting_threads", "fitted_threads"]
+__all__ = [
+    "visible_cpus",
+    "cpu_quota",
+    "usable_cores",
+    "limit_to_quota",
+    "others_busy",
+    "fitting_threads",
+    "fitted_threads",
+]
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The variables the thread pools read when they start: set only where the user has not.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+def visible_cpus() -> set[int]:
+    """The CPUs this process may run on (its affinity; every CPU where the OS does not say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return os.sched_getaffinity(0)
+    return set(range(os.cpu_count() or 1))
 
 
 def _read(path: Path) -> str | None:
@@ -61,7 +76,7 @@ def cpu_quota(root: str | os.PathLike = CGROUP_ROOT) -> float | None:
 def usable_cores(root: str | os.PathLike = CGROUP_ROOT) -> int:
     """The CPUs this process may run on (its affinity), capped by the cgroup quota rounded down
     (a thread past the quota is throttled, not run), and at least one."""
-    visible = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    visible = len(visible_cpus())
     quota = cpu_quota(root)
     if quota is None:
         return max(1, visible)
@@ -72,7 +87,7 @@ def limit_to_quota(root: str | os.PathLike = CGROUP_ROOT) -> int | None:
     """Cap the thread pools at the cgroup quota; return the cap, or None where no quota applies
     (nothing is changed then). Sets the start-up variables the user has not set, and lowers the
     thread count of torch and numba where they are already imported (never raises it)."""
-    visible = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    visible = len(visible_cpus())
     cap = usable_cores(root)
     if cap >= visible:
         return None
@@ -118,7 +133,7 @@ def others_busy(window: float = 0.1) -> float | None:
     """How many of this process's CPUs other processes kept busy over the next ``window``
     seconds (1.0 = one whole core), or None where /proc/stat cannot be read. This process's own
     threads are subtracted (its CPU time over the same window)."""
-    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    cpus = visible_cpus()
     hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     before, own_before, t0 = _busy_jiffies(cpus), sum(os.times()[:2]), time.monotonic()
     if before is None:
@@ -149,7 +164,7 @@ def fitted_threads(window: float = 0.1):
     if threads <= 1:
         yield threads
         return
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = len(visible_cpus())
     fit = fitting_threads(threads, others_busy(window), cores)
     if fit == threads:
         yield threads

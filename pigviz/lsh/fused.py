@@ -76,6 +76,7 @@ import numpy as np
 import torch
 
 from pigviz._util.io import cache_root, write_json_atomic
+from pigviz._util.threads import visible_cpus
 from pigviz._util.validate import check_int
 from pigviz.attention import check_decode_shapes
 from pigviz.lsh import kernels, magicpig
@@ -545,7 +546,7 @@ def calibrate(tokens=_CALIBRATION_TOKENS, repeats: int = 15) -> dict:
     :func:`stored_calibration` keeps: the sizes, the best times, the threshold and its cost."""
     global MIN_WORK_PER_THREAD
     t_start = time.perf_counter()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = len(visible_cpus())
     shape = _CALIBRATION_SHAPE
     record = {"machine": machine_key(), "rows": shape["heads"], "tokens": list(tokens), "repeats": repeats}
     if cores < 2 or kernels.kernels() is None:
