@@ -20,7 +20,7 @@ The shipped data live in ``pigviz/data/`` (``pigviz.model.shipped.data_dir``).
 import os
 import sys
 
-from pigviz._util.threads import limit_to_quota  # light: os, math and pathlib only
+from pigviz._util.threads import limit_to_quota, settle_for_notebooks  # light: os, math, threadpoolctl
 
 __version__ = "0.1.0"
 
@@ -35,10 +35,13 @@ def setup_notebook() -> str:
     in every output). Where the environment already chose one, it is kept: ``PLOTLY_RENDERER``,
     VS Code's notebooks; on Colab it is plotly's ``colab`` renderer, which Colab's front end draws.
 
-    Where the container has a CPU quota below its visible cores (Binder), the thread pools are
-    capped at the quota first (``pigviz._util.threads.limit_to_quota``); elsewhere nothing changes."""
+    Threads first: idle OpenMP threads sleep and numpy's BLAS runs one thread, so a busy core
+    does not stall the lessons (``pigviz._util.threads.settle_for_notebooks``, measured there), and
+    where the container has a CPU quota below its visible cores (Binder) the thread pools are
+    capped at the quota (``pigviz._util.threads.limit_to_quota``)."""
     import plotly.io as pio  # heavy: plotly is needed only by notebooks
 
+    settle_for_notebooks()  # before limit_to_quota, which sets OPENBLAS_NUM_THREADS where it caps
     limit_to_quota()
 
     if os.environ.get("PLOTLY_RENDERER"):

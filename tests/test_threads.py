@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from threadpoolctl import threadpool_limits
 
 from pigviz._util import threads
 
@@ -133,7 +135,46 @@ def test_fitted_threads_measures_nothing_on_one_thread(monkeypatch):
     torch.set_num_threads(1)
     monkeypatch.setattr(threads, "others_busy", lambda window=0.1: pytest.fail("measured on one thread"))
     try:
-        with threads.fitted_threads() as inside:
+        with threadpool_limits(limits=1, user_api="blas"), threads.fitted_threads() as inside:
             assert inside == 1
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.skipif(VISIBLE < 2, reason="a busy core beside a free one needs two")
+def test_numpys_blas_pool_is_fitted_too_and_restored(monkeypatch):
+    np = pytest.importorskip("numpy")
+    np.ones((64, 64)) @ np.ones((64, 64))  # numpy's BLAS is loaded
+    monkeypatch.setattr(threads, "others_busy", lambda window=0.1: 1.0)  # one of two cores taken
+    monkeypatch.setattr(threads, "visible_cpus", lambda: {0, 1})
+    with threadpool_limits(limits=2, user_api="blas"):
+        if threads.blas_threads() != 2:
+            pytest.skip("this numpy's BLAS cannot run two threads")
+        with threads.fitted_threads() as inside:
+            assert inside == 1 and threads.blas_threads() == 1
+        assert threads.blas_threads() == 2  # restored after the block
+
+
+SETTLE = """
+import os, json
+import pigviz
+from pigviz._util import threads
+pigviz.setup_notebook()
+print(json.dumps({"blas": threads.blas_threads(), "wait": os.environ.get("OMP_WAIT_POLICY")}))
+"""
+
+
+@pytest.mark.skipif(VISIBLE < 2, reason="numpy's BLAS starts one thread per core: one core shows nothing")
+@pytest.mark.parametrize(
+    "env, want",
+    [
+        ({}, {"blas": 1, "wait": "PASSIVE"}),  # a notebook kernel: one BLAS thread, idle threads sleep
+        ({"OPENBLAS_NUM_THREADS": "2", "OMP_WAIT_POLICY": "ACTIVE"}, {"blas": 2, "wait": "ACTIVE"}),  # the user's
+    ],
+)
+def test_a_notebook_kernel_runs_numpys_blas_on_one_thread_unless_told(env, want):
+    clean = {k: v for k, v in os.environ.items() if k not in (*threads.THREAD_VARIABLES, "OMP_WAIT_POLICY")}
+    out = subprocess.run(
+        [sys.executable, "-c", SETTLE], env={**clean, **env}, capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == want

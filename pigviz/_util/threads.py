@@ -17,6 +17,10 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+# threadpoolctl finds the BLAS numpy loaded (OpenBLAS in numpy's wheels) and sets its pool, which
+# no variable can change once numpy is imported.
+from threadpoolctl import threadpool_info, threadpool_limits
+
 __all__ = [
     "visible_cpus",
     "cpu_quota",
@@ -25,6 +29,8 @@ __all__ = [
     "others_busy",
     "fitting_threads",
     "fitted_threads",
+    "blas_threads",
+    "settle_for_notebooks",
 ]
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -86,7 +92,7 @@ def usable_cores(root: str | os.PathLike = CGROUP_ROOT) -> int:
 def limit_to_quota(root: str | os.PathLike = CGROUP_ROOT) -> int | None:
     """Cap the thread pools at the cgroup quota; return the cap, or None where no quota applies
     (nothing is changed then). Sets the start-up variables the user has not set, and lowers the
-    thread count of torch and numba where they are already imported (never raises it)."""
+    thread count of torch, numba and numpy's BLAS where they are already loaded (never raises it)."""
     visible = len(visible_cpus())
     cap = usable_cores(root)
     if cap >= visible:
@@ -103,7 +109,30 @@ def limit_to_quota(root: str | os.PathLike = CGROUP_ROOT) -> int | None:
                 numba.set_num_threads(cap)
         except (ValueError, RuntimeError):  # a numba without a threading layer here
             pass
+    if blas_threads() > cap:
+        threadpool_limits(limits=cap, user_api="blas")
     return cap
+
+
+def blas_threads() -> int:
+    """The most threads a loaded BLAS (numpy's OpenBLAS) runs, 1 where none is loaded."""
+    return max((pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"), default=1)
+
+
+def settle_for_notebooks() -> None:
+    """Thread settings for a notebook kernel, which shares its machine with a browser, a Jupyter
+    server and whatever else runs there. Measured beside a CPU hog on two cores (notebook 08,
+    ``benchmarks/bench_busy_core.py``): idle OpenMP threads that spin (libgomp's default, for
+    torch and numba) took 2.6x on a cell they slept through, and numpy's two BLAS threads made a
+    loop of matrix-vector products 7x slower, while on a free machine that second BLAS thread
+    gained nothing measurable on the lessons' arrays. So idle OpenMP threads sleep (where torch
+    and numba are not loaded yet; a value the user set is kept) and numpy's BLAS runs one thread
+    unless ``OPENBLAS_NUM_THREADS`` says otherwise. torch and numba keep every core; their loops
+    fit themselves to the free ones (:func:`fitted_threads`)."""
+    if "torch" not in sys.modules and "numba" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if "OPENBLAS_NUM_THREADS" not in os.environ and blas_threads() > 1:
+        threadpool_limits(limits=1, user_api="blas")
 
 
 # -- a busy machine ------------------------------------------------------------------------------
@@ -156,11 +185,12 @@ def fitting_threads(threads: int, busy: float | None, cores: int) -> int:
 
 @contextmanager
 def fitted_threads(window: float = 0.1):
-    """Run the block with torch's thread count fitted to the free cores (measured now, over
-    ``window`` seconds), and restore it after. Nothing is measured where torch is not imported or
-    already runs one thread."""
+    """Run the block with torch's and numpy's BLAS thread counts fitted to the free cores
+    (measured now, over ``window`` seconds), and restore them after. Nothing is measured where
+    both already run one thread. Yields the threads the block runs with."""
     torch = sys.modules.get("torch")
-    threads = torch.get_num_threads() if torch is not None else 1
+    torch_threads = torch.get_num_threads() if torch is not None else 1
+    threads = max(torch_threads, blas_threads())
     if threads <= 1:
         yield threads
         return
@@ -169,8 +199,13 @@ def fitted_threads(window: float = 0.1):
     if fit == threads:
         yield threads
         return
-    torch.set_num_threads(fit)
-    try:
-        yield fit
-    finally:
-        torch.set_num_threads(threads)
+    # OpenBLAS's pool splits each matrix product across its threads like torch's team does, and
+    # stalls the same way beside a busy core (numpy estimators ran 4-16x slower there).
+    with threadpool_limits(limits=fit, user_api="blas"):
+        if torch is not None and torch_threads > fit:
+            torch.set_num_threads(fit)
+        try:
+            yield fit
+        finally:
+            if torch is not None:
+                torch.set_num_threads(torch_threads)
