@@ -136,7 +136,7 @@ WHITELIST = {
         "pigviz.lsh.simhash.collision_probability": "04a",  # 04.bit_agreement
         "pigviz.lsh.simhash.inclusion_probability": "04a",  # 04.inclusion_probability
         "pigviz.lsh.simhash.log_inclusion_probability": "04b",  # 04.log_inclusion_probability
-        "pigviz.lsh.simhash.SimHash": "04a",  # the hyperplanes and codes of 04
+        "pigviz.lsh.simhash_checks.SimHash": "04a",  # the hyperplanes and codes of 04
         "pigviz.lsh.simhash_codes": "04a",
         "pigviz.lsh.reference.simhash_codes": "04a",
         "pigviz.lsh.simhash.expected_candidates": "05a",  # 05.candidates_per_query

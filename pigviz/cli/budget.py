@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from pigviz.cli import text
 from pigviz.memory import budget, model_shapes
 
 __all__ = ["register"]
@@ -17,13 +18,13 @@ def _cmd_budget(args) -> int:
         raise ValueError("--context is required: the number of tokens in the context, e.g. --context 98304")
     if args.model == "all":  # every shipped model at one context: the rows notebook 05a shows
         rows = budget.model_rows(args.context, dtype_bytes=args.dtype_bytes)
-        print(json.dumps(rows, indent=1) if args.json else budget.model_table(args.context, args.dtype_bytes))
+        print(json.dumps(rows, indent=1) if args.json else text.model_table(args.context, args.dtype_bytes))
         return 0
     report = budget.budget_report(args.model, args.context, dtype_bytes=args.dtype_bytes, K=args.K, L=args.L)
     if args.json:
         print(json.dumps(report, indent=1))
     else:
-        print(budget.format_report(report))
+        print(text.budget_report_text(report))
     return 0
 
 

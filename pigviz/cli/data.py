@@ -121,6 +121,15 @@ def _cmd_data_tokens(args) -> int:
     return 0
 
 
+def _cmd_data_check(args) -> int:
+    problems = shipped.check_shipped(args.data_dir)
+    for problem in problems:
+        print(problem)
+    count = len(shipped.read_manifest(args.data_dir)["files"])
+    print(f"{count - len(problems)} of {count} shipped files match their manifest entry (size and sha256)")
+    return 1 if problems else 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("capture", help="record post-RoPE q/k/v of one real prefill into a safetensors file")
     p.add_argument("--model", default="smollm2-135m", help="bundled alias, local model folder or hub id")
@@ -157,6 +166,9 @@ def register(sub) -> None:
     q.add_argument("--out-dir", default=None, help="write here instead of pigviz/data/ (its manifest.json too)")
     q.add_argument("--quiet", action="store_true", help="no progress bars")
     q.set_defaults(func=_cmd_data_tokens)
+    q = data_sub.add_parser("check", help="compare every shipped file with its manifest entry (size and sha256)")
+    q.add_argument("--data-dir", default=None, help="the folder to check (default: pigviz/data/)")
+    q.set_defaults(func=_cmd_data_check)
     q = data_sub.add_parser(
         "cut-gguf", help="write the bundled GGUF cut to its first layers, real (quantised) weights unchanged"
     )

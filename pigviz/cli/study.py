@@ -15,10 +15,10 @@ from __future__ import annotations
 import time
 
 from pigviz.cli.args import int_list, kl_pairs, name_list
+from pigviz.cli.text import study_summary
 from pigviz.plots import study as plots_study
 from pigviz.study import findings
 from pigviz.study import run as study
-from pigviz.study.findings import format_summary
 from pigviz.study.run import AFFORDABLE_METHODS, DEFAULT_SETTINGS, METHODS
 
 DEFAULT_OUT_HINT = "results JSON to write (e.g. pigviz/data/study_smollm2.json)"
@@ -46,7 +46,7 @@ def command_line(args) -> str:
 def _cmd_study(args) -> int:
     if args.from_results:
         results = study.load_results(args.from_results)
-        print(format_summary(results))
+        print(study_summary(results))
     elif not args.out:
         raise ValueError("--out is required (the results JSON to write), unless --from reads finished results")
     else:
@@ -98,7 +98,7 @@ def _run(args) -> dict:
     total = time.perf_counter() - t0
     results["timing"].update(capture_or_load_s=round(capture_s, 1), total_s=round(total, 1))
     study.save_results(results, args.out)
-    print(format_summary(results))
+    print(study_summary(results))
     print(
         f"\nwrote {args.out}: {len(results['layers'])} layers x {results['heads']} heads x "
         f"{results['last']} positions in {total / 60:.1f} min ({capture_s:.0f} s to capture or load q/k/v)"

@@ -36,7 +36,7 @@ from pigviz._util.validate import check_choice, check_float, check_int
 from pigviz.attention.protocol import estimator_name
 from pigviz.decode import custom
 from pigviz.decode.generation import generate
-from pigviz.decode.session import check_options, forward, new_cache, use_attention
+from pigviz.decode.session import check_options, default_options, forward, new_cache, use_attention
 from pigviz.model import shipped, texts
 from pigviz.model.loading import check_context, model_source
 
@@ -205,7 +205,8 @@ def quality_eval(
             K=K,
             L=L,
             seed=seed,
-            options=_jsonable(opts),
+            # the cache dtype it ran on, recorded even where it was the default (bf16 since it became one)
+            options=_jsonable({"kv_dtype": default_options("magicpig")["kv_dtype"], **opts}),
             **_summary(_compare(ref, logits, targets), budgets, secs),
         )
         row["budget_sampled"] = float(other["sampled"].mean())

@@ -27,15 +27,12 @@ __all__ = ["OffloadStep"]
 
 
 class OffloadStep:
-    """The per-layer state of the offloaded step: the hyperplanes on the device, the bit
-    weights that pack a table's K signs into its bucket id, and reused host buffers."""
+    """The per-layer state of the offloaded step: the hyperplanes on the device and reused
+    host buffers."""
 
     def __init__(self, index, device):
-        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
-
         self.device = device
         self.planes = index.planes.to(device)
-        self.weights = torch.exp2(torch.arange(index.K, device=device, dtype=torch.float32))
         self.K, self.L = index.K, index.L
         self.pinned = device.type == "cuda"
         self._host: dict = {}
@@ -58,12 +55,10 @@ class OffloadStep:
 
     def buckets(self, rows):
         """Each row's bucket in every table, (R, L) int64 on the device: the signs of
-        ``rows @ planes`` packed as :meth:`pigviz.lsh.index.LSHIndex.bucket_ids` packs them."""
-        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+        ``rows @ planes`` packed by :func:`pigviz.lsh.index.bucket_ids`, the index's own coder."""
+        from pigviz.lsh.index import bucket_ids  # heavy: imports torch
 
-        proj = torch.mm(rows, self.planes)
-        bits = (proj > 0).view(rows.shape[0], self.L, self.K).to(torch.float32)
-        return (bits @ self.weights).to(torch.int64)
+        return bucket_ids(rows, self.planes, self.K, self.L)
 
     def __call__(self, index, layer, query, *, scale: float, min_hits: int, threads):
         """``query`` (1, H, T, d) on the device; ``layer`` the OffloadLayer, already holding

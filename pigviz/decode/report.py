@@ -21,9 +21,7 @@ __all__ = [
     "load_gpu_speed",
     "magicpig_summary",
     "quality_rows",
-    "quality_table",
     "passkey_rows",
-    "passkey_table",
     "speed_table_rows",
     "speed_table",
     "side_by_side",
@@ -151,22 +149,6 @@ def quality_rows(data: dict) -> list[dict]:
     return out
 
 
-def quality_table(data: dict) -> str:
-    """``quality_rows`` as text (the CLI's table)."""
-    pct = lambda x: f"{'':>7}" if x is None else f"{100 * x:6.2f}%"  # noqa: E731
-    lines = [
-        f"{'attention':<34} {'budget':>7} {'all lyr':>7} {'sampled':>7} {'KL (nats), seed range':>22} "
-        f"{'top-1':>7} {'ppl':>6}"
-    ]
-    for r in quality_rows(data):
-        kl = f"{r['KL (nats)']:.4f}" + (f" ({r['KL seed range']})" if r["KL seed range"] else "")
-        lines.append(
-            f"{r['attention']:<34} {pct(r['budget'])} {pct(r['all lyr'])} {pct(r['sampled'])} {kl:>22} "
-            f"{100 * r['top-1']:6.1f}% {r['ppl']:6.2f}"
-        )
-    return "\n".join(lines)
-
-
 def passkey_rows(data: dict) -> list[dict]:
     """Per length and method: trials retrieved, the 95% Wilson interval, the budget read."""
     return [
@@ -179,16 +161,6 @@ def passkey_rows(data: dict) -> list[dict]:
         }
         for r in data["rows"]
     ]
-
-
-def passkey_table(data: dict) -> str:
-    """``passkey_rows`` as text (the CLI's table)."""
-    lines = [f"{'length':>6}  {'attention':<29} {'retrieved':>9}  {'95% CI':>12}  {'budget':>7}"]
-    for r in passkey_rows(data):
-        lines.append(
-            f"{r['length']:>6}  {r['attention']:<29} {r['retrieved']:>9}  {r['95% CI']:>12}  {100 * r['budget']:6.1f}%"
-        )
-    return "\n".join(lines)
 
 
 def speed_table_rows(rows: list[dict]) -> list[dict]:

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pigviz._util.fmt import below
 from pigviz._util.validate import check_choice, check_int
 from pigviz.model.shipped import load_shipped_capture
 
@@ -50,15 +49,11 @@ __all__ = [
     "HeadGeometry",
     "head_geometry",
     "geometry_table",
-    "format_geometry_table",
-    "format_sink_table",
     "sink_table",
     "sink_onset",
-    "format_sink_onset",
     "cos_to_mean_direction",
     "cos_with_query",
     "shift_invariance",
-    "format_shift_invariance",
     "shift_passes",
     "SHIFT_TOL_FP64",
     "SHIFT_TOL_FP32",
@@ -287,29 +282,6 @@ def geometry_table(cap) -> list[HeadGeometry]:
     )
 
 
-def format_geometry_table(rows: list[HeadGeometry]) -> str:
-    """Cone width (raw, centred) and where the queries point, one line per head."""
-    lines = ["layer head  cone raw  centred  cos(q, mean key)  angle (deg)"]
-    for r in rows:
-        lines.append(
-            f"{r.layer:5d} {r.head:4d}  {r.cone_raw:8.3f}  {r.cone_centred:7.3f}  {r.query_cos:16.3f}"
-            f"  {r.query_angle_deg:11.1f}"
-        )
-    return "\n".join(lines)
-
-
-def format_sink_table(rows: list[HeadGeometry]) -> str:
-    """The sink per head: its weight, its key's length, and its score against the others'."""
-    lines = ["layer head  weight on k0  |k0|/median  cos(q,k0)  score k0  median other  best other  k0 wins"]
-    for r in rows:
-        lines.append(
-            f"{r.layer:5d} {r.head:4d}  {r.sink_weight:12.3f}  {r.sink_norm_ratio:11.2f}"
-            f"  {r.sink_cos_raw:9.2f}"
-            f"  {r.sink_score:8.2f}  {r.median_score:12.2f}  {r.best_other_score:10.2f}  {r.sink_wins:7.0%}"
-        )
-    return "\n".join(lines)
-
-
 def sink_onset(cap, threshold: float = 0.1) -> tuple[int, np.ndarray]:
     """The first layer whose query heads put, on average, more than ``threshold`` of their
     weight on token 0 (from the all-layer summary; the number of layers if none does), and
@@ -317,28 +289,6 @@ def sink_onset(cap, threshold: float = 0.1) -> tuple[int, np.ndarray]:
     per_layer = sink_table(cap)["sink_weight"].mean(axis=1)
     above = np.flatnonzero(per_layer > threshold)
     return (int(above[0]) if len(above) else len(per_layer)), per_layer
-
-
-def format_sink_onset(cap, threshold: float = 0.1) -> str:
-    """Weight on token 0 before and from the first sink layer, in words (either part may be empty)."""
-    first, per_layer = sink_onset(cap, threshold)
-    weights = sink_table(cap)["sink_weight"]
-    lines = []
-    if first > 0:
-        lines.append(
-            f"layers 0-{first - 1}: at most {per_layer[:first].max():.3f} of the weight on token 0 on average "
-            f"over a layer's heads (any one head: at most {weights[:first].max():.3f})"
-        )
-    else:
-        lines.append(f"layer 0 already puts more than {threshold} of the weight on token 0")
-    if first < len(per_layer):
-        lines.append(
-            f"layers {first}-{len(per_layer) - 1}: {per_layer[first:].mean():.2f} on average, "
-            f"up to {weights[first:].max():.2f} in one head"
-        )
-    else:
-        lines.append(f"no layer puts more than {threshold} of the weight on token 0 on average")
-    return "\n".join(lines)
 
 
 def cos_to_mean_direction(keys) -> np.ndarray:
@@ -398,20 +348,6 @@ def shift_invariance(cap) -> dict:
 
 def shift_passes(shift: dict) -> bool:
     return shift["fp64"] < SHIFT_TOL_FP64 and shift["fp32"] < SHIFT_TOL_FP32 * shift["scale"]
-
-
-def format_shift_invariance(shift: dict) -> str:
-    """``shift_invariance`` in words, the rounding residues as bounds."""
-    fp64 = below(shift["fp64"], SHIFT_TOL_FP64)
-    return "\n".join(
-        [
-            f"largest |output with raw keys - output with centred keys|, float64: {fp64}",
-            f"the same in float32, as a fraction of the largest output ({shift['scale']:.1f}): "
-            f"{below(shift['fp32'] / shift['scale'], SHIFT_TOL_FP32)}",
-            f"for scale: our float64 output vs the model's own (fp16 copies of q, k, v and output): "
-            f"{shift['model']:.3f}, {shift['model'] / shift['scale']:.1e} of the largest output",
-        ]
-    )
 
 
 _MEMO: dict = {}

@@ -10,16 +10,13 @@ import math
 import numpy as np
 
 from pigviz._util.fmt import below
-from pigviz.lessons import tables
 from pigviz.lessons.exercises import nb01 as _ex
 from pigviz.lessons.verify import Claim
 from pigviz.plots.stick_balance import METHOD_STYLE
 from pigviz.toy.stick_balance import (
     DEFAULT_BUDGET,
     SCENARIOS,
-    ErrorCurves,
     error_curves,
-    estimate_rows,
     loglog_slope,
     make_scenario,
     topk,
@@ -28,14 +25,6 @@ from pigviz.toy.stick_balance import (
 __all__ = [
     "PROSE_DEFINED",
     "claims",
-    "markdown_table",
-    "draw_count",
-    "estimates_table",
-    "runs_table",
-    "curves_table",
-    "errors_at_table",
-    "draws_vs_keys_table",
-    "sharpness_table",
 ]
 
 # Numbers the markdown writes that are not measured: the toy's parameters and fixed facts, a citation.
@@ -55,123 +44,8 @@ PROSE_DEFINED = {
 # ----------------------------------------------------------------------------- tables
 
 
-def markdown_table(t: tables.Table) -> str:
-    """A ``Table`` as a Markdown pipe table (its caption in italics above), for a table that has to
-    sit inside Markdown text, such as a folded answer. The cells are the table's own formatted text."""
-    if not isinstance(t, tables.Table):
-        raise TypeError(f"t must be a lessons Table, got {type(t).__name__}")
-    columns = [str(c) for c in t.text.columns]
-    numeric = [t.frame[c].dtype.kind in "iuf" for c in t.text.columns]
-    lines = [f"*{t.caption}*", ""] if t.caption else []
-    lines.append("| " + " | ".join(columns) + " |")
-    lines.append("|" + "|".join("---:" if num else ":---" for num in numeric) + "|")
-    for _, row in t.text.iterrows():
-        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
-    return "\n".join(lines)
-
-
 def _label(method: str) -> str:
     return METHOD_STYLE[method][0]
-
-
-def _draws_text(draws: float) -> str:
-    return "unlimited" if math.isinf(draws) else f"{draws:.0f}"
-
-
-def draw_count(draws: float) -> str:
-    """A number of draws to two significant digits, as text: 28, 460, 14,000, 430,000, 3.9e+11
-    (the digits beyond the second move from one set of runs to the next)."""
-    if math.isinf(draws):
-        return "unlimited"
-    if draws < 0 or math.isnan(draws):
-        raise ValueError(f"draws must be >= 0, got {draws}")
-    if draws < 100:
-        return f"{draws:.0f}"
-    if draws >= 1e6:
-        return f"{draws:.1e}"
-    return f"{float(f'{draws:.2g}'):,.0f}"
-
-
-def estimates_table(estimates: dict, caption: str | None = None) -> tables.Table:
-    """``toy.stick_balance.estimate_rows`` as a table, each method under its figure label."""
-    rows = [{**row, "method": _label(row["method"])} for row in estimate_rows(estimates)]
-    formats = {"estimate": "{:.3f}", "miss": "{:+.3f}", "draws": _draws_text}
-    return tables.table(rows, formats=formats, caption=caption)
-
-
-def runs_table(runs: dict, truth: float, caption: str | None = None) -> tables.Table:
-    """Many runs per method (``repeat_estimates``): where they land on average, how far they
-    scatter, and the truth. A deterministic method (TopK) has a spread of 0."""
-    rows = []
-    for method, values in runs.items():
-        values = np.asarray(values, dtype=np.float64)
-        rows.append(
-            {
-                "method": _label(method),
-                f"mean of {values.size} runs": float(values.mean()),
-                "spread (std)": float(values.std()),
-                "truth": float(truth),
-            }
-        )
-    formats = {c: "{:.4f}" for c in rows[0] if c != "method"}
-    return tables.table(rows, formats=formats, caption=caption)
-
-
-def curves_table(
-    curves: ErrorCurves, digits: int = 4, caption: str | None = None, reference: bool = True
-) -> tables.Table:
-    """Error curves as a table: one row per budget, one column per method, and (``reference``)
-    sigma_w/sqrt(B), the RMS error of B independent draws from the true weights."""
-    if not isinstance(curves, ErrorCurves):
-        raise TypeError(f"curves must be ErrorCurves (see error_curves), got {type(curves).__name__}")
-    spec = f"{{:.{digits}f}}"
-    rows = []
-    for i, b in enumerate(curves.budgets):
-        row = {"B": int(b)}
-        for method, err in curves.errors.items():
-            row[f"{_label(method)}: {'error' if method == 'topk' else 'RMS error'}"] = err[i]
-        if reference:
-            row["σ_w/√B"] = curves.reference[i]
-        rows.append(row)
-    formats = {c: spec for c in rows[0] if c != "B"}
-    return tables.table(rows, formats=formats, caption=caption)
-
-
-def errors_at_table(curves: ErrorCurves, budget: int, caption: str | None = None) -> tables.Table:
-    """Every method's error at one budget of ``curves``, then the sigma_w/sqrt(B) reference."""
-    if not isinstance(curves, ErrorCurves):
-        raise TypeError(f"curves must be ErrorCurves (see error_curves), got {type(curves).__name__}")
-    where = np.flatnonzero(curves.budgets == budget)
-    if where.size == 0:
-        raise ValueError(f"budget must be one of the curves' budgets {curves.budgets.tolist()}, got {budget}")
-    at = int(where[0])
-    column = f"error at B = {budget}"
-    rows = [{"method": _label(m), column: float(e[at])} for m, e in curves.errors.items()]
-    rows.append({"method": "σ_w/√B (B independent draws)", column: float(curves.reference[at])})
-    return tables.table(rows, formats={column: "{:.3f}"}, highlight={column: "min"}, caption=caption)
-
-
-def draws_vs_keys_table(rows: list[dict], caption: str | None = None) -> tables.Table:
-    """``toy.stick_balance.draws_vs_keys`` as a table: errors to 4 digits, draws to 1."""
-    formats = {c: "{:.4f}" for c in rows[0] if c not in ("scenario", "draws made (mean)")}
-    return tables.table(rows, formats={**formats, "draws made (mean)": "{:.1f}"}, caption=caption)
-
-
-def sharpness_table(rows: list[dict], columns=None, caption: str | None = None) -> tables.Table:
-    """``toy.stick_balance.sharpness_study`` as a table (only ``columns``, when given, after the
-    sharpness), the lowest error of each budget rule highlighted."""
-    if columns is not None:
-        rows = [{"sharpness": r["sharpness"], **{c: r[c] for c in columns}} for r in rows]
-    formats = {
-        "sharpness": "{:g}",
-        "RMS, distinct keys": "{:.4f}",
-        "paired z": "{:.1f}",
-        "draws made (median)": draw_count,
-        "RMS, fixed draws": "{:.3f}",
-    }
-    highlight = {c: "min" for c in ("RMS, distinct keys", "RMS, fixed draws") if c in rows[0]}
-    present = {c: f for c, f in formats.items() if c in rows[0]}
-    return tables.table(rows, formats=present, highlight=highlight, caption=caption)
 
 
 # ----------------------------------------------------------------------------- claims
@@ -270,7 +144,7 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
     one = got["one draw"]
     inc, imp, smp = got["inclusion"], got["importance"], got["sampling"]
     inc_bias = float(inc.mean() - truth)
-    budgets = np.array([8, 12, 16, 20, 24, 28, 31])
+    budgets = np.array([7, 12, 16, 20, 24, 28, 31])  # from the first budget that reads the sink for sure
     sweep = _budget_sweep(sink, u, budgets)
     least = all(
         sweep["inclusion"][i] < min(sweep[m][i] for m in ("sampling", "importance")) for i in range(budgets.size)
@@ -383,6 +257,12 @@ def claims(budget: int = DEFAULT_BUDGET, runs: int = 4000) -> list[Claim]:
             f"...and its RMS error under half that of {budget} draws with replacement from the proposal",
             _rms(inc, truth) < _rms(imp, truth) / 2,
             f"{_rms(inc, truth):.3f} vs {_rms(imp, truth):.3f}",
+        ),
+        Claim(
+            "01",
+            f"Section 8's budgets start at the first at which the sink is always read (B = {budgets[0]})",
+            budgets[0] * u[0] >= 1.0 > (budgets[0] - 1) * u[0],
+            f"{budgets[0] - 1} x {u[0]:.4f} < 1 <= {budgets[0]} x {u[0]:.4f}",
         ),
         Claim(
             "01",

@@ -34,7 +34,6 @@ __all__ = [
     "sink_key_table",
     "plane_table",
     "one_plane_shares",
-    "spread_summary",
     "claims",
 ]
 
@@ -153,24 +152,6 @@ def one_plane_shares(cap, n_planes: int = 20, query_stride: int = 8, seed: int =
             positive = (view.keys_as(variant)[non_exact_mask(view.n)] @ planes.T >= 0).mean(axis=0)  # (planes,)
             out[variant].append(np.where(q_side, positive, 1 - positive).T)
     return {variant: np.array(x) for variant, x in out.items()}
-
-
-def spread_summary(shares: dict) -> list[dict]:
-    """Answer 5's table: per variant, the share's mean and its spread over planes, heads and queries."""
-    rows = []
-    for variant, x in shares.items():
-        rows.append(
-            {
-                "keys": variant,
-                "mean share": float(x.mean()),
-                "lowest": float(x.min()),
-                "highest": float(x.max()),
-                "spread over planes": float(x.std(axis=1).mean()),
-                "over heads": float(x.std(axis=0).mean()),
-                "over queries": float(x.std(axis=2).mean()),
-            }
-        )
-    return rows
 
 
 def _v0_ratio(view) -> float:

@@ -12,7 +12,6 @@ from pigviz.lsh.simhash import (
     CHECK_ANGLES_DEG,
     DEFAULT_K,
     DEFAULT_L,
-    MAX_L,
     NAPKIN_TOKENS,
     collision_probability,
     cos_to_degrees,
@@ -26,8 +25,6 @@ __all__ = [
     "bit_check_z",
     "claims",
     "closed_form_verdict",
-    "half_point_deg",
-    "l_for_half_point",
     "marker_check",
     "plane_counts",
     "two_draws",
@@ -50,26 +47,6 @@ PROSE_DEFINED = {
 
 
 # --------------------------------------------------------------------------- the notebook's helpers
-
-
-def half_point_deg(K: int, L: int, min_hits: int = 2) -> float:
-    """The angle (degrees) at which u = 50% under "at least ``min_hits`` of L tables of K bits"."""
-    return cos_to_degrees(crossing_cos(K, L, min_hits))
-
-
-def l_for_half_point(K: int, goal_deg: float) -> int:
-    """Smallest L whose 50% point is at least ``goal_deg`` degrees. The 50% point grows with L:
-    double L until it is reached, then bisect (each step costs a binomial sum over L terms, so
-    the search never evaluates an L much larger than the answer)."""
-    lo, hi = 2, 2
-    while half_point_deg(K, hi) < goal_deg:
-        if hi >= MAX_L:
-            raise ValueError(f"goal_deg = {goal_deg} needs more than {MAX_L:,} tables at K = {K}")
-        lo, hi = hi + 1, min(2 * hi, MAX_L)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (mid + 1, hi) if half_point_deg(K, mid) < goal_deg else (lo, mid)
-    return lo
 
 
 def closed_form_verdict(closed: float, stable: float) -> str:

@@ -1,15 +1,33 @@
 """Locality-sensitive hashing and MagicPIG's sampler.
 
-* ``simhash``: SimHash probabilities (per bit, one table, "at least m of L") and hashing.
-* ``simhash_checks``: Monte-Carlo counts that check those formulas, and the 2-D picture.
-* ``index``: the CSR hash tables of one layer (torch).
-* ``magicpig``: the sampled-attention estimator for one decode step (torch): the readable reference.
-* ``reference``: the teaching tier, MagicPIG for one query head in one screen of numpy
-  (:func:`magicpig_reference`, :func:`simhash_codes`); tests hold it to ``magicpig``.
-* ``fused``: the same step as one compiled CPU pass per layer (numba), returning its log-normaliser,
-  its rows split between threads (the same bits at any thread count).
-* ``kernels``: the numba loops behind ``fused`` and the fast index build.
-* ``estimators``: MagicPIG and the affordable estimators in the estimator protocol (:mod:`pigviz.attention.protocol`).
+MagicPIG's step exists in three tiers, each with one job; tests pin them together:
+
+1. **The reference** (``reference``, numpy, one screen): :func:`simhash_codes` (the bucket coder)
+   and :func:`magicpig_reference` (one query head, one step). It is the specification and the
+   lessons' solution. A change to the method (the inclusion rule, the coder) starts here.
+2. **The torch engine** (``index`` + ``magicpig``): the CSR tables of one layer, built once and
+   grown as tokens arrive, and :func:`pigviz.lsh.magicpig.attend` over them (the CPU fallback,
+   and on a GPU a padded, fixed-shape form). Its coder is :func:`pigviz.lsh.index.bucket_ids`,
+   the reference's torch twin, which every torch path calls (the index, the offloaded step of
+   :mod:`pigviz.decode.offload`, the study of real keys in :mod:`pigviz.keys.hashing`).
+3. **The compiled CPU kernel** (``fused`` + ``kernels``, numba): the same step as one pass per
+   layer, and the fast index build, whose bit packer (``kernels.pack_buckets``) is the only
+   other coder.
+
+To change the method, change the reference, then the engine and the kernel; these tests name
+what must follow: ``tests/lsh/test_one_coder.py`` (every path that hashes against
+:func:`simhash_codes`), ``tests/lsh/test_reference.py`` (the engine reads the reference's keys on
+every shipped head, ``min_hits`` included) and ``tests/lsh/test_fused.py`` (the kernel against the
+engine). The method's numbers (K, L, min_hits, sinks, recent) are the engine's defaults in
+:func:`pigviz.lsh.index.build_index` and :func:`pigviz.lsh.magicpig.attend`.
+
+Beside the tiers:
+
+* ``simhash``: the formulas (one bit, one table, "at least m of L", log u that never cancels).
+* ``simhash_checks``: Monte-Carlo counts that check those formulas, and the 2-D picture
+  (``SimHash``: L tables of K planes drawn table by table, hashed by the reference's coder).
+* ``estimators`` and ``affordable``: MagicPIG and the affordable estimators in the estimator
+  protocol (:mod:`pigviz.attention.protocol`).
 
 ``index``, ``magicpig``, ``fused`` and ``kernels`` import torch (and numba where installed); import
 them as ``from pigviz.lsh import magicpig``. ``estimators`` loads them on its first call.

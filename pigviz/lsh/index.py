@@ -44,6 +44,7 @@ from pigviz._util.validate import check_float, check_int
 from pigviz.lsh import kernels
 
 __all__ = [
+    "bucket_ids",
     "LSHIndex",
     "build_index",
     "grow_index",
@@ -72,6 +73,27 @@ _HASH_BLOCK = 256
 _EXACT_FLOAT_BITS = 24
 # Token ids fit in uint16 up to this many tokens.
 SHORT_IDS = 2**16
+
+
+def bucket_ids(x: torch.Tensor, planes: torch.Tensor, K: int, L: int) -> torch.Tensor:
+    """Bucket of each row of ``x`` (..., d) in each of the L tables: int64 tensor (..., L).
+
+    The torch twin of :func:`pigviz.lsh.reference.simhash_codes`, with its layout: ``planes``
+    (d, K*L), table l uses columns l*K .. l*K+K-1, bit j of a bucket id is column l*K+j, and a
+    vector exactly on a plane gets bit 0 (a zero vector: bucket 0 everywhere, never a NaN). Every
+    torch path that hashes calls this one (the index, the offloaded step, the study of real keys);
+    the compiled build packs the same bits in :func:`pigviz.lsh.kernels.pack_buckets`."""
+    proj = x.to(torch.float32) @ planes.to(device=x.device, dtype=torch.float32)
+    bits = (proj > 0).view(*x.shape[:-1], L, K)
+    if K <= _EXACT_FLOAT_BITS:
+        # A float32 matmul against powers of two packs the bits exactly at this K
+        # and is ~10x faster on CPU than an int64 multiply-and-sum.
+        weights = torch.exp2(torch.arange(K, device=x.device, dtype=torch.float32))
+        return (bits.to(torch.float32) @ weights).to(torch.int64)
+    weights = torch.bitwise_left_shift(
+        torch.ones((), dtype=torch.int64, device=x.device), torch.arange(K, device=x.device)
+    )
+    return (bits.to(torch.int64) * weights).sum(-1)
 
 
 def token_id_dtype(n: int, device="cpu") -> torch.dtype:
@@ -174,23 +196,9 @@ class LSHIndex:
         return self.table_bytes + self.planes.nbytes + self.mean.nbytes + self.centred_norms.nbytes
 
     def bucket_ids(self, x: torch.Tensor) -> torch.Tensor:
-        """Bucket of ``x`` (..., d) in each table: int64 tensor (..., L).
-
-        A coordinate exactly on a hyperplane counts as the negative side, so a zero vector
-        gets bucket 0 everywhere rather than a NaN.
-        """
-        proj = x.to(torch.float32) @ self.planes
-        bits = (proj > 0).view(*x.shape[:-1], self.L, self.K)
-        if self.K <= _EXACT_FLOAT_BITS:
-            # A float32 matmul against powers of two packs the bits exactly at this K
-            # and is ~10x faster on CPU than an int64 multiply-and-sum.
-            weights = torch.exp2(torch.arange(self.K, device=x.device, dtype=torch.float32))
-            return (bits.to(torch.float32) @ weights).to(torch.int64)
-        weights = torch.bitwise_left_shift(
-            torch.ones((), dtype=torch.int64, device=x.device),
-            torch.arange(self.K, device=x.device),
-        )
-        return (bits.to(torch.int64) * weights).sum(-1)
+        """Bucket of ``x`` (..., d) in each table with this index's planes: int64 (..., L)
+        (:func:`bucket_ids`)."""
+        return bucket_ids(x, self.planes, self.K, self.L)
 
     def token_ids(self) -> torch.Tensor:
         """The token ids of every table, (Hkv, L, n) int64 sorted by bucket (a copy): for code

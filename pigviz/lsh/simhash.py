@@ -12,8 +12,9 @@ MagicPIG samples a key when that count reaches ``min_hits`` (2 by default):
 numbers, because the attention correction needs -log u for keys whose u is 1e-30 as well as
 for keys whose u is 1 - 1e-12. The same arithmetic is written for numpy and torch.
 
-``SimHash`` hashes real vectors. ``pigviz.lsh.simhash_checks`` counts what that hashing does
-(Monte Carlo) and draws the 2-D picture, so tests and the notebook can check every formula
+Hashing vectors is :func:`pigviz.lsh.reference.simhash_codes` (numpy) and
+:func:`pigviz.lsh.index.bucket_ids` (torch). ``pigviz.lsh.simhash_checks`` counts what that hashing
+does (Monte Carlo) and draws the 2-D picture, so tests and the notebook can check every formula
 against it.
 """
 
@@ -30,7 +31,6 @@ __all__ = [
     "DEFAULT_L",
     "MAX_K",
     "collision_probability",
-    "collision_probability_torch",
     "inclusion_probability",
     "log_inclusion_probability",
     "cos_to_degrees",
@@ -38,7 +38,6 @@ __all__ = [
     "expected_candidates",
     "crossing_cos",
     "transition_width_deg",
-    "SimHash",
 ]
 
 DEFAULT_K = 10
@@ -58,16 +57,6 @@ def collision_probability(cos):
     cos = check_array("cos", cos, ndim=None, min_len=0)
     p = 1.0 - np.arccos(np.clip(cos, -1.0, 1.0)) / np.pi
     return p if p.ndim else float(p)
-
-
-def collision_probability_torch(cos):
-    """Torch version of :func:`collision_probability`, on ``cos``'s device and dtype.
-
-    The result is clamped to [0, 1] so float32 rounding of pi cannot produce p = -1e-8."""
-    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
-
-    p = 1.0 - torch.arccos(cos.clamp(-1.0, 1.0)) / math.pi
-    return p.clamp(0.0, 1.0)
 
 
 def _check_kl(K, L, min_hits):
@@ -237,60 +226,7 @@ def transition_width_deg(
     return cos_to_degrees(crossing_cos(K, L, min_hits, low)) - cos_to_degrees(crossing_cos(K, L, min_hits, high))
 
 
-# --------------------------------------------------------------------------- hashing
-
-
-class SimHash:
-    """L tables of K random-hyperplane bits over ``dim``-dimensional vectors.
-
-    The K*L hyperplane normals are independent standard Gaussians from
-    ``numpy.random.default_rng(seed)``, so the same seed always gives the same tables.
-    A vector on a hyperplane (dot product exactly 0) counts as the 1 side.
-    """
-
-    def __init__(self, dim: int, K: int = DEFAULT_K, L: int = DEFAULT_L, seed: int = 0):
-        self.dim = check_int("dim", dim, 1)
-        self.K = check_int("K", K, 1, MAX_K)
-        self.L = check_int("L", L, 1, MAX_L)
-        self.seed = check_int("seed", seed, 0)
-        rng = np.random.default_rng(self.seed)
-        # planes[:, t, b] is the normal of bit b in table t. Drawn table by table, so table t's
-        # hyperplanes do not change when L grows (the 2-D picture stays put as L moves).
-        self.planes = np.moveaxis(rng.standard_normal((self.L, self.K, self.dim)), -1, 0)
-        self._weights = np.left_shift(np.int64(1), np.arange(self.K, dtype=np.int64))
-
-    def _vectors(self, x, name="x"):
-        x = check_array(name, x, ndim=None, min_len=0)
-        if x.ndim == 0 or x.shape[-1] != self.dim:
-            raise ValueError(f"{name} must have last dimension {self.dim}, got shape {x.shape}")
-        return x
-
-    def codes(self, x) -> np.ndarray:
-        """Sign bits, boolean array of shape (..., L, K)."""
-        x = self._vectors(x)
-        return np.einsum("...d,dlk->...lk", x, self.planes) >= 0.0
-
-    def bucket_ids(self, x) -> np.ndarray:
-        """Each table's K bits packed into one int64 bucket id, shape (..., L)."""
-        return self.codes(x).astype(np.int64) @ self._weights
-
-    def hits(self, query, keys) -> np.ndarray:
-        """For each key, in how many of the L tables it shares the query's bucket."""
-        query = self._vectors(query, "query")
-        keys = self._vectors(keys, "keys")
-        if query.ndim != 1:
-            raise ValueError(f"query must be one vector of length {self.dim}, got shape {query.shape}")
-        return (self.bucket_ids(keys) == self.bucket_ids(query)).sum(axis=-1)
-
-    def included(self, query, keys, min_hits: int = 2) -> np.ndarray:
-        """True for keys that collide with the query in at least ``min_hits`` tables."""
-        min_hits = check_int("min_hits", min_hits, 1, self.L)
-        return self.hits(query, keys) >= min_hits
-
-
 # Context length of the seed's napkin arithmetic: 96 x 1,024 tokens.
 NAPKIN_TOKENS = 96 * 1024
 # Angles at which the notebook and `pigviz verify` compare counting with the formulas.
 CHECK_ANGLES_DEG = np.arange(0, 181, 15)
-# Where the S-curve markers sit: every 7.5 degrees.
-MARKER_COS = np.cos(np.radians(np.arange(0, 181, 7.5)))

@@ -14,16 +14,66 @@ import numpy as np
 
 from pigviz._util.stats import wilson_interval
 from pigviz._util.validate import check_array, check_float, check_int
+from pigviz.lsh.reference import simhash_codes
 from pigviz.lsh.simhash import (
     DEFAULT_K,
     DEFAULT_L,
-    SimHash,
+    MAX_K,
+    MAX_L,
     _check_kl,
     _log_binomial_tail,
     _Ops,
     collision_probability,
     inclusion_probability,
 )
+
+# --------------------------------------------------------------------------- hashing
+
+
+class SimHash:
+    """L tables of K random-hyperplane bits over ``dim``-dimensional vectors.
+
+    The K*L hyperplane normals are independent standard Gaussians from
+    ``numpy.random.default_rng(seed)``, so the same seed always gives the same tables.
+    A vector on a hyperplane (dot product exactly 0) gets bit 0, as in the reference.
+    """
+
+    def __init__(self, dim: int, K: int = DEFAULT_K, L: int = DEFAULT_L, seed: int = 0):
+        self.dim = check_int("dim", dim, 1)
+        self.K = check_int("K", K, 1, MAX_K)
+        self.L = check_int("L", L, 1, MAX_L)
+        self.seed = check_int("seed", seed, 0)
+        rng = np.random.default_rng(self.seed)
+        # planes[:, t, b] is the normal of bit b in table t. Drawn table by table, so table t's
+        # hyperplanes do not change when L grows (the 2-D picture stays put as L moves).
+        self.planes = np.moveaxis(rng.standard_normal((self.L, self.K, self.dim)), -1, 0)
+
+    def _vectors(self, x, name="x"):
+        x = check_array(name, x, ndim=None, min_len=0)
+        if x.ndim == 0 or x.shape[-1] != self.dim:
+            raise ValueError(f"{name} must have last dimension {self.dim}, got shape {x.shape}")
+        return x
+
+    def bucket_ids(self, x) -> np.ndarray:
+        """Each table's K bits packed into one int64 bucket id, shape (..., L): the reference's
+        coder, :func:`pigviz.lsh.reference.simhash_codes`, on these planes laid out as it reads
+        them (table l's bit j in column l*K + j)."""
+        x = self._vectors(x)
+        return simhash_codes(x, self.planes.reshape(self.dim, self.L * self.K), self.K, self.L)
+
+    def hits(self, query, keys) -> np.ndarray:
+        """For each key, in how many of the L tables it shares the query's bucket."""
+        query = self._vectors(query, "query")
+        keys = self._vectors(keys, "keys")
+        if query.ndim != 1:
+            raise ValueError(f"query must be one vector of length {self.dim}, got shape {query.shape}")
+        return (self.bucket_ids(keys) == self.bucket_ids(query)).sum(axis=-1)
+
+    def included(self, query, keys, min_hits: int = 2) -> np.ndarray:
+        """True for keys that collide with the query in at least ``min_hits`` tables."""
+        min_hits = check_int("min_hits", min_hits, 1, self.L)
+        return self.hits(query, keys) >= min_hits
+
 
 # --------------------------------------------------------------------------- Monte Carlo
 
@@ -109,20 +159,6 @@ class MonteCarloEstimate:
         return wilson_interval(np.rint(np.asarray(self.freq) * n).astype(int), n, z)
 
 
-def monte_carlo_bit_agreement(cos, n_planes: int = 20_000, seed: int = 0, dim: int = 2) -> MonteCarloEstimate:
-    """Draw ``n_planes`` random hyperplanes in ``dim`` dimensions and count how often each
-    (query, key) pair lands on the same side, for keys at the given cosines (for ``dim > 2`` the
-    pairs lie in a random plane of the space, ``pair_at_angle``)."""
-    cos = np.atleast_1d(check_array("cos", cos, ndim=(0, 1)))
-    n_planes = check_int("n_planes", n_planes, 1, 10_000_000)
-    seed = check_int("seed", seed, 0)
-    dim = check_int("dim", dim, 2, 4096)
-    query, keys = pair_at_angle(cos, dim, seed=seed)
-    normals = np.random.default_rng(seed).standard_normal((dim, n_planes))
-    same = (keys @ normals >= 0) == (query @ normals >= 0)
-    return MonteCarloEstimate(cos, collision_probability(cos), same.mean(axis=1), n_planes)
-
-
 def monte_carlo_inclusion(
     cos,
     K: int = DEFAULT_K,
@@ -163,12 +199,6 @@ def monte_carlo_inclusion(
 
 
 # --------------------------------------------------------------------------- 2-D picture
-
-
-def inclusion_curve(angle_deg, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2):
-    """Inclusion probability as a function of the query-key angle in degrees."""
-    angle = check_array("angle_deg", angle_deg, ndim=None, min_len=0)
-    return inclusion_probability(collision_probability(np.cos(np.radians(angle))), K, L, min_hits)
 
 
 def bucket_wedge(query, normals) -> tuple[float, float]:

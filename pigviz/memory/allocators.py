@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pigviz._util.validate import check_array, check_float, check_int
-from pigviz.memory.budget import GIB, REPLICA_KV_BUDGET_BYTES, decode_step_load, recompute_seconds, text_table
+from pigviz.memory.budget import REPLICA_KV_BUDGET_BYTES, decode_step_load, recompute_seconds
 from pigviz.memory.model_shapes import get_model_shape
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "contiguous_allocation",
     "CONTIGUOUS_RULES",
     "contiguous_rules",
-    "contiguous_rules_text",
     "paged_allocation",
     "prefix_coverage",
     "OutOfPages",
@@ -46,9 +45,7 @@ __all__ = [
     "preemption_sweep",
     "assembly_table",
     "decode_loads",
-    "format_assembly",
     "largest_sharing_gap",
-    "preemption_text",
 ]
 
 KV_BUDGET_BYTES = REPLICA_KV_BUDGET_BYTES
@@ -191,21 +188,6 @@ def contiguous_rules(requests, reserve_tokens: int, **kwargs) -> list[Allocation
         contiguous_allocation(requests, reserve_tokens, reject_long_prompts=reject, cap_at_slot=cap, **kwargs)
         for *_, reject, cap in CONTIGUOUS_RULES
     ]
-
-
-def contiguous_rules_text(requests, reserves=(2048, 8192)) -> str:
-    """Waste and held/logical of each reservation under each accounting rule."""
-    by_reserve = [contiguous_rules(requests, r) for r in reserves]
-    headers = ["rule", "a slot goes to", "a sequence counts"]
-    for r in reserves:
-        headers += [f"{r:,}: wasted", "held/logical"]
-    rows = []
-    for i, (name, admits, counts, _, _) in enumerate(CONTIGUOUS_RULES):
-        row = [name, admits, counts]
-        for rules in by_reserve:
-            row += [f"{rules[i].waste_fraction:.1%}", f"{rules[i].held_over_logical:.2f}x"]
-        rows.append(row)
-    return text_table(headers, rows)
 
 
 def paged_allocation(
@@ -616,21 +598,6 @@ def decode_loads(requests=None, reserves=(8192, 2048), model="Llama-3.1-70B", n_
     return out
 
 
-def format_assembly(rows: list[Allocation]) -> str:
-    base = rows[0].batch
-    width = max(len(r.name) for r in rows) + 2
-    lines = [
-        f"{'allocator':<{width}}{'batch':>6}{'held':>11}{'logical':>11}{'held/logical':>14}"
-        f"{'vs baseline':>13}{'cut off':>9}{'rejected':>10}"
-    ]
-    for r in rows:
-        lines.append(
-            f"{r.name:<{width}}{r.batch:>6}{r.held_bytes / GIB:>7.1f} GiB{r.logical_bytes / GIB:>7.1f} GiB"
-            f"{r.held_over_logical:>13.2f}x{r.batch / base:>12.1f}x{r.overflow:>9}{r.rejected:>10}"
-        )
-    return "\n".join(lines)
-
-
 def largest_sharing_gap(results: list[dict]) -> dict:
     """The :func:`prefix_sharing` row where the real allocator saves least next to the formula."""
     if not results:
@@ -643,31 +610,3 @@ def largest_sharing_gap(results: list[dict]) -> dict:
         "formula_saved_fraction": worst["formula_saved_fraction"],
         "gap_points": 100 * (worst["formula_saved_fraction"] - worst["saved_fraction"]),
     }
-
-
-def preemption_text(sweep: list[dict]) -> str:
-    return text_table(
-        (
-            "target",
-            "mean occupancy",
-            "peak",
-            "mean batch",
-            "preemptions",
-            "tokens re-prefilled",
-            "re-prefilled / all prompt tokens",
-            "re-prefill s (TP4 replica)",
-        ),
-        [
-            (
-                f"{s['target_occupancy']:.1%}",
-                f"{s['mean_occupancy']:.1%}",
-                f"{s['peak_occupancy']:.2%}",
-                f"{s['mean_batch']:.0f}",
-                f"{s['preemptions']:,}",
-                f"{s['reprefill_tokens']:,}",
-                f"{s['reprefill_share']:.2%}",
-                f"{s['reprefill_s']:.2f}",
-            )
-            for s in sweep
-        ],
-    )

@@ -26,7 +26,6 @@ __all__ = [
     "REPLICA_KV_BUDGET_GIB",
     "REPLICA_KV_BUDGET_BYTES",
     "replica_memory",
-    "replica_memory_text",
     "STORAGE_TIERS_GBPS",
     "H100_HBM_BYTES_PER_S",
     "decode_step_load",
@@ -40,7 +39,6 @@ __all__ = [
     "key_bytes_per_head",
     "index_bill",
     "budget_report",
-    "format_report",
     "recompute_seconds_per_token",
     "attention_flops",
     "prefill_flops",
@@ -50,19 +48,15 @@ __all__ = [
     "fetch_or_recompute",
     "crossover_prefix",
     "break_even_over_context",
-    "break_even_context_text",
     "disaggregated_transfer",
     "break_even_table",
     "tier_verdicts",
     "tier_verdict_changes",
     "format_bytes",
-    "text_table",
     "context_note",
     "model_rows",
     "MODEL_ROW_FORMATS",
-    "model_table",
     "cache_vs_size",
-    "break_even_text",
     "MAGICPIG_COMMIT",
     "MAGICPIG_DENSE_LAYERS",
     "MAGICPIG_OFFSETS_PER_BUCKET",
@@ -232,52 +226,6 @@ def format_bytes(nbytes: float) -> str:
     return f"{nbytes:,.0f} B"
 
 
-def format_report(report: dict) -> str:
-    """A learner-readable table of a :func:`budget_report` dict."""
-    m = report["model"]
-    rows = [
-        ("model", f"{m['name']}: {m['layers']} layers x {m['kv_heads']} KV heads x head_dim {m['head_dim']}"),
-        ("context", f"{report['context']:,} tokens at {report['dtype_bytes']} B per element"),
-        ("KV per token", f"{report['kv_bytes_per_token']:,} B = {format_bytes(report['kv_bytes_per_token'])}"),
-        ("KV per sequence", format_bytes(report["kv_bytes"])),
-        (
-            "read once at",
-            f"{report['read_bandwidth_bytes_per_s'] / 1e12:g} TB/s: "
-            f"{report['kv_read_time_s'] * 1e3:.3g} ms per generated token",
-        ),
-        (
-            f"LSH tables (K={report['K']}, L={report['L']})",
-            f"{report['table_bytes_per_head_token']} B per token per (layer, KV head) beside a "
-            f"{report['kv_pair_bytes_per_head_token']} B key+value pair",
-        ),
-        ("table entries", format_bytes(report["table_bytes"])),
-        ("bucket offsets", format_bytes(report["bucket_metadata_bytes"])),
-        ("index / KV", f"{report['index_to_kv_ratio']:.2f}x"),
-        (
-            "candidates per query",
-            f"{report['candidates_per_query']:,.0f} entries = {report['candidate_index_bytes']:,.0f} B of indices",
-        ),
-        (
-            "share of key bytes",
-            f"{report['candidate_share_of_key_bytes']:.2%} of "
-            f"{report['key_bytes_per_head']:,} B (one layer, one KV head)",
-        ),
-    ]
-    width = max(len(label) for label, _ in rows)
-    lines = [f"{label:<{width}}  {value}" for label, value in rows]
-    lines += [f"note: {note}" for note in report["notes"]]
-    return "\n".join(lines)
-
-
-def text_table(headers, rows) -> str:
-    """Plain-text table: first column left-aligned, the rest right-aligned."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines)
-
-
 def context_note(model, context: int, dtype_bytes: int = 2) -> str:
     """What ``context`` tokens mean for a model beyond the arithmetic: past its maximum context,
     and, with a sliding window, what a rolling cache would hold instead ("-" when nothing)."""
@@ -295,7 +243,7 @@ def context_note(model, context: int, dtype_bytes: int = 2) -> str:
 def model_rows(context: int, dtype_bytes: int = 2, models=None, bandwidth_bytes_per_s: float = 1e12) -> list[dict]:
     """Per model (every shipped one by default): its shape, KV per token and per sequence at
     ``context``, the time to read that once at a bandwidth, and what the context hides
-    (:func:`context_note`). Plain numbers; :func:`model_table` renders them as text."""
+    (:func:`context_note`). Plain numbers; ``pigviz budget --model all`` prints them as text."""
     context = _context(context)
     bandwidth = check_float("bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
     rows = []
@@ -320,20 +268,6 @@ def model_rows(context: int, dtype_bytes: int = 2, models=None, bandwidth_bytes_
 MODEL_ROW_FORMATS = {"params (B)": "{:.2f}", "KV / token (B)": "{:,}", "max context": "{:,}"}
 
 
-def model_table(context: int, dtype_bytes: int = 2, models=None, bandwidth_bytes_per_s: float = 1e12) -> str:
-    """:func:`model_rows` as a plain-text table (``pigviz budget --model all``)."""
-    rows = model_rows(context, dtype_bytes, models, bandwidth_bytes_per_s)
-    headers = list(rows[0])
-    formats = {**MODEL_ROW_FORMATS, headers[6]: "{:.2f}"}
-
-    def cell(key, value):
-        if value is None:
-            return "?"
-        return formats[key].format(value) if key in formats else str(value)
-
-    return text_table(headers, [[cell(k, r[k]) for k in headers] for r in rows])
-
-
 def cache_vs_size(model_a, model_b, dtype_bytes: int = 2) -> dict:
     """Parameter and KV-per-token ratios of two models (a over b), and a sentence saying so."""
     a, b = _shape(model_a), _shape(model_b)
@@ -345,29 +279,6 @@ def cache_vs_size(model_a, model_b, dtype_bytes: int = 2) -> dict:
         f"({a.params / b.params:.2f}x), {kv_a:,} B vs {kv_b:,} B of KV per token ({kv_a / kv_b:.2f}x)"
     )
     return {"params_ratio": a.params / b.params, "kv_ratio": kv_a / kv_b, "text": text}
-
-
-def break_even_text(bytes_per_token: int, n_params: float, reference_tp: int = 4) -> str:
-    """Break-even per tensor-parallel degree, then each storage tier against the reference."""
-    table = break_even_table(bytes_per_token, n_params)
-    first = text_table(
-        ("config", "prefill per token", "break-even"),
-        [(f"TP{r['tp']}", f"{r['prefill_us_per_token']:.1f} us", f"{r['break_even_GBps']:.2f} GB/s") for r in table],
-    )
-    be = break_even_bandwidth(bytes_per_token, n_params, tp=reference_tp) / 1e9
-    second = text_table(
-        ("tier", "bandwidth", f"vs TP{reference_tp} break-even", "verdict"),
-        [
-            (
-                v["tier"],
-                f"{v['GBps']:g} GB/s",
-                f"{v['vs_break_even']:.2f}x",
-                "fetch" if v["fetch_wins"] else "recompute",
-            )
-            for v in tier_verdicts(be)
-        ],
-    )
-    return first + "\n\n" + second
 
 
 # --- fetch a cached prefix, or recompute it? ---------------------------------------
@@ -523,20 +434,6 @@ def break_even_over_context(
     return rows
 
 
-def break_even_context_text(rows: list[dict], tiers: dict | None = None) -> str:
-    """A :func:`break_even_over_context` table, with each tier's verdict per TP column."""
-    tps = [k for k in rows[0] if k.startswith("TP")]
-    tiers = tiers or {}
-    headers = ["prefix tokens", "attention share of FLOPs"] + [f"break-even {tp}" for tp in tps]
-    headers += [f"{name} ({bw:g} GB/s)" for name, bw in tiers.items()]
-    body = []
-    for r in rows:
-        cells = [f"{r['context']:,}", f"{r['attention_share']:.1%}"] + [f"{r[tp]:.2f} GB/s" for tp in tps]
-        cells += ["fetch" if bw > r[tps[0]] else "recompute" for bw in tiers.values()]
-        body.append(cells)
-    return text_table(headers, body)
-
-
 def decode_step_load(
     model,
     batch: int,
@@ -686,28 +583,6 @@ def replica_memory(
         "kv_budget_bytes": kv_budget_bytes,
         "rest_bytes": after - kv_budget_bytes,
     }
-
-
-def replica_memory_text(memory: dict) -> str:
-    """A :func:`replica_memory` dict as a small table, in GiB."""
-
-    def gib(nbytes):
-        return f"{nbytes / GIB:.1f} GiB"
-
-    return text_table(
-        ("", "memory"),
-        [
-            (f"{memory['gpus']} GPUs x {gib(memory['gpu_bytes'])}", gib(memory["total_bytes"])),
-            (
-                f"{memory['model']} weights ({memory['params'] / 1e9:.2f} B params x "
-                f"{memory['weight_bytes_per_param']} B)",
-                gib(memory["weight_bytes"]),
-            ),
-            ("left after the weights", gib(memory["after_weights_bytes"])),
-            ("KV budget (assumed)", gib(memory["kv_budget_bytes"])),
-            ("left for activations and the runtime", gib(memory["rest_bytes"])),
-        ],
-    )
 
 
 # --- the index under pigviz's layout and under MagicPIG's released code ------------------------

@@ -15,7 +15,6 @@ __all__ = [
     "kv_vs_context_figure",
     "allocator_figure",
     "prefix_sharing_figure",
-    "break_even_figure",
     "break_even_context_figure",
     "preemption_figure",
 ]
@@ -223,65 +222,6 @@ def prefix_sharing_figure(results: list[dict], *, title: str = "A shared system 
         yaxis_title="KV memory (GiB)",
         legend=dict(orientation="h", y=-0.25),
         **_LAYOUT,
-    )
-    return fig
-
-
-def break_even_figure(
-    tiers: dict[str, float],
-    break_even_GBps: dict[str, float],
-    *,
-    reference: str | None = None,
-    title: str = "Fetch a cached prefix, or recompute it?",
-) -> go.Figure:
-    """Horizontal bars: tier bandwidth (GB/s, log axis); dashed lines: break-evens.
-
-    Bars are green when they beat ``reference`` (a key of ``break_even_GBps``)."""
-    reference = reference or next(iter(break_even_GBps))
-    cut = break_even_GBps[reference]
-    names, bws = list(tiers), list(tiers.values())
-    colors = [COLORS["good"] if bw > cut else COLORS["bad"] for bw in bws]
-    fig = go.Figure(
-        go.Bar(
-            y=names,
-            x=bws,
-            orientation="h",
-            marker_color=colors,
-            showlegend=False,
-            text=[f"{bw:g} GB/s" for bw in bws],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{y}: %{x:g} GB/s<extra></extra>",
-        )
-    )
-    dashes = ["dot", "dash", "longdash", "dashdot", "solid"]
-    for i, (label, value) in enumerate(break_even_GBps.items()):
-        fig.add_trace(
-            go.Scatter(
-                x=[value, value],
-                y=[0, 1],
-                yaxis="y2",
-                mode="lines",
-                name=f"{label}: {value:.2f} GB/s",
-                line=dict(
-                    color=COLORS["line"] if label == reference else "#888",
-                    width=2.5 if label == reference else 1.5,
-                    dash=dashes[i % len(dashes)],
-                ),
-                hovertemplate=f"break-even {label}: {value:.2f} GB/s<extra></extra>",
-            )
-        )
-    fig.update_layout(
-        title=title,
-        xaxis=dict(
-            type="log",
-            title="read bandwidth (GB/s, log scale)",
-            range=[np.log10(0.5), np.log10(max(bws) * 4)],
-        ),
-        yaxis=dict(title="where the cached KV lives", autorange="reversed"),
-        yaxis2=dict(overlaying="y", range=[0, 1], visible=False),
-        legend=dict(title="break-even (fetch = recompute)", orientation="v", x=1.02, y=1),
-        **{**_LAYOUT, "margin": dict(l=170, r=30, t=70, b=60)},
     )
     return fig
 

@@ -40,7 +40,6 @@ MAX_L_DRAWN = 8  # tables drawn
 # Colours. Each fill has the text colour that reads on it, whatever the page behind it.
 SAMPLED = style.method_color("magicpig")  # sampled keys, q's bucket, the sampled part
 EXACT_FILL = "#666666"  # the exact set: "exact" is black in line plots; a fill of black vanishes on dark pages
-EXACT_TEXT = "#FFFFFF"
 LIT = "#F2B48A"  # a light vermillion: a key in q's bucket of one table
 PALE = "#DADADA"  # an indexed key not sampled, a bucket q is not in
 DARK_TEXT = "#1A1A1A"  # on PALE, LIT, SAMPLED and BOX fills

@@ -14,7 +14,6 @@ from pigviz.plots import style
 __all__ = [
     "COLORS",
     "plane_figure",
-    "bit_agreement_figure",
     "one_table_figure",
     "scurve_figure",
 ]
@@ -156,31 +155,6 @@ def _mc_trace(mc, name: str, color: str) -> go.Scatter:
         ),
         hovertemplate="%{x:.0f} deg: counted %{y:.3f}<extra>" + name + "</extra>",
     )
-
-
-def bit_agreement_figure(angle_deg, p, mc=None) -> go.Figure:
-    """p = 1 - theta/pi against angle, with counted agreement of random hyperplanes."""
-    fig = go.Figure(
-        go.Scatter(
-            x=angle_deg,
-            y=p,
-            mode="lines",
-            name="formula: 1 - theta/180 deg",
-            line=dict(color=COLORS["formula"], width=2),
-        )
-    )
-    if mc is not None:
-        fig.add_trace(_mc_trace(mc, f"counted over {mc.n_trials:,} hyperplanes (95% CI)", COLORS["query"]))
-    fig.update_layout(
-        **_LAYOUT,
-        height=400,
-        width=640,
-        title=dict(text="One bit: how often a random hyperplane keeps the pair together", x=0.5),
-        legend=dict(x=0.99, xanchor="right", y=0.99),
-    )
-    _angle_axis(fig)
-    fig.update_yaxes(title_text="P(bit agrees)", range=[-0.02, 1.02])
-    return fig
 
 
 def one_table_figure(angle_deg, curves: dict, highlight: int | None = None) -> go.Figure:

@@ -24,7 +24,6 @@ __all__ = [
     "sampled_share",
     "decode_step_pieces",
     "mass_captured",
-    "shipped_comparison",
     "quest_rule_error",
 ]
 
@@ -179,32 +178,6 @@ def mass_captured(row: int = 2, K: int = 10, L: int = 150, seed: int = 0) -> dic
             share["topk"][h] += w[h].topk(int(stats["keys_read"][h])).values.sum() / T
         share["budget"] += stats["keys_read"].double().float() / n / T
     return {"layer": layer, "heads": heads, **{key: val.tolist() for key, val in share.items()}}
-
-
-def shipped_comparison(settings=((12, 200), (10, 150)), seeds: int = 1) -> dict:
-    """Mean error and budget per shipped layer (2, 13, 19, 25; 3 query heads each, last 64
-    positions) of MagicPIG, TopK, Quest and the three affordable estimators at MagicPIG's
-    budgets, through :func:`pigviz.study.run.run_layer`: ``{layer: {series: (budget, error)}}``,
-    plus ``"mean"`` over the four layers. A few minutes on one CPU core."""
-    spec = StudySpec(
-        settings=tuple(settings),
-        seeds=seeds,
-        ablations=False,
-        quest_rank_all=False,
-        methods=("magicpig", "topk", "quest", "mp_exact_top", "vattention", "sparq"),
-    )
-    out: dict = {}
-    for row in range(4):
-        layer, _, q, k, v = shipped_layer(row)
-        with one_thread():
-            res = run_layer(q, k, v, spec, layer=layer)
-        out[layer] = {name: (float(np.mean(s["budget"])), float(np.mean(s["error"]))) for name, s in res.items()}
-    names = out[next(iter(out))]
-    out["mean"] = {
-        name: tuple(float(np.mean([out[layer][name][i] for layer in out if layer != "mean"])) for i in (0, 1))
-        for name in names
-    }
-    return out
 
 
 def quest_rule_error(row: int, share: float, rule, page: int = 16) -> float:

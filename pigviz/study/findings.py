@@ -10,15 +10,12 @@ nested lists ``(layers, seeds, heads)``: the mean over the studied positions of 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-import pigviz
-from pigviz._util.io import sha256_file, write_json_atomic
 from pigviz._util.validate import check_int
-from pigviz.model.shipped import data_dir, manifest_path, read_manifest, verified_path
+from pigviz.model.shipped import data_dir, verified_path
 from pigviz.study.experiments import live_run, shipped_layer
 from pigviz.study.run import load_results, series_id
 
@@ -28,16 +25,11 @@ __all__ = [
     "METHOD_LABELS",
     "series_summary",
     "summary_rows",
-    "format_summary",
     "per_layer",
     "head_grid",
     "wins",
     "curves",
-    "setup_text",
     "load_shipped_results",
-    "manifest_entry",
-    "speed_manifest_entry",
-    "add_to_manifest",
     "speed_table",
     "speed_rows",
     "live_agreement",
@@ -46,8 +38,6 @@ __all__ = [
     "PAPER",
     "AFFORDABLE",
     "matched_table",
-    "format_matched_table",
-    "at_same_bytes",
 ]
 
 RESULTS_FILE = "study_smollm2.json"
@@ -122,21 +112,6 @@ def series_summary(results: dict, name: str, layer=None, head=None) -> dict:
 
 def summary_rows(results: dict) -> list[dict]:
     return [series_summary(results, name) for name in results["series"]]
-
-
-def format_summary(results: dict) -> str:
-    head = f"{'series':<34}{'budget':>8}{'sampled':>9}{'error':>9}{'± seeds':>9}{'rows':>7}"
-    lines = [head, "-" * len(head)]
-    for r in summary_rows(results):
-        sampled = f"{100 * r['budget_sampled']:>8.2f}%" if "budget_sampled" in r else f"{'':>9}"
-        lines.append(
-            f"{r['name']:<34}{100 * r['budget']:>7.2f}%{sampled}{r['error']:>9.4f}{r['error_std']:>9.4f}{r['rows']:>7}"
-        )
-    lines.append(
-        "budget: keys read (exact set included) / visible keys; sampled (MagicPIG): keys sampled / keys "
-        "it could sample (visible - sinks - recent), the share MagicPIG's authors report"
-    )
-    return "\n".join(lines)
 
 
 def per_layer(results: dict, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -231,159 +206,10 @@ def matched_table(results: dict, methods=("magicpig", *AFFORDABLE, "hybrid"), re
     return rows
 
 
-def format_matched_table(rows: list[dict]) -> str:
-    """The matched-budget table as text: error, error / reference and bytes read per method."""
-    ref = rows[0]["reference"]["method"]
-    lines = [
-        f"{'(K, L)':<10}{'budget':>8}  {'method':<14}{'error':>8}{'/ ' + ref:>9}{'bytes read':>12}{'cells won':>11}"
-    ]
-    for row in rows:
-        K, L = row["setting"]
-        r = row["reference"]
-        share = "" if r["bytes_share"] is None else f"{r['bytes_share']:.1%}"
-        lines.append(f"{f'({K}, {L})':<10}{row['budget']:>8.2%}  {ref:<14}{r['error']:>8.4f}{'1':>9}{share:>12}")
-        for method, m in row["methods"].items():
-            share = "" if m["bytes_share"] is None else f"{m['bytes_share']:.1%}"
-            won = f"{m['wins']}/{m['cells']}"
-            lines.append(f"{'':<18}  {method:<14}{m['error']:>8.4f}{m['ratio']:>8.2f}x{share:>12}{won:>11}")
-    lines.append("bytes read: everything one step reads (pigviz.attention.cost), as a share of dense attention's bytes")
-    return "\n".join(lines)
-
-
-def at_same_bytes(results: dict, method: str, reference: str = "magicpig") -> list[dict]:
-    """Each point of ``method``'s curve against ``reference``'s at the bytes ``method`` reads.
-
-    Per point (one per matched budget): ``bytes_share``, ``error`` and ``reference_error``:
-    ``reference``'s error at those bytes, interpolated on its curve in log-log, or, beyond its
-    last point, the error of that last point (which reads fewer bytes). ``None`` when every
-    point of ``reference`` reads more. ``reference_better`` says whether it is below.
-    """
-    pts = curves(results, methods=[method, reference])
-    if method not in pts or reference not in pts:
-        raise ValueError(f"method and reference must both be in the results; got {method!r}, {reference!r}")
-    if any("bytes_share" not in p for p in pts[method] + pts[reference]):
-        raise ValueError("these results carry no bytes_share; re-run the study with this version of pigviz")
-    ref = sorted(pts[reference], key=lambda p: p["bytes_share"])
-    xs = np.log([p["bytes_share"] for p in ref])
-    ys = np.log([p["error"] for p in ref])
-    out = []
-    for p in pts[method]:
-        x = np.log(p["bytes_share"])
-        if x < xs[0]:
-            ref_err = None
-        elif x > xs[-1]:
-            ref_err = float(np.exp(ys[-1]))
-        else:
-            ref_err = float(np.exp(np.interp(x, xs, ys)))
-        out.append(
-            {
-                "setting": p["setting"],
-                "bytes_share": p["bytes_share"],
-                "error": p["error"],
-                "reference_error": ref_err,
-                "reference_better": ref_err is not None and ref_err < p["error"],
-            }
-        )
-    return out
-
-
-def setup_text(results: dict) -> str:
-    """What the study covered and how long it took, from the results file itself."""
-    spec, timing = results["spec"], results.get("timing", {})
-    rows = len(results["layers"]) * results["heads"] * results["last"]
-    lines = [
-        f"model {results['model']}: {len(results['layers'])} layers x {results['heads']} query heads "
-        f"({results['kv_heads']} KV heads, head_dim {results['head_dim']})",
-        f"context {results['context']:,} tokens; queries at the last {results['last']} positions "
-        f"-> {rows:,} attention rows per method and seed",
-        f"MagicPIG (K, L): {', '.join(f'({K}, {L})' for K, L in spec['settings'])}; min hits {spec['min_hits']}; "
-        f"exact set {spec['sinks']} sinks + {spec['recent']} recent; {spec['seeds']} seeds",
-        f"command: {results['command']}",
-    ]
-    if "total_s" in timing:
-        loads = timing.get("load_average_start", [0])[0], timing.get("load_average_end", [0])[0]
-        lines.append(
-            f"ran in {timing['total_s'] / 60:.1f} min with {results['threads']} torch thread on a "
-            f"{timing.get('cpu_count', '?')}-core CPU shared with other jobs "
-            f"(1-min load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end)"
-        )
-    if "split" in timing:
-        lines.append(f"split: {timing['split']}; 1-min load average up to {timing['max_load_average_1min']:.0f}")
-    return "\n".join(lines)
-
-
 # -- the shipped results ---------------------------------------------------------------------------
 def load_shipped_results(*, verify: bool = True) -> dict:
     """``pigviz/data/study_smollm2.json``, checked against its sha256 in ``pigviz/data/manifest.json``."""
     return load_results(verified_path(RESULTS_FILE, RESULTS_COMMAND, verify=verify))
-
-
-def manifest_entry(path, results: dict) -> dict:
-    """The manifest line of a results file: what it is, the command, its sha256 and versions."""
-    import transformers  # heavy: transformers loads in seconds; only model code needs it
-
-    path = Path(path)
-    spec = results["spec"]
-    what = (
-        f"Error vs budget of MagicPIG (K, L in {spec['settings']}, min_hits {spec['min_hits']}, exact set: "
-        f"{spec['sinks']} sinks + {spec['recent']} recent) and TopK, oracle sampling, hybrid, Quest (pages of "
-        f"{spec['quest_page']}, current page always read, layers {spec.get('quest_dense_layers', [])} dense as in "
-        f"its paper; variant rank_all: every page ranked, sparse everywhere) at MagicPIG's measured budgets, "
-        f"plus StreamingLLM and the affordable estimators of pigviz.lsh.affordable (MagicPIG + exact top, "
-        f"vAttention-style, SparQ), on every head of "
-        f"{len(results['layers'])} layers of {results['model']} at the last {results['last']} of "
-        f"{results['context']} positions of pigviz.model.texts.long_text; {spec['seeds']} seeds; per (layer, seed, "
-        f"head) mean error ||o_hat - o|| / ||o|| and budget (distinct keys read / visible keys); MagicPIG also "
-        f"budget_sampled (keys sampled / keys it could sample, the paper's convention); every series also "
-        f"bytes_share (everything a step reads, pigviz.attention.cost, over dense attention's bytes)."
-    )
-    return {
-        "sha256": sha256_file(path),
-        "bytes": path.stat().st_size,
-        "what": what,
-        "command": results["command"] or RESULTS_COMMAND,
-        "pigviz_version": results["pigviz_version"],
-        "torch_version": results["torch_version"],
-        "transformers_version": transformers.__version__,
-        "python_version": sys.version.split()[0],
-        "model_revision": results["model_revision"],
-        "text_sha256": results["text_sha256"],
-        "token_ids_sha256": results["token_ids_sha256"],
-    }
-
-
-def add_to_manifest(name: str, entry: dict) -> dict:
-    """Add (or replace) one file's entry in ``pigviz/data/manifest.json``, leaving the others alone."""
-    manifest = read_manifest()
-    manifest["files"][name] = entry
-    write_json_atomic(manifest_path(), manifest)
-    return entry
-
-
-def speed_manifest_entry(path) -> dict:
-    """The manifest line of the timing table written by ``benchmarks/bench_attend.py --json``."""
-    import transformers  # heavy: transformers loads in seconds; only model code needs it
-
-    path = Path(path)
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return {
-        "sha256": sha256_file(path),
-        "bytes": path.stat().st_size,
-        "what": (
-            f"CPU timing of one decode step of one layer ({data['threads']} torch thread, {data.get('clock', 'wall')} "
-            "clock, synthetic keys shaped like SmolLM2-135M and Llama-3.1-8B at 8k-96k tokens): MagicPIG attend "
-            "(compiled path, torch reference beside it) in float32 and bf16 K/V, on 1 and 2 kernel threads, vs "
-            "dense SDPA (grouped, float32 and bf16) vs TopK; bytes touched and the bandwidth floor measured in "
-            "the same run; each stage of the step against its own floor (--stages); budgets and errors; "
-            f"measured on a {data.get('cpu_count', '?')}-core CPU, load average "
-            f"{data.get('load_average', [float('nan')])[0]:.1f} at the end."
-        ),
-        "command": SPEED_COMMAND,
-        "pigviz_version": pigviz.__version__,
-        "torch_version": data["torch"],
-        "transformers_version": transformers.__version__,
-        "python_version": sys.version.split()[0],
-    }
 
 
 # -- the speed table measured by benchmarks/bench_attend.py ---------------------------------------

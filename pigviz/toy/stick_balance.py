@@ -38,8 +38,6 @@ times. This vectorises over many runs at once.
 
 from __future__ import annotations
 
-import copy
-import functools
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -68,15 +66,9 @@ __all__ = [
     "hybrid",
     "estimate_all",
     "repeat_estimates",
-    "repeat_fixed_draws",
-    "draws_made",
     "error_curves",
     "loglog_slope",
-    "estimate_rows",
-    "draws_vs_keys",
     "SHARPNESS",
-    "sharpness_study",
-    "hybrid_losses_to_topk",
 ]
 
 SCENARIOS = ("peaked", "flat", "sink")
@@ -411,48 +403,6 @@ def repeat_estimates(
     return {m: _repeat(scenario, u, m, budget, rng, runs, n_exact) for m in methods}
 
 
-def repeat_fixed_draws(
-    scenario: Scenario, draws: int, runs: int = 1000, seed: int = 0, methods=("sampling",), proposal=None
-) -> dict[str, np.ndarray]:
-    """Many runs of (importance) sampling with exactly ``draws`` independent draws each, every
-    repeat paid for: method -> array of estimates.
-
-    This is the textbook setting, in which oracle sampling's RMS error is sigma_w / sqrt(draws)
-    whatever the weights. ``repeat_estimates`` instead counts a budget of distinct keys, so repeat
-    draws of heavy keys come free; comparing the two shows what that rule buys.
-    Methods: ``"sampling"`` (draws from the true weights) and ``"importance"`` (draws from
-    ``proposal``, by default ``rough_proposal``, each weighed by w_i / u_i, self-normalised)."""
-    methods = [check_choice("methods", m, ("sampling", "importance")) for m in methods]
-    methods, rng, u = _check_common(scenario, methods, seed, proposal)
-    draws = check_int("draws", draws, 1, 100_000)
-    runs = check_int("runs", runs, 1, 1_000_000)
-    v, w = scenario.values, scenario.weights
-    ratio = np.divide(w, u, out=np.zeros_like(u), where=u > 0)
-    chunk = max(1, 2_000_000 // draws)
-
-    def batch(method, r):
-        p = w if method == "sampling" else u
-        idx = rng.choice(scenario.n, size=(r, draws), p=p)
-        if method == "sampling":
-            return v[idx].mean(axis=1)
-        return (ratio[idx] * v[idx]).sum(axis=1) / ratio[idx].sum(axis=1)
-
-    return {m: np.concatenate([batch(m, min(chunk, runs - s)) for s in range(0, runs, chunk)]) for m in methods}
-
-
-def draws_made(scenario: Scenario, budget: int, runs: int = 1000, seed: int = 0, proposal=None) -> np.ndarray:
-    """How many draws each of ``runs`` runs makes before it would need a (budget+1)-th distinct
-    key (the rule of ``sampling``; from ``proposal`` when given, as ``importance_sampling`` draws).
-    At least ``budget``; ``inf`` when budget is every key (nothing can stop the run)."""
-    if not isinstance(scenario, Scenario):
-        raise TypeError(f"scenario must be a Scenario (see make_scenario), got {type(scenario).__name__}")
-    budget = check_int("budget", budget, 1, scenario.n)
-    runs = check_int("runs", runs, 1, 1_000_000)
-    rng = np.random.default_rng(check_int("seed", seed, 0, 2**63 - 1))
-    p = scenario.weights if proposal is None else _check_proposal(proposal, scenario.weights)
-    return _draw_counts(p, budget, rng, runs)[2]
-
-
 def error_curves(
     scenario: Scenario,
     budgets=None,
@@ -504,129 +454,8 @@ def loglog_slope(budgets, errors) -> float:
 # ----------------------------------------------------------------------------- studies
 
 
-def estimate_rows(estimates: dict) -> list[dict]:
-    """One row per estimator of ``{"exact": Estimate, "topk": ...}`` ("exact" included): the method,
-    its balance point, its miss from the truth, the distinct keys it read and the draws it made
-    (``inf``: unlimited free draws). The rows notebook 01 and the CLI render."""
-    if "exact" not in estimates:
-        raise ValueError(f"estimates must include 'exact' (the truth), got {sorted(estimates)}")
-    truth = estimates["exact"].value
-    rows = []
-    for name, est in estimates.items():
-        if not isinstance(est, Estimate):
-            raise TypeError(f"estimates[{name!r}] must be an Estimate, got {type(est).__name__}")
-        rows.append(
-            {
-                "method": name,
-                "estimate": est.value,
-                "miss": est.value - truth,
-                "keys read": est.keys_read,
-                "draws": est.draws,
-            }
-        )
-    return rows
-
-
 def _rms(estimates, truth) -> float:
     return math.sqrt(float(np.mean((np.asarray(estimates) - truth) ** 2)))
 
 
-def draws_vs_keys(budget: int = DEFAULT_BUDGET, runs: int = 20000, seed: int = 3) -> list[dict]:
-    """Oracle sampling in each scenario, two ways of spending a budget of ``budget``: exactly that
-    many independent draws (every repeat paid for), or that many distinct keys (repeats free).
-    One dict per scenario: sigma_w/sqrt(B), both RMS errors over ``runs`` runs, and the mean
-    number of draws the distinct-key rule makes. With the default seed, the sink row's distinct-key
-    error is ``sharpness_study``'s sharpness-1 row (the same runs). Computed once per process for
-    given arguments: a notebook cell and its claims read the same runs."""
-    budget = check_int("budget", budget, 1, DEFAULT_N)
-    runs = check_int("runs", runs, 1, 1_000_000)
-    seed = check_int("seed", seed, 0, 2**63 - 1)
-    return copy.deepcopy(_draws_vs_keys(budget, runs, seed))
-
-
-@functools.lru_cache(maxsize=8)
-def _draws_vs_keys(budget: int, runs: int, seed: int) -> list[dict]:
-    rows = []
-    for name in SCENARIOS:
-        s = make_scenario(name)
-        fixed = repeat_fixed_draws(s, budget, runs=runs, seed=seed)["sampling"]
-        keys = repeat_estimates(s, budget, runs=runs, seed=seed, methods=("sampling",))["sampling"]
-        rows.append(
-            {
-                "scenario": name,
-                "σ_w/√B": value_spread(s.values, s.weights) / math.sqrt(budget),
-                f"{budget} draws": _rms(fixed, s.truth),
-                f"{budget} distinct keys": _rms(keys, s.truth),
-                "draws made (mean)": float(draws_made(s, budget, runs=runs, seed=seed).mean()),
-            }
-        )
-    return rows
-
-
 SHARPNESS = (0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 8.0)
-
-
-def sharpness_study(
-    scenario: Scenario | None = None,
-    budget: int = DEFAULT_BUDGET,
-    sharpness=SHARPNESS,
-    runs: int = 20000,
-    seed: int = 3,
-) -> list[dict]:
-    """Importance sampling with proposals ``softmax(k * scores)``, one row per sharpness k.
-
-    ``RMS, distinct keys``: the budget of ``budget`` distinct keys. Every k uses the same seed, so
-    the runs are paired (the same random arrival times, differently weighted), and ``paired z`` is
-    the gap in mean squared error to the best k in standard errors of the paired differences (0 for
-    the best itself). ``draws made (median)``: the median number of draws those runs make, repeats
-    included, before they would need a (budget+1)-th key; the budget rule makes every one of them
-    free, however many. ``RMS, fixed draws``: exactly ``budget`` independent draws instead, every
-    repeat paid for. (Computed once per process for given arguments.)"""
-    scenario = make_scenario("sink") if scenario is None else scenario
-    if not isinstance(scenario, Scenario):
-        raise TypeError(f"scenario must be a Scenario (see make_scenario), got {type(scenario).__name__}")
-    budget = check_int("budget", budget, 1, scenario.n)
-    sharpness = tuple(check_float("sharpness", k, 0.0, 10.0) for k in sharpness)
-    key = (scenario.values.tobytes(), scenario.scores.tobytes(), budget, sharpness)
-    runs = check_int("runs", runs, 2, 1_000_000)
-    return copy.deepcopy(_sharpness_study(key, runs, check_int("seed", seed, 0, 2**63 - 1)))
-
-
-@functools.lru_cache(maxsize=8)
-def _sharpness_study(key, runs, seed) -> list[dict]:
-    values, scores, budget, sharpness = key
-    scenario = custom_scenario(np.frombuffer(values), np.frombuffer(scores))  # same weights: softmax(scores)
-    sq, fixed, draws = {}, {}, {}
-    for k in sharpness:
-        u = rough_proposal(scenario.scores, k)
-        est = repeat_estimates(scenario, budget, runs=runs, seed=seed, methods=("importance",), proposal=u)
-        sq[k] = (est["importance"] - scenario.truth) ** 2
-        # The same seed replays the same arrival times, so these are the draws of the runs above.
-        draws[k] = float(np.median(draws_made(scenario, budget, runs=runs, seed=seed, proposal=u)))
-        drawn = repeat_fixed_draws(scenario, budget, runs=runs, seed=seed, methods=("importance",), proposal=u)
-        fixed[k] = _rms(drawn["importance"], scenario.truth)
-    best = min(sq, key=lambda k: sq[k].mean())
-    rows = []
-    for k in sharpness:
-        gap = sq[k] - sq[best]
-        z = 0.0 if k == best else float(gap.mean() / (gap.std(ddof=1) / math.sqrt(gap.size)))
-        rows.append(
-            {
-                "sharpness": float(k),
-                "RMS, distinct keys": math.sqrt(float(sq[k].mean())),
-                "paired z": z,
-                "draws made (median)": draws[k],
-                "RMS, fixed draws": fixed[k],
-            }
-        )
-    return rows
-
-
-def hybrid_losses_to_topk(seeds=range(20), budget: int = DEFAULT_BUDGET, runs: int = 2000) -> int:
-    """In how many peaked scenarios (``make_scenario("peaked", seed=s)`` for s in ``seeds``) the
-    hybrid's RMS error at ``budget`` is above TopK's miss."""
-    losses = 0
-    for s in seeds:
-        errs = error_curves(make_scenario("peaked", seed=s), [budget], n_seeds=runs, seed=5, methods=("topk", "hybrid"))
-        losses += bool(errs.errors["hybrid"][0] > errs.errors["topk"][0])
-    return losses

@@ -73,11 +73,12 @@ def test_module_entry_point_subprocess():
 
 
 def test_all_models_print_the_rows_notebook_05a_shows(capsys):
+    from pigviz.cli import text
     from pigviz.memory import budget
 
     assert main(["budget", "--model", "all", "--context", "98304"]) == 0
     out = capsys.readouterr().out
-    assert out.strip() == budget.model_table(98_304)
+    assert out.strip() == text.model_table(98_304)
     assert out.count("past its") == 4  # Qwen2.5-0.5B, Qwen2.5-1.5B, SmolLM2-135M, Mistral-7B-v0.1
     assert main(["budget", "--model", "all", "--context", "98304", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)

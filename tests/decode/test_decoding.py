@@ -241,6 +241,7 @@ def test_quality_eval_schema(smollm2):
     assert dense["kl_mean"] == 0 and dense["top1_agreement"] == 1 and dense["budget"] == 1
     assert mp["kl_mean"] >= 0 and len(mp["kl_per_token"]) == 6 and 0 < mp["budget"] < 1
     assert set(mp["layer_budgets"]) == {str(i) for i in range(1, 30)}
+    assert mp["options"]["kv_dtype"] == "bfloat16"  # the cache it ran on, recorded though it was the default
     for row in out["rows"][2:]:
         assert abs(row["budget"] - mp["budget"]) < 0.1  # matched budgets
     # budgets both ways: sampled / sampleable keys (MagicPIG's authors) below keys read / visible
@@ -334,8 +335,6 @@ def test_report_tables_figures_and_claims():
     quality = report.load_result(report.QUALITY_FILE)
     passkey = report.load_result(report.PASSKEY_FILE)
     speed = report.load_result(report.SPEED_FILE)
-    assert "MagicPIG K=10 L=150, 3 seeds" in report.quality_table(quality)
-    assert report.passkey_table(passkey).count("\n") == len(passkey["rows"])
     assert "magicpig" in report.speed_table(speed["rows"])
     assert "first" in report.side_by_side(quality["generation"])
     figures = [

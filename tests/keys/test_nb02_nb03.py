@@ -11,8 +11,6 @@ from pigviz.keys import geometry as kg
 from pigviz.keys import hashing as kh
 from pigviz.keys import projection as kp
 from pigviz.lessons import nb02_key_cone as nb02
-from pigviz.lessons import nb03_centring as nb03
-from pigviz.lsh import simhash as sh
 from pigviz.plots import key_geometry as pk
 from tests.keys.test_geometry import planted_capture
 
@@ -100,41 +98,6 @@ def test_key_cloud_pair_figure_puts_two_panels_on_equal_axes(planted):
 # --------------------------------------------------------------------------- hashing
 
 
-def test_scan_formula_is_L_times_the_sum_of_p_to_the_K(planted):
-    scan = kh.scan_formula(planted, Ks=(3, 5), query_stride=4)
-    row = planted.layers.index(5)
-    views = [kg.head_view(planted, 5, h) for h in planted.query_heads[row]]
-    hashed = kg.non_exact_mask(views[0].n)
-    queries = np.concatenate([v.queries[::4] for v in views])
-    keys = views[0].keys_as("centred")[hashed]
-    p = sh.collision_probability(kg.unit_rows(queries) @ kg.unit_rows(keys).T)
-    own = kh.query_hashed_mask(np.concatenate([v.positions[::4] for v in views]), views[0].n)[:, hashed]
-    assert scan.per_layer("centred", 5, 7)[row] == pytest.approx(7 * (p**5 * own).sum(axis=1).mean())
-    assert scan.n_queries == len(queries) and scan.n_keys == int(hashed.sum())
-    assert scan.mean("raw", 3, 2) == pytest.approx(scan.per_layer("raw", 3, 2).mean())
-    with pytest.raises(ValueError, match="K must be one of"):
-        scan.per_layer("raw", 4, 10)
-
-
-def test_scan_formula_is_the_average_of_one_querys_counted_scans(planted):
-    """For one query the formula is what ``scanned_entries`` computes key by key."""
-    view = kg.head_view(planted, 3, 0)
-    one = kh.scanned_entries(view, 0, K=3, L=5, seed=1)
-    keys = view.keys_as("raw")[kg.non_exact_mask(view.n)]
-    p = sh.collision_probability(kg.unit_rows(view.queries[:1]) @ kg.unit_rows(keys).T)
-    assert one.formula["raw"] == pytest.approx(5 * np.sum(p**3))
-
-
-def test_hashed_weight_share_is_one_minus_the_exact_sets(planted):
-    share = kh.hashed_weight_share(planted, query_stride=3)
-    assert share.shape == (len(planted.layers), len(planted.query_heads[0]))
-    view = kg.head_view(planted, 5, planted.query_heads[1][2])
-    w = view.attention_weights()[::3]
-    t = view.positions[::3]
-    exact = (np.arange(view.n)[None, :] < kg.EXACT_SINKS) | (np.arange(view.n)[None, :] > t[:, None] - kg.EXACT_RECENT)
-    assert share[1, 2] == pytest.approx(1 - (w * exact).sum(axis=1).mean())  # the sinks and each query's window
-
-
 def test_output_errors_vanish_when_every_key_is_sampled(planted):
     # one bit per table and 200 tables: every key shares the query's bucket in >= 2 tables
     errors = kh.output_errors(planted, K=1, L=200, seeds=(0,))
@@ -181,24 +144,7 @@ def test_lesson_02_tables_and_shares(planted):
     assert 1 <= fill["filled"] <= fill["buckets"] == 8 and 0 < fill["top_share"] <= 1
     shares = nb02.one_plane_shares(planted, n_planes=3, query_stride=4)
     assert shares["raw"].shape == (len(kg.head_pairs(planted)), 3, 2)
-    summary = {r["keys"]: r for r in nb02.spread_summary(shares)}
-    assert summary["raw"]["lowest"] <= summary["raw"]["mean share"] <= summary["raw"]["highest"]
     assert "synthetic" in nb02.capture_summary(planted)
-
-
-def test_lesson_03_tables(planted):
-    grid = kh.collision_grid(planted, Ks=(2, 3), Ls=(4, 8), query_stride=4)
-    assert len(nb03.collision_table(grid, 3, 8)) == 2 * (len(grid.layers) + 1)
-    assert "pairs" in repr(nb03.paper_table(grid, 3, 8))
-    assert len(nb03.weight_table(grid, kh.hashed_weight_share(planted, 4), 3, 8)) == len(grid.layers)
-    assert nb03.closest_centred_cell(grid, raw=(2, 8)) in [(k, l) for k in grid.Ks for l in grid.Ls]
-    errors = kh.output_errors(planted, K=4, L=8, seeds=(0,))
-    assert "exact set" in repr(nb03.error_table(errors))
-    draws = kh.collision_rate_draws(planted, n_draws=3, K=3, L=6, query_stride=4, key_stride=2)
-    assert len(nb03.draws_table(draws)) == 2 * len(draws.layers)
-    independent = draws.independent_spread("raw")
-    assert independent.shape == (len(draws.layers),) and np.all(independent > 0)
-    assert grid.pairs_hit.shape == grid.measured.shape and grid.pairs_hit.max() <= grid.n_pairs
 
 
 # --------------------------------------------------------------------------- one table for every query
@@ -250,17 +196,3 @@ def test_sink_heatmap_invites_a_click_only_inside_the_widget():
     live = pk.sink_heatmap_figure(weight, shipped, None, 3, clickable=True)
     assert not any("click" in (t.name or "") + (t.hovertemplate or "") for t in static.data)
     assert "(click one)" in live.data[3].name and "click" in live.data[1].hovertemplate
-
-
-def test_collision_bars_label_each_count_above_its_bar_and_its_diamond(planted):
-    grid = kh.collision_grid(planted, Ks=(2, 3), Ls=(4, 8), query_stride=4)
-    fig = pk.collision_bars_figure(grid, 3, 8)
-    scatters = [t for t in fig.data if t.type == "scatter"]
-    labels = [t for t in scatters if t.mode == "text"]
-    assert len(labels) == 4  # raw and centred, >= 1 and >= 2
-    bars = [t for t in fig.data if t.type == "bar"]
-    diamonds = [t for t in scatters if t.mode == "markers" and t.showlegend is False]
-    for label, bar, diamond in zip(labels, bars, diamonds):
-        assert label.offsetgroup == bar.offsetgroup == diamond.offsetgroup
-        assert np.all(np.asarray(label.y) > np.maximum(bar.y, diamond.y))
-        assert bar.text is None

@@ -13,26 +13,8 @@ import pytest
 
 from pigviz.lessons import nb04a_simhash as nb04
 from pigviz.lessons import nb04b_sampling as nb04b
-from pigviz.lsh import simhash as sh
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-
-
-def test_half_point_is_the_crossing_angle():
-    deg = nb04.half_point_deg(10, 150)
-    p = sh.collision_probability(np.cos(np.radians(deg)))
-    assert sh.inclusion_probability(p, 10, 150) == pytest.approx(0.5, abs=1e-6)
-    assert nb04.half_point_deg(10, 150, 1) > deg  # one hit is easier: the cliff sits further out
-
-
-def test_l_for_half_point_is_the_smallest_l_that_reaches_the_goal(monkeypatch):
-    goal = nb04.half_point_deg(10, 150)
-    assert nb04.l_for_half_point(10, goal) == 150
-    l12 = nb04.l_for_half_point(12, goal)
-    assert nb04.half_point_deg(12, l12) >= goal > nb04.half_point_deg(12, l12 - 1)
-    monkeypatch.setattr(nb04, "MAX_L", 100)  # out of reach within 100 tables: said, not looped on
-    with pytest.raises(ValueError, match="goal_deg = 70 needs more than 100 tables at K = 10"):
-        nb04.l_for_half_point(10, 70)
 
 
 def test_closed_form_verdict_reads_the_same_on_every_cpu():

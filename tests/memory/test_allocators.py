@@ -75,8 +75,6 @@ def test_the_loose_rule_reproduces_its_numbers():
     assert round(rules[2048][2].waste_fraction, 3) == 0.451
     assert round(rules[2048][1].waste_fraction, 3) == 0.497
     assert rules[2048][0] == al.contiguous_allocation(mix, 2048)
-    text = al.contiguous_rules_text(mix)
-    assert "loose" in text and "textbook" not in text and "5.65x" in text and "34.4%" in text and "50.7%" in text
 
 
 def test_prefix_coverage():
@@ -215,10 +213,6 @@ def test_preemptions_rise_with_the_target_on_the_seed_mix():
     assert counts == sorted(counts) and counts[0] == 0 and counts[-1] > 40 * max(counts[1], 1)
     assert all(s["completed"] == 4000 for s in sweep)
     assert al.preemption_sweep((0.9,)) == sweep[:1]  # deterministic (and cached)
-    text = al.preemption_text(sweep)
-    assert "preemptions" in text and f"{counts[-1]:,}" in text
-    # the re-prefilled tokens include generated ones: the column says what it divides by
-    assert "re-prefilled / all prompt tokens" in text
 
 
 def test_preemption_figure():
@@ -260,8 +254,6 @@ def test_assembly_rederives_the_seed_table():
     assert [round(r.held_over_logical, 2) for r in rows] == [6.72, 2.03, 1.01, 0.38]
     assert round(rows[3].batch / rows[0].batch, 1) == 15.7
     assert (rows[1].overflow, rows[1].rejected) == (16, 32)
-    text = al.format_assembly(rows)
-    assert "6.72x" in text and "15.7x" in text and "rejected" in text
 
 
 @pytest.mark.parametrize(

@@ -287,3 +287,16 @@ def test_regeneration_on_another_cpu_kernel_matches_to_the_stored_precision_and_
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "within the precision it is stored in" in done.stdout or "bit for bit" in done.stdout
     assert "every claim of pigviz verify passes on the rebuilt data" in done.stdout
+
+
+def test_data_check_names_the_file_that_does_not_match(tmp_path, capsys):
+    manifest = shipped.read_manifest()
+    for name in ["manifest.json", *manifest["files"]]:
+        shutil.copy(shipped.data_dir() / name, tmp_path / name)
+    assert main(["data", "check", "--data-dir", str(tmp_path)]) == 0
+    count = len(manifest["files"])
+    assert f"{count} of {count} shipped files match" in capsys.readouterr().out
+    (tmp_path / shipped.CAPTURE_FILE).write_bytes(b"not the capture")
+    assert main(["data", "check", "--data-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert shipped.CAPTURE_FILE in out and f"{count - 1} of {count}" in out

@@ -296,21 +296,6 @@ def test_shipped_results_cover_every_row():
     assert findings.series_summary(results, "magicpig K10 L150")["rows"] == 17_280
 
 
-def test_manifest_entry_is_added_without_touching_the_others(tmp_path, monkeypatch, tiny_results):
-    from pigviz.model import shipped
-
-    results, out = tiny_results
-    (tmp_path / "manifest.json").write_text(shipped.manifest_path().read_text())
-    monkeypatch.setenv("PIGVIZ_DATA_DIR", str(tmp_path))
-    before = shipped.read_manifest()["files"]
-    entry = findings.add_to_manifest(findings.RESULTS_FILE, findings.manifest_entry(out, results))
-    after = shipped.read_manifest()["files"]
-    assert {k: v for k, v in after.items() if k != findings.RESULTS_FILE} == {
-        k: v for k, v in before.items() if k != findings.RESULTS_FILE
-    }
-    assert after[findings.RESULTS_FILE] == entry and entry["command"] == "test"
-
-
 def test_cli_rejects_bad_arguments(capsys):
     from pigviz.cli import main
 
@@ -383,8 +368,6 @@ def test_matched_table_compares_each_method_with_topk_at_its_budget(tiny_results
             mine = findings.series_summary(results, name)
             assert m["error"] == mine["error"] and m["ratio"] == pytest.approx(mine["error"] / topk["error"])
             assert 0 <= m["wins"] <= m["cells"] == len(results["layers"]) * results["heads"]
-    text = findings.format_matched_table(rows)
-    assert "sparq" in text and "bytes read" in text
     with pytest.raises(ValueError, match="must be in the results"):
         findings.matched_table(results, methods=("nonesuch",))
 
@@ -397,46 +380,3 @@ def test_oracles_read_over_half_of_dense_bytes_and_the_sampled_methods_far_less(
             assert np.all(share > 0.5), name  # they score every key
         if s["method"] == "streaming":  # exactly the keys and values it reads
             assert np.allclose(share, np.asarray(s["budget"]))
-
-
-def _curve_results(points: dict) -> dict:
-    """A results dict with one (layer, seed, head) cell per point: {method: [(setting, bytes, error)]}."""
-    series = {}
-    for method, pts in points.items():
-        for (K, L), share, err in pts:
-            name = f"magicpig K{K} L{L}" if method == "magicpig" else f"{method} @K{K} L{L}"
-            series[name] = {
-                "method": method,
-                "setting": [K, L],
-                "variant": "main",
-                "positions": 1,
-                "seeds": 1,
-                "error": [[[err]]],
-                "budget": [[[share / 2]]],
-                "bytes_share": [[[share]]],
-            }
-    return {"layers": [0], "heads": 1, "spec": {"settings": [[10, 150], [9, 130]]}, "series": series}
-
-
-def test_at_same_bytes_interpolates_the_reference_curve_in_log_log():
-    results = _curve_results(
-        {
-            "magicpig": [((10, 150), 0.02, 0.04), ((9, 130), 0.08, 0.01)],
-            "sparq": [((10, 150), 0.04, 0.03), ((9, 130), 0.16, 0.005)],
-        }
-    )
-    a, b = findings.at_same_bytes(results, "sparq")
-    # halfway in log bytes between (0.02, 0.04) and (0.08, 0.01): the geometric mean, 0.02
-    assert a["reference_error"] == pytest.approx(0.02) and a["reference_better"]
-    # beyond MagicPIG's last point: that point's error, which reads fewer bytes
-    assert b["reference_error"] == pytest.approx(0.01) and not b["reference_better"]
-    below = _curve_results({"magicpig": [((10, 150), 0.05, 0.04)], "sparq": [((10, 150), 0.01, 0.5)]})
-    (c,) = findings.at_same_bytes(below, "sparq")
-    assert c["reference_error"] is None and not c["reference_better"]
-
-
-def test_at_same_bytes_refuses_results_without_bytes():
-    results = _curve_results({"magicpig": [((10, 150), 0.02, 0.04)], "sparq": [((10, 150), 0.04, 0.03)]})
-    del results["series"]["sparq @K10 L150"]["bytes_share"]
-    with pytest.raises(ValueError, match="bytes_share"):
-        findings.at_same_bytes(results, "sparq")

@@ -377,56 +377,6 @@ def test_error_curves_figure_drops_zero_errors_and_is_log_log():
 # ---------------------------------------------------------------------------- B draws against B distinct keys
 
 
-@pytest.mark.parametrize("name", sb.SCENARIOS)
-def test_fixed_draws_follow_value_spread_over_sqrt_draws_in_every_scenario(name):
-    s = sb.make_scenario(name)
-    est = sb.repeat_fixed_draws(s, 12, runs=20000, seed=1)["sampling"]
-    rms = math.sqrt(np.mean((est - s.truth) ** 2))
-    assert rms == pytest.approx(sb.value_spread(s.values, s.weights) / math.sqrt(12), rel=0.03)
-    assert abs(zscore(est, s.truth)) < 4  # unbiased
-
-
-def test_fixed_draws_importance_with_u_equal_to_w_is_plain_sampling():
-    s = sb.make_scenario("sink")
-    a = sb.repeat_fixed_draws(s, 5, runs=300, seed=2, methods=("sampling",))["sampling"]
-    b = sb.repeat_fixed_draws(s, 5, runs=300, seed=2, methods=("importance",), proposal=s.weights)["importance"]
-    np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
-
-
-def test_one_fixed_importance_draw_averages_to_the_proposals_balance_point():
-    s = sb.make_scenario("sink")
-    u = sb.rough_proposal(s.scores)
-    est = sb.repeat_fixed_draws(s, 1, runs=20000, seed=3, methods=("importance",))["importance"]
-    assert abs(zscore(est, u @ s.values)) < 4
-
-
-def test_a_distinct_key_budget_buys_free_draws_when_few_keys_dominate():
-    sink, flat = sb.make_scenario("sink"), sb.make_scenario("flat", n=1024)
-    many = sb.draws_made(sink, 12, runs=2000, seed=0)
-    few = sb.draws_made(flat, 12, runs=2000, seed=0)
-    assert many.min() >= 12 and few.min() >= 12
-    assert many.mean() > 2 * 12 and few.mean() < 12.2
-    assert np.isinf(sb.draws_made(sink, sink.n, runs=3)).all()
-    fixed = sb.repeat_fixed_draws(sink, 12, runs=20000, seed=1)["sampling"]
-    distinct = sb.repeat_estimates(sink, 12, runs=20000, seed=1, methods=("sampling",))["sampling"]
-    assert np.mean((distinct - sink.truth) ** 2) < 0.7 * np.mean((fixed - sink.truth) ** 2)
-
-
-@pytest.mark.parametrize(
-    "call, param",
-    [
-        (lambda: sb.repeat_fixed_draws(sb.make_scenario("flat", n=8), 0), "draws"),
-        (lambda: sb.repeat_fixed_draws(sb.make_scenario("flat", n=8), 2, methods=("topk",)), "methods"),
-        (lambda: sb.repeat_fixed_draws("flat", 2), "scenario"),
-        (lambda: sb.draws_made(sb.make_scenario("flat", n=8), 9), "budget"),
-        (lambda: sb.draws_made(sb.make_scenario("flat", n=8), 2, proposal=[1.0] * 7), "proposal"),
-    ],
-)
-def test_fixed_draws_and_draws_made_name_the_bad_parameter(call, param):
-    with pytest.raises((ValueError, TypeError), match=param):
-        call()
-
-
 def test_spread_figure_names_a_lone_histogram_with_its_runs():
     s = sb.make_scenario("sink")
     runs = sb.repeat_estimates(s, 12, runs=300, seed=1, methods=("topk", "sampling"))
@@ -485,23 +435,3 @@ def test_hybrid_n_exact_must_be_below_the_budget(n_exact):
         sb.hybrid(s.values, s.weights, 12, rng=0, n_exact=n_exact)
     with pytest.raises((ValueError, TypeError), match="n_exact"):
         sb.error_curves(s, [12, 20], n_seeds=2, n_exact=n_exact if n_exact != 12 else 12)
-
-
-def test_estimate_rows_give_miss_keys_and_draws():
-    s = sb.make_scenario("sink")
-    est = sb.estimate_all(s, 12, rng=0)
-    rows = sb.estimate_rows(est)
-    assert [r["method"] for r in rows] == ["exact", "topk", "sampling", "importance", "hybrid"]
-    assert rows[0]["miss"] == 0 and rows[1]["miss"] == pytest.approx(est["topk"].value - s.truth)
-    assert rows[1]["keys read"] == 12 and rows[2]["draws"] >= 12
-    with pytest.raises(ValueError, match="exact"):
-        sb.estimate_rows({"topk": est["topk"]})
-
-
-def test_draws_vs_keys_and_sharpness_study_refuse_bad_input():
-    with pytest.raises(ValueError, match="budget"):
-        sb.draws_vs_keys(0)
-    with pytest.raises(TypeError, match="scenario"):
-        sb.sharpness_study("sink")
-    with pytest.raises(ValueError, match="sharpness"):
-        sb.sharpness_study(sb.make_scenario("sink"), 12, sharpness=(-1.0,), runs=10)

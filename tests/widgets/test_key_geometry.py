@@ -120,7 +120,7 @@ def test_real_scurve_moves_with_k_and_l(scurve):
     scurve.set_params(K=10, L=150, min_hits=2)
     formula = np.asarray(scurve.fig.data[1].y, float)
     counted = np.asarray(scurve.fig.data[2].y, float)
-    np.testing.assert_array_equal(counted, kh.counted_inclusion(scurve.agreement, 10, 150, 2))
+    np.testing.assert_array_equal(counted, kh.sampled_in(scurve.agreement, 10, 150, 2).mean(axis=1))
     scurve.k_slider.value = 7
     assert not np.allclose(formula, np.asarray(scurve.fig.data[1].y, float))
     assert np.all(np.asarray(scurve.fig.data[2].y, float) >= counted)  # fewer bits: sampled at least as often

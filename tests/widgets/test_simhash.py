@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pigviz.lsh import simhash_checks
+from pigviz.lsh import simhash as sh
 from pigviz.widgets import simhash as wmod
 from pigviz.widgets.simhash import SimHashExplorer
 
@@ -19,6 +19,11 @@ def curve(w, index):
     return np.array(w.scurve_fig.data[index].y, dtype=float)
 
 
+def inclusion_curve(angles, K, L, min_hits=2):
+    """The formula the widget draws: u at each angle between query and key."""
+    return sh.inclusion_probability(sh.collision_probability(np.cos(np.radians(angles))), K, L, min_hits)
+
+
 def test_dom_classes_for_browser_tests(explorer):
     assert "pigviz-k-slider" in explorer.k_slider._dom_classes
     assert "pigviz-l-slider" in explorer.l_slider._dom_classes
@@ -27,7 +32,7 @@ def test_dom_classes_for_browser_tests(explorer):
 
 def test_initial_curves_are_the_formula(explorer):
     explorer.set_params(K=10, L=150, min_hits=2, seed=0)
-    want = simhash_checks.inclusion_curve(wmod.CURVE_ANGLES, 10, 150, 2)
+    want = inclusion_curve(wmod.CURVE_ANGLES, 10, 150, 2)
     np.testing.assert_allclose(curve(explorer, 2), want)
     assert "14,400" in explorer.status.value
 
@@ -38,7 +43,7 @@ def test_changing_k_changes_the_scurve(explorer):
     explorer.k_slider.value = 6
     after = curve(explorer, 2)
     assert not np.allclose(before, after)
-    np.testing.assert_allclose(after, simhash_checks.inclusion_curve(wmod.CURVE_ANGLES, 6, 150, 2))
+    np.testing.assert_allclose(after, inclusion_curve(wmod.CURVE_ANGLES, 6, 150, 2))
     assert not np.array_equal(markers_before, curve(explorer, 4))
     assert "K = 6" in explorer.scurve_fig.layout.title.text
 
@@ -47,14 +52,14 @@ def test_changing_l_changes_the_scurve(explorer):
     explorer.set_params(K=10, L=150, min_hits=2)
     before = curve(explorer, 1)
     explorer.l_slider.value = 20
-    np.testing.assert_allclose(curve(explorer, 1), simhash_checks.inclusion_curve(wmod.CURVE_ANGLES, 10, 20, 1))
+    np.testing.assert_allclose(curve(explorer, 1), inclusion_curve(wmod.CURVE_ANGLES, 10, 20, 1))
     assert not np.allclose(before, curve(explorer, 1))
 
 
 def test_min_hits_above_two_shows_its_own_curve(explorer):
     explorer.set_params(K=8, L=100, min_hits=4)
     assert explorer.scurve_fig.data[3].visible is not False
-    np.testing.assert_allclose(curve(explorer, 3), simhash_checks.inclusion_curve(wmod.CURVE_ANGLES, 8, 100, 4))
+    np.testing.assert_allclose(curve(explorer, 3), inclusion_curve(wmod.CURVE_ANGLES, 8, 100, 4))
     assert ">= 4" in explorer.scurve_fig.data[4].name
     explorer.set_params(min_hits=2)
     assert explorer.scurve_fig.data[3].visible is False

@@ -3,8 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/findings/f1_every_head.ipynb)
 #
-# The lab book behind [lesson 06a](../06a_build_magicpig.ipynb), where you built MagicPIG and
-# counted where it beats TopK. Here is the whole study: every method at every budget on every
+# The lab book behind [lesson 06a](../06a_build_magicpig.ipynb), where you built MagicPIG, and
+# [lesson 06b](../06b_the_index.ipynb), where you counted where it beats TopK. Here is the whole study: every method at every budget on every
 # (layer, head), what MagicPIG's keys hold and what its correction does, and the questions we
 # would put to its authors, each answered with a measurement. Every number in the prose is
 # re-derived by `pigviz verify` (the table at the end).
@@ -48,7 +48,7 @@ q = step["q"]
 
 # %%
 results = findings.load_shipped_results()
-print(findings.setup_text(results))
+print(f1.setup_text(results))
 
 # %% [markdown]
 # The rivals:
