@@ -69,13 +69,13 @@ from pigviz.toy import stick_balance as sb
 # %%
 rng = np.random.default_rng(0)
 d, n = 16, 8
-q, K, V = rng.standard_normal(d), rng.standard_normal((n, d)), rng.uniform(0, 1, (n, 1))
-out, weights = softmax_attention(q, K, V)
-torque = np.sum(weights * (V[:, 0] - out[0]))  # sum_i w_i (v_i - o)
+q, keys, values = rng.standard_normal(d), rng.standard_normal((n, d)), rng.uniform(0, 1, (n, 1))
+out, weights = softmax_attention(q, keys, values)
+torque = np.sum(weights * (values[:, 0] - out[0]))  # sum_i w_i (v_i - o)
 print("weights:", np.round(weights, 3), " sum:", round(float(weights.sum()), 6))
 print(f"attention output {out[0]:.4f}")
 print("net turning force about it:", lessons.below(abs(torque), 1e-12))
-sticks_figure(sb.custom_scenario(V[:, 0], K @ q / np.sqrt(d), name="eight-token"))
+sticks_figure(sb.custom_scenario(values[:, 0], keys @ q / np.sqrt(d), name="eight-token"))
 
 # %% [markdown]
 # ### Your turn: the balance point
@@ -108,9 +108,9 @@ def balance_point(weights, values):
 balance_point = ex.check("01.balance_point", balance_point)
 
 # %%
-scores = K @ q / np.sqrt(d)
-print(f"balance_point: {balance_point(weights, V[:, 0]):.4f}; attention output {out[0]:.4f}")
-print(f"from exp(scores), unnormalised: {balance_point(np.exp(scores), V[:, 0]):.4f}")
+scores = keys @ q / np.sqrt(d)
+print(f"balance_point: {balance_point(weights, values[:, 0]):.4f}; attention output {out[0]:.4f}")
+print(f"from exp(scores), unnormalised: {balance_point(np.exp(scores), values[:, 0]):.4f}")
 
 # %%
 lessons.folded("Solution: balance_point", ex.solution("01.balance_point"))
@@ -118,11 +118,12 @@ lessons.folded("Solution: balance_point", ex.solution("01.balance_point"))
 # %% [markdown]
 # ## 2. Reading fewer keys: TopK and sampling
 #
-# Give yourself a **budget of $B$ keys**: loading keys and values is what costs bandwidth.
+# Give yourself a **budget of $B$**: loading keys and values is what costs bandwidth.
 #
 # * **TopK** reads the $B$ tallest sticks and balances them alone.
 # * **Sampling** draws $B$ times, with replacement, key $i$ with probability $w_i$, and averages
-#   the values drawn. A key drawn twice counts twice but is loaded once.
+#   the values drawn. A key drawn twice counts twice, against $B$ too (see Going further), but
+#   is loaded once.
 #
 # Both need the true weights, so both are **oracles** (§5). In the **peaked** scenario a few
 # sticks carry most of the weight. (`sb.topk` stands in until you write TopK in §3.)
@@ -134,9 +135,9 @@ w, v = peaked.weights, peaked.values
 top = sb.topk(v, w, BUDGET)  # .value, and .read: the keys it kept
 drawn = np.random.default_rng(1).choice(peaked.n, size=BUDGET, p=w)  # B draws from the true weights
 rows = [
-    {"method": "truth (every key)", "estimate": w @ v, "keys read": peaked.n},
-    {"method": "TopK", "estimate": top.value, "keys read": top.read.size},
-    {"method": "sampling (oracle)", "estimate": v[drawn].mean(), "keys read": np.unique(drawn).size},
+    {"method": "truth (every key)", "estimate": w @ v, "distinct keys loaded": peaked.n},
+    {"method": "TopK", "estimate": top.value, "distinct keys loaded": top.read.size},
+    {"method": "sampling (oracle)", "estimate": v[drawn].mean(), "distinct keys loaded": np.unique(drawn).size},
 ]
 display(lessons.table(rows, formats={"estimate": "{:.3f}"}, caption=f"peaked scenario, budget {BUDGET}"))
 print(f"weight TopK leaves out: {1 - w[top.read].sum():.1%}")
@@ -171,6 +172,7 @@ rows = [
     {"method": "sampling (oracle), one run", "estimate": sink.values[drawn].mean()},
 ]
 display(lessons.table(rows, formats={"estimate": "{:.3f}"}, caption=f"sink scenario, budget {BUDGET}"))
+print(f"the other sticks' values: {sink.values[1:].min():.2f} to {sink.values[1:].max():.2f}")
 sticks_figure(sink, {"topk": sb.topk(sink.values, sink.weights, BUDGET)}, BUDGET)
 
 # %% [markdown]
@@ -390,7 +392,8 @@ lessons.table(rows, formats={"mean of 2000 runs": "{:.3f}", "RMS error": "{:.3f}
 def inclusion_estimate(weights, values, u, seed):
     """Read key i with probability u[i] (0 <= u <= 1), independently, at most once; coins from
     np.random.default_rng(seed).random, one per key in key order. Return the self-normalised
-    estimate from the keys read only (weights need not sum to 1). Returns one float."""
+    estimate from the keys read only (weights need not sum to 1; every check reads at least
+    one key). Returns one float."""
     ...
 
 
@@ -436,10 +439,11 @@ fig.update_layout(barmode="overlay", height=380, template="plotly_white", xaxis_
 #
 # ## 8. All methods against the budget, in the sink scenario
 #
-# Your four functions at several budgets, from the first at which the sink is always read.
+# Your three estimators and oracle sampling at several budgets, from the first at which the sink
+# is always read.
 
 # %%
-budgets = np.array([8, 12, 16, 20, 24, 28, 31])
+budgets = np.array([7, 12, 16, 20, 24, 28, 31])
 sink_sigma = np.sqrt(sink.weights @ (sink.values - truth) ** 2)
 rng = np.random.default_rng(0)
 rmse = lambda r: np.sqrt(np.mean((np.asarray(r) - truth) ** 2))  # noqa: E731
@@ -475,7 +479,7 @@ fig.update_xaxes(type="log").update_yaxes(type="log")
 #   with its own probability $u_i$, and divides by that.
 #
 # **Next: notebook 02** looks at what a cheap proposal has to work with in a real model: keys
-# in a narrow cone, and queries pointing away from it.
+# bunched in a cone, and queries pointing away from it.
 #
 # ## Questions: check yourself
 #
@@ -574,7 +578,7 @@ lessons.folded("Answer 4", "Local slopes of its RMS error against B, budget to b
 # sink scenario. Free repeats are a rule of the toy, not a property of sampling: a real system
 # pays for every draw or, like MagicPIG, reads each key at most once. The widget shows every
 # method on one run (**Resample** draws again; its "hybrid" reads the tallest half of the
-# budget exactly and samples the rest), and the stopping rule is written out below it.
+# budget exactly and samples the rest).
 
 # %%
 from pigviz.widgets.stick_balance import StickBalanceWidget

@@ -155,7 +155,7 @@ print(f"random directions, mean |cos| with one: {np.abs(random_dirs[1:] @ random
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# Only directions count, so first scale every key to unit length; a long key must not pull the mean its way. The average of unit vectors is shorter than that: a cosine needs it rescaled to unit length.
+# A key five times longer than the rest must not get five votes on where the cone points: each key votes with its direction alone. And a cosine divides a dot product by the lengths of both vectors.
 #
 # </details>
 #

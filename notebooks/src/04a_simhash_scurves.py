@@ -164,8 +164,8 @@ lessons.table([{"vector": name, "tables where it shares the query's bucket": h}
 #
 # <details><summary>Hint 2: where to look</summary>
 #
-# Two numpy functions do the work: one turns a cosine back into an angle (in which unit?), and
-# one holds values inside a range.
+# Read the docs of numpy's inverse cosine: which unit does it answer in, and what does it return
+# for an argument past +-1?
 #
 # </details>
 

@@ -262,10 +262,13 @@ rows = []
 for layer, pr in pairs.items():
     for name in kg.VARIANTS:
         own, p = pr["own"], bit_agreement(pr[name + " cos"])
+        u2 = inclusion_probability(p, K, L)[own].mean()
         rows.append({"layer": layer, "keys": name, ">= 1 counted": (pr[name] >= 1)[own].mean(),
                      ">= 1 formula": (1 - (1 - p**K) ** L)[own].mean(), ">= 2 counted": (pr[name] >= 2)[own].mean(),
-                     ">= 2 formula": inclusion_probability(p, K, L)[own].mean(), "pairs >= 2": (pr[name] >= 2)[own].sum()})
-lessons.table(rows, formats={c: "{:.3%}" for c in (">= 1 counted", ">= 1 formula", ">= 2 counted", ">= 2 formula")})
+                     ">= 2 formula": u2, "centred / raw, >= 2 formula": u2 / rows[-1][">= 2 formula"] if name == "centred" else None,
+                     "pairs >= 2": (pr[name] >= 2)[own].sum()})
+lessons.table(rows, formats={c: "{:.3%}" for c in (">= 1 counted", ">= 1 formula", ">= 2 counted", ">= 2 formula")}
+              | {"centred / raw, >= 2 formula": "{:.0f}x"})
 
 # %% [markdown]
 # The MagicPIG paper (Chen et al., ICLR 2025, arXiv:2410.16179) reports that, for its model, fewer
@@ -349,7 +352,7 @@ lessons.table(rows, formats={"draw": "{:.0f}", "output error": "{:.3f}"})
 # speed; raw, it skips step 2), averaged over the draws:
 
 # %%
-errors = kh.shipped_output_errors()  # computed once per session (minutes); kh.output_errors(cap) runs it on another capture
+errors = kh.shipped_output_errors()  # the six steps above for every head (minutes, once per session); kh.output_errors(cap): another capture
 err = {c: errors.mean_error(m) for c, m in {"exact set only": "exact only", "raw keys": "raw", "centred keys": "centred"}.items()}
 lessons.table([{"layer": layer} | {c: e[i].mean() for c, e in err.items()}
                | {"heads where centred < exact set": f"{np.sum(err['centred keys'][i] < err['exact set only'][i])} of {len(heads)}",
@@ -433,8 +436,9 @@ fig.update_layout(title="% of hashed keys sampled (>= 2 tables) by the formula, 
 # With the widest buckets and the most tables (the second table), centred hashing samples most of
 # the hashed keys, so it saves few reads. Raw hashing samples a minority of them, which by then
 # carry most of the weight outside the exact set. The gap is smallest there (the first table). All
-# the grid's factors stay far below the sink layers' in §3: it averages the rates over the four
-# layers before dividing, and layer 2's frequent raw collisions lift the raw average.
+# the grid's factors stay far below the sink layers' in §3 (its "centred / raw" column): it averages
+# the rates over the four layers before dividing, and layer 2's frequent raw collisions lift the raw
+# average.
 #
 # **Bottom line.** At the settings that actually save reads, centring is what makes the buckets
 # useful; only where centred hashing samples most keys does the gap shrink.
@@ -603,17 +607,20 @@ lessons.folded("Answer 6", f"At ({K}, {L}): the closest key goes from u = {u2_be
 
 # %%
 n_draws, rng, sub = 30, np.random.default_rng(1000), slice(None, None, 8)  # every eighth key, to keep it quick
-rates = {}  # (keys, layer) -> per draw: the share of the (query, hashed key) pairs sharing >= 1 table
+rates, rates2 = {}, {}  # (keys, layer) -> per draw: the share of the (query, hashed key) pairs sharing >= 1 table, >= 2
 for layer, pr in pairs.items():
     keys, mu = pr["view"].keys[sub], pr["view"].mean_key
     for _ in range(n_draws):
         planes = rng.standard_normal((d, L * K))  # fresh hyperplanes for every draw
         q_ids = bucket_ids(pr["qs"], planes)
         for name, shift in (("raw", 0 * mu), ("centred", mu)):
-            shared = (bucket_ids(keys - shift, planes) == q_ids[:, None]).any(axis=-1)
-            rates.setdefault((name, layer), []).append(shared[pr["own"][:, sub]].mean())
-formula = {(name, layer): (1 - (1 - bit_agreement(pr[name + " cos"][:, sub]) ** K) ** L)[pr["own"][:, sub]].mean()
-           for layer, pr in pairs.items() for name in kg.VARIANTS}  # the formula's mean over the same pairs
+            n_tab = (bucket_ids(keys - shift, planes) == q_ids[:, None]).sum(axis=-1)[pr["own"][:, sub]]
+            rates.setdefault((name, layer), []).append((n_tab >= 1).mean())
+            rates2.setdefault((name, layer), []).append((n_tab >= 2).mean())
+p_sub = {(name, layer): bit_agreement(pr[name + " cos"][:, sub])[pr["own"][:, sub]] for layer, pr in pairs.items()
+         for name in kg.VARIANTS}  # the formula's means over the same pairs, >= 1 and >= 2 tables
+formula = {k: (1 - (1 - p**K) ** L).mean() for k, p in p_sub.items()}
+formula2 = {k: inclusion_probability(p, K, L).mean() for k, p in p_sub.items()}
 print(f"{n_draws} draws per layer; (query, hashed key) pairs counted per layer:",
       ", ".join(f"{pr['own'][:, sub].sum():,}" for pr in pairs.values()))
 
@@ -621,19 +628,21 @@ print(f"{n_draws} draws per layer; (query, hashed key) pairs counted per layer:"
 rows = []
 for name, layer in itertools.product(kg.VARIANTS, pairs):
     r, f = np.array(rates[name, layer]), formula[name, layer]
+    r2, f2 = np.array(rates2[name, layer]), formula2[name, layer]
     rows.append({"keys": name, "layer": layer, "formula": f, "mean of draws": r.mean(),
                  "gap (SE)": (r.mean() - f) / (r.std(ddof=1) / np.sqrt(n_draws)), "lowest draw": r.min(),
-                 "highest draw": r.max(), "spread (SD / mean)": r.std(ddof=1) / r.mean()})
+                 "highest draw": r.max(), "spread (SD / mean)": r.std(ddof=1) / r.mean(),
+                 ">= 2 tables: gap (SE)": (r2.mean() - f2) / (r2.std(ddof=1) / np.sqrt(n_draws))})
 lessons.table(rows, formats={c: "{:.2%}" for c in ("formula", "mean of draws", "lowest draw", "highest draw")}
-              | {"gap (SE)": "{:+.1f}", "spread (SD / mean)": "{:.0%}"})
+              | {"gap (SE)": "{:+.1f}", "spread (SD / mean)": "{:.0%}", ">= 2 tables: gap (SE)": "{:+.1f}"})
 
 # %% [markdown]
 # The mean over the draws lands within a few standard errors of the formula in every layer, raw
-# and centred (the gap column): the formula is right on average. Raw keys' draws are skewed (a
-# few draws count far more than the rest), so thirty of them pin the standard error only roughly:
-# with another seed a raw layer lands further out (seed 5: a little under four standard
-# errors). What differs is how far a single
-# draw strays: raw keys' single draws spread far more (the spread column) than centred keys'.
+# and centred, for one table and two (the gap columns): the formula is right on average. Raw
+# keys' draws are skewed (a few draws count far more than the rest), so thirty of them pin the
+# standard error only roughly: with another seed a raw layer can land further out. What differs is
+# how far a single draw strays: raw keys' single draws spread far more (the spread column) than
+# centred keys'.
 #
 # Are the pairs at least independent? If every pair collided on its own, with the formula's mean
 # probability $f$, one draw's rate over $N$ pairs would be a binomial share, whose spread is

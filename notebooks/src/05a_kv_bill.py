@@ -53,9 +53,8 @@ from pigviz.widgets.budget import KVBudgetWidget
 # %% [markdown]
 # ## 1. What one cached token costs
 #
-# For each layer and each *key–value* head, the cache stores one key vector and one value
-# vector of `head_dim` numbers. Query heads do not add to the cache: with grouped-query
-# attention (GQA) several query heads read the same KV head.
+# Every new token leaves its keys and values in the cache. Query heads do not add to it: with
+# grouped-query attention (GQA) several query heads read the same *key–value* (KV) head.
 #
 # ### Your turn: bytes per token
 #
@@ -67,8 +66,8 @@ from pigviz.widgets.budget import KVBudgetWidget
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# Picture what one new token leaves behind in one layer and one KV head: how many vectors, how many
-# numbers in each, how many bytes per number. Then ask which arguments repeat that picture.
+# Picture what one new token leaves behind in one layer and one KV head, down to the bytes; then ask
+# which arguments repeat that picture.
 #
 # </details>
 #
@@ -93,7 +92,8 @@ kv_bytes_per_token = ex.check("05.kv_bytes_per_token", kv_bytes_per_token)
 lessons.folded("Solution: kv_bytes_per_token", ex.solution("05.kv_bytes_per_token"))
 
 # %% [markdown]
-# So the bill per token is
+# For each layer and each KV head, the cache stores one key vector and one value vector of
+# `head_dim` numbers, so the bill per token is
 #
 # $$\text{bytes per token} = 2\,(\text{K and V}) \times \text{layers} \times \text{KV heads} \times \text{head\_dim} \times \text{bytes per number}.$$
 #
@@ -219,16 +219,15 @@ lessons.table([{"K": k, "bucket offsets": budget.format_bytes(pairs * L * 2**k *
 # Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~6 min
 #
 # `counts[t, b]`, an `(L, 2**K)` integer array, is how many keys sit in bucket `b` of table `t`;
-# each table files all $n$ cached keys. The query lands in bucket $b$ a share $n_b / n$ of the time,
-# as a key does, and scans every entry there. Return the entries it scans on average in all $L$
-# tables together, a float.
+# each table files all $n$ cached keys. The query lands in a bucket as often as a random cached key
+# does, and scans every entry there. Return the entries it scans on average in all $L$ tables
+# together, a float.
 # The check includes even and lopsided buckets and an empty cache.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# An expected count is a sum over what can happen: each outcome's chance times what it costs. In one
-# table, where can the query land, how likely is each bucket, and how many entries does it then
-# scan? Then the tables add up.
+# This is an expected count. In one table, where can the query land, how likely is each bucket, and
+# how many entries does it then scan? Then the tables add up.
 #
 # </details>
 #
@@ -243,8 +242,8 @@ lessons.table([{"K": k, "bucket offsets": budget.format_bytes(pairs * L * 2**k *
 def candidates_per_query(counts):
     """Table entries a query scans on average, in all L tables together: counts (L, 2**K) of
     integers >= 0, counts[t, b] keys in bucket b of table t, every row adding up to the n cached
-    keys (n may be 0). The query lands in bucket b a share n_b / n of the time and scans it, one
-    bucket per table. A float."""
+    keys (n may be 0). The query lands in each bucket as often as a random cached key does and scans
+    it, one bucket per table. A float."""
     ...
 
 # %%
@@ -296,7 +295,8 @@ print(f"{group} x {scanned:,.0f} x 4 B = {index_bytes:,.0f} B of {key_bytes:,} B
 #
 # That is MagicPIG's bargain: a large index that is cheap to consult. The tables and most of the
 # cache can then live in the CPU's large memory, a small scan per query keeping the CPU's share of
-# the work affordable (notebook 07b shows it).
+# the work affordable (notebook 07b shows the placement, [Finding 3](findings/f3_bill_and_speed.ipynb)
+# what it costs in time).
 #
 # **Bottom line:** a query scans about $L n / 2^K$ entries, a low estimate that uneven buckets
 # raise; between them, the query heads of one KV head scan a small fraction of its key bytes.

@@ -63,8 +63,9 @@ from pigviz.widgets.budget import AllocatorWidget
 
 # %%
 big = model_shapes.get_model_shape("Llama-3.1-70B")
-per70 = ex.mine.kv_bytes_per_token(big.layers, big.kv_heads, big.head_dim, 2)  # yours, from 05a
-no_gqa = ex.mine.kv_bytes_per_token(big.layers, big.attention_heads, big.head_dim, 2)  # a KV head per query head
+kv_bytes_per_token = ex.mine.kv_bytes_per_token  # yours, from 05a
+per70 = kv_bytes_per_token(big.layers, big.kv_heads, big.head_dim, 2)
+no_gqa = kv_bytes_per_token(big.layers, big.attention_heads, big.head_dim, 2)  # a KV head per query head
 gib = 2**30
 memory = {"four GPUs": 4 * 80 * gib, "weights (bf16)": 2 * big.params}
 memory["KV budget (assumed)"] = 172.5 * gib
@@ -119,7 +120,7 @@ for slot in (2_048, 4_096, 8_192, 32_768):
     used = np.minimum(total[admitted], slot).sum()  # a cut-off sequence fills its slot
     rows.append({"slot": slot, "batch": len(admitted), "rejected": (~fits[: admitted[-1] + 1]).sum(),
                  "cut off": (total[admitted] > slot).sum(), "wasted": 1 - used / (len(admitted) * slot)})
-lessons.table(rows, formats={"slot": "{:,}", "wasted": "{:.1%}"}, highlight={"wasted": "min"})
+lessons.table(rows, formats={"slot": "{:,}", "wasted": "{:.1%}"})
 
 # %% [markdown]
 # Reserve enough for the tail and most of the memory sits empty; reserve less and requests are
@@ -234,7 +235,8 @@ lessons.table(rows, formats={"system prompt": "{:,}", "unshared slots": "{:,}", 
                              "saved": "{:.1%}"})
 
 # %% [markdown]
-# This saves *memory*. Whether it saves *reading* depends on the kernel: the original PagedAttention
+# This saves *memory* (more in Finding 5, whose private parts are shorter). Whether it saves
+# *reading* depends on the kernel: the original PagedAttention
 # kernel reads the shared pages once per sequence at every step, while cascade attention (FlashInfer,
 # and vLLM's newer engine when the batch shares a prefix) reads them once. Saving the prefill
 # *compute* too needs the cached prefix to outlive the requests, which raises the next question.
@@ -298,7 +300,8 @@ for tp in (1, 2, 4, 8):
     line = break_even_bandwidth(per70, N, flops, tp) / 1e9  # yours, in GB/s
     verdicts = {name: "fetch" if gbps > line else "recompute" for name, gbps in tiers.items()}
     rows.append({"GPUs (TP)": tp, "break-even GB/s": line, **verdicts})
-lessons.table(rows, formats={"break-even GB/s": "{:.2f}"}, caption=f"assumed nominal peaks, GB/s: {tiers}")
+lessons.table(rows, formats={"break-even GB/s": "{:.2f}"},
+              caption="assumed nominal peaks, GB/s: " + ", ".join(f"{name} {gbps}" for name, gbps in tiers.items()))
 
 # %% [markdown]
 # More GPUs recompute faster, so fetching must be faster too. But this form leaves out attention.
@@ -389,12 +392,13 @@ lessons.table([{"": label, "your guess": "not written" if g is None else spec.fo
 # Nothing happens, then a lot does, for a small gain. Below some target the completions free pages
 # faster than the running sequences grow into them; at 100% there is no margin, and an evicted
 # sequence is re-admitted as soon as its pages fit, only for the next fresh page to evict the newest
-# one again. The edge is set by how much the running sequences still grow, not by a fixed share: the
-# advice that carries over is to admit on KV occupancy with a margin for growth. GPU utilisation
-# would not warn: a full pool keeps the GPU busy whether or not it thrashes.
+# one again. The edge is set by how much the running sequences still grow, not by a fixed share: admit
+# on KV occupancy, with a margin for growth. GPU utilisation would not warn: a full pool keeps the GPU
+# busy whether or not it thrashes.
 #
 # **Bottom line:** keep a margin for the growth of the running sequences. Finding 5 runs the
-# library's simulation over more targets, with the re-prefill time.
+# library's simulation over more targets, with the re-prefill time; it settles pages token by token,
+# not once per step, so its counts differ.
 #
 # ## Where MagicPIG comes in
 #
@@ -415,8 +419,7 @@ lessons.table([{"": label, "your guess": "not written" if g is None else spec.fo
 #
 # Notebooks 06a and 06b build MagicPIG's estimator and its index, and compare MagicPIG with TopK
 # on every head of SmolLM2-135M. [Finding 5](findings/f5_serving.ipynb) has the full serving
-# tables, what a larger batch buys in tokens per second, and questions on admission, page size and
-# FP8.
+# tables and questions on admission, page size and FP8.
 #
 # ## Check yourself
 #

@@ -3,27 +3,23 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pigviz/pigviz/blob/v0.1.0/pigviz/notebooks/06a_build_magicpig.ipynb)
 #
-# Notebook 01 showed with sticks why a random sample can balance better than the tallest
-# sticks; notebook 04a built `u`, the chance that SimHash tables sample a key. Here the two meet
+# Notebook 01's sticks showed why a re-weighted random sample can beat the tallest ones;
+# notebook 04a built `u`, the chance that SimHash tables sample a key. Here the two meet
 # on a real head of SmolLM2-135M. MagicPIG (Chen et al., ICLR 2025, arXiv:2410.16179) reads a
 # small exact set, samples the other keys with LSH tables and corrects each sampled score by
-# its `u`. You build it from your own pieces and check it against the library's reference.
-# Symbols: [the notation page](notation.md).
+# its `u`. Symbols: [the notation page](notation.md).
 #
 # **You will be able to**
 #
 # * compute `log u` from a key's angle to the query and write MagicPIG's estimator;
-# * assemble MagicPIG from your pieces and SimHash, and check it against the library's
-#   reference, key for key.
+# * assemble MagicPIG from your pieces and check it against the library's, key for key.
 #
-# **Prerequisites:** notebook 01 (TopK, sampling, importance sampling, §7's inclusion
-# sampler), notebook 03 (centring, your `cos_centred` and `softmax`) and notebooks 04a-04b (SimHash
-# and `u`). The exercises work as in [notebook 01](01_stick_balance.ipynb): Run All
-# stops at the first blank you have not written. Notebook 06b files the keys into tables once
-# and compares MagicPIG (the library's, which reads what yours reads) with TopK on every head; the whole study is the lab book's
-# [finding 1](findings/f1_every_head.ipynb).
+# **Prerequisites:** notebook 01 (importance and inclusion sampling), notebook 03 (your
+# `cos_centred` and `softmax`) and notebooks 04a-04b (SimHash and `u`). MagicPIG against TopK on
+# every head is the lab book's [finding 1](findings/f1_every_head.ipynb).
 #
-# **Time in a workshop:** about 49 minutes, of which 36 for the 3 exercises; the questions are extra.
+# **Time in a workshop:** about 45 minutes, of which 33 for the 3 exercises; the questions are
+# extra. How the exercises work: [notebook 01](01_stick_balance.ipynb).
 
 # %% jupyter={"source_hidden": true}
 # Colab only: installs pigviz and the bundled model (does nothing elsewhere)
@@ -66,10 +62,10 @@ from pigviz.lsh import simhash_codes  # noqa: F401 (for your magicpig_estimate)
 #    that were not, while the exact set keeps its weights;
 # 5. the weights of both sets, normalised together, mix the values.
 #
-# One step, drawn on a toy of 24 keys and 4 tables of 3 bits, from top to bottom: which keys
-# are read exactly, the query's bucket in each table, each key's hits, `u` and `-log u` for the
-# keys sampled, and the one softmax that mixes them. The toy's numbers are real: hover over a
-# key to read them.
+# The toy below, 24 keys and 4 tables of 3 bits, draws one step top to bottom: the keys read
+# exactly (with the *buffer*, tokens written after the tables were built, which notebook 07b
+# adds), the query's bucket per table, each key's hits, `u` and `-log u` of the sampled keys,
+# and the softmax that mixes them. Hover over a key to read its real numbers.
 # %%
 from pigviz.plots import diagrams
 from pigviz.study import experiments
@@ -77,28 +73,25 @@ from pigviz.study import experiments
 diagrams.decode_step_diagram()  # the toy: diagrams.toy_decode_step() computes it with pigviz.lsh.reference
 
 # %% [markdown]
-# The pieces of the last decode step of one real head come from the library, with what the
-# engine (`pigviz.lsh.magicpig.attend`) returned for the same step. Your functions from
-# notebooks 03, 04a and 04b come through `ex.mine` (the reference stands in where you skipped one).
+# The library hands over the last decode step of one real head, with what the engine
+# (`pigviz.lsh.magicpig.attend`) returned for it; your functions come through `ex.mine`.
 
 # %%
 step = experiments.decode_step_pieces(row=0, head=0)  # the capture's first row and head: model layer 2, head 6
 q, K_S, V_S, mu, d = step["q"], step["K_S"], step["V_S"], step["mu"], len(step["q"])
 print(f"layer {step['layer']}, head {step['model_head']}: {step['n']:,} keys; read {step['keys_read']} "
       f"= {len(step['K_exact'])} exact + {len(K_S)} sampled ({step['keys_read'] / step['n']:.1%})")
-cos_centred, softmax = ex.mine.cos_centred, ex.mine.softmax  # yours, from notebook 03
-bit_agreement = ex.mine.bit_agreement  # yours, from notebook 04a
-log_inclusion_probability = ex.mine.log_inclusion_probability  # yours, from notebook 04b
+cos_centred, softmax, bit_agreement = ex.mine.cos_centred, ex.mine.softmax, ex.mine.bit_agreement
+log_inclusion_probability = ex.mine.log_inclusion_probability  # yours, from notebooks 03, 04a and 04b
 
 # %% [markdown]
 # ### Your turn: log u
 #
-# Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~4 min
+# Difficulty 🔴🔴⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~3 min
 #
-# Steps 2 and 3: for each key, the natural log of the chance that it is sampled (it shares the
-# query's bucket in two or more of `L` tables of `K` bits) by tables that hash the centred keys and
-# the raw query. `q` is `(d,)`, `keys` `(n, d)`, `mu` `(d,)`; return shape `(n,)`. Your functions
-# loaded above do most of the work. The check also feeds `mu = 0`, a long `q` and keys along `q`.
+# Steps 2 and 3: for each key, the natural log of `u`, the chance that it shares the query's
+# bucket in two or more of `L` tables of `K` bits that hash `k − μ` and `q` as it is. `q` is `(d,)`, `keys` `(n, d)`, `mu` `(d,)`; return shape `(n,)`. The check also
+# feeds `mu = 0`, a long `q`, keys along `q` and keys nearly opposite it, whose `u` is tiny.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
@@ -110,8 +103,8 @@ log_inclusion_probability = ex.mine.log_inclusion_probability  # yours, from not
 #
 # <details><summary>Hint 2: where to look</summary>
 #
-# The query is hashed as it is; only the keys are centred. Of your earlier functions, one gives the
-# chance one bit agrees and one turns that into the tables' chance: which does a cosine go into?
+# Notebooks 03, 04a and 04b each wrote one step of this, and ex.mine keeps yours; for far keys,
+# notebook 04b section 1's way, not notebook 04a's closed form.
 #
 # </details>
 
@@ -127,8 +120,8 @@ log_u = ex.check("06.log_u", log_u)
 lessons.folded("Solution: log_u", ex.solution("06.log_u"))
 
 # %% [markdown]
-# On the real head, the sampled keys' `u` spans orders of magnitude: the keys least likely
-# to be drawn get the largest boost.
+# On the real head, the sampled keys' `u` spans orders of magnitude: the least likely keys get
+# the largest boost.
 
 # %%
 lu = log_u(q, K_S, mu, step["K"], step["L"])
@@ -138,7 +131,7 @@ print(f"u of the {len(lu)} sampled keys: from {np.exp(lu.min()):.2g} to {np.exp(
 # %% [markdown]
 # ### Your turn: the sampled estimate
 #
-# Difficulty 🔴🔴🔴⚪⚪ · Importance 🔵🔵🔵🔵🔵 · ~12 min
+# Difficulty 🔴🔴🔴⚪⚪ · Importance 🔵🔵🔵🔵🔵 · ~10 min
 #
 # Steps 1 to 5 in one function: the attention output `(dv,)` from the sampled keys `K_S` `(m, d)`
 # and values `V_S`, each drawn with the chance your `log_u` gives, and the exact set `K_exact`
@@ -171,8 +164,8 @@ sampled_estimate = ex.check("06.sampled_estimate", sampled_estimate)
 lessons.folded("Solution: sampled_estimate", ex.solution("06.sampled_estimate"))
 
 # %% [markdown]
-# Your function on the real head, next to the engine and full attention. The engine tabulates
-# `log u` on a fine grid of `p` and computes in float32, hence the small difference:
+# Yours on the real head, beside full attention and the engine (which tabulates `log u` on a
+# grid of `p`, in float32, hence the small difference):
 
 # %%
 o_hat = sampled_estimate(q, K_S, V_S, mu, step["K_exact"], step["V_exact"], step["K"], step["L"])
@@ -192,11 +185,9 @@ print(f"error against full attention: yours {rel(o_hat):.4f}, engine {rel(step['
 # self-normalised estimate `Σ r·v / Σ r`, biased at a finite budget for the same reason.
 #
 # The draw is notebook 01 §7's sampler: each key is *included* or not, at most once, with its
-# own `u`. Summed over the sampleable keys, the `u` give the size of `S` on average over
-# hyperplane draws; one draw can sit well off that average, since every key is hashed by the
-# same planes. Since the exact keys keep `u = 1`, the scale of the
-# sampled keys' `u` sets how much they weigh against the exact set. The estimate the
-# notebook-01 way, on the same head:
+# own `u`. The scale of those `u` sets how much the sample weighs against the exact set, and
+# one draw's `S` can sit well off its average size, since every key is hashed by the same
+# planes. The estimate the notebook-01 way, on the same head:
 
 # %%
 s_S, s_E = K_S @ q / np.sqrt(d), step["K_exact"] @ q / np.sqrt(d)
@@ -267,7 +258,7 @@ print(f"outputs: yours and the reference's {lessons.agree(out, ref_out, within=1
       f"yours and the engine's (float32) {lessons.agree(out, step['engine'], within=1e-5)}")
 
 # %% [markdown]
-# Here is the method as the library writes it, in one screen of numpy (the engine adds tables
+# The library's version, in one screen of numpy (the engine adds tables
 # built once, buffers and batching; a test holds the two equal on every shipped head):
 
 # %%
@@ -276,22 +267,18 @@ import inspect
 lessons.folded("pigviz.lsh.magicpig_reference", f"```python\n{inspect.getsource(magicpig_reference)}```")
 
 # %% [markdown]
-# **Bottom line:** MagicPIG is one softmax over the exact set's scores and the sampled keys'
-# scores minus `log u`: notebook 01's importance sampling with `r = w/u`. You wrote all of it.
-
-# %% [markdown]
 # ## Recap
 #
-# * MagicPIG's estimate is one softmax over the exact set's scores and the sampled keys'
-#   scores minus `log u`: notebook 01's self-normalised importance sampling with `r = w/u`.
+# * MagicPIG is one softmax over the exact scores and the sampled scores minus `log u`:
+#   notebook 01's self-normalised importance sampling with `r = w/u`.
 # * You assembled it from your `log u`, your estimate and SimHash, and it reads the same keys
 #   as the library's reference.
 
 # %% [markdown]
 # ## What comes next
 #
-# Your `magicpig_estimate` hashes every key at every call. [Notebook 06b](06b_the_index.ipynb)
-# builds the tables once, as an engine does, and compares MagicPIG with TopK on every head.
+# [Notebook 06b](06b_the_index.ipynb) builds the tables once, as an engine does, instead of
+# hashing every key at every call, and compares MagicPIG with TopK on every head.
 #
 # ## Check yourself
 #

@@ -91,8 +91,9 @@ print(f"your magicpig_estimate reads {len(read)} of {len(keys):,} keys, hashing 
 #
 # <details><summary>Hint 2: where to look</summary>
 #
-# np.argsort (mind its kind argument: equal codes must keep their order), np.bincount (mind
-# minlength) and np.cumsum; each works on one table's row, or on all rows with axis
+# numpy has a sort that returns positions rather than values, a count of how often each integer
+# occurs and a running total; each works on one table's row, or on all rows with axis. Check
+# their arguments for ties and for buckets no key reached.
 #
 # </details>
 
@@ -153,9 +154,9 @@ toy_index.toy_index_figure(**toy_index.toy_index_step())  # the explorer's first
 #
 # <details><summary>Hint 2: where to look</summary>
 #
-# The layout of section 1 says where a bucket's run sits. To count ids that repeat, np.bincount
-# (with minlength) or np.add.at; a fancy-indexed `+=` counts a repeated index once (an id sits
-# at most once in one table, so within one table it is safe).
+# Section 1's layout says where a bucket's run sits in its row. Across tables the same id comes
+# back: look up how np.bincount (with minlength) and np.add.at treat an index that repeats, and
+# how a fancy-indexed `+=` does.
 #
 # </details>
 

@@ -10,8 +10,7 @@
 # next-token distribution move? Notebook 07b then runs your own MagicPIG there.
 # Symbols: [the notation page](notation.md).
 #
-# The runs take a while on a CPU, so their results ship in `pigviz/data/` (made by `pigviz eval`,
-# each command and sha256 in the manifest). The full quality tables and the passkey test are
+# The runs take a while on a CPU, so their results ship in `pigviz/data/`. The full quality tables and the passkey test are
 # [finding 4](findings/f4_decoding.ipynb); how fast a step runs, against the machine's floor, is
 # [finding 3](findings/f3_bill_and_speed.ipynb).
 #
@@ -163,10 +162,10 @@ merge_partial = ex.check("07.merge_partial", merge_partial)
 lessons.folded("Solution: merge_partial", ex.solution("07.merge_partial"))
 
 # %% [markdown]
-# Now one real decode step of notebook 06a's head in layer 2. The sampled keys, their scores
-# corrected by your `log_u` from notebook 06a, form one part; the exact keys (sinks and recent
-# window) the other. Merged, they must give what `pigviz.lsh.magicpig.attend` computed in one
-# softmax over both:
+# Any two disjoint parts merge the same way. Take a real decode step of notebook 06a's head,
+# split as 07b's CPU placement splits it: the sample (scores corrected by your `log_u`) against
+# the exact keys (sinks and recent window). Merged, they must give what
+# `pigviz.lsh.magicpig.attend` computed in one softmax:
 
 # %%
 step = decode_step_pieces(row=0, head=0)  # one decode row of one head, cut into its pieces
@@ -191,7 +190,9 @@ lessons.table([{"method": m, "called": method_label(m), "default options": "; ".
     caption="attention methods of pigviz.decode.session (dense layers: kept dense)")
 
 # %% [markdown]
-# In code, one call decodes a prompt and keeps the time and budget of every token:
+# The shipped runs of section 3 predate MagicPIG's bf16 `kv_dtype` default: their cache stayed
+# float32, so no bf16 rounding enters their KL. In code, one call decodes a prompt and keeps the
+# time and budget of every token:
 #
 # ```python
 # model, tokenizer = pigviz.model.loading.load_model()  # SmolLM2-135M: GPU in bf16 if there is one, else CPU in fp32
@@ -201,8 +202,9 @@ lessons.table([{"method": m, "called": method_label(m), "default options": "; ".
 #
 # `pigviz generate --from-text 4096 --attention magicpig` does the same from a shell.
 #
-# **Bottom line.** Any attention method plugs into the model by name. MagicPIG's sample and its
-# exact keys are two softmaxes, and log-sum-exp merges them into what one softmax over both gives.
+# **Bottom line.** Any attention method plugs into the model by name. A step cut into two parts
+# (index and buffer, or sample and exact keys) is two softmaxes, which log-sum-exp merges
+# exactly.
 #
 # ## 2. One prompt, decoded both ways
 #
@@ -222,8 +224,7 @@ for g in generations:
 # %% [markdown]
 # From the first token that differs, the two runs condition on different text, so they can no
 # longer be compared token by token; [finding 4](findings/f4_decoding.ipynb) counts what each
-# writes afterwards and how much of the cache each step read. How far each step's distribution
-# moves is the next section's question.
+# writes afterwards and how much of the cache each step read.
 #
 # ## 3. Quality at a matched budget, teacher-forced
 #
@@ -255,15 +256,15 @@ print(f"a probability of exp(-800): softmax gives {softmax(np.array([0.0, -800.0
 #
 # Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵🔵⚪ · ~4 min
 #
-# `KL(p ‖ q) = Σ p log(p / q)`, with `p = softmax(ref_logits)` (dense) and `q = softmax(logits)`
-# (the method), over the last axis, in nats. For one position the inputs are two 1-D arrays of
+# KL(dense ‖ method) in nats, between the next-token distributions of `ref_logits` (dense) and
+# `logits` (the method), over the last axis. For one position the inputs are two 1-D arrays of
 # `V` logits and the answer is a float; for a batch they are `(T, V)` and the answer has one KL
-# per row. Use `log_softmax` above: logits in the thousands must work.
+# per row. Logits in the thousands must work; `log_softmax` above is at hand.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# KL is not symmetric: which distribution weighs the log-ratio? And `log(p / q)` is a difference of
-# two logs you can already compute exactly; only the weights need the probabilities themselves.
+# `KL(p ‖ q) = Σ p log(p / q)`, with `p` dense's distribution and `q` the method's: it is not
+# symmetric, so keep them in that order.
 #
 # </details>
 #
@@ -290,14 +291,13 @@ lessons.folded("Solution: kl_divergence", ex.solution("07.kl_divergence"))
 # Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~3 min
 #
 # `logits` is `(T, V)` with `T >= 1`, and `targets` the `T` real next tokens as integer ids:
-# `targets[t]` already is the token after position `t`, so there is nothing to shift. Perplexity
-# is the exp of the mean negative log-probability (natural log) of the targets. Use
-# `log_softmax`: a target whose probability is `exp(-800)` must work.
+# `targets[t]` already is the token after position `t`, so there is nothing to shift. Return
+# the perplexity of the targets, a float, with the natural log. A target whose probability is
+# `exp(-800)` must work; `log_softmax` above is at hand.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# Each position contributes one number: the log-probability of its own target. Perplexity is a
-# geometric mean of the probabilities, so average the logs, then undo the log.
+# Perplexity is the exp of the mean negative log-probability of the targets, one per position.
 #
 # </details>
 #
@@ -368,8 +368,8 @@ lessons.table(runs.sort_values("mean KL (nats)"), formats={"keys read": "{:.1%}"
                                                            "top-1 agreement": "{:.1%}", "perplexity": "{:.2f}"})
 
 # %% [markdown]
-# MagicPIG sits between the two ends, far closer to dense than a window of the same size, and
-# its three hash seeds do not agree. Quest with small pages lands closer to dense than MagicPIG
+# MagicPIG sits between the two ends, far closer to dense than a window of the same size; two
+# of its three hash seeds agree closely and the third lands well above them. Quest with small pages lands closer to dense than MagicPIG
 # here. [Finding 4](findings/f4_decoding.ipynb) holds every budget
 # and baseline, why the seeds differ so much here while they barely moved finding 1's error,
 # and the passkey test, which MagicPIG passes far more easily than this KL suggests.
@@ -383,8 +383,8 @@ lessons.table(runs.sort_values("mean KL (nats)"), formats={"keys read": "{:.1%}"
 # * Transformers looks up attention by name, so any method plugs into the real model; two
 #   partial softmaxes merge by log-sum-exp into what one softmax over both gives.
 # * Teacher-forced, at a matched budget, MagicPIG's next-token distribution stays far closer to
-#   dense than a window of the same size, but oracle TopK's stays closer still, and MagicPIG's
-#   hash seeds disagree.
+#   dense than a window of the same size, but oracle TopK's stays closer still, and one of
+#   MagicPIG's hash seeds lands well off the other two.
 #
 # ## What comes next
 #

@@ -85,9 +85,8 @@ def softmax_part(scores, values):
 # `"sinks"`, `"recent"`. Keys `n_indexed .. n-1` are the buffer (maybe none, maybe more than
 # `recent`). Read exactly the sinks, the last `recent` indexed keys and the buffer; sample the
 # other indexed keys that share the query's bucket (the query hashed as it is) in at least 2
-# tables, found with your `query_hits` and corrected with your `log_u`. Compute each part with
-# `softmax_part` and join them with your `merge_partial`. Return `(output, read)`, `read` the
-# positions of every key read. It may happen that no key is sampled.
+# tables, each score corrected by its `u`. Return `(output, read)`, `read` the positions of
+# every key read. It may happen that no key is sampled.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
@@ -100,9 +99,10 @@ def softmax_part(scores, values):
 #
 # <details><summary>Hint 2: where to look</summary>
 #
-# The index's tables cover positions 0 .. n_indexed - 1 only, so the hit counts have n_indexed
-# entries; the buffer joins the exact positions; a part with no keys has no softmax, so look at
-# what merge_partial would do with it before calling it.
+# The pieces loaded above cover every step, joined as in 07a. The tables cover positions
+# 0 .. n_indexed - 1 only, so the hit counts have n_indexed entries; the buffer joins the exact
+# positions. softmax_part cannot take zero keys (np.max of nothing), while your merge_partial
+# takes an empty part as lse = -inf.
 #
 # </details>
 
@@ -121,7 +121,8 @@ lessons.folded("Solution: buffered_step", ex.solution("07.buffered_step"))
 # ## 2. Your MagicPIG in the model
 #
 # Inside the model an estimator is a function of one query row, `estimator(q, keys, values,
-# budget) -> (output, read)`: `budget` caps the share of the keys it may read, and `read` lists
+# budget) -> (output, read)`: `budget` is the most distinct keys it may read, a count
+# (`generate`'s `budget=` is a share, made a count on each row), and `read` lists
 # the positions it read (notebook 08 writes its own; `pigviz.attention.protocol` defines the
 # form). One that keeps an index has a method `build(keys) -> index` beside its call. Inside `use_attention`, `build` runs once per layer
 # and KV head, at the first decode step, on that head's keys from the prefill; each row is then
@@ -180,8 +181,13 @@ projected = (sum(dense_run.step_seconds) + sparse * cfg.num_key_value_heads * bu
 if projected > 60:
     yours = YourMagicPIG(ex.use_reference("07.buffered_step"), ex.use_reference("06.build_tables"),
                          "MagicPIG (the reference)")
-print(f"projected: {'over' if projected > 60 else 'within'} a minute for {new_tokens} tokens on this machine, "
-      f"so {yours.name} generates")
+print(f"projected: {'over' if projected > 60 else 'within'} a minute for {new_tokens} tokens on this machine")
+if projected > 60:
+    print("too slow: the reference MagicPIG generates")
+elif theirs:
+    print("buffered_step is blank: the reference MagicPIG generates")
+else:
+    print("buffered_step passed its check, so your MagicPIG generates")
 
 # %%
 run = decode.generate(model, tokenizer, prompt, yours, new_tokens, progress=False, budget=1.0)
@@ -206,7 +212,7 @@ print(f"keys read per decode step, as a share of the visible keys in the sparse 
 # %% [markdown]
 # The first token comes from the dense prefill, so it always agrees. After that each step reads
 # the exact keys, the buffer and what your tables hand over; `budget=1.0` lets it read as many
-# as it chooses, and the shares above are what it chose. The share tends to grow as the buffer
+# as it chooses. The share tends to grow as the buffer
 # does.
 # Once one token differs, the two runs continue different texts.
 #
@@ -308,7 +314,7 @@ if RUN_LIVE:
 #   prefill, and each step reads the buffer exactly beside the sample, merged by log-sum-exp.
 # * MagicPIG's own placement keeps the model and the exact keys on the GPU and the rest of the
 #   cache and the tables on the CPU; per step only queries, bucket ids and two small results
-#   cross, merged by log-sum-exp.
+#   cross.
 
 # %% [markdown]
 # ## What comes next

@@ -162,7 +162,8 @@ softmax = ex.mine.softmax
 # are integer index arrays (either may be empty, not both), `sampled` drawn uniformly from the
 # `n - len(exact)` keys outside `exact`. Scores are `q · k / sqrt(d)`. Return the weighted mean of
 # their values `(dv,)` under one softmax over both sets (your `softmax`), each drawn key counting
-# for the keys it stands for, as above. The check compares to a relative 1e-6.
+# for the keys it stands for, as above; with nothing drawn, attention over `exact` alone. The check
+# compares to a relative 1e-6.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
@@ -301,20 +302,18 @@ lessons.table(per_budget.reset_index().rename(columns={"fraction": "budget"}),
 # Difficulty 🔴⚪⚪⚪⚪ · Importance 🔵🔵🔵⚪⚪ · ~4 min
 #
 # For one query `q` `(d,)` and `keys` `(n, d)`, `read` holds the indices of the keys an estimator
-# read (maybe none; a key read twice counts once). Return the share of the true attention weight
-# of `q` (exact attention's, over all `n` keys; your `softmax`) that the keys read leave out: a
-# float in `[0, 1]`. The check compares to 1e-6.
+# read (maybe none; a key read twice counts once). Return the share of exact attention's weight
+# that the keys read leave out: a float in `[0, 1]`. The check compares to 1e-6.
 #
 # <details><summary>Hint 1: what to think about</summary>
 #
-# The true weights come from every key's score, not only the keys read. What is left out is what
-# the read keys' weights do not cover; a key listed twice is still one key.
+# Whose scores decide how much weight one key holds: the keys read, or more?
 #
 # </details>
 #
 # <details><summary>Hint 2: where to look</summary>
 #
-# numpy has a function for the distinct values of an array.
+# Your `softmax` from notebook 03, and numpy's function for the distinct values of an array.
 #
 # </details>
 
@@ -499,13 +498,26 @@ estimator_plots.error_budget_figure(points.replace({np.nan: None}).to_dict("reco
                           title="The shipped heads: mean error against the bytes a step reads (fp16 cache)")
 
 # %% [markdown]
+# MagicPIG's few percent count its hyperplanes once for the layer's query heads. The same means,
+# with them counted per query head, beside SparQ (Question 2):
+
+# %%
+sparq = pd.DataFrame(evaluate_estimator(library.sparq(), baselines=()))  # the same rows, Question 2's estimator
+pig_rows = race[race.estimator == "magicpig"]
+shared = pig_rows.bytes_share.astype(float)
+per_head = shared + planes * (1 - 1 / mp.heads) / (pig_rows.n * (d + dv) * B)  # the planes each head would add
+shares = pd.DataFrame({"MagicPIG": shared, "MagicPIG, planes per query head": per_head}).groupby(pig_rows.fraction).mean()
+shares["SparQ"] = sparq.bytes_share.astype(float).groupby(sparq.fraction).mean()
+lessons.table(shares.reset_index(names="budget"), caption="Mean bytes read, of dense, over the records",
+              formats={"budget": "{:.0%}"} | dict.fromkeys(shares, "{:.1%}"))
+
+# %% [markdown]
 # **Bottom line:** TopK reads about half of dense attention's bytes at both budgets, as does any
 # estimator that scores every key, whatever it reads. MagicPIG reads a few percent, and loses on
-# error. With its hyperplanes counted per query head (the table's last line), as
-# [finding 2](findings/f2_affordable.ipynb)'s headline counts them, it would read more than SparQ
-# (Question 2). An affordable winner would have to find the heavy keys without scoring every key,
-# and none here does. Bytes are not time: what MagicPIG's reads cost in time is
-# [finding 3](findings/f3_bill_and_speed.ipynb).
+# error; with its hyperplanes counted per query head, as [finding 2](findings/f2_affordable.ipynb)'s
+# headline counts them, it reads more than SparQ. An affordable winner would have to find the
+# heavy keys without scoring every key, and none here does. Bytes are not time: what MagicPIG's
+# reads cost in time is [finding 3](findings/f3_bill_and_speed.ipynb).
 
 # %% [markdown]
 # ## 5. Inside real decoding (optional, with the model)
@@ -589,7 +601,6 @@ lessons.folded("Answer 1", scoreboard(warm_up, 0.05)._repr_html_()
 #    fewer bytes than TopK. How close does it come to TopK and the worked example on these rows?
 
 # %% jupyter={"source_hidden": true}
-sparq = pd.DataFrame(evaluate_estimator(library.sparq(), baselines=()))
 worked = pd.DataFrame(evaluate_estimator(capstone.top_plus_sample, baselines=()))  # whatever yours is
 both = pd.concat([race[race.estimator == "topk"], sparq, worked])
 sparq_read = protocol.call(library.sparq(), q, keys, values, budget)[1]  # §1's row at 2%
@@ -608,9 +619,11 @@ lessons.folded("Answer 2", scoreboard(both, 0.02)._repr_html_() + scoreboard(bot
 
 # %% jupyter={"source_hidden": true}
 tail = pd.DataFrame(evaluate_estimator(capstone.topk_plus_tail, baselines=()))
+tail["keys_read"] = tail.n  # every key's score and value enter its output; its read list names TopK's keys only
 both = pd.concat([race[race.estimator == "topk"], tail])
 lessons.folded("Answer 3", f"```python\n{inspect.getsource(capstone.topk_plus_tail)}```\n\n"
                + scoreboard(both, 0.02)._repr_html_() + scoreboard(both, 0.05)._repr_html_()
                + "\n\nIts error is below TopK's at TopK's bytes plus one vector. But every key's score and value "
-               "enter its output, so by §1's rule it reads every key: it beats TopK at matched bytes, not at "
+               "enter its output, so by §1's rule it reads every key (the tables count them all; its `read` names "
+               "TopK's keys only, or the protocol would refuse it): it beats TopK at matched bytes, not at "
                "matched keys read.")

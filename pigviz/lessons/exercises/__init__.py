@@ -304,7 +304,10 @@ class Mine:
                 print(f"mine.{ex.function_name}: your {ex.name} from {self.folder() / (ex.name + '.py')}")
                 self._kept[ex.function_name] = kept
         if kept is None:
-            print(f"mine.{ex.function_name}: you have not passed {ex.name} yet, so the reference stands in")
+            print(
+                f"mine.{ex.function_name}: you have not passed {ex.name} (notebook {ex.notebook}) yet, "
+                "so the reference stands in"
+            )
             return ex.reference
         return kept
 

@@ -307,6 +307,21 @@ def _inclusion_total_weight(weights, values, u, seed):
     return float((w[read] / u[read]) @ v[read] / w.sum())
 
 
+def _inclusion_binomial_coins(weights, values, u, seed):
+    w, v, u = _inclusion_parts(weights, values, u)
+    read = np.random.default_rng(seed).binomial(1, u).astype(bool)  # right odds, other random numbers
+    ratio = w[read] / u[read]
+    return float(ratio @ v[read] / ratio.sum())
+
+
+def _inclusion_all_keys_denominator(weights, values, u, seed):
+    w, v, u = _inclusion_parts(weights, values, u)
+    read = np.random.default_rng(seed).random(u.size) < u
+    with np.errstate(divide="ignore"):
+        ratio = w / u  # every key's corrected weight, read or not
+    return float(ratio[read] @ v[read] / ratio.sum())
+
+
 def _inclusion_one_minus_u(weights, values, u, seed):
     w, v, u = _inclusion_parts(weights, values, u)
     rng = np.random.default_rng(seed)
@@ -495,6 +510,18 @@ EXERCISES = [
                 _inclusion_total_weight,
                 "the sampler knows the weights of the keys it read, not the total: self-normalise, dividing by "
                 "the sum of the corrected weights of the keys read",
+            ),
+            Wrong(
+                "coins from rng.binomial, not rng.random",
+                _inclusion_binomial_coins,
+                "the keys you read differ from the check's draw: the odds are right, but the check repeats your "
+                "coins only if they are one `rng.random` number per key, in key order, each compared with u[i]",
+            ),
+            Wrong(
+                "denominator summed over every key",
+                _inclusion_all_keys_denominator,
+                "the denominator sums the corrected weights of the keys read only: the sampler does not know the "
+                "weights of the keys it did not read",
             ),
             Wrong(
                 "kept with probability 1 - u",

@@ -181,8 +181,8 @@ EXERCISES = [
         output=ARRAY,
         rtol=1e-6,
         atol=1e-10,
-        nudge="Only directions count, so first scale every key to unit length; a long key must not pull the mean "
-        "its way. The average of unit vectors is shorter than that: a cosine needs it rescaled to unit length.",
+        nudge="A key five times longer than the rest must not get five votes on where the cone points: each key "
+        "votes with its direction alone. And a cosine divides a dot product by the lengths of both vectors.",
         hint="Mind the shapes when you divide: an `(n, d)` array divided by `n` lengths of shape `(n,)` is lined up "
         "against the `d` columns, not the rows (an error, or silently wrong when `n == d`). The lengths must be a "
         "column, shape `(n, 1)`.",

@@ -70,8 +70,8 @@ def _cos_cases():
     q = -keys[10:].mean(axis=0) + rng.standard_normal(d)
     return [
         Case(
-            "2-D, mu = (1, 0)",
-            (np.array([0.0, 1.0]), np.array([[1.0, 1.0], [2.0, 0.0], [0.0, -3.0]]), np.array([1.0, 0.0])),
+            "2-D, |q| = 2, mu = (1, 1)",
+            (np.array([0.0, 2.0]), np.array([[1.0, 2.0], [2.0, 0.0], [0.0, -3.0]]), np.array([1.0, 1.0])),
             "centre the keys (k - mu), then take the cosine with q",
         ),
         Case("50 keys in a cone, d = 16", (q, keys, mu)),
@@ -162,6 +162,16 @@ def _cos_centres_query(q, keys, mu):
 
 def _cos_not_centred(q, keys, mu):
     return cos_centred(q, keys, np.zeros_like(np.asarray(mu, float)))
+
+
+def _cos_raw_key_length(q, keys, mu):
+    q, k = np.asarray(q, float), np.asarray(keys, float)
+    return (k - np.asarray(mu, float)) @ q / (np.linalg.norm(k, axis=-1) * np.linalg.norm(q))  # |k_i|, not |k_i - mu|
+
+
+def _cos_without_q_length(q, keys, mu):
+    centred = np.asarray(keys, float) - np.asarray(mu, float)
+    return centred @ np.asarray(q, float) / np.linalg.norm(centred, axis=-1)
 
 
 def _cos_dot_only(q, keys, mu):
@@ -255,8 +265,8 @@ EXERCISES = [
         atol=1e-10,
         nudge="Only the keys move; the query is hashed as it is. A cosine divides by two lengths, and every "
         "centred key has its own.",
-        hint="Broadcasting subtracts a (d,) vector from every row of an (n, d) array; np.linalg.norm(x, "
-        "axis=-1) gives one length per row.",
+        hint="Your `cos_to_mean_direction` of notebook 02 already turned dot products into one cosine per row; "
+        "here other vectors go in.",
         difficulty=2,
         importance=4,
         minutes=5,
@@ -272,6 +282,13 @@ EXERCISES = [
                 _cos_dot_only,
                 "a cosine divides by both lengths: |k - mu| per key and |q|",
             ),
+            Wrong(
+                "divides by the raw key's length",
+                _cos_raw_key_length,
+                "the numerator uses the centred key, so the length must be the centred key's too: |k_i - mu|, "
+                "not |k_i|",
+            ),
+            Wrong("forgets |q|", _cos_without_q_length, "a cosine divides by both lengths: |q| as well as |k_i - mu|"),
             Wrong(
                 "one norm for all keys",
                 _cos_one_norm_for_all,

@@ -61,7 +61,9 @@ def _bit_cases():
         Case("an array of cosines", (rng.uniform(-1, 1, 25),)),
         Case("a (3, 4) array", (rng.uniform(-1, 1, (3, 4)),), "work elementwise, keeping the shape"),
         Case(
-            "cosines a hair outside [-1, 1] from rounding",
+            "cosines a hair outside [-1, 1] from rounding: cos = ["
+            + ", ".join(repr(float(c)) for c in HAIR_PAST_ONE)
+            + "] (printed rounded below)",
             (HAIR_PAST_ONE,),
             "a cosine computed in floating point can come out as 1.0000000000000002 or -1.0000000000000004; "
             "past +-1, np.arccos gives NaN and math.acos raises 'math domain error': clip to [-1, 1] first",
@@ -237,8 +239,8 @@ EXERCISES = [
         atol=1e-12,
         nudge="The section above found how often a random line splits two vectors at angle theta. Which "
         "angle does a cosine give, and what should a cosine that rounding pushed a hair past 1 or -1 count as?",
-        hint="Two numpy functions do the work: one turns a cosine back into an angle (in which unit?), and one "
-        "holds values inside a range.",
+        hint="Read the docs of numpy's inverse cosine: which unit does it answer in, and what does it return "
+        "for an argument past +-1?",
         difficulty=1,
         importance=3,
         minutes=5,

@@ -256,8 +256,8 @@ EXERCISES = [
         reference=kv_bytes_per_token,
         make_cases=_kv_cases,
         output=INT,
-        nudge="Picture what one new token leaves behind in one layer and one KV head: how many vectors, "
-        "how many numbers in each, how many bytes per number. Then ask which arguments repeat that picture.",
+        nudge="Picture what one new token leaves behind in one layer and one KV head, down to the bytes; then "
+        "ask which arguments repeat that picture.",
         hint="Stay with integer arithmetic (`*`, no `/`) and the result is already an int. If a case fails, "
         "its message says which part of the picture is missing.",
         difficulty=1,
@@ -295,17 +295,16 @@ EXERCISES = [
         task="The table entries a query scans on average, over L SimHash tables whose buckets are uneven. "
         "counts is an (L, 2**K) array of integers >= 0: counts[t, b] keys sit in bucket b of table t, and "
         "every table files all n cached keys, so every row adds up to n. The query lands in a bucket as often "
-        "as a key does (bucket b a share n_b / n of the time) and scans every entry of the bucket it lands "
-        "in, one bucket per table. Return the entries it scans on average in all L tables together, as a "
-        "float. n may be 0 (an empty cache) and may be smaller than the number of buckets.",
+        "as a random cached key does, and scans every entry of the bucket it lands in, one bucket per table. "
+        "Return the entries it scans on average in all L tables together, as a float. n may be 0 (an empty "
+        "cache) and may be smaller than the number of buckets.",
         reference=candidates_per_query,
         make_cases=_candidates_cases,
         output=FLOAT,
         rtol=1e-9,
         atol=1e-9,
-        nudge="An expected count is a sum over what can happen: each outcome's chance times what it costs. In "
-        "one table, where can the query land, how likely is each bucket, and how many entries does it then "
-        "scan? Then the tables add up.",
+        nudge="This is an expected count. In one table, where can the query land, how likely is each bucket, "
+        "and how many entries does it then scan? Then the tables add up.",
         hint="Whole-array numpy does every table at once, and a row's `.sum()` gives n. Decide what an empty "
         "cache scans before you divide by n.",
         difficulty=2,

@@ -16,7 +16,7 @@ import numpy as np
 
 from pigviz.lessons.exercises._framework import ARRAY, Case, Exercise, Wrong, show
 from pigviz.lessons.exercises.nb03 import cos_centred, softmax
-from pigviz.lessons.exercises.nb04 import bit_agreement, log_inclusion_probability
+from pigviz.lessons.exercises.nb04 import bit_agreement, inclusion_probability, log_inclusion_probability
 from pigviz.lsh.reference import simhash_codes
 
 # --------------------------------------------------------------------------- references
@@ -77,8 +77,29 @@ _q_edge = np.array([1.46, 0.28, -0.25])
 _keys_edge = np.vstack([0.3 * _q_edge, 0.6 * _q_edge, [1.0, -0.5, 0.0], [-0.2, 1.0, 0.4]])
 
 
+def _far_keys(degrees, seed=603, d=6):
+    """Keys at the given angles (degrees) from q after centring, at lengths 1 to 3: nearly opposite q,
+    u runs from about e^-20 down to e^-62 at (K, L) = (10, 150)."""
+    rng = np.random.default_rng(seed)
+    q, mu = 2.0 * rng.standard_normal(d), rng.standard_normal(d)
+    along = q / np.linalg.norm(q)
+    across = rng.standard_normal(d)
+    across -= (across @ along) * along
+    across /= np.linalg.norm(across)
+    t, r = np.radians(np.asarray(degrees, dtype=np.float64)), np.linspace(1.0, 3.0, len(degrees))
+    return q, mu + r[:, None] * (np.cos(t)[:, None] * along + np.sin(t)[:, None] * across), mu
+
+
+_FAR_HINT = (
+    "u this small (below 1e-13) is lost to rounding in 1 - P(no table) - P(one table): the two "
+    "subtractions cancel, and the log of what is left is off or NaN. Work in log space from the start"
+)
+
+
 def _log_u_cases():
     q, k_s, _, mu, _, _ = _step(601)
+    q_far, k_far, mu_far = _far_keys([140, 146, 150, 153, 155, 157])
+    q_opp, k_opp, mu_opp = _far_keys([160, 163, 166, 170, 173, 175])
     q2, k2, _, mu2, _, _ = _step(602, d=64, m=50)
     return [
         Case(
@@ -96,6 +117,8 @@ def _log_u_cases():
             "a cosine computed in floating point can land just outside [-1, 1], where arccos gives NaN: "
             "clip it to [-1, 1] first",
         ),
+        Case("keys 140 to 157 degrees from q: log u from about -21 to -32", (q_far, k_far, mu_far, 10, 150), _FAR_HINT),
+        Case("keys 160 to 175 degrees from q: log u down to about -62", (q_opp, k_opp, mu_opp, 10, 150), _FAR_HINT),
     ]
 
 
@@ -171,6 +194,11 @@ def _log_u_linear_p(q, keys, mu, K, L):
     c = np.asarray(keys, float) - np.asarray(mu, float)
     cos = c @ q / (np.linalg.norm(c, axis=-1) * np.linalg.norm(q))
     return log_inclusion_probability((1 + cos) / 2, K, L)
+
+
+def _log_u_closed_form(q, keys, mu, K, L):
+    with np.errstate(divide="ignore", invalid="ignore"):  # as a learner's np.log would warn, then go on
+        return np.log(inclusion_probability(bit_agreement(cos_centred(q, keys, mu)), K, L))
 
 
 def _log_u_log2(q, keys, mu, K, L):
@@ -659,12 +687,11 @@ EXERCISES = [
         signature="log_u(q, keys, mu, K, L) -> ndarray",
         task="For each key, the natural log of u, the chance that it is sampled at (K, L): that it shares "
         "the query's bucket in at least 2 of L tables of K bits, tables that hash the centred keys k - mu "
-        "and the query as it is. q (d,), keys (n, d), mu (d,) -> shape (n,). Your functions from notebooks "
-        "03, 04a and 04b (ex.mine) do most of the work. mu may be 0, q may be long, and a key may lie "
-        "along q.",
+        "and the query as it is. q (d,), keys (n, d), mu (d,) -> shape (n,). mu may be 0, q may be long, a "
+        "key may lie along q, and a key nearly opposite q has a u far below 1e-13.",
         difficulty=2,
         importance=4,
-        minutes=4,
+        minutes=3,
         reference=log_u,
         make_cases=_log_u_cases,
         output=ARRAY,
@@ -673,8 +700,8 @@ EXERCISES = [
         helpers=(log_inclusion_probability, cos_centred, bit_agreement),
         nudge="Two questions you have answered before: how likely one hyperplane is to put the query and a "
         "centred key on the same side, and what turns that into the chance that the tables sample the key.",
-        hint="The query is hashed as it is; only the keys are centred. Of your earlier functions, one gives the "
-        "chance one bit agrees and one turns that into the tables' chance: which does a cosine go into?",
+        hint="Notebooks 03, 04a and 04b each wrote one step of this, and ex.mine keeps yours; for far keys, "
+        "notebook 04b section 1's way, not notebook 04a's closed form.",
         wrong=(
             Wrong(
                 "centres the query too",
@@ -687,6 +714,12 @@ EXERCISES = [
                 "p linear in the cosine",
                 _log_u_linear_p,
                 "one bit agrees with probability 1 - angle / pi, angle = arccos(cos)",
+            ),
+            Wrong(
+                "log of 04a's closed form",
+                _log_u_closed_form,
+                "this is the log of notebook 04a's closed form for u, whose subtractions cancel for keys far from q: "
+                "take log u as notebook 04b computes it, summed in log space",
             ),
             Wrong(
                 "log base 2",
@@ -713,7 +746,7 @@ EXERCISES = [
         "scores may be in the hundreds; mu may be 0.",
         difficulty=3,
         importance=5,
-        minutes=12,
+        minutes=10,
         reference=sampled_estimate,
         make_cases=_estimate_cases,
         output=ARRAY,
@@ -859,8 +892,9 @@ EXERCISES = [
         "bucket's run starts where the buckets before it end, so the starts are a running total of the bucket "
         "sizes. Two keys in the same bucket must keep their token order, and a bucket no key landed in still "
         "needs its start.",
-        hint="np.argsort (mind its kind argument: equal codes must keep their order), np.bincount (mind "
-        "minlength) and np.cumsum; each works on one table's row, or on all rows with axis",
+        hint="numpy has a sort that returns positions rather than values, a count of how often each integer occurs"
+        " and a running total; each works on one table's row, or on all rows with axis. Check their arguments"
+        " for ties and for buckets no key reached.",
         wrong=(
             Wrong(
                 "unstable order within a bucket",
@@ -914,9 +948,9 @@ EXERCISES = [
         nudge="In each table the query's bucket is one run of the row, and the offsets say where it starts and "
         "ends; every id in that run is a key that collides with the query in that table, once. A key can be in "
         "the query's bucket in several tables, and each of them counts.",
-        hint="The layout of section 1 says where a bucket's run sits. To count ids that repeat, np.bincount "
-        "(with minlength) or np.add.at; a fancy-indexed `+=` counts a repeated index once (an id sits at most "
-        "once in one table, so within one table it is safe).",
+        hint="Section 1's layout says where a bucket's run sits in its row. Across tables the same id comes back: "
+        "look up how np.bincount (with minlength) and np.add.at treat an index that repeats, and how a fancy-"
+        "indexed `+=` does.",
         wrong=(
             Wrong(
                 "every key counted in every table",

@@ -520,8 +520,8 @@ EXERCISES = [
         rtol=1e-6,
         atol=1e-10,
         hint="Reduce over the last axis only: a batch gives one value per row, one position a float.",
-        nudge="KL is not symmetric: which distribution weighs the log-ratio? And `log(p / q)` is a difference of "
-        "two logs you can already compute exactly; only the weights need the probabilities themselves.",
+        nudge="`KL(p ‖ q) = Σ p log(p / q)`, with `p` dense's distribution and `q` the method's: it is not "
+        "symmetric, so keep them in that order.",
         difficulty=1,
         importance=4,
         minutes=4,
@@ -615,8 +615,8 @@ EXERCISES = [
         notebook_key="07a",
         signature="perplexity(logits, targets) -> float",
         task="Perplexity of the real next tokens: logits (T, V) with T >= 1, targets (T,) integer token "
-        "ids, targets[t] the token that follows position t (already aligned: no shift); a float, the exp "
-        "of the mean over positions of -log softmax(logits)[t, targets[t]], natural log. Exact for logits "
+        "ids, targets[t] the token that follows position t (already aligned: no shift); a float (at least 1), "
+        "with the natural log. Exact for logits "
         "in the thousands and for a target whose probability is as small as exp(-800), which underflows to 0: "
         "use the notebook's log_softmax.",
         reference=perplexity,
@@ -626,8 +626,7 @@ EXERCISES = [
         rtol=1e-6,
         atol=1e-12,
         hint="numpy's integer-array indexing can pick one entry per row of a 2-D array in one step.",
-        nudge="Each position contributes one number: the log-probability of its own target. Perplexity is a "
-        "geometric mean of the probabilities, so average the logs, then undo the log.",
+        nudge="Perplexity is the exp of the mean negative log-probability of the targets, one per position.",
         difficulty=1,
         importance=3,
         minutes=3,
@@ -674,10 +673,8 @@ EXERCISES = [
         "n-1, the buffer, were written since the build: they are in no table (n may equal n_indexed: no "
         "buffer). Read exactly: the first `sinks` keys, the last `recent` indexed keys and the whole buffer. "
         "Sample: the indexed keys outside those that share the query's bucket (q hashed as it is) in at least "
-        "2 tables, read with your query_hits, each score corrected by your log_u. Compute each part as (out, "
-        "lse) with softmax_part and join them with your merge_partial; when no key is sampled the output is "
-        "the exact part's. Return (output, read): the output (dv,) and the positions of every key read, in any "
-        "order.",
+        "2 tables, each score corrected by its u; when no key is sampled the output is the exact part's. "
+        "Return (output, read): the output (dv,) and the positions of every key read, in any order.",
         reference=buffered_step,
         helpers=(
             query_hits,
@@ -698,9 +695,10 @@ EXERCISES = [
         "keys read for sure, and the keys written after the tables were built, which no table holds. Which of "
         "them carry a known chance of being drawn, and which are certain? Each group read for sure "
         "scores as in plain attention; only drawn keys are corrected.",
-        hint="The index's tables cover positions 0 .. n_indexed - 1 only, so the hit counts have n_indexed "
-        "entries; the buffer joins the exact positions; a part with no keys has no softmax, so look at what "
-        "merge_partial would do with it before calling it.",
+        hint="The pieces loaded above cover every step, joined as in 07a. The tables cover positions "
+        "0 .. n_indexed - 1 only, so the hit counts have n_indexed entries; the buffer joins the exact "
+        "positions. softmax_part cannot take zero keys (np.max of nothing), while your merge_partial "
+        "takes an empty part as lse = -inf.",
         difficulty=3,
         importance=4,
         minutes=15,

@@ -220,7 +220,8 @@ EXERCISES = [
         "both), sampled drawn uniformly without replacement from the n - len(exact) keys outside exact. Scores "
         "q.k / sqrt(d); one softmax over both sets (softmax, yours from notebook 03, is there to use), each "
         "drawn key counting for the keys it stands for (notebook 01's importance weight); return the weighted "
-        "mean of their values, shape (dv,). Checked to a relative 1e-6.",
+        "mean of their values, shape (dv,); with nothing drawn, attention over exact alone. Checked to a "
+        "relative 1e-6.",
         reference=corrected_sample,
         helpers=(softmax,),  # yours from notebook 03, shown with the solution
         make_cases=_cases,
@@ -271,20 +272,18 @@ EXERCISES = [
     Exercise(
         name="08.dropped_weight",
         signature="dropped_weight(q, keys, read) -> float",
-        task="The share of ONE query's true attention weight that an estimator leaves out: q (d,), keys (n, d), "
+        task="The share of ONE query's exact attention weight that an estimator leaves out: q (d,), keys (n, d), "
         "read an integer index array of the keys it read (it may be empty, and an index may repeat: a key read "
-        "twice counts once). The true weights are exact attention's, over all n keys (softmax, yours from "
-        "notebook 03, is there to use); return the share of them the keys read leave out, a float in [0, 1]. "
-        "Checked to 1e-6.",
+        "twice counts once). Return the share of exact attention's weight that the keys read leave out, a float "
+        "in [0, 1] (softmax, yours from notebook 03, is there to use). Checked to 1e-6.",
         reference=dropped_weight,
         helpers=(softmax,),
         make_cases=_dropped_cases,
         output=FLOAT,
         rtol=1e-6,
         atol=1e-6,
-        nudge="The true weights come from every key's score, not only the keys read. What is left out is what "
-        "the read keys' weights do not cover; a key listed twice is still one key.",
-        hint="numpy has a function for the distinct values of an array.",
+        nudge="Whose scores decide how much weight one key holds: the keys read, or more?",
+        hint="Your `softmax` from notebook 03, and numpy's function for the distinct values of an array.",
         difficulty=1,
         importance=3,
         minutes=4,
