@@ -2,7 +2,7 @@
 
 The package is layered; each layer imports only the ones above it in this list:
 
-* ``_util``: atomic writes, sha256, argument checks
+* ``_util``: atomic writes, sha256, argument checks, MagicPIG's defaults (``MagicPIGConfig``)
 * ``attention``: exact softmax attention and the baselines (TopK, oracle, hybrid, Quest, StreamingLLM)
 * ``lsh``: SimHash probabilities and hashing, the CSR index, MagicPIG's estimator
 * ``toy``: the stick-balance toy (notebook 01)
@@ -20,11 +20,12 @@ The shipped data live in ``pigviz/data/`` (``pigviz.model.shipped.data_dir``).
 import os
 import sys
 
+from pigviz._util.config import DEFAULTS, MagicPIGConfig  # light: dataclasses only
 from pigviz._util.threads import limit_to_quota, settle_for_notebooks  # light: os, math, threadpoolctl
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "setup_notebook"]
+__all__ = ["__version__", "setup_notebook", "MagicPIGConfig", "DEFAULTS"]
 
 
 def setup_notebook() -> str:

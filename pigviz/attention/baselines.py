@@ -35,6 +35,7 @@ import numpy as np
 if TYPE_CHECKING:  # annotations only; torch itself loads lazily
     import torch
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_array, check_float, check_int
 
 __all__ = [
@@ -239,7 +240,7 @@ def topk_attention(q, k, v, budget):
     return _finish(out, q, torch.full((H,), m), n, read_mask=keep)
 
 
-def streaming_attention(q, k, v, sinks: int = 4, recent: int = 64):
+def streaming_attention(q, k, v, sinks: int = DEFAULTS.sinks, recent: int = DEFAULTS.recent):
     """StreamingLLM: exact softmax over the first ``sinks`` and last ``recent`` keys only.
 
     As in Xiao et al. (ICLR 2024): 4 attention sinks plus a rolling window of recent keys.

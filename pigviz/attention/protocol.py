@@ -58,6 +58,7 @@ import math
 
 import numpy as np
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_choice, check_float, check_int
 from pigviz.attention import baselines, cost
 
@@ -420,6 +421,6 @@ def hybrid(seed: int = 0, name: str = "hybrid") -> LibraryEstimator:
     return LibraryEstimator(name, baselines.hybrid_attention, "hybrid", seed=check_int("seed", seed, 0))
 
 
-def streaming(sinks: int = 4, name: str = "streaming") -> LibraryEstimator:
+def streaming(sinks: int = DEFAULTS.sinks, name: str = "streaming") -> LibraryEstimator:
     """StreamingLLM at the budget: ``sinks`` first keys, the rest of the budget the most recent."""
     return _Streaming(name, baselines.streaming_attention, "streaming", sinks=check_int("sinks", sinks, 0))

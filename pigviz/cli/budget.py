@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from pigviz import DEFAULTS
 from pigviz.cli import text
 from pigviz.memory import budget, model_shapes
 
@@ -37,7 +38,7 @@ def register(sub) -> None:
     )
     p.add_argument("--context", type=int, default=None, help="tokens in the context (required unless --model list)")
     p.add_argument("--dtype-bytes", type=int, default=2, help="bytes per KV element (2 = fp16/bf16)")
-    p.add_argument("--K", type=int, default=10, help="SimHash bits per table")
-    p.add_argument("--L", type=int, default=150, help="number of hash tables")
+    p.add_argument("--K", type=int, default=DEFAULTS.K, help="SimHash bits per table")
+    p.add_argument("--L", type=int, default=DEFAULTS.L, help="number of hash tables")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_cmd_budget)

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from pigviz import DEFAULTS
 from pigviz._util.io import write_json_atomic
 from pigviz.cli.args import int_list, kl_pairs
 from pigviz.decode import custom
@@ -63,13 +64,23 @@ def _methods(text: str) -> list[str]:
 
 def _add_method_options(p) -> None:
     g = p.add_argument_group("attention options (each method takes only its own)")
-    g.add_argument("--K", type=int, help="MagicPIG: SimHash bits per table (default 10)")
-    g.add_argument("--L", type=int, help="MagicPIG: number of tables (default 150)")
-    g.add_argument("--min-hits", type=int, help="MagicPIG: tables a key must share with the query (default 2)")
-    g.add_argument("--sinks", type=int, help="MagicPIG/StreamingLLM: first tokens always read (default 4)")
-    g.add_argument("--recent", type=int, help="MagicPIG/StreamingLLM: last tokens always read (default 64)")
+    g.add_argument("--K", type=int, help=f"MagicPIG: SimHash bits per table (default {DEFAULTS.K})")
+    g.add_argument("--L", type=int, help=f"MagicPIG: number of tables (default {DEFAULTS.L})")
+    g.add_argument(
+        "--min-hits", type=int, help=f"MagicPIG: tables a key must share with the query (default {DEFAULTS.min_hits})"
+    )
+    g.add_argument(
+        "--sinks", type=int, help=f"MagicPIG/StreamingLLM: first tokens always read (default {DEFAULTS.sinks})"
+    )
+    g.add_argument(
+        "--recent", type=int, help=f"MagicPIG/StreamingLLM: last tokens always read (default {DEFAULTS.recent})"
+    )
     g.add_argument("--seed", type=int, help="MagicPIG: hyperplane seed (default 0)")
-    g.add_argument("--buffer", type=int, help="MagicPIG: new tokens read exactly before the index is rebuilt (256)")
+    g.add_argument(
+        "--buffer",
+        type=int,
+        help=f"MagicPIG: new tokens read exactly before they are hashed into the index (default {DEFAULTS.buffer})",
+    )
     g.add_argument("--budget", type=float, help="TopK/Quest/StreamingLLM: fraction of cached keys read (0.05)")
     g.add_argument("--page", type=int, help="Quest: tokens per page (default 16)")
     g.add_argument("--dense-layers", type=int_list, help="layers kept dense, comma-separated (default 0)")

@@ -51,6 +51,7 @@ import time
 from dataclasses import dataclass
 
 from pigviz import attention as base
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_choice, check_float, check_int
 from pigviz.decode import custom
 from pigviz.decode.cache import (
@@ -94,13 +95,7 @@ DENSE_KERNELS = ("grouped", "transformers")
 _OPTIONS = {
     "dense": {"kernel": "grouped", "kv_dtype": "model"},
     "magicpig": {
-        "K": 10,
-        "L": 150,
-        "min_hits": 2,
-        "sinks": 4,
-        "recent": 64,
-        "seed": 0,
-        "buffer": 256,
+        **DEFAULTS.options(),  # K, L, min_hits, sinks, recent, seed, buffer: pigviz._util.config
         "dense_layers": (0,),
         "kv_dtype": "bfloat16",
         "placement": "device",
@@ -111,7 +106,7 @@ _OPTIONS = {
     "quest": {"budget": 0.05, "page": 16, "dense_layers": (0, 1)},
     # pigviz's first Quest: every page ranked by its bound, the current one too.
     "quest_rank_all": {"budget": 0.05, "page": 16, "dense_layers": (0,)},
-    "streaming": {"sinks": 4, "recent": 64, "budget": None, "dense_layers": (0,)},
+    "streaming": {"sinks": DEFAULTS.sinks, "recent": DEFAULTS.recent, "budget": None, "dense_layers": (0,)},
     custom.CUSTOM: custom.OPTIONS,  # your estimator (pigviz.decode.custom)
 }
 

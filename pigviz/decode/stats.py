@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pigviz._util.config import DEFAULTS
 from pigviz.attention import cost
 from pigviz.attention.names import method_label
 from pigviz.decode.report import headline, magicpig_summary
@@ -95,7 +96,7 @@ def _magicpig(quality: dict, K: int, L: int) -> list[dict]:
     return runs
 
 
-def worst_positions(quality: dict, K: int = 10, L: int = 150, worst: int = 5) -> dict[int, list[int]]:
+def worst_positions(quality: dict, K: int = DEFAULTS.K, L: int = DEFAULTS.L, worst: int = 5) -> dict[int, list[int]]:
     """Per hash seed of MagicPIG at (K, L): the ``worst`` positions of the stretch with the largest KL."""
     return {r["seed"]: sorted(np.argsort(r["kl_per_token"])[-worst:].tolist()) for r in _magicpig(quality, K, L)}
 
@@ -223,7 +224,7 @@ def passkey_totals(passkey: dict) -> dict[str, dict]:
 
 
 def dense_path(
-    pairs: list[dict], attend_rows: list[dict], model: str = "SmolLM2-135M", K: int = 10, L: int = 150
+    pairs: list[dict], attend_rows: list[dict], model: str = "SmolLM2-135M", K: int = DEFAULTS.K, L: int = DEFAULTS.L
 ) -> dict:
     """Which dense the in-model attention time is against, at the longest context of ``pairs`` (dense and
     MagicPIG decode speed rows, ``report.speed_pairs``): dense's attention per layer in the model

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_choice, check_int
 from pigviz.model.shipped import load_shipped_capture
 
@@ -59,8 +60,8 @@ __all__ = [
     "SHIFT_TOL_FP32",
 ]
 
-EXACT_SINKS = 4
-EXACT_RECENT = 64
+EXACT_SINKS = DEFAULTS.sinks
+EXACT_RECENT = DEFAULTS.recent
 GRID_K = (6, 7, 8, 9, 10, 11, 12)
 GRID_L = (50, 100, 150, 200, 250, 300)
 VARIANTS = ("raw", "centred")

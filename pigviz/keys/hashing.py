@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_choice, check_int
 from pigviz.keys.geometry import (
     EXACT_RECENT,
@@ -146,7 +147,7 @@ def _trailing_zeros(x, bits: int):
     return _trailing_zero_table(bits)[x.long()]
 
 
-def sampled_in(agreement: HashAgreement, K: int, L: int, min_hits: int = 2) -> np.ndarray:
+def sampled_in(agreement: HashAgreement, K: int, L: int, min_hits: int = DEFAULTS.min_hits) -> np.ndarray:
     """``(keys, hashings)`` bool: the key shares the query's bucket in at least ``min_hits``
     of the first ``L`` tables of ``K`` bits in that hashing."""
     K = check_int("K", K, 1, agreement.K_max)
@@ -170,7 +171,7 @@ def _formula_on_bins(K: int, L: int, min_hits: int) -> np.ndarray:
     return sh.inclusion_probability(sh.collision_probability(_BIN_CENTRES), K, L, min_hits)
 
 
-def half_point_cos(K: int, L: int, min_hits: int = 2) -> float:
+def half_point_cos(K: int, L: int, min_hits: int = DEFAULTS.min_hits) -> float:
     """The cosine where u crosses 50%, read off a cached 2,000-point curve (to about 0.001):
     fast enough for a slider, unlike the bisection of ``simhash.crossing_cos``."""
     u = _formula_on_bins(
@@ -250,7 +251,7 @@ def real_scurve(
     query_index: int = -1,
     K: int = sh.DEFAULT_K,
     L: int = sh.DEFAULT_L,
-    min_hits: int = 2,
+    min_hits: int = DEFAULTS.min_hits,
     n_hashings: int = 200,
     n_keys: int = 300,
     seed: int = 0,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pigviz._util.config import DEFAULTS
 from pigviz.decode import report, stats
 from pigviz.decode.report import SAME_WITHIN, compare, load_result, speed_pairs, speed_summary
 from pigviz.lessons.tables import Table, table
@@ -45,7 +46,7 @@ def claims() -> list:
     return out
 
 
-def bill_claims(claim, context: int = 8192, K: int = 10, L: int = 150) -> None:
+def bill_claims(claim, context: int = 8192, K: int = DEFAULTS.K, L: int = DEFAULTS.L) -> None:
     """Section 5: notebook 05a's bill at (10, 150) and the engine's measured index."""
     report = budget.budget_report("SmolLM2-135M", context, K=K, L=L)
     model = report["model"]
@@ -73,7 +74,7 @@ def _engine_index(K: int, L: int):
 # --------------------------------------------------------------------------- tables
 
 
-def bill_table(context: int = 8192, K: int = 10, L: int = 150) -> Table:
+def bill_table(context: int = 8192, K: int = DEFAULTS.K, L: int = DEFAULTS.L) -> Table:
     """Notebook 05a's bill for SmolLM2 at ``context`` tokens, and the index the engine really builds."""
     report = budget.budget_report("SmolLM2-135M", context, K=K, L=L)
     k, built = _engine_index(K, L)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pigviz._util.config import DEFAULTS
 from pigviz.lessons.tables import Table, table
 from pigviz.lessons.verify import Claim, near
 from pigviz.memory import allocators as al
@@ -135,7 +136,7 @@ def report_table(report: dict) -> Table:
     )
 
 
-def layout_table(model="Llama-3.1-8B", context: int = CONTEXT, K: int = 10, L: int = 150) -> Table:
+def layout_table(model="Llama-3.1-8B", context: int = CONTEXT, K: int = DEFAULTS.K, L: int = DEFAULTS.L) -> Table:
     """pigviz's layout beside MagicPIG's as its released code fills it (the code allocates the
     tables of its two dense layers too, and never writes them)."""
     rows = [

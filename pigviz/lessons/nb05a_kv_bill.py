@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pigviz._util.config import DEFAULTS
 from pigviz.lessons.verify import Claim
 from pigviz.memory.budget import (
     GIB,
@@ -31,7 +32,7 @@ PROSE_DEFINED = {
 }
 
 
-def uneven_buckets(seed: int = 0, n: int = 8_192, d: int = 64, K: int = 10) -> dict:
+def uneven_buckets(seed: int = 0, n: int = 8_192, d: int = 64, K: int = DEFAULTS.K) -> dict:
     """Section 4's simulation, as its cell runs it: the entries a query scans in one SimHash table
     (sum of squared bucket counts over n) against the even figure n / 2^K, for random keys, keys
     leaning one way (a cone), and the same keys centred."""
@@ -132,7 +133,7 @@ def claims() -> list[Claim]:
     return out
 
 
-def _random_keys_two_ways(seed: int = 0, n: int = 8_192, d: int = 64, K: int = 10) -> tuple[float, float]:
+def _random_keys_two_ways(seed: int = 0, n: int = 8_192, d: int = 64, K: int = DEFAULTS.K) -> tuple[float, float]:
     """Section 4's random keys, against the even figure, without the planes' unequal cells: keys
     dropped into buckets by chance alone (the expected scan of a uniform fill, (n - 1) / 2^K + 1),
     and the same keys hashed by K planes at right angles to one another."""

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_float, check_int
 from pigviz.attention.baselines import (
     _finish,
@@ -59,7 +60,7 @@ def sparq_channels(d: int) -> int:
     return max(1, d // 8)
 
 
-def magicpig_exact_top(index, q, k, v, *, top_fraction: float = 0.5, min_hits: int = 2):
+def magicpig_exact_top(index, q, k, v, *, top_fraction: float = 0.5, min_hits: int = DEFAULTS.min_hits):
     """MagicPIG's read set, with the best ``top_fraction`` of the sampled keys (by the scores
     MagicPIG computes anyway) weighted as exact and only the rest corrected by 1/u.
     ``top_fraction=0`` is MagicPIG itself; 1 is a plain softmax over the keys it read."""
@@ -99,8 +100,8 @@ def vattention(
     v,
     budget,
     *,
-    sinks: int = 4,
-    recent: int = 64,
+    sinks: int = DEFAULTS.sinks,
+    recent: int = DEFAULTS.recent,
     sample_fraction: float = VATTENTION_SAMPLE_FRACTION,
     page: int = 16,
     seed: int = 0,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_float, check_int
 from pigviz.attention import baselines, cost
 from pigviz.attention.protocol import LibraryEstimator
@@ -45,12 +46,12 @@ class MagicPIGEstimator:
 
     def __init__(
         self,
-        K: int = 10,
-        L: int = 150,
+        K: int = DEFAULTS.K,
+        L: int = DEFAULTS.L,
         *,
-        min_hits: int = 2,
-        sinks: int = 4,
-        recent: int = 64,
+        min_hits: int = DEFAULTS.min_hits,
+        sinks: int = DEFAULTS.sinks,
+        recent: int = DEFAULTS.recent,
         seed: int = 0,
         heads: int = 1,
         top_fraction: float | None = None,
@@ -155,14 +156,16 @@ class MagicPIGEstimator:
         )
 
 
-def magicpig(K: int = 10, L: int = 150, **options) -> MagicPIGEstimator:
+def magicpig(K: int = DEFAULTS.K, L: int = DEFAULTS.L, **options) -> MagicPIGEstimator:
     """MagicPIG (:func:`pigviz.lsh.magicpig.attend`) at (K, L), held to the budget (module
     docstring). Options: ``min_hits`` (2), ``sinks`` (4), ``recent`` (64), ``seed`` (0),
     ``heads`` (query heads sharing the hyperplanes, for ``bytes_read``), ``name``."""
     return MagicPIGEstimator(K, L, **options)
 
 
-def magicpig_exact_top(K: int = 10, L: int = 150, *, top_fraction: float = 0.5, **options) -> MagicPIGEstimator:
+def magicpig_exact_top(
+    K: int = DEFAULTS.K, L: int = DEFAULTS.L, *, top_fraction: float = 0.5, **options
+) -> MagicPIGEstimator:
     """MagicPIG's reads with the best ``top_fraction`` of the sample weighted as exact
     (:func:`pigviz.lsh.affordable.magicpig_exact_top`)."""
     return MagicPIGEstimator(K, L, top_fraction=top_fraction, **options)
@@ -183,7 +186,9 @@ class _VAttention(LibraryEstimator):
         return vattention(q[None], keys[None], values[None], m / n, **opts)
 
 
-def vattention(sinks: int = 4, recent: int = 64, page: int = 16, seed: int = 0, name: str = "vattention"):
+def vattention(
+    sinks: int = DEFAULTS.sinks, recent: int = DEFAULTS.recent, page: int = 16, seed: int = 0, name: str = "vattention"
+):
     """vAttention-style (:func:`pigviz.lsh.affordable.vattention`) at the budget."""
     est = _VAttention(
         name,

@@ -75,6 +75,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.io import cache_root, write_json_atomic
 from pigviz._util.threads import visible_cpus
 from pigviz._util.validate import check_int
@@ -155,7 +156,7 @@ def attend(
     k,
     v,
     *,
-    min_hits: int = 2,
+    min_hits: int = DEFAULTS.min_hits,
     scale: float | None = None,
     buffer_end=None,
     return_read_mask: bool = False,
@@ -244,7 +245,9 @@ def attend(
     return out.to(q.dtype), stats
 
 
-def attend_sampled(index, q, buckets, k, v, *, min_hits: int = 2, scale: float, threads: int | None = None, out=None):
+def attend_sampled(
+    index, q, buckets, k, v, *, min_hits: int = DEFAULTS.min_hits, scale: float, threads: int | None = None, out=None
+):
     """Only the LSH sample of each row, for a caller that attends the exact set (sinks and
     recent window) and the decode buffer itself and merges by log-sum-exp: the CPU half of
     MagicPIG's own placement, whose GPU half hashes the queries (``buckets``) and attends the

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_float, check_int
 from pigviz.lsh import kernels
 
@@ -244,10 +245,10 @@ class LSHIndex:
 def build_index(
     k: torch.Tensor,
     *,
-    K: int = 10,
-    L: int = 150,
-    sinks: int = 4,
-    recent: int = 64,
+    K: int = DEFAULTS.K,
+    L: int = DEFAULTS.L,
+    sinks: int = DEFAULTS.sinks,
+    recent: int = DEFAULTS.recent,
     seed: int = 0,
     centre: bool = True,
     max_bytes: int | None = None,

@@ -35,6 +35,7 @@ import os
 
 import torch
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_float, check_int
 from pigviz.attention import check_decode_shapes
 from pigviz.lsh.index import LSHIndex, build_index
@@ -176,7 +177,7 @@ def attend(
     k,
     v,
     *,
-    min_hits: int = 2,
+    min_hits: int = DEFAULTS.min_hits,
     return_read_mask: bool = False,
     return_lse: bool = False,
     u_offset: float = 0.0,
@@ -495,11 +496,11 @@ def sampled_attention(
     k,
     v,
     *,
-    K: int = 10,
-    L: int = 150,
-    sinks: int = 4,
-    recent: int = 64,
-    min_hits: int = 2,
+    K: int = DEFAULTS.K,
+    L: int = DEFAULTS.L,
+    sinks: int = DEFAULTS.sinks,
+    recent: int = DEFAULTS.recent,
+    min_hits: int = DEFAULTS.min_hits,
     seed: int = 0,
     return_read_mask: bool = False,
 ):

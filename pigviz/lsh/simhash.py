@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_array, check_float, check_int
 
 __all__ = [
@@ -40,8 +41,8 @@ __all__ = [
     "transition_width_deg",
 ]
 
-DEFAULT_K = 10
-DEFAULT_L = 150
+DEFAULT_K = DEFAULTS.K
+DEFAULT_L = DEFAULTS.L
 # Bucket ids pack K bits into a signed int64; 62 keeps every id non-negative with room to spare.
 MAX_K = 62
 # Anything larger makes the O(L) binomial sum pointless for a lesson and slow for a widget.
@@ -128,7 +129,7 @@ def _log_binomial_tail(log_p, K: int, L: int, min_hits: int, ops: _Ops):
     return log_tail - xp.logaddexp(log_head, log_tail)
 
 
-def log_inclusion_probability(p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2):
+def log_inclusion_probability(p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = DEFAULTS.min_hits):
     """Natural log of :func:`inclusion_probability`, accurate across the whole range.
 
     ``p`` is the per-bit collision probability in [0, 1] (numpy broadcasting). p = 0 gives
@@ -146,7 +147,7 @@ def log_inclusion_probability(p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hit
     return out if out.ndim else float(out)
 
 
-def inclusion_probability(p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2):
+def inclusion_probability(p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = DEFAULTS.min_hits):
     """P(a key collides with the query in at least ``min_hits`` of ``L`` tables of ``K``
     bits), where ``p`` is the per-bit collision probability. With min_hits = 2 this is
     1 - (1-p^K)^L - L p^K (1-p^K)^(L-1); with min_hits = 1 it is the classic S-curve."""
@@ -155,7 +156,7 @@ def inclusion_probability(p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: i
 
 
 def log_inclusion_probability_torch(
-    p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2, *, check: bool = True
+    p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = DEFAULTS.min_hits, *, check: bool = True
 ):
     """Torch twin of :func:`log_inclusion_probability` for a tensor ``p``.
 
@@ -196,7 +197,9 @@ def expected_candidates(n: int, K: int = DEFAULT_K, L: int = DEFAULT_L) -> float
     return L * n / 2.0**K
 
 
-def crossing_cos(K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2, level: float = 0.5) -> float:
+def crossing_cos(
+    K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = DEFAULTS.min_hits, level: float = 0.5
+) -> float:
     """The cosine at which the inclusion probability equals ``level``. u rises monotonically
     with cos (from 0 at cos = -1 to 1 at cos = 1), so bisection finds it to ~1e-12."""
     K, L, min_hits = _check_kl(K, L, min_hits)
@@ -217,7 +220,7 @@ def cos_to_degrees(cos: float) -> float:
 
 
 def transition_width_deg(
-    K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = 2, low: float = 0.1, high: float = 0.9
+    K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = DEFAULTS.min_hits, low: float = 0.1, high: float = 0.9
 ) -> float:
     """How many degrees of query-key angle the S-curve takes to climb from ``low`` to
     ``high``: the smaller, the steeper the cliff."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.stats import wilson_interval
 from pigviz._util.validate import check_array, check_float, check_int
 from pigviz.lsh.reference import simhash_codes
@@ -69,7 +70,7 @@ class SimHash:
             raise ValueError(f"query must be one vector of length {self.dim}, got shape {query.shape}")
         return (self.bucket_ids(keys) == self.bucket_ids(query)).sum(axis=-1)
 
-    def included(self, query, keys, min_hits: int = 2) -> np.ndarray:
+    def included(self, query, keys, min_hits: int = DEFAULTS.min_hits) -> np.ndarray:
         """True for keys that collide with the query in at least ``min_hits`` tables."""
         min_hits = check_int("min_hits", min_hits, 1, self.L)
         return self.hits(query, keys) >= min_hits
@@ -163,7 +164,7 @@ def monte_carlo_inclusion(
     cos,
     K: int = DEFAULT_K,
     L: int = DEFAULT_L,
-    min_hits: int = 2,
+    min_hits: int = DEFAULTS.min_hits,
     n_trials: int = 200,
     seed: int = 0,
     dim: int = 2,
@@ -235,7 +236,12 @@ class PlaneDemo:
 
 
 def plane_demo(
-    K: int = 3, L: int = DEFAULT_L, min_hits: int = 2, seed: int = 0, n_keys: int = 30, query_angle_deg: float = 35.0
+    K: int = 3,
+    L: int = DEFAULT_L,
+    min_hits: int = DEFAULTS.min_hits,
+    seed: int = 0,
+    n_keys: int = 30,
+    query_angle_deg: float = 35.0,
 ) -> PlaneDemo:
     """Hash a toy 2-D query and ``n_keys`` keys scattered around the origin with L tables of
     K hyperplanes (``seed`` picks both the keys and the hyperplanes)."""

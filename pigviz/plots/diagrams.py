@@ -26,6 +26,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_array, check_float, check_int
 from pigviz.lsh.reference import LOG_U_FLOOR, simhash_codes
 from pigviz.lsh.simhash import log_inclusion_probability
@@ -53,7 +54,15 @@ HEAD = 13
 
 
 def toy_decode_step(
-    n: int = 24, K: int = 3, L: int = 4, sinks: int = 2, recent: int = 4, *, d: int = 16, min_hits: int = 2, seed=18
+    n: int = 24,
+    K: int = 3,
+    L: int = 4,
+    sinks: int = 2,
+    recent: int = 4,
+    *,
+    d: int = 16,
+    min_hits: int = DEFAULTS.min_hits,
+    seed=18,
 ) -> dict:
     """A small true decode step, as the keyword arguments of :func:`decode_step_diagram`.
 
@@ -294,7 +303,7 @@ def decode_step_diagram(
     recent=None,
     u=None,
     scores=None,
-    min_hits: int = 2,
+    min_hits: int = DEFAULTS.min_hits,
     title: str | None = None,
 ) -> go.Figure:
     """One MagicPIG decode step of one head, from its data.

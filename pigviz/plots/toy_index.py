@@ -23,6 +23,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_array, check_float, check_int
 from pigviz.lsh.reference import simhash_codes
 from pigviz.lsh.simhash import log_inclusion_probability
@@ -48,7 +49,7 @@ PANEL_TITLE = "centred keys, q, table 1's planes"
 
 
 def toy_index_step(
-    angle: float = 60.0, K: int = 3, L: int = 4, n: int = 32, *, min_hits: int = 2, seed: int = 4
+    angle: float = 60.0, K: int = 3, L: int = 4, n: int = 32, *, min_hits: int = DEFAULTS.min_hits, seed: int = 4
 ) -> dict:
     """A small true index and query, as the keyword arguments of :func:`toy_index_figure`.
 
@@ -156,7 +157,7 @@ def toy_index_figure(
     keys=None,
     q=None,
     planes=None,
-    min_hits: int = 2,
+    min_hits: int = DEFAULTS.min_hits,
     title: str | None = None,
 ) -> go.Figure:
     """The index's tables, the query's lit buckets, each key's hits and the sampled keys' u.

@@ -10,6 +10,7 @@ import contextlib
 
 import numpy as np
 
+from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_int
 from pigviz.attention import dense_attention
 from pigviz.lsh.simhash import inclusion_probability
@@ -78,7 +79,9 @@ def kl_sweep(row: int = 2, Ks=(8, 10, 12), Ls=(50, 150, 300)) -> tuple[list[dict
     return mp, tk
 
 
-def sampled_share(row: int = 0, dims=(64, 128), K: int = 10, L: int = 150, min_hits: int = 2) -> dict:
+def sampled_share(
+    row: int = 0, dims=(64, 128), K: int = DEFAULTS.K, L: int = DEFAULTS.L, min_hits: int = DEFAULTS.min_hits
+) -> dict:
     """Expected share of the sampleable keys that MagicPIG samples, the mean of u over keys:
 
     * ``isotropic[d]``: keys in uniformly random directions of d dimensions, whose cosine with
@@ -110,7 +113,7 @@ def sampled_share(row: int = 0, dims=(64, 128), K: int = 10, L: int = 150, min_h
     }
 
 
-def decode_step_pieces(row: int = 2, head: int = 0, K: int = 10, L: int = 150, seed: int = 0) -> dict:
+def decode_step_pieces(row: int = 2, head: int = 0, K: int = DEFAULTS.K, L: int = DEFAULTS.L, seed: int = 0) -> dict:
     """The last decode step of one shipped head, cut into what the five-line estimator needs:
     the query, the sampled keys/values (as numpy float64), the exact set's keys/values, the
     key mean, every key of the head (``K_all``, for sums over the cache), and the engine's own
@@ -149,7 +152,7 @@ def decode_step_pieces(row: int = 2, head: int = 0, K: int = 10, L: int = 150, s
     }
 
 
-def mass_captured(row: int = 2, K: int = 10, L: int = 150, seed: int = 0) -> dict:
+def mass_captured(row: int = 2, K: int = DEFAULTS.K, L: int = DEFAULTS.L, seed: int = 0) -> dict:
     """Share of the true attention weight that lands on the keys MagicPIG reads (exact set
     and sampled set apart) and on TopK's keys when TopK reads as many, per query head of one
     shipped layer, averaged over its last T positions."""

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import pigviz
 from pigviz import attention as A
+from pigviz._util.config import DEFAULTS
 from pigviz._util.io import sha256_file, write_json_atomic
 from pigviz._util.validate import check_choice, check_int
 from pigviz.attention import cost
@@ -102,9 +103,9 @@ class StudySpec:
     settings: tuple = DEFAULT_SETTINGS
     seeds: int = 3
     methods: tuple = METHODS + AFFORDABLE_METHODS
-    sinks: int = 4
-    recent: int = 64
-    min_hits: int = 2
+    sinks: int = DEFAULTS.sinks
+    recent: int = DEFAULTS.recent
+    min_hits: int = DEFAULTS.min_hits
     quest_page: int = 16
     ablations: bool = True
     quest_dense_layers: tuple = (0, 1)

@@ -10,6 +10,7 @@ import html
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
+from pigviz._util.config import DEFAULTS
 from pigviz.memory import allocators, budget
 from pigviz.memory.model_shapes import known_models
 from pigviz.plots.budget import allocator_figure, index_bill_figure
@@ -35,7 +36,12 @@ class KVBudgetWidget(widgets.VBox):
     """KV bytes, LSH tables and bucket offsets for one model, beside every known model."""
 
     def __init__(
-        self, model: str = "Llama-3.1-8B", context: int = 98_304, dtype_bytes: int = 2, K: int = 10, L: int = 150
+        self,
+        model: str = "Llama-3.1-8B",
+        context: int = 98_304,
+        dtype_bytes: int = 2,
+        K: int = DEFAULTS.K,
+        L: int = DEFAULTS.L,
     ):
         names = known_models()
         self.model_picker = widgets.Dropdown(

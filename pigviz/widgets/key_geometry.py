@@ -22,6 +22,7 @@ import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 
+from pigviz._util.config import DEFAULTS
 from pigviz.keys import geometry as kg
 from pigviz.keys import hashing as kh
 from pigviz.keys import projection as kp
@@ -319,7 +320,7 @@ class RealSCurveWidget(widgets.VBox):
         query_index: int = kg.SCURVE_HEAD["query_index"],
         K: int = sh.DEFAULT_K,
         L: int = sh.DEFAULT_L,
-        min_hits: int = 2,
+        min_hits: int = DEFAULTS.min_hits,
         n_hashings: int = 100,
         n_keys: int = 250,
         K_max: int = 14,

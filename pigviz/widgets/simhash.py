@@ -14,6 +14,7 @@ import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 
+from pigviz._util.config import DEFAULTS
 from pigviz.lsh import simhash as sh
 from pigviz.lsh import simhash_checks
 from pigviz.plots import simhash as plots
@@ -40,7 +41,7 @@ class SimHashExplorer(widgets.VBox):
         self,
         K: int = sh.DEFAULT_K,
         L: int = sh.DEFAULT_L,
-        min_hits: int = 2,
+        min_hits: int = DEFAULTS.min_hits,
         seed: int = 0,
         n_keys: int = 30,
         mc_budget: int = MC_BUDGET,

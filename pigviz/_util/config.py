@@ -1,0 +1,59 @@
+"""MagicPIG's defaults, held once.
+
+Every function that takes K, L, the exact set (sinks and recent), ``min_hits``, a seed or the
+buffer defaults to these values through :data:`DEFAULTS`; change one here and every default
+follows. A :class:`MagicPIGConfig` also carries a choice of them as one value:
+``use_attention(model, "magicpig", **MagicPIGConfig(K=12, L=300).options())``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+__all__ = ["MagicPIGConfig", "DEFAULTS"]
+
+# Most bits per table: bucket ids are packed into int64 with the top bit clear.
+_MAX_K = 62
+
+
+@dataclass(frozen=True)
+class MagicPIGConfig:
+    """MagicPIG's settings: the authors' defaults unless given.
+
+    ``K`` bits per table, ``L`` tables, a key sampled when it shares the query's bucket in at
+    least ``min_hits`` tables; the first ``sinks`` and the last ``recent`` tokens read exactly;
+    hyperplanes from ``seed``; tokens written after the tables were built read exactly from a
+    buffer of ``buffer`` before they are hashed in."""
+
+    K: int = 10
+    L: int = 150
+    min_hits: int = 2
+    sinks: int = 4
+    recent: int = 64
+    seed: int = 0
+    buffer: int = 256
+
+    def __post_init__(self):
+        for name, lo, hi in (
+            ("K", 1, _MAX_K),
+            ("L", 1, None),
+            ("min_hits", 1, None),
+            ("sinks", 0, None),
+            ("recent", 0, None),
+            ("seed", 0, None),
+            ("buffer", 1, None),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+            if value < lo or (hi is not None and value > hi):
+                allowed = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+                raise ValueError(f"{name} must be {allowed}, got {value}")
+        if self.min_hits > self.L:
+            raise ValueError(f"min_hits must be at most L = {self.L}, got {self.min_hits}")
+
+    def options(self) -> dict:
+        """The settings as keyword arguments (``use_attention``, ``generate``, ``build_index``)."""
+        return asdict(self)
+
+
+DEFAULTS = MagicPIGConfig()
