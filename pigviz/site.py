@@ -326,6 +326,29 @@ def build_site(
     if result.returncode != 0:
         detail = f"\n{result.stdout}{result.stderr}" if quiet else ""
         raise RuntimeError(f"sphinx-build failed (exit {result.returncode}): {' '.join(cmd)}{detail}")
+    _drop_removed_pages(html_dir, src)
     if out_dir != html_dir:
         shutil.copytree(html_dir, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".buildinfo*"))
+        _drop_removed_pages(out_dir, src)
     return out_dir / "index.html"
+
+
+# Pages Sphinx writes that no source file names.
+_GENERATED_PAGES = {"genindex", "search", "py-modindex"}
+
+
+def _drop_removed_pages(html_dir: Path, src: Path) -> None:
+    """Remove the pages (and their notebook and source copies) of documents no longer staged:
+    Sphinx keeps the output of a removed source, so a renamed notebook would linger as a page of
+    the site (07_sampled_decoding did, next to 07a and 07b)."""
+    docs = {
+        p.relative_to(src).with_suffix("").as_posix() for p in src.rglob("*") if p.suffix in (".md", ".ipynb", ".rst")
+    }
+    for page in list(html_dir.rglob("*.html")):
+        doc = page.relative_to(html_dir).with_suffix("").as_posix()
+        if doc.split("/")[0].startswith("_") or doc in _GENERATED_PAGES or doc in docs:
+            continue
+        page.unlink()
+        for copy in (html_dir / "_sources").glob(f"{doc}.*"):
+            copy.unlink()
+        (html_dir / "notebooks" / f"{Path(doc).name}.ipynb").unlink(missing_ok=True)

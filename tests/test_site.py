@@ -222,3 +222,18 @@ def test_the_site_builds_offline_with_every_page_and_no_network_asset(built_site
     for page in out.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         assert not remote.search(text), f"{page.relative_to(out)} loads {remote.search(text).group(0)}"
+
+
+def test_a_page_whose_source_was_removed_leaves_the_site(tmp_path):
+    src, html = tmp_path / "src", tmp_path / "html"
+    for name in ("index.md", "07a_inside.ipynb", "api/lsh.rst"):
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text("x")
+    pages = ["index.html", "07a_inside.html", "07_old.html", "api/lsh.html", "search.html", "_static/x.html"]
+    copies = ["_sources/07_old.ipynb", "notebooks/07_old.ipynb", "notebooks/07a_inside.ipynb"]
+    for name in pages + copies:
+        (html / name).parent.mkdir(parents=True, exist_ok=True)
+        (html / name).write_text("x")
+    site._drop_removed_pages(html, src)
+    left = sorted(p.relative_to(html).as_posix() for p in html.rglob("*") if p.is_file())
+    assert left == sorted(set(pages + copies) - {"07_old.html", "_sources/07_old.ipynb", "notebooks/07_old.ipynb"})
