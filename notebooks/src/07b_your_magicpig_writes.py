@@ -178,16 +178,14 @@ call_s = time.perf_counter() - build_s - t0
 sparse = cfg.num_hidden_layers - 1  # layer 0 stays dense
 projected = (sum(dense_run.step_seconds) + sparse * cfg.num_key_value_heads * build_s
              + (new_tokens - 1) * sparse * cfg.num_attention_heads * call_s)
+print(f"projected: {'over' if projected > 60 else 'within'} a minute for {new_tokens} tokens on this machine")
 if projected > 60:
     yours = YourMagicPIG(ex.use_reference("07.buffered_step"), ex.use_reference("06.build_tables"),
                          "MagicPIG (the reference)")
-print(f"projected: {'over' if projected > 60 else 'within'} a minute for {new_tokens} tokens on this machine")
-if projected > 60:
     print("too slow: the reference MagicPIG generates")
-elif theirs:
-    print("buffered_step is blank: the reference MagicPIG generates")
 else:
-    print("buffered_step passed its check, so your MagicPIG generates")
+    print("buffered_step is blank: the reference MagicPIG generates" if theirs
+          else "buffered_step passed its check, so your MagicPIG generates")
 
 # %%
 run = decode.generate(model, tokenizer, prompt, yours, new_tokens, progress=False, budget=1.0)
