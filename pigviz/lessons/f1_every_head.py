@@ -35,7 +35,7 @@ from pigviz.study.findings import (
 __all__ = ["claims", "PROSE_DEFINED", "TARGETS", "AUTHORS_SAMPLED_SHARE", "SERIES_LEGEND", "part1_table"]
 __all__ += ["error_budget_figure", "per_layer_figure", "live_table", "mass_table"]
 __all__ += ["sink_table", "current_page_table", "kl_sweep_table", "seed_table", "sampled_share_table"]
-__all__ += ["full_summary_table", "setup_text"]
+__all__ += ["full_summary_table", "setup_rows"]
 
 SERIES_LEGEND = study_rows.SERIES_LEGEND
 
@@ -423,26 +423,34 @@ def full_summary_table(results: dict) -> Table:
     )
 
 
-def setup_text(results: dict) -> str:
-    """What the study covered and how long it took, from the results file itself."""
+def setup_rows(results: dict) -> list[dict]:
+    """What the study covered and how long it took, from the results file itself: one row per
+    fact, ``{"what", "value"}``, for the finding's table."""
     spec, timing = results["spec"], results.get("timing", {})
     rows = len(results["layers"]) * results["heads"] * results["last"]
-    lines = [
-        f"model {results['model']}: {len(results['layers'])} layers x {results['heads']} query heads "
-        f"({results['kv_heads']} KV heads, head_dim {results['head_dim']})",
-        f"context {results['context']:,} tokens; queries at the last {results['last']} positions "
-        f"-> {rows:,} attention rows per method and seed",
-        f"MagicPIG (K, L): {', '.join(f'({K}, {L})' for K, L in spec['settings'])}; min hits {spec['min_hits']}; "
-        f"exact set {spec['sinks']} sinks + {spec['recent']} recent; {spec['seeds']} seeds",
-        f"command: {results['command']}",
+    facts = [
+        (
+            "model",
+            f"{results['model']}: {len(results['layers'])} layers x {results['heads']} query heads "
+            f"({results['kv_heads']} KV heads, head_dim {results['head_dim']})",
+        ),
+        ("context", f"{results['context']:,} tokens; queries at the last {results['last']} positions"),
+        ("attention rows", f"{rows:,} per method and seed"),
+        ("MagicPIG (K, L)", ", ".join(f"({K}, {L})" for K, L in spec["settings"])),
+        ("sampled at", f"{spec['min_hits']} hits; exact set {spec['sinks']} sinks + {spec['recent']} recent"),
+        ("seeds", spec["seeds"]),
+        ("command", results["command"]),
     ]
     if "total_s" in timing:
         loads = timing.get("load_average_start", [0])[0], timing.get("load_average_end", [0])[0]
-        lines.append(
-            f"ran in {timing['total_s'] / 60:.1f} min with {results['threads']} torch thread on a "
-            f"{timing.get('cpu_count', '?')}-core CPU shared with other jobs "
-            f"(1-min load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end)"
+        facts.append(
+            (
+                "ran in",
+                f"{timing['total_s'] / 60:.1f} min with {results['threads']} torch thread on a "
+                f"{timing.get('cpu_count', '?')}-core CPU shared with other jobs "
+                f"(1-min load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end)",
+            )
         )
     if "split" in timing:
-        lines.append(f"split: {timing['split']}; 1-min load average up to {timing['max_load_average_1min']:.0f}")
-    return "\n".join(lines)
+        facts.append(("split", f"{timing['split']}; 1-min load average up to {timing['max_load_average_1min']:.0f}"))
+    return [{"what": what, "value": value} for what, value in facts]

@@ -48,7 +48,7 @@ q = step["q"]
 
 # %%
 results = findings.load_shipped_results()
-print(f1.setup_text(results))
+lessons.table(f1.setup_rows(results), caption="What the study ran")
 
 # %% [markdown]
 # The rivals:

@@ -288,7 +288,11 @@ EXERCISES = [
                 "the numerator uses the centred key, so the length must be the centred key's too: |k_i - mu|, "
                 "not |k_i|",
             ),
-            Wrong("forgets the query's length", _cos_without_q_length, "a cosine divides by both lengths: |q| as well as |k_i - mu|"),
+            Wrong(
+                "forgets the query's length",
+                _cos_without_q_length,
+                "a cosine divides by both lengths: |q| as well as |k_i - mu|",
+            ),
             Wrong(
                 "one norm for all keys",
                 _cos_one_norm_for_all,
