@@ -314,6 +314,15 @@ def main(argv=None) -> int:
             "Infini-AI-Lab/MagicPIG; needs g++ and their sources)"
         )
         return 0
+    from build_authors_kernels import cpu_has_avx512f
+
+    if not cpu_has_avx512f():
+        print(
+            f"{SKIP}: this CPU has no AVX-512 (no avx512f in /proc/cpuinfo). The authors' kernels use "
+            "AVX-512 intrinsics and are compiled with -mavx512f, so they would die of an illegal "
+            "instruction here; run this on a CPU with AVX-512"
+        )
+        return 0
     counts = [int(t) for t in args.threads.split(",") if t.strip()]
     rows = []
     with tempfile.TemporaryDirectory(prefix="pigviz-authors-") as tmp:

@@ -121,11 +121,26 @@ def patch_setups(root: Path, avx512bf16: bool) -> None:
     sparse.write_text(text, encoding="utf-8")
 
 
-def cpu_has_avx512bf16() -> bool:
+def _cpu_flags(path="/proc/cpuinfo") -> set[str]:
     try:
-        return " avx512_bf16" in Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
+        text = Path(path).read_text(encoding="ascii", errors="replace")
     except OSError:
-        return False
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_has_avx512bf16(path="/proc/cpuinfo") -> bool:
+    return "avx512_bf16" in _cpu_flags(path)
+
+
+def cpu_has_avx512f(path="/proc/cpuinfo") -> bool:
+    """Their kernels are written with AVX-512 intrinsics (``_mm512_*``) and compiled with
+    ``-mavx512f`` whatever the CPU: on a CPU without AVX-512 they build, then die of an illegal
+    instruction (SIGILL) at their first call."""
+    return "avx512f" in _cpu_flags(path)
 
 
 def _built_module(folder: Path, name: str) -> Path | None:

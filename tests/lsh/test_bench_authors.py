@@ -96,3 +96,27 @@ def test_a_missing_source_is_refused(tmp_path):
     with pytest.raises(SystemExit) as stop:
         build.build(tmp_path / "nowhere", tmp_path / "out", "off", force=False)
     assert stop.value.code == 2
+
+
+def test_cpu_flags_are_read_whole(tmp_path):
+    build = _load("build_authors_kernels")
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512_vnni\n")
+    # avx512_vnni is not avx512f: a substring test would take it for one
+    assert not build.cpu_has_avx512f(info) and not build.cpu_has_avx512bf16(info)
+    info.write_text("flags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    assert build.cpu_has_avx512f(info) and build.cpu_has_avx512bf16(info)
+    assert not build.cpu_has_avx512f(tmp_path / "missing")
+
+
+def test_without_avx512_the_harness_skips_before_running_theirs(monkeypatch, capsys):
+    bench = _load("bench_authors")
+    build = _load("build_authors_kernels")
+    monkeypatch.setattr(bench, "find_build", lambda folder=None: {"commit": "0" * 40, "modules": {}})
+    monkeypatch.setattr(build, "cpu_has_avx512f", lambda path="/proc/cpuinfo": False)
+    monkeypatch.setitem(sys.modules, "build_authors_kernels", build)
+    ran = []
+    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: ran.append(a))
+    assert bench.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(bench.SKIP) and "AVX-512" in out and not ran
