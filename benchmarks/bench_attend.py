@@ -37,10 +37,19 @@ SDPA ratio second.
 **Half size and threads** (columns of the second table, fields ``*_bf16_*`` and
 ``attend_threads_ms``): the same step on bf16 K/V with its own index (``uint16`` token ids
 up to 65,536 tokens), as decoding stores the sampled layers; dense SDPA (grouped) on the
-same bf16 K/V, and dense at its best (``dense_best_ms``: the faster of its fp32 and bf16 on
-this machine) against attend at its best (``speedup_best``); and the compiled step at each
-``--kernel-threads`` count (the same output bits at every count), each against its floor:
-the thread rows against the bandwidth measured with as many threads.
+same bf16 K/V, the faster grouped SDPA (``dense_best_ms``: the faster of its fp32 and bf16 on
+this machine; the key keeps its old name) against attend in its faster dtype (``speedup_best``);
+and the compiled step at each ``--kernel-threads`` count (the same output bits at every count),
+each against its floor: the thread rows against the bandwidth measured with as many threads.
+
+**The yardstick** (a third table; :func:`yardstick`): dense's byte floor (its K/V bytes in bf16
+at the measured bandwidth) and its arithmetic floor (its multiply-adds at this core's measured
+one-thread matmul rate); each dense path over the byte floor of its dtype; the fastest measured
+dense, named; and MagicPIG per generated token, counting its upkeep: the bf16 step, plus the
+incremental upkeep per token, plus the bf16 build amortised over 256 and over 4,096 generated
+tokens, each over dense's bf16 floor and against the fastest dense. "Dense at its best" is not
+used: no dense path here comes within 1.3x of its byte floor, and the arithmetic floor says why
+on one core. The last line checks issue 39's two targets at Llama-like 98k.
 
 The main table keeps float32 K/V, one torch thread and one kernel thread, as before.
 
@@ -197,6 +206,48 @@ def measure_upkeep(index, k: torch.Tensor, seed: int, chunk: int = 256) -> dict:
     return out
 
 
+# Issue 39's targets for the Llama-like step at 98k tokens: MagicPIG per token, with its upkeep and
+# the build amortised over 4,096 generated tokens, at most this share of dense's bf16 byte floor;
+# and the step alone within this many times its own floor.
+TARGET_SHARE_OF_DENSE_FLOOR = 0.25
+TARGET_STEP_OVER_FLOOR = 2.5
+
+
+def yardstick(row: dict, kb: torch.Tensor, vb: torch.Tensor, seed: int, bandwidth: float, gemm: float) -> dict:
+    """Every dense path and MagicPIG against dense's byte floor, in one run.
+
+    Dense's floor is its K/V bytes in the dtype compared over the measured read bandwidth; each
+    measured dense path is set against the floor of its own dtype. Dense's arithmetic sets a
+    second floor (``dense_flop_floor_ms``: its 2·H·n·d multiply-adds, scores and value mix, at
+    the one-thread matmul rate measured in the same run): where it is above the byte floor, no
+    dense kernel on this core reaches the byte floor. MagicPIG per generated token is its bf16
+    step plus the incremental upkeep (``upkeep_bf16_ms_per_token_4096``: tokens inserted 256 at
+    a time into the bf16 index) plus the bf16 build amortised over 256 or 4,096 generated
+    tokens (``mp_token_256_ms``, ``mp_token_4096_ms``), each over dense's bf16 floor and against
+    the fastest measured dense (``fastest_dense``, named)."""
+    H, n, d = row["heads"], row["n"], row["d"]
+    upkeep = measure_upkeep(build_index(kb, K=row["K"], L=row["L"], sinks=4, recent=64, seed=seed), kb, seed)
+    out = {
+        "upkeep_bf16_room_s": upkeep["room_s"],
+        **{f"upkeep_bf16_ms_per_token_{t}": upkeep[f"upkeep_ms_per_token_{t}"] for t in UPKEEP_TOKENS},
+        "dense_bf16_floor_ms": 1e3 * (kb.nbytes + vb.nbytes) / bandwidth,
+        "dense_flop_floor_ms": 1e3 * 2 * H * n * d / gemm,
+        "gemm_macs_per_s": gemm,
+    }
+    out["sdpa_bf16_over_floor"] = row["sdpa_bf16_ms"] / out["dense_bf16_floor_ms"]
+    out["sdpa_gqa_over_floor"] = row["sdpa_gqa_ms"] / row["sdpa_floor_ms"]
+    dense = {"sdpa fp32": row["sdpa_ms"], "sdpa bf16": row["sdpa_bf16_ms"], "sdpa gqa fp32": row["sdpa_gqa_ms"]}
+    out["fastest_dense"] = min(dense, key=dense.get)
+    out["fastest_dense_ms"] = dense[out["fastest_dense"]]
+    upkeep_ms = out[f"upkeep_bf16_ms_per_token_{max(UPKEEP_TOKENS)}"]
+    for t in UPKEEP_TOKENS:
+        token_ms = row["attend_bf16_ms"] + upkeep_ms + 1e3 * (row["build_bf16_s"] + upkeep["room_s"]) / t
+        out[f"mp_token_{t}_ms"] = token_ms
+        out[f"mp_token_{t}_over_dense_floor"] = token_ms / out["dense_bf16_floor_ms"]
+        out[f"fastest_dense_over_mp_token_{t}"] = out["fastest_dense_ms"] / token_ms
+    return out
+
+
 def run_row(
     shape: str,
     n: int,
@@ -208,6 +259,7 @@ def run_row(
     kernel_threads=(1,),
     bandwidth_threads: dict | None = None,
     gemm: float | None = None,
+    stages: bool = False,
 ) -> dict:
     H, Hkv, d = SHAPES[shape]
     q0, k, v = synthetic_decode_step(H, Hkv, n, d, seed=seed)
@@ -281,7 +333,9 @@ def run_row(
 
     # Half size: bf16 K/V and their own index (uint16 ids while n <= 65,536), as decoding stores them.
     kb, vb = k.to(torch.bfloat16), v.to(torch.bfloat16)
+    t0 = time.perf_counter()
     index_b = build_index(kb, K=K, L=L, sinks=4, recent=64, seed=seed)
+    row["build_bf16_s"] = time.perf_counter() - t0
     row["attend_bf16_ms"] = median_ms(lambda q: attend(index_b, q, kb, vb, threads=1), queries)
     out_b, stats_b = attend(index_b, queries[0], kb, vb, threads=1)
     row["attend_bf16_bytes"] = attend_bytes(stats_b, index_b, Hkv, d, kv_itemsize=2)
@@ -291,7 +345,7 @@ def run_row(
     row["err_magicpig_bf16"] = rel_err(out_b.float(), dense)
     row["table_bytes_bf16_index"] = index_b.table_bytes
     row["entries_dtype"] = str(index_b.entries.dtype).replace("torch.", "")
-    # Dense at its best: grouped, in the faster of fp32 and bf16 on this machine (bf16 SDPA ran 1.4x
+    # The faster grouped SDPA: in the faster of fp32 and bf16 on this machine (bf16 SDPA ran 1.4x
     # slower than fp32 at 8k on one CPU and 1.5x faster at 98k, so neither dtype is assumed).
     queries_b = [q.to(torch.bfloat16) for q in queries]
     row["sdpa_bf16_ms"] = median_ms(
@@ -301,6 +355,7 @@ def run_row(
     row["dense_best_ms"] = min(dense_ms, row["sdpa_bf16_ms"])
     row["attend_best_ms"] = min(magic_ms, row["attend_bf16_ms"])
     row["speedup_best"] = row["dense_best_ms"] / row["attend_best_ms"]
+    row.update(yardstick(row, kb, vb, seed, bandwidth, gemm))
 
     # Threads: the compiled step at each count, wall clock (every count is timed so, the first
     # too, so their ratio is the speed-up), against the bandwidth measured with as many threads.
@@ -317,7 +372,7 @@ def run_row(
     first = str(kernel_threads[0])
     row["thread_speedup"] = {t: by_threads[first] / ms for t, ms in by_threads.items()}
     row["thread_speedup_bf16"] = {t: by_threads_bf16[first] / ms for t, ms in by_threads_bf16.items()}
-    if gemm is not None:  # --stages
+    if stages:
         row["stages_fp32"] = attend_stages.measure(index, k, v, queries, H, clock, bandwidth, gemm, magic_ms)
         row["stages_bf16"] = attend_stages.measure(
             index_b, kb, vb, queries, H, clock, bandwidth, gemm, row["attend_bf16_ms"]
@@ -356,7 +411,7 @@ def print_table(rows) -> None:
     counts = list(rows[0]["attend_threads_ms"]) if rows else []
     head = (
         f"{'shape':<18}{'n':>7}{'K,L':>8}{'bf16 ms':>9}{'floor ms':>9}{'x floor':>8}{'ids':>7}"
-        f"{'SDPA bf16':>10}{'best dense':>11}{'best/best':>10}"
+        f"{'SDPA bf16':>10}{'fastest SDPA':>13}{'fast/best':>10}"
     )
     for t in counts:
         head += f"{'used':>5}{f'{t} thr fp32':>12}{'x floor':>8}{f'{t} thr bf16':>12}{'x floor':>8}{'speed-up':>9}"
@@ -366,7 +421,7 @@ def print_table(rows) -> None:
         line = (
             f"{r['shape']:<18}{r['n']:>7}{r['K']:>4},{r['L']:<3}{r['attend_bf16_ms']:>9.2f}"
             f"{r['attend_bf16_floor_ms']:>9.2f}{r['attend_bf16_over_floor']:>7.1f}x{r['entries_dtype']:>7}"
-            f"{r['sdpa_bf16_ms']:>10.1f}{r['dense_best_ms']:>7.1f} {r['dense_best_dtype'][:4]:<3}"
+            f"{r['sdpa_bf16_ms']:>10.1f}{r['dense_best_ms']:>9.1f} {r['dense_best_dtype'][:4]:<3}"
             f"{r['speedup_best']:>9.1f}x"
         )
         for t in counts:
@@ -380,13 +435,56 @@ def print_table(rows) -> None:
         print(line)
     print(
         "bf16 = the same step on bf16 K/V with its own index (ids = the token ids' dtype), one thread; SDPA bf16 =\n"
-        "dense (grouped) on the bf16 K/V; best dense = the faster of dense's fp32 and bf16 (its dtype); best/best =\n"
-        "best dense / the faster of attend's fp32 and bf16, each at its best; N thr = the\n"
+        "dense (grouped) on the bf16 K/V; fastest SDPA = the faster of grouped SDPA's fp32 and bf16 (its dtype);\n"
+        "fast/best = that / the faster of attend's fp32 and bf16 (no upkeep: the yardstick table has it); N thr = the\n"
         "compiled step with N threads, wall clock, against the bandwidth measured with N threads; used = the\n"
         "threads it started (fewer for a small step: fused.work_per_thread()); speed-up = bf16 time at the\n"
         "first count / at N (the same output bits at every count).",
         flush=True,
     )
+
+
+def print_yardstick(rows) -> None:
+    """The third table: dense's byte floor as the yardstick (see :func:`yardstick`)."""
+    head = (
+        f"{'shape':<18}{'n':>7}{'K,L':>8}{'bf16 floor':>11}{'flop floor':>11}"
+        f"{'fp32 x fl':>10}{'bf16 x fl':>10}{'gqa x fl':>9}{'fastest dense':>15}{'ms':>7}"
+        f"{'MP step':>9}{'x own':>7}{'upk/t':>7}{'MP/t 256':>9}{'/floor':>7}{'MP/t 4096':>10}{'/floor':>7}"
+        f"{'fastest/MP 256':>15}{'4096':>6}"
+    )
+    print("\n" + head)
+    print("-" * len(head))
+    for r in rows:
+        print(
+            f"{r['shape']:<18}{r['n']:>7}{r['K']:>4},{r['L']:<3}{r['dense_bf16_floor_ms']:>11.2f}"
+            f"{r['dense_flop_floor_ms']:>11.2f}{r['sdpa_over_floor']:>9.1f}x{r['sdpa_bf16_over_floor']:>9.1f}x"
+            f"{r['sdpa_gqa_over_floor']:>8.1f}x{r['fastest_dense']:>15}{r['fastest_dense_ms']:>7.1f}"
+            f"{r['attend_bf16_ms']:>9.2f}{r['attend_bf16_over_floor']:>6.1f}x"
+            f"{r['upkeep_bf16_ms_per_token_4096']:>7.3f}{r['mp_token_256_ms']:>9.2f}{r['mp_token_256_over_dense_floor']:>6.2f}x"
+            f"{r['mp_token_4096_ms']:>10.2f}{r['mp_token_4096_over_dense_floor']:>6.2f}x"
+            f"{r['fastest_dense_over_mp_token_256']:>14.2f}x{r['fastest_dense_over_mp_token_4096']:>5.2f}x"
+        )
+    print(
+        "The yardstick (ms, one thread): bf16 floor = dense's bf16 K/V bytes / read bandwidth; flop floor = dense's\n"
+        "multiply-adds (scores and value mix) at this core's measured float32 matmul rate, which no dense kernel on\n"
+        "one core beats either; fp32/bf16/gqa x fl = each dense SDPA over its own dtype's byte floor; fastest dense =\n"
+        "the fastest of the three as measured; MP step = MagicPIG's bf16 step, x own = over its own floor; upk/t =\n"
+        "upkeep per generated token (4,096 inserted 256 at a time); MP/t N = step + upkeep + the build (with its\n"
+        "room) amortised over N generated tokens, /floor = over dense's bf16 byte floor; fastest/MP = the fastest\n"
+        "dense's time over MP/t (above 1: MagicPIG ahead).",
+        flush=True,
+    )
+    for r in rows:
+        if r["shape"].startswith("Llama") and r["n"] >= 98304 and (r["K"], r["L"]) == (10, 150):
+            share, own = r["mp_token_4096_over_dense_floor"], r["attend_bf16_over_floor"]
+            met = {True: "met", False: "missed"}
+            print(
+                f"targets (issue 39), {r['shape']} {r['n']:,}: MagicPIG per token over 4,096 tokens "
+                f"{share:.2f}x dense's bf16 floor (target <= {TARGET_SHARE_OF_DENSE_FLOOR}: "
+                f"{met[share <= TARGET_SHARE_OF_DENSE_FLOOR]}); step {own:.1f}x its own floor "
+                f"(target <= {TARGET_STEP_OVER_FLOOR}: {met[own <= TARGET_STEP_OVER_FLOOR]})",
+                flush=True,
+            )
 
 
 def main(argv=None) -> list[dict]:
@@ -444,12 +542,10 @@ def main(argv=None) -> list[dict]:
         + f"; clock: {clock_name}; THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')}; "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
     )
-    gemm = None
-    if args.stages:
-        if not fused.available():
-            raise SystemExit("--stages needs the compiled path: pip install numba (pigviz[fast])")
-        gemm = attend_stages.gemm_rate(clock)
-        print(f"one-thread float32 matmul: {gemm / 1e9:.1f} G multiply-adds/s (the hashing stage's floor)")
+    if args.stages and not fused.available():
+        raise SystemExit("--stages needs the compiled path: pip install numba (pigviz[fast])")
+    gemm = attend_stages.gemm_rate(clock)
+    print(f"one-thread float32 matmul: {gemm / 1e9:.1f} G multiply-adds/s (floor of dense arithmetic and hashing)")
     rows = []
     for shape in SHAPES:
         for n in contexts:
@@ -458,11 +554,24 @@ def main(argv=None) -> list[dict]:
                 configs.append((10, args.extra_L))
             for K, L in configs:
                 rows.append(
-                    run_row(shape, n, K, L, repeats, args.seed, bandwidth, kernel_threads, bandwidth_threads, gemm)
+                    run_row(
+                        shape,
+                        n,
+                        K,
+                        L,
+                        repeats,
+                        args.seed,
+                        bandwidth,
+                        kernel_threads,
+                        bandwidth_threads,
+                        gemm,
+                        stages=args.stages,
+                    )
                 )
                 print(f"  done {shape} n={n} (K, L)=({K}, {L})", file=sys.stderr, flush=True)
     sys.stderr.flush()
     print_table(rows)
+    print_yardstick(rows)
     if args.stages:
         attend_stages.print_stages(
             [{**r, "dtype": dt, "stages_row": r[f"stages_{dt}"]} for r in rows for dt in ("fp32", "bf16")]

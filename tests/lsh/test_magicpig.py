@@ -306,5 +306,15 @@ def test_benchmark_script_runs_and_reports_consistent_rows(capsys):
             stages = r[f"stages_{dtype}"]
             assert stages["out_rel_diff"] < 1e-6 and set(stages["stages"]) == {"hash", "walk", "hits", "K", "mix"}
             assert all(x["ms"] > 0 and x["floor_ms"] > 0 for x in stages["stages"].values())
+        # The yardstick: dense's bf16 byte floor is half its fp32 one; MagicPIG per token counts
+        # the step, the upkeep and the build, so it is above the step and falls as the build is
+        # spread over more tokens; the fastest dense is the least of the three measured.
+        assert r["dense_bf16_floor_ms"] == pytest.approx(r["sdpa_floor_ms"] / 2)
+        assert r["fastest_dense_ms"] == min(r["sdpa_ms"], r["sdpa_bf16_ms"], r["sdpa_gqa_ms"])
+        upkeep = r["upkeep_bf16_ms_per_token_4096"]
+        assert r["attend_bf16_ms"] + upkeep < r["mp_token_4096_ms"] < r["mp_token_256_ms"]
+        build = r["mp_token_256_ms"] - r["attend_bf16_ms"] - upkeep
+        assert build == pytest.approx(1e3 * (r["build_bf16_s"] + r["upkeep_bf16_room_s"]) / 256)
+        assert r["mp_token_256_over_dense_floor"] == pytest.approx(r["mp_token_256_ms"] / r["dense_bf16_floor_ms"])
     out = capsys.readouterr().out
     assert "SDPA/att" in out and "x floor" in out and "fused step" in out
