@@ -365,7 +365,7 @@ def run_row(
         by_threads_bf16[str(t)] = median_wall_ms(lambda q, t=t: attend(index_b, q, kb, vb, threads=t), queries)
         bw = (bandwidth_threads or {}).get(t, bandwidth)
         floors[str(t)] = {"fp32": 1e3 * touched / bw, "bf16": 1e3 * row["attend_bf16_bytes"] / bw}
-    row["attend_threads_used"] = {str(t): fused.threads_for(H, n, t) for t in kernel_threads}
+    row["attend_threads_used"] = {str(t): fused.threads_used(H, n, t) for t in kernel_threads}
     row["attend_threads_ms"] = by_threads
     row["attend_bf16_threads_ms"] = by_threads_bf16
     row["attend_threads_floor_ms"] = floors
@@ -438,7 +438,7 @@ def print_table(rows) -> None:
         "dense (grouped) on the bf16 K/V; fastest SDPA = the faster of grouped SDPA's fp32 and bf16 (its dtype);\n"
         "fast/best = that / the faster of attend's fp32 and bf16 (no upkeep: the yardstick table has it); N thr = the\n"
         "compiled step with N threads, wall clock, against the bandwidth measured with N threads; used = the\n"
-        "threads it started (fewer for a small step: fused.work_per_thread()); speed-up = bf16 time at the\n"
+        "threads it ran on (fewer for a small step: fused.threads_used()); speed-up = bf16 time at the\n"
         "first count / at N (the same output bits at every count).",
         flush=True,
     )

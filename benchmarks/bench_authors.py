@@ -188,7 +188,7 @@ def run_row(LSH, Server, shape: str, n: int, threads: int, repeats: int, seed: i
         "threads": threads,
         "K": K,
         "L": L,
-        "threads_used": fused.threads_for(H, n, threads),  # a small step starts fewer (fused.work_per_thread)
+        "threads_used": fused.threads_used(H, n, threads),  # a small step runs fewer (fused.threads_used)
         "authors_threads": threads,  # their OpenMP regions start every thread they are given
         "pigviz_work_per_thread": fused.work_per_thread(),  # this machine's calibration (or PIGVIZ_THREAD_WORK)
         "sampled_per_head": float(nnz.double().mean()),

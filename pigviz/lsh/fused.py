@@ -32,8 +32,12 @@ converted copy of the cache is ever made.
 **Threads.** ``threads=`` (default: ``torch.get_num_threads()``, which ``--threads`` sets)
 runs the rows on up to that many threads, one per :func:`work_per_thread` (row, token) pairs
 (:func:`threads_for`): the work at which one more thread pays, measured once per machine
-(:func:`calibrate`, about a second, stored in pigviz's cache folder; ``PIGVIZ_THREAD_WORK``
-sets it instead). They run as numba's OpenMP team (:func:`pigviz.lsh.kernels.team_ready`),
+(:func:`calibrate`, under a minute, once; stored in pigviz's cache folder; ``PIGVIZ_THREAD_WORK``
+sets it instead). The calibration times SmolLM2-sized steps; a larger step that it would keep
+on one thread is not decided by extrapolating its line: the step is timed on one thread and on
+more, once per size (:func:`pick_by_trial`; on one 2-core Xeon the small steps ran slower on two
+threads, and the line kept a 98k-token Llama-like step, 8 ms, on one thread). They run as
+numba's OpenMP team (:func:`pigviz.lsh.kernels.team_ready`),
 which starts in a few µs: Python threads (the caller's and workers that wait on a queue, the
 fallback where numba's layer is not OpenMP or after a fork) took tens of µs to hand over, and
 made two threads no faster than one for SmolLM2's 9 rows at 8k tokens. The threads take rows
@@ -90,6 +94,9 @@ __all__ = [
     "attend_sampled",
     "threads_for",
     "work_per_thread",
+    "calibrated_up_to",
+    "pick_by_trial",
+    "threads_used",
     "calibrate",
     "break_even",
     "stored_calibration",
@@ -481,7 +488,7 @@ def threads_for(rows: int, n: int, threads: int) -> int:
 def work_per_thread() -> int:
     """The (row, indexed token) pairs of work for which one more thread pays on this machine:
     ``$PIGVIZ_THREAD_WORK`` if set, else this machine's stored calibration, else measured now
-    (about a second, once; :func:`calibrate`) and stored in pigviz's cache folder."""
+    (under a minute, once; :func:`calibrate`) and stored in pigviz's cache folder."""
     global MIN_WORK_PER_THREAD
     if MIN_WORK_PER_THREAD is None:
         raw = os.environ.get("PIGVIZ_THREAD_WORK")
@@ -586,14 +593,72 @@ def calibrate(tokens=_CALIBRATION_TOKENS, repeats: int = 15) -> dict:
     return record
 
 
+def calibrated_up_to() -> int:
+    """The most work (row, token pairs) the stored calibration timed. Past it the calibration's
+    line is an extrapolation, so a step there that it would keep on one thread is timed on both
+    counts instead (:func:`pick_by_trial`). ``PIGVIZ_THREAD_WORK`` (a threshold set by hand)
+    is taken as it is: no trial."""
+    global CALIBRATED_UP_TO
+    if CALIBRATED_UP_TO is None:
+        if os.environ.get("PIGVIZ_THREAD_WORK") is not None:
+            CALIBRATED_UP_TO = NEVER
+        else:
+            record = stored_calibration(measure=True) or {}
+            CALIBRATED_UP_TO = max(record.get("work") or [NEVER])
+    return CALIBRATED_UP_TO
+
+
+# None: read from the stored calibration when first needed (calibrated_up_to); tests set it.
+CALIBRATED_UP_TO: int | None = None
+# Thread counts chosen by trial, per (rows, work's power of two, threads asked): a decode loop's steps grow by a
+# token at a time, so one trial serves every step until the work doubles.
+TRIALS: dict[tuple[int, int], int] = {}
+
+
+def pick_by_trial(run, counts, repeats: int = 3, clock=time.perf_counter):
+    """Time ``run(count)`` for each of ``counts``, interleaved, ``repeats`` times; return the
+    count with the least best time and the result of the last run (every count computes the
+    same bits, so any run's result is the answer)."""
+    best = dict.fromkeys(counts, math.inf)
+    result = None
+    for _ in range(repeats):
+        for count in counts:
+            t0 = clock()
+            result = run(count)
+            best[count] = min(best[count], clock() - t0)
+    return min(counts, key=lambda c: (best[c], c)), result
+
+
+def threads_used(rows: int, n: int, threads: int) -> int:
+    """The threads a step of ``rows`` rows over ``n`` tokens ran on, at most ``threads``:
+    :func:`threads_for`'s count, or the count a trial chose for a step of that size."""
+    count = threads_for(rows, n, threads)
+    if count == 1 and threads > 1 and rows > 1:
+        return TRIALS.get((rows, (rows * n).bit_length(), threads), 1)
+    return count
+
+
 def _launch(kernel, ws: _Workspace, head: tuple, tail: tuple, rows: int, threads: int) -> int:
     """Run the kernel over ``rows`` rows with :func:`threads_for` threads, which take the rows
     one at a time from a shared counter: arguments ``head + tail + (counter,) + scratch``.
     Several threads run as numba's OpenMP team where it can (:func:`kernels.team_ready`), else
-    as Python threads (:class:`_Pool`). Returns the keys sampled over all rows, or -1 if a row
-    read a non-finite number."""
-    args = head + tail + (np.zeros(1, dtype=np.int64),)
+    as Python threads (:class:`_Pool`). A step with more work than the calibration timed, that
+    the calibration would keep on one thread, is decided by timing it on one and on more
+    (:func:`pick_by_trial`, once per size). Returns the keys sampled over all rows, or -1 if a
+    row read a non-finite number."""
     count = threads_for(rows, ws.n, threads)
+    if count == 1 and threads > 1 and rows > 1 and rows * ws.n > calibrated_up_to():
+        key = (rows, (rows * ws.n).bit_length(), threads)
+        if key not in TRIALS:
+            more = min(threads, rows)
+            TRIALS[key], done = pick_by_trial(lambda c: _run(kernel, ws, head, tail, c), (1, more))
+            return done
+        count = TRIALS[key]
+    return _run(kernel, ws, head, tail, count)
+
+
+def _run(kernel, ws: _Workspace, head: tuple, tail: tuple, count: int) -> int:
+    args = head + tail + (np.zeros(1, dtype=np.int64),)
     if count == 1:
         return kernel(*args, *ws.scratch(0))
     torch_threads = torch.get_num_threads()

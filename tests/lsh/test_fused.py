@@ -314,6 +314,46 @@ def test_small_steps_start_fewer_threads(monkeypatch):
     assert fused_attend.threads_for(32, 10**7, 64) == 1
 
 
+def test_pick_by_trial_takes_the_count_that_ran_fastest():
+    now = [0.0]
+    cost = {1: 8.0, 2: 5.0}  # two threads faster: a step past the calibration's sizes
+
+    def run(count):
+        now[0] += cost[count]
+        return count
+
+    assert fused_attend.pick_by_trial(run, (1, 2), clock=lambda: now[0]) == (2, 2)
+    cost[2] = 9.0  # the second thread costs more than it gives
+    assert fused_attend.pick_by_trial(run, (1, 2), clock=lambda: now[0])[0] == 1
+
+
+@numba_only
+def test_past_the_calibrated_work_a_step_is_decided_by_trial(monkeypatch):
+    """A calibration that never saw a second thread pay (NEVER) at its small sizes does not
+    keep a larger step on one thread by extrapolation: the step itself is timed on both
+    counts, once per size, and its bits are the one-thread step's whichever count wins."""
+    monkeypatch.setattr(fused_attend, "MIN_WORK_PER_THREAD", fused_attend.NEVER)
+    monkeypatch.setattr(fused_attend, "CALIBRATED_UP_TO", 9 * 2000)
+    monkeypatch.setattr(fused_attend, "TRIALS", {})
+    tried = []
+    pick = fused_attend.pick_by_trial
+    monkeypatch.setattr(fused_attend, "pick_by_trial", lambda run, counts: tried.append(counts) or pick(run, counts))
+    q, k, v = synthetic_decode_step(heads=9, kv_heads=3, n=5000, d=64, seed=6)
+    idx = build_index(k.to(torch.bfloat16), K=10, L=60, seed=3)
+    args = (idx, q[None, :, None], k.to(torch.bfloat16)[None], v.to(torch.bfloat16)[None])
+    one = fused_attend.decode_step(*args, min_hits=2, scale=0.125, threads=1)
+    assert tried == []  # one thread asked: nothing to decide
+    for _ in range(3):
+        step = fused_attend.decode_step(*args, min_hits=2, scale=0.125, threads=2)
+        assert torch.equal(step[0], one[0]) and step[1] == one[1]
+    assert tried == [(1, 2)]  # one trial for this size, its decision kept
+    (chosen,) = fused_attend.TRIALS.values()
+    assert chosen in (1, 2) and fused_attend.threads_used(9, 5000, 2) == chosen
+    small = build_index(k[:, :1500].to(torch.bfloat16), K=10, L=60, seed=3)
+    fused_attend.attend(small, q, k[:, :1500], v[:, :1500], threads=2)
+    assert tried == [(1, 2)]  # within the calibrated sizes the calibration decides
+
+
 def test_break_even_crosses_the_two_fitted_lines():
     work = [1000, 2000, 4000]
     one = [0.1 + 1e-3 * w for w in work]  # 0.1 ms to start, 1 µs a pair
