@@ -51,6 +51,35 @@ made half-size from the first token (``session.new_cache``). ``--threads`` also 
 compiled step's threads. A method is a name and options, or with ``--offload`` also
 MagicPIG's ``cpu_offload`` placement (row ``magicpig_offload``).
 
+**The index's cost per generated token.** The timed steps see neither the index's build (after the
+prefill, ``index_seconds``, ``index_cpu_seconds``) nor its upkeep: a session files its exact buffer
+into the index only once it holds ``buffer + 1`` = 257 tokens, and ``--steps`` decodes far fewer
+(``upkeeps`` stays 0). So, after the timed steps of a MagicPIG row and outside them,
+``measure_upkeep`` times the upkeep on the real cache: a second session with the same options
+(planes, seeds) builds each sampled layer's index as ``prepare`` does over the first
+``prefix = n - m * 257`` cached keys and files the next 257 real keys ``m`` times through
+``DecodeSession._insert`` (``insert_tokens``), layer after layer as a decode step does; ``m`` is
+the number of insertions a 4,096-token generation makes (15), fewer where the build would keep less
+than half the context (7 at 4,096 tokens, 1 at 1,024): the tables' buckets fill as tokens arrive, so
+the first insertion alone undercounts. Row fields (not in the memory runs, whose peak a second index
+would raise): ``upkeep_ms_per_token`` and ``upkeep_cpu_ms_per_token`` (the insertions' wall and CPU
+time, summed over layers, per token filed: every generated token is filed once in every sampled
+layer), ``upkeep_cpu_ms_per_insertion`` (each round, all layers: flat or not), ``upkeep_insertions``,
+``upkeep_chunk``, ``upkeep_prefix``, ``upkeep_stats`` (``insert_tokens``' counts over the
+insertions, summed over layers); ``build_ms_per_token_G`` and ``build_cpu_ms_per_token_G``
+(``index_seconds`` and ``index_cpu_seconds`` in ms over G generated tokens, G = 256 and 4,096);
+and ``attention_with_upkeep_ms_G`` and ``attention_with_upkeep_cpu_ms_G``: the attention per token
+plus the upkeep per token plus the build over G (``pigviz.decode.report.per_token_with_index``).
+Dense rows keep no index: upkeep and build 0, attention with upkeep = attention. The amortised
+upkeep is its steady rate: over exactly 256 tokens no insertion happens yet, but every generated
+token is filed sooner or later. Not counted: the exact buffer's own reads, which grow from 0 to 256
+tokens between insertions while the timed steps see at most ``warmup + steps``.
+
+**Dense's yardsticks.** The last table sets MagicPIG, per context, against dense's byte floor in
+bf16 (the ``dense_grouped_bf16`` row's floor: its K/V bytes at the measured bandwidth) and against
+the fastest measured dense (by attention time), with and without the index's cost; each dense path
+with its time over its own floor (``pigviz.decode.report.dense_yardstick``).
+
     python benchmarks/bench_decode.py --memory --contexts 1024 --steps 4 --out /tmp/speed.json
 """
 
@@ -153,6 +182,9 @@ def measure(
                     else:
                         session.take_budgets()
                 kv = storage_bytes(run_cache)
+                # The index's upkeep per generated token, timed apart on this cache (not in the memory
+                # runs: the second index it builds would count in their peak).
+                upkeep = measure_upkeep(model, session, run_cache, n) if not memory and session.layers else None
                 if memory:
                     index_bytes = sum(state.index.nbytes for state in session.layers.values())
                     decode_peak = peak_rss_bytes()
@@ -186,6 +218,8 @@ def measure(
             row["kv_cache_mb"] = (kv["device"] + kv["cpu"]) / 2**20
             row["kv_cache_cpu_mb"] = kv["cpu"] / 2**20 if kv["device"] and _on_gpu(model) else 0.0
             row["threads"] = torch.get_num_threads()
+            if not memory:
+                _add_index_costs(row, upkeep)
             if session.offload_report is not None:
                 row["placement"] = "cpu_offload"
                 row["offload"] = session.offload_report
@@ -207,9 +241,15 @@ def measure(
                 print(
                     f"  {n:>5} {label:<9} step {row['step_ms']:7.1f} ms  attention {row['attention_ms']:7.1f} ms"
                     f"  (CPU time: step {row['step_cpu_ms']:7.1f}, attention {row['attention_cpu_ms']:7.1f})"
-                    f"  index {row['index_seconds']:5.2f} s  upkeep {1e3 * row['upkeep_seconds']:.1f} ms"
+                    f"  index {row['index_seconds']:5.2f} s  upkeep in the steps {1e3 * row['upkeep_seconds']:.1f} ms"
                     f" ({row['upkeeps']} inserts, {row['rebuilds']} rebuilds)  budget {100 * row['budget']:5.1f}%"
                     + (f"  {row['attention_over_floor']:.1f}x its floor" if row.get("attention_over_floor") else "")
+                    + (
+                        f"  upkeep {row['upkeep_cpu_ms_per_token']:.2f} ms/token (CPU; {row['upkeep_insertions']} "
+                        f"insertions of {row['upkeep_chunk']} tokens)"
+                        if row.get("upkeep_cpu_ms_per_token") is not None and row.get("upkeep_insertions")
+                        else ""
+                    )
                     + f"  KV {row['kv_cache_mb']:.0f} MB"
                     + (
                         f"  peak RSS {row['peak_rss_mb']:6.0f} MB, decoding {_mb(row['decode_peak_rss_mb'])}"
@@ -220,6 +260,106 @@ def measure(
                     flush=True,
                 )
     return rows
+
+
+# The generation the upkeep measurement stands for: as many insertions as a generation this long makes
+# (one every buffer + 1 tokens), fewer where they would take more than half the context's keys.
+UPKEEP_GENERATION = 4096
+
+
+def measure_upkeep(model, session, cache, n: int, *, generation: int = UPKEEP_GENERATION) -> dict | None:
+    """The index's upkeep per generated token on the real cache, without decoding the hundreds of
+    tokens after which the session files its buffer into the index.
+
+    A second session with ``session``'s options (its planes and seeds) builds, per sampled layer and
+    the same way ``DecodeSession.prepare`` does (``_build``: ``build_index`` then ``make_room``), an
+    index over the first ``n - m * (buffer + 1)`` cached keys, then files the next ``buffer + 1``
+    real keys ``m`` times through ``DecodeSession._insert``, the routine a decode step calls when its
+    buffer overflows (``pigviz.lsh.index.insert_tokens``), each round over every sampled layer in
+    turn, as a decode step goes through them. ``m`` is what a ``generation``-token generation makes
+    (4,096 // 257 = 15), fewer where that would leave less than half the context to the build (7 at
+    4,096, 1 at 1,024): the tables' buckets fill over the insertions, so a single one, right after the
+    tables were laid out with room to grow, undercounts. Only the insertions are timed, in this
+    thread's CPU time and on the wall clock. Returns per generated token (each is filed once in every
+    sampled layer): ``cpu_ms``, ``ms``; per insertion (all layers): ``cpu_ms_per_insertion``; and the
+    counts (``insertions``, ``chunk``, ``prefix``, ``layers``, ``stats``: ``insert_tokens``'
+    ``upkeep_stats`` summed over layers, less the build's layout). None where the context is too
+    short for one insertion beyond the exact set (``sinks + recent``)."""
+    import gc
+
+    from pigviz.decode.session import DecodeSession
+
+    o = session.options
+    chunk = o["buffer"] + 1  # a session files its buffer when it holds buffer + 1 tokens
+    m = max(1, min(generation // chunk, (n // 2) // chunk))
+    prefix = n - m * chunk
+    if prefix <= o["sinks"] + o["recent"]:
+        return None
+    probe = DecodeSession(model, session.method, **o)
+    keys = {}
+    for layer in sorted(session.layers):
+        if layer in session._offloaded:  # cpu_offload: the indexed keys are on the CPU
+            off = session._offloaded[layer][0]
+            keys[layer] = off.cpu_keys[:, : off.n_indexed]
+        else:
+            keys[layer] = cache.layers[layer].keys[0]
+        if keys[layer].shape[1] < n:
+            raise ValueError(f"layer {layer} caches {keys[layer].shape[1]} keys, fewer than the {n} prefilled")
+        probe._build(layer, keys[layer][:, :prefix], None)
+    # The counts so far are the build's (make_room's layout): the upkeep's are what the insertions add.
+    built = {layer: dict(state.index.upkeep_stats) for layer, state in probe.layers.items()}
+    per_insertion_cpu, per_insertion = [], []
+    for i in range(m):
+        stop = prefix + (i + 1) * chunk
+        c0, t0 = time.thread_time(), time.perf_counter()
+        for layer in keys:
+            probe._insert(layer, keys[layer], stop)
+        per_insertion_cpu.append(time.thread_time() - c0)
+        per_insertion.append(time.perf_counter() - t0)
+    stats = {}
+    for layer, state in probe.layers.items():
+        for name, value in state.index.upkeep_stats.items():
+            stats[name] = stats.get(name, 0) + int(value) - int(built[layer].get(name, 0))
+    out = {
+        "cpu_ms": 1e3 * sum(per_insertion_cpu) / (m * chunk),
+        "ms": 1e3 * sum(per_insertion) / (m * chunk),
+        "cpu_ms_per_insertion": [1e3 * t for t in per_insertion_cpu],
+        "insertions": m,
+        "chunk": chunk,
+        "prefix": prefix,
+        "layers": len(keys),
+        "stats": stats,
+    }
+    del probe, keys
+    gc.collect()
+    return out
+
+
+def _add_index_costs(row: dict, upkeep: dict | None) -> None:
+    """The index's cost per generated token on ``row``: the upkeep (``upkeep_ms_per_token``,
+    ``upkeep_cpu_ms_per_token``, from :func:`measure_upkeep`; 0 for a method without an index, None
+    where it could not be measured), the build spread over each generation length of
+    ``report.GENERATION_TOKENS`` (``build_ms_per_token_<G>`` from ``index_seconds``,
+    ``build_cpu_ms_per_token_<G>`` from ``index_cpu_seconds``), and the attention with both
+    (``attention_with_upkeep_ms_<G>``, ``attention_with_upkeep_cpu_ms_<G>``)."""
+    from pigviz.decode import report
+
+    indexed = row["index_seconds"] > 0 or upkeep is not None
+    if upkeep is not None:
+        row["upkeep_ms_per_token"] = upkeep["ms"]
+        row["upkeep_cpu_ms_per_token"] = upkeep["cpu_ms"]
+        row["upkeep_cpu_ms_per_insertion"] = upkeep["cpu_ms_per_insertion"]
+        row["upkeep_insertions"] = upkeep["insertions"]
+        row["upkeep_chunk"] = upkeep["chunk"]
+        row["upkeep_prefix"] = upkeep["prefix"]
+        row["upkeep_stats"] = upkeep["stats"]
+    else:
+        row["upkeep_ms_per_token"] = row["upkeep_cpu_ms_per_token"] = None if indexed else 0.0
+    for tokens in report.GENERATION_TOKENS:
+        row[f"build_ms_per_token_{tokens}"] = 1e3 * row["index_seconds"] / tokens
+        row[f"build_cpu_ms_per_token_{tokens}"] = 1e3 * row["index_cpu_seconds"] / tokens
+        row[f"attention_with_upkeep_ms_{tokens}"] = report.per_token_with_index(row, tokens, clock="wall")
+        row[f"attention_with_upkeep_cpu_ms_{tokens}"] = report.per_token_with_index(row, tokens, clock="cpu")
 
 
 def _spec(method) -> tuple[str, dict, str]:
@@ -375,7 +515,7 @@ def _sync(model) -> None:
 def table(rows: list[dict]) -> str:
     from pigviz.decode.report import speed_table
 
-    return speed_table(rows) + "\n\n" + floor_table(rows)
+    return speed_table(rows) + "\n\n" + floor_table(rows) + "\n\n" + yardstick_table(rows)
 
 
 def floor_table(rows: list[dict]) -> str:
@@ -403,6 +543,43 @@ def floor_table(rows: list[dict]) -> str:
         "KV MB = the KV cache as stored (MagicPIG's sampled layers in bf16); index MB with --memory"
         if bw
         else "no bandwidth measured"
+    )
+    return "\n".join(lines)
+
+
+def yardstick_table(rows: list[dict], method: str = "magicpig") -> str:
+    """Per context, ``method`` against dense's byte floor in bf16 and against the fastest measured
+    dense (``report.dense_yardstick``), with the index's build and upkeep counted per generated token."""
+    from pigviz.decode import report
+
+    x = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
+    ms = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    lengths = report.GENERATION_TOKENS
+    times = ["attention_ms", *(f"with_index_ms_{g}" for g in lengths)]
+    floors = ["over_bf16_floor", *(f"with_index_{g}_over_bf16_floor" for g in lengths)]
+    fastest = ["over_fastest_dense", *(f"with_index_{g}_over_fastest_dense" for g in lengths)]
+    heads = ["attn", *(f"+index@{g}" for g in lengths)]
+    cells = lambda names, fmt: " ".join(f"{fmt(n):>11}" for n in names)  # noqa: E731
+    lines = [
+        f"{'context':>7} {'bf16 floor':>10} {'fastest dense':<19} {'ms':>7} {'x own floor':>11} | "
+        f"{method} ms: {cells(heads, str)} | / bf16 floor: {cells(heads, str)} | / fastest dense: {cells(heads, str)}"
+    ]
+    yards = report.dense_yardstick(rows, method)
+    pad = lambda label: " " * len(label)  # noqa: E731
+    for y in yards:
+        lines.append(
+            f"{y['context']:>7} {ms(y['dense_bf16_floor_ms']):>10} {y['fastest_dense']:<19} "
+            f"{y['fastest_dense_ms']:7.2f} {x(y['fastest_dense_over_floor']):>11} | "
+            f"{pad(method + ' ms:')} {cells(times, lambda k, y=y: ms(y[k]))} | "
+            f"{pad('/ bf16 floor:')} {cells(floors, lambda k, y=y: x(y[k]))} | "
+            f"{pad('/ fastest dense:')} {cells(fastest, lambda k, y=y: x(y[k]))}"
+        )
+    clock = "the decoding thread's CPU time" if yards and yards[0]["clock"] == "cpu" else "the wall clock"
+    lines.append(
+        f"ms on {clock}; bf16 floor = dense's K/V bytes in bf16 at the measured read bandwidth; x own floor = the "
+        "fastest measured dense's time over the floor of its own bytes (dense at its best only within "
+        f"{report.AT_ITS_BEST_WITHIN}x); +index@G = attention + the index's upkeep per generated token + its build "
+        "spread over G generated tokens ('-' where the upkeep was not measured)"
     )
     return "\n".join(lines)
 
@@ -445,7 +622,7 @@ def main(argv=None) -> int:
     contexts = [int(c) for c in args.contexts.split(",")]
     magicpig = {"K": args.K, "L": args.L, "kv_dtype": args.kv_dtype}
     # Dense three ways: transformers' own SDPA (the model's attention, the tokens' reference) and
-    # dense at its best, each KV head read once, on a float32 and on a bfloat16 cache.
+    # the grouped form, each KV head read once, on a float32 and on a bfloat16 cache.
     methods = [
         ("dense", {"kernel": "transformers"}),
         ("dense", {"kernel": "grouped", "kv_dtype": "float32"}, "dense_grouped"),

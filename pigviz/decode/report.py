@@ -44,6 +44,10 @@ __all__ = [
     "speed_pairs",
     "fair_rows",
     "DENSE_FORMS",
+    "GENERATION_TOKENS",
+    "AT_ITS_BEST_WITHIN",
+    "per_token_with_index",
+    "dense_yardstick",
     "headline_rows",
     "KERNEL_KL",
     "kernel_runs",
@@ -167,18 +171,36 @@ def passkey_rows(data: dict) -> list[dict]:
 def speed_table_rows(rows: list[dict]) -> list[dict]:
     """Per context and method: step, attention and rest time on the wall clock, the index build, the
     budget and the ratios to dense at that context; the decoding thread's CPU time where every row
-    carries it; peak RSS and the index's size where every row does (``bench_decode.py --memory``)."""
+    carries it; peak RSS and the index's size where every row does (``bench_decode.py --memory``).
+
+    Files that time dense in several forms (:data:`DENSE_FORMS`) also set every row against the
+    fastest measured dense at its context (by attention time: CPU time where every row has it):
+    ``fastest dense``, ``attn / fastest dense``, ``step / fastest dense``; the older keys ``best
+    dense``, ``attn / best dense`` and ``step / best dense`` hold the same, for readers written
+    before the rename. Where every row has its bandwidth floor (``attention_floor_ms``): ``attn floor
+    ms`` (the row's own K/V and index reads at the run's bandwidth), ``attn x floor`` (its attention
+    time on the table's clock over that floor) and ``attn / bf16 floor``: the time over dense's byte
+    floor in bf16 (the ``dense_grouped_bf16`` row's floor at the context; None without such a row).
+    Where a row measured the index's upkeep (``upkeep_ms_per_token``: ``bench_decode.py`` since the
+    upkeep was timed), per generation length G of :data:`GENERATION_TOKENS` (``256``, ``4,096``):
+    ``attn + index ms, G tokens`` (:func:`per_token_with_index`: attention plus the upkeep per token
+    plus the build spread over G; dense rows, which keep no index, their attention), the same over
+    dense's bf16 floor (where the floors are) and over the fastest dense's attention, and ``step +
+    index ms, G tokens`` and its ratio to the fastest dense's step. A row with an index but no upkeep
+    measured shows None there."""
     cpu = all("attention_cpu_ms" in r for r in rows)  # CPU-time columns (newer files)
     memory = all("peak_rss_mb" in r for r in rows)  # measured with --memory
+    floors = bool(rows) and all(r.get("attention_floor_ms") for r in rows)
+    clock_name = "cpu" if cpu else "wall"
+    upkeep = any(_UPKEEP[clock_name] in r for r in rows)  # files since the upkeep was timed
     dense = {r["context"]: r for r in rows if r["method"] == "dense"}
     # Files that time dense in several forms (transformers' SDPA, grouped in fp32 and bf16) also
-    # set every method against the fastest of them at its context: dense at its best.
+    # set every method against the fastest of them at its context.
     forms = any(r["method"].startswith("dense_") for r in rows)
     clock = "attention_cpu_ms" if cpu else "attention_ms"
-    best = {}
-    for r in rows:
-        if r["method"].startswith("dense") and (r["context"] not in best or r[clock] < best[r["context"]][clock]):
-            best[r["context"]] = r
+    step = "step_cpu_ms" if cpu else "step_ms"
+    yard = {y["context"]: y for y in dense_yardstick(rows)} if forms or floors else {}
+    best = {c: y["fastest_row"] for c, y in yard.items()}
     out = []
     for r in rows:
         d = dense.get(r["context"])
@@ -205,26 +227,60 @@ def speed_table_rows(rows: list[dict]) -> list[dict]:
             )
         if memory:
             row.update({"peak MB": r["peak_rss_mb"], "index MB": r["index_mb"]})
-        if forms:
-            b = best[r["context"]]
-            step = "step_cpu_ms" if cpu else "step_ms"
+        y = yard.get(r["context"])
+        b = best.get(r["context"])
+        if forms and b is not None:
             row.update(
                 {
                     "threads": r.get("threads"),
-                    "best dense": b["method"],
-                    "attn / best dense": r[clock] / b[clock],
-                    "step / best dense": r[step] / b[step],
+                    "fastest dense": b["method"],
+                    "attn / fastest dense": _over(r[clock], b[clock]),
+                    "step / fastest dense": _over(r[step], b[step]),
                 }
             )
+            # The same under the older names, kept while readers written before the rename use them.
+            row.update(
+                {
+                    "best dense": row["fastest dense"],
+                    "attn / best dense": row["attn / fastest dense"],
+                    "step / best dense": row["step / fastest dense"],
+                }
+            )
+        if floors:
+            bf16 = y["dense_bf16_floor_ms"] if y else None
+            row.update(
+                {
+                    "attn floor ms": r["attention_floor_ms"],
+                    "attn x floor": _over(r[clock], r["attention_floor_ms"]),
+                    "attn / bf16 floor": _over(r[clock], bf16),
+                }
+            )
+        if upkeep:
+            bf16 = y["dense_bf16_floor_ms"] if y else None
+            for tokens in GENERATION_TOKENS:
+                g = f"{tokens:,} tokens"
+                attn = per_token_with_index(r, tokens, clock=clock_name)
+                whole = per_token_with_index(r, tokens, clock=clock_name, what="step")
+                row[f"attn + index ms, {g}"] = attn
+                if floors:
+                    row[f"attn + index / bf16 floor, {g}"] = _over(attn, bf16)
+                row[f"attn + index / fastest dense, {g}"] = _over(attn, b[clock] if b else None)
+                row[f"step + index ms, {g}"] = whole
+                row[f"step + index / fastest dense, {g}"] = _over(whole, b[step] if b else None)
         out.append(row)
     return out
+
+
+def _over(x, y):
+    """x / y, or None where either is missing or y is not positive."""
+    return None if x is None or y is None or not y > 0 else x / y
 
 
 def speed_table(rows: list[dict]) -> str:
     """``speed_table_rows`` as text (the CLI's table)."""
     table = speed_table_rows(rows)
     cpu, memory = bool(table) and "CPU: step ms" in table[0], bool(table) and "peak MB" in table[0]
-    forms = bool(table) and "best dense" in table[0]
+    forms = bool(table) and "fastest dense" in table[0]
     ratio = lambda x: "-" if x is None else f"{x:.2f}x"  # noqa: E731
     width = max([9, *(len(r["method"]) for r in table)])
     lines = [
@@ -232,7 +288,7 @@ def speed_table(rows: list[dict]) -> str:
         f"{'index s':>8} {'budget':>7} {'step/dense':>10} {'attn/dense':>10}"
         + (f" {'CPU: step ms':>12} {'attn ms':>8} {'attn/dense':>10}" if cpu else "")
         + (f" {'peak MB':>8} {'index MB':>8}" if memory else "")
-        + (f" {'threads':>7} {'attn/best dense':>15}" if forms else "")
+        + (f" {'threads':>7} {'attn/fastest dense':>18}" if forms else "")
     ]
     for r in table:
         lines.append(
@@ -245,13 +301,13 @@ def speed_table(rows: list[dict]) -> str:
                 else ""
             )
             + (f" {r['peak MB']:8.0f} {r['index MB']:8.0f}" if memory else "")
-            + (f" {r['threads']!s:>7} {ratio(r['attn / best dense']):>15}" if forms else "")
+            + (f" {r['threads']!s:>7} {ratio(r['attn / fastest dense']):>18}" if forms else "")
         )
     if forms:
         lines.append(
             "dense: transformers' SDPA (K/V repeated per query head, fp32); dense_grouped: each KV head read "
-            "once, fp32; dense_grouped_bf16: the same on a bf16 cache. best dense: the fastest of them at that "
-            "context (CPU time where measured)."
+            "once, fp32; dense_grouped_bf16: the same on a bf16 cache. fastest dense: the fastest of them at that "
+            "context, by attention time (CPU time where measured)."
         )
     return "\n".join(lines)
 
@@ -321,8 +377,8 @@ def compare(
 def speed_summary(rows: list[dict], method: str = "magicpig", against: str = "dense") -> list[dict]:
     """Per context where both dense and ``method`` ran: the shares and ratios notebook 07 states.
     ``against``: "dense" (transformers' SDPA, the model's own attention) or "best" (at each context
-    the dense form of :data:`DENSE_FORMS` with the least attention CPU time: dense at its best;
-    its name in ``against``). ``*_cpu`` come from the decoding thread's CPU time, ``*_wall`` from the
+    the dense form of :data:`DENSE_FORMS` with the least attention CPU time: the fastest measured
+    dense; its name in ``against``). ``*_cpu`` come from the decoding thread's CPU time, ``*_wall`` from the
     wall clock. ``rest_gap`` is how far the identical work outside attention differs between the two
     runs (max / min - 1): a gauge of the timing noise."""
     if against == "dense":
@@ -468,7 +524,8 @@ model's dtype), and the grouped form (each KV head read once) on an fp32 and on 
 
 def fair_rows(speed: dict) -> list[dict]:
     """:func:`speed_pairs`'s rule over every form of dense (:data:`DENSE_FORMS`) and MagicPIG: the
-    first row per (context, method), for setting MagicPIG against dense at its best."""
+    first row per (context, method), for setting MagicPIG against the fastest measured dense and
+    against dense's byte floor (:func:`dense_yardstick`). The rows themselves, not copies."""
     if not isinstance(speed, dict) or not isinstance(speed.get("rows"), list):
         raise ValueError("speed must be a decode speed result (a dict with a list of 'rows')")
     seen, out = set(), []
@@ -477,6 +534,108 @@ def fair_rows(speed: dict) -> list[dict]:
         if (r["method"] in DENSE_FORMS or r["method"] == "magicpig") and key not in seen:
             seen.add(key)
             out.append(r)
+    return out
+
+
+# -- the index's cost per generated token, and dense's yardsticks -------------------------------------------
+GENERATION_TOKENS = (256, 4096)
+"""The generation lengths over which the index's build is spread in the per-token figures."""
+
+AT_ITS_BEST_WITHIN = 1.3
+"""A dense path may be called "at its best" only within this factor of its own byte floor (issue 39);
+otherwise the fastest one is "the fastest measured dense" (``dense_yardstick``'s
+``fastest_dense_at_its_best`` says which)."""
+
+# Per clock: the row fields of attention and step time, the index's upkeep per generated token and its build.
+_ATTENTION = {"cpu": "attention_cpu_ms", "wall": "attention_ms"}
+_STEP = {"cpu": "step_cpu_ms", "wall": "step_ms"}
+_UPKEEP = {"cpu": "upkeep_cpu_ms_per_token", "wall": "upkeep_ms_per_token"}
+_BUILD = {"cpu": "index_cpu_seconds", "wall": "index_seconds"}
+
+
+def per_token_with_index(row: dict, tokens: int, *, clock: str = "cpu", what: str = "attention") -> float | None:
+    """A speed row's per-token ``what`` time ("attention" or "step", ms, on ``clock``: "cpu" for the
+    decoding thread's CPU time, "wall") with its index's cost added: the upkeep per generated token
+    (``upkeep_[cpu_]ms_per_token``: every generated token is filed once in each sampled layer's index)
+    and the build after the prefill (``index_[cpu_]seconds``) spread over ``tokens`` generated tokens.
+    A row that keeps no index (no build time and no upkeep field: dense) gives its own time; a row with
+    an index whose upkeep was not measured (files before ``bench_decode.py`` timed it) gives None."""
+    if clock not in _ATTENTION:
+        raise ValueError(f"clock must be 'cpu' or 'wall', got {clock!r}")
+    if what not in ("attention", "step"):
+        raise ValueError(f"what must be 'attention' or 'step', got {what!r}")
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise ValueError(f"tokens must be a whole number of generated tokens >= 1, got {tokens!r}")
+    base = row.get((_ATTENTION if what == "attention" else _STEP)[clock])
+    if base is None:
+        return None
+    build = row.get(_BUILD[clock]) or 0.0
+    upkeep = row.get(_UPKEEP[clock])
+    if upkeep is None:
+        return base if build == 0 else None
+    return base + upkeep + 1e3 * build / tokens
+
+
+def dense_yardstick(rows: list[dict], method: str = "magicpig") -> list[dict]:
+    """Per context with a dense row (any method named ``dense...``), the yardsticks issue 39 asks every
+    comparison with dense to show, on one clock (the decoding thread's CPU time where every row has it,
+    else the wall clock; ``clock``):
+
+    * ``dense_bf16_floor_ms``: dense's byte floor in bf16, the ``dense_grouped_bf16`` row's
+      ``attention_floor_ms`` (its K/V bytes in bf16 at the run's measured read bandwidth); None where
+      the file has no such row;
+    * ``dense``: per measured dense path, its attention time ``ms``, its own floor ``floor_ms`` (its
+      bytes, in its dtype) and ``over_floor``;
+    * ``fastest_dense`` (its name), ``fastest_dense_ms``, ``fastest_dense_over_floor`` (over its own
+      floor) and ``fastest_dense_at_its_best``: within :data:`AT_ITS_BEST_WITHIN` of that floor (None
+      without a floor); ``fastest_row``: the row itself;
+    * where ``method`` ran at the context (None otherwise): its ``attention_ms``, its attention plus
+      the index's build and upkeep amortised over each length of :data:`GENERATION_TOKENS`
+      (``with_index_ms_256``, ``with_index_ms_4096``: :func:`per_token_with_index`), and each of the
+      three over dense's bf16 floor (``over_bf16_floor``, ``with_index_256_over_bf16_floor``, ...) and
+      over the fastest dense's attention (``over_fastest_dense``, ...); None where a part is missing."""
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise TypeError("rows must be a list of speed rows (dicts)")
+    cpu = all("attention_cpu_ms" in r for r in rows)
+    clock = "cpu" if cpu else "wall"
+    key = _ATTENTION[clock]
+    out = []
+    for context in sorted({r["context"] for r in rows}):
+        here = [r for r in rows if r["context"] == context]
+        dense = [r for r in here if r["method"].startswith("dense")]
+        if not dense:
+            continue
+        fastest = min(dense, key=lambda r: r[key])
+        bf16 = next((r for r in dense if r["method"] == "dense_grouped_bf16"), None)
+        floor = fastest.get("attention_floor_ms")
+        y = {
+            "context": context,
+            "clock": clock,
+            "dense_bf16_floor_ms": bf16.get("attention_floor_ms") if bf16 else None,
+            "dense": {},
+            "fastest_dense": fastest["method"],
+            "fastest_dense_ms": fastest[key],
+            "fastest_dense_over_floor": _over(fastest[key], floor),
+            "fastest_row": fastest,
+        }
+        for r in dense:  # the first row per dense path
+            floor_r = r.get("attention_floor_ms")
+            y["dense"].setdefault(
+                r["method"], {"ms": r[key], "floor_ms": floor_r, "over_floor": _over(r[key], floor_r)}
+            )
+        over = y["fastest_dense_over_floor"]
+        y["fastest_dense_at_its_best"] = None if over is None else over <= AT_ITS_BEST_WITHIN
+        m = next((r for r in here if r["method"] == method), None)
+        times = {"": m[key] if m else None}
+        for tokens in GENERATION_TOKENS:
+            times[f"with_index_{tokens}_"] = per_token_with_index(m, tokens, clock=clock) if m else None
+        y["attention_ms"] = times[""]
+        for tokens in GENERATION_TOKENS:
+            y[f"with_index_ms_{tokens}"] = times[f"with_index_{tokens}_"]
+        for prefix, t in times.items():
+            y[f"{prefix}over_bf16_floor"] = _over(t, y["dense_bf16_floor_ms"])
+            y[f"{prefix}over_fastest_dense"] = _over(t, fastest[key])
+        out.append(y)
     return out
 
 
@@ -539,8 +698,8 @@ def kernel_rows(attend: dict) -> list[dict]:
     """Per shape and context at ``KERNEL_KL``: the compiled step's time over its bandwidth floor, float32 and
     bf16 K/V on one thread; per thread count asked, the threads the step used and, only where it used more
     than one, its bf16 speed-up (a step too small to split ran on one thread: None); SDPA's time over
-    attend's, both fp32; and, where the file has it, dense at its best (the faster of its fp32 and bf16)
-    over attend at its best."""
+    attend's, both fp32; and, where the file has it, the fastest measured dense (the faster of its fp32
+    and bf16; ``fastest dense``: its dtype) over the faster of attend's fp32 and bf16."""
     out = []
     for r in kernel_runs(attend):
         row = {
@@ -559,8 +718,8 @@ def kernel_rows(attend: dict) -> list[dict]:
                 row[f"{t} threads: bf16 speed-up"] = speedup if used > 1 else None
         row["SDPA / attend"] = r["sdpa_ms"] / r["attend_ms"]
         if "dense_best_ms" in r:  # files measured since dense was also timed in bf16
-            row["dense at its best"] = r["dense_best_dtype"]
-            row["best dense / best attend"] = r["speedup_best"]
+            row["fastest dense"] = r["dense_best_dtype"]
+            row["fastest dense / fastest attend"] = r["speedup_best"]
         out.append(row)
     return out
 

@@ -234,3 +234,187 @@ def test_authors_rows_give_both_ratios_sorted():
     for r in rows:
         assert r["authors / same work"] == pytest.approx(r["authors ms"] / r["pigviz, same work: ms"])
         assert r["authors / whole step"] == pytest.approx(r["authors ms"] / r["pigviz, whole step: ms"])
+
+
+# -- the index's cost per generated token and dense's yardsticks (issue 39) ----------------------------------
+def _timed(context, method, attn_cpu, *, floor=None, step_cpu=None, build=0.0, upkeep=None):
+    """A speed row as bench_decode.py writes it: ``upkeep`` (CPU ms per generated token) only in files since
+    the upkeep was timed; the wall clock here is the CPU time plus 1 ms, to tell the clocks apart."""
+    step_cpu = attn_cpu + 50.0 if step_cpu is None else step_cpu
+    row = {
+        **_row(context, method, step_cpu + 1.0, attn_cpu + 1.0, step_cpu, attn_cpu),
+        "index_seconds": build + 0.5 if build else 0.0,
+        "index_cpu_seconds": build,
+    }
+    if floor is not None:
+        row["attention_floor_ms"] = floor
+    if upkeep is not None:
+        row.update(upkeep_cpu_ms_per_token=upkeep, upkeep_ms_per_token=upkeep + 0.25)
+    return row
+
+
+def _file(upkeep=True, bf16=True):
+    """Two contexts: at 4096 the grouped fp32 dense is the fastest, at 8192 the bf16 one."""
+    rows = [
+        _timed(4096, "dense", 30.0, floor=14.0),
+        _timed(4096, "dense_grouped", 20.0, floor=14.0),
+        _timed(4096, "dense_grouped_bf16", 24.0, floor=7.0),
+        _timed(4096, "magicpig", 14.0, floor=2.5, build=1.024, upkeep=1.0 if upkeep else None),
+        _timed(8192, "dense", 70.0, floor=28.0),
+        _timed(8192, "dense_grouped", 50.0, floor=28.0),
+        _timed(8192, "dense_grouped_bf16", 40.0, floor=14.0),
+        _timed(8192, "magicpig", 20.0, floor=4.0, build=2.048, upkeep=1.5 if upkeep else None),
+    ]
+    if upkeep:  # dense keeps no index: bench_decode.py writes 0 upkeep for it
+        for r in rows:
+            if r["method"] != "magicpig":
+                r.update(upkeep_cpu_ms_per_token=0.0, upkeep_ms_per_token=0.0)
+    return [r for r in rows if bf16 or r["method"] != "dense_grouped_bf16"]
+
+
+def test_per_token_with_index_adds_the_upkeep_and_the_build_spread_over_the_generation():
+    mp = _timed(4096, "magicpig", 14.0, build=1.024, upkeep=1.0)
+    assert report.per_token_with_index(mp, 256) == pytest.approx(14.0 + 1.0 + 4.0)
+    assert report.per_token_with_index(mp, 4096) == pytest.approx(14.0 + 1.0 + 0.25)
+    # The longer the generation, the less the build weighs; the upkeep per token stays.
+    assert report.per_token_with_index(mp, 10**9) == pytest.approx(15.0, abs=1e-5)
+    assert report.per_token_with_index(mp, 256, what="step") == pytest.approx(64.0 + 1.0 + 4.0)
+    # The wall clock reads the wall-clock fields: attention 15 ms, upkeep 1.25 ms, build 1.524 s.
+    assert report.per_token_with_index(mp, 256, clock="wall") == pytest.approx(15.0 + 1.25 + 1524 / 256)
+    # Dense keeps no index: its own time, with or without the upkeep fields.
+    dense = _timed(4096, "dense_grouped", 20.0)
+    assert report.per_token_with_index(dense, 256) == 20.0
+    assert report.per_token_with_index({**dense, "upkeep_cpu_ms_per_token": 0.0}, 256) == 20.0
+    # An index whose upkeep was never measured (the files before it was) has no figure, not a flattering one.
+    old = _timed(4096, "magicpig", 14.0, build=1.024)
+    assert report.per_token_with_index(old, 256) is None
+    assert report.per_token_with_index({**old, "upkeep_cpu_ms_per_token": None}, 256) is None
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc,match",
+    [
+        ({"tokens": 0}, ValueError, "tokens must be"),
+        ({"tokens": 2.5}, ValueError, "tokens must be"),
+        ({"tokens": True}, ValueError, "tokens must be"),
+        ({"tokens": 256, "clock": "gpu"}, ValueError, "clock must be 'cpu' or 'wall'"),
+        ({"tokens": 256, "what": "rest"}, ValueError, "what must be 'attention' or 'step'"),
+    ],
+)
+def test_per_token_with_index_refuses_bad_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        report.per_token_with_index(_timed(4096, "magicpig", 14.0, build=1.0, upkeep=1.0), **kwargs)
+
+
+def test_dense_yardstick_sets_magicpig_against_the_bf16_floor_and_the_fastest_measured_dense():
+    small, large = report.dense_yardstick(_file())
+    assert (small["context"], small["clock"], large["context"]) == (4096, "cpu", 8192)
+    # The fastest measured dense at each context, by CPU time, whichever form it is.
+    assert (small["fastest_dense"], small["fastest_dense_ms"]) == ("dense_grouped", 20.0)
+    assert (large["fastest_dense"], large["fastest_dense_ms"]) == ("dense_grouped_bf16", 40.0)
+    assert small["fastest_row"]["method"] == "dense_grouped"
+    # dense's byte floor in bf16 is the bf16 row's floor, even where that row is not the fastest.
+    assert small["dense_bf16_floor_ms"] == 7.0 and large["dense_bf16_floor_ms"] == 14.0
+    # Each dense path over its own floor; none is near it, so none is "at its best".
+    assert small["dense"]["dense_grouped"]["over_floor"] == pytest.approx(20 / 14)
+    assert small["dense"]["dense_grouped_bf16"]["over_floor"] == pytest.approx(24 / 7)
+    assert set(small["dense"]) == {"dense", "dense_grouped", "dense_grouped_bf16"}
+    assert small["fastest_dense_over_floor"] == pytest.approx(20 / 14) and small["fastest_dense_at_its_best"] is False
+    # MagicPIG: attention alone and with its index at 256 and 4,096 generated tokens.
+    assert small["attention_ms"] == 14.0
+    assert small["with_index_ms_256"] == pytest.approx(19.0) and small["with_index_ms_4096"] == pytest.approx(15.25)
+    assert small["over_bf16_floor"] == pytest.approx(2.0)
+    assert small["with_index_256_over_bf16_floor"] == pytest.approx(19 / 7)
+    assert small["over_fastest_dense"] == pytest.approx(0.7)
+    assert small["with_index_256_over_fastest_dense"] == pytest.approx(19 / 20)
+    assert large["with_index_4096_over_fastest_dense"] == pytest.approx((20 + 1.5 + 0.5) / 40)
+    # The index's cost only ever adds.
+    for y in (small, large):
+        alone, long, short = (y[f"{k}over_fastest_dense"] for k in ("", "with_index_4096_", "with_index_256_"))
+        assert alone < long < short
+
+
+def test_dense_yardstick_on_an_older_file_and_without_a_bf16_row():
+    old = report.dense_yardstick(_file(upkeep=False))
+    assert [y["over_fastest_dense"] for y in old] == pytest.approx([0.7, 0.5])
+    assert all(y[f"with_index_ms_{g}"] is None for y in old for g in report.GENERATION_TOKENS)
+    assert all(y["with_index_256_over_bf16_floor"] is None for y in old)
+    no_bf16 = report.dense_yardstick(_file(bf16=False))
+    assert all(y["dense_bf16_floor_ms"] is None and y["over_bf16_floor"] is None for y in no_bf16)
+    assert [y["fastest_dense"] for y in no_bf16] == ["dense_grouped", "dense_grouped"]
+    assert no_bf16[1]["with_index_4096_over_fastest_dense"] == pytest.approx(22 / 50)
+
+
+def test_dense_yardstick_calls_a_dense_within_the_band_of_its_floor_at_its_best():
+    rows = _file()
+    rows[1]["attention_floor_ms"] = 20.0 / (report.AT_ITS_BEST_WITHIN * 0.99)  # dense_grouped at 4096
+    small, large = report.dense_yardstick(rows)
+    assert small["fastest_dense_at_its_best"] is True and large["fastest_dense_at_its_best"] is False
+    no_floor = [{k: v for k, v in r.items() if k != "attention_floor_ms"} for r in rows]
+    assert all(y["fastest_dense_at_its_best"] is None for y in report.dense_yardstick(no_floor))
+
+
+def test_dense_yardstick_leaves_out_contexts_without_dense_and_refuses_what_is_not_rows():
+    rows = [*_file(), _timed(2048, "magicpig", 9.0, build=1.0, upkeep=1.0)]
+    assert [y["context"] for y in report.dense_yardstick(rows)] == [4096, 8192]
+    # A context with dense but no MagicPIG has the yardsticks and no ratios.
+    (only,) = report.dense_yardstick([r for r in _file() if r["context"] == 4096 and r["method"] != "magicpig"])
+    assert only["fastest_dense"] == "dense_grouped" and only["attention_ms"] is None and only["over_bf16_floor"] is None
+    # Without CPU times in every row the wall clock is the yardstick's.
+    wall = report.dense_yardstick([{k: v for k, v in r.items() if k != "attention_cpu_ms"} for r in _file()])
+    assert wall[0]["clock"] == "wall" and wall[0]["fastest_dense_ms"] == 21.0
+    with pytest.raises(TypeError, match="rows must be a list"):
+        report.dense_yardstick({"rows": _file()})
+
+
+def test_speed_table_rows_show_floors_and_the_index_cost_where_the_file_has_them():
+    rows = report.speed_table_rows(_file())
+    by = {(r["context"], r["method"]): r for r in rows}
+    mp = by[(4096, "magicpig")]
+    assert mp["attn floor ms"] == 2.5 and mp["attn x floor"] == pytest.approx(14 / 2.5)
+    assert mp["attn / bf16 floor"] == pytest.approx(2.0)
+    assert mp["fastest dense"] == "dense_grouped" and mp["attn / fastest dense"] == pytest.approx(0.7)
+    assert mp["attn + index ms, 256 tokens"] == pytest.approx(19.0)
+    assert mp["attn + index ms, 4,096 tokens"] == pytest.approx(15.25)
+    assert mp["attn + index / bf16 floor, 256 tokens"] == pytest.approx(19 / 7)
+    assert mp["attn + index / fastest dense, 4,096 tokens"] == pytest.approx(15.25 / 20)
+    assert mp["step + index ms, 256 tokens"] == pytest.approx(64 + 1 + 4)
+    assert mp["step + index / fastest dense, 256 tokens"] == pytest.approx(69 / 70)
+    # Dense keeps no index: with it is without it; the fastest dense is 1.00x itself.
+    grouped = by[(4096, "dense_grouped")]
+    assert grouped["attn + index ms, 256 tokens"] == grouped["CPU: attn ms"] == 20.0
+    assert grouped["attn + index / fastest dense, 256 tokens"] == 1.0
+    assert by[(8192, "dense_grouped_bf16")]["attn / bf16 floor"] == pytest.approx(40 / 14)
+    # The older names hold the same numbers.
+    for r in rows:
+        assert (r["best dense"], r["attn / best dense"], r["step / best dense"]) == (
+            r["fastest dense"],
+            r["attn / fastest dense"],
+            r["step / fastest dense"],
+        )
+
+
+def test_speed_table_rows_of_an_older_file_have_no_index_cost_columns():
+    rows = report.speed_table_rows(_file(upkeep=False))
+    assert not any(k.startswith(("attn + index", "step + index")) for r in rows for k in r)
+    assert all("attn / bf16 floor" in r and "attn / fastest dense" in r for r in rows)
+    # Without floors, no floor columns (files before the floors were measured).
+    bare = [{k: v for k, v in r.items() if k != "attention_floor_ms"} for r in _file()]
+    assert not any("floor" in k for r in report.speed_table_rows(bare) for k in r)
+    # An index whose upkeep is missing in one row of a new file shows None there, not its attention alone.
+    mixed = _file()
+    del mixed[7]["upkeep_cpu_ms_per_token"], mixed[7]["upkeep_ms_per_token"]
+    last = report.speed_table_rows(mixed)[7]
+    assert last["method"] == "magicpig" and last["attn + index ms, 256 tokens"] is None
+    assert last["attn + index / fastest dense, 256 tokens"] is None
+
+
+def test_the_shipped_speed_file_still_makes_its_table_and_yardsticks():
+    speed = report.load_result(report.SPEED_FILE)
+    fair = report.fair_rows(speed)
+    assert all(any(f is r for r in speed["rows"]) for f in fair)  # the rows themselves, not copies
+    rows = report.speed_table_rows(fair)
+    assert len(rows) == len(fair)
+    for y in report.dense_yardstick(fair):
+        assert y["dense_bf16_floor_ms"] > 0 and y["over_fastest_dense"] > 0
+        assert y["fastest_dense"] in report.DENSE_FORMS
