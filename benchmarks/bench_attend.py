@@ -87,6 +87,8 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from pigviz._util.threads import cpu_model  # noqa: E402
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pigviz._util.io import write_json_atomic  # noqa: E402
 from pigviz.attention import topk_attention  # noqa: E402
@@ -540,7 +542,7 @@ def main(argv=None) -> list[dict]:
         f"compiled attend: {fused.available()}; sequential read bandwidth {bandwidth / 1e9:.1f} GB/s "
         + ", ".join(f"({bw / 1e9:.1f} GB/s with {t} threads)" for t, bw in bandwidth_threads.items() if t != 1)
         + f"; clock: {clock_name}; THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')}; "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+        f"{os.cpu_count()} CPUs ({cpu_model()}), load average {os.getloadavg()[0]:.1f}"
     )
     if args.stages and not fused.available():
         raise SystemExit("--stages needs the compiled path: pip install numba (pigviz[fast])")
@@ -587,6 +589,7 @@ def main(argv=None) -> list[dict]:
                 "bandwidth_threads_gbs": {str(t): bw / 1e9 for t, bw in bandwidth_threads.items()},
                 "kernel_threads": kernel_threads,
                 "cpu_count": os.cpu_count(),
+                "cpu_model": cpu_model(),
                 "clock": clock_name,
                 "thp": os.environ.get("THP_MEM_ALLOC_ENABLE"),
                 "command": " ".join(

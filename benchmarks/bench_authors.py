@@ -316,6 +316,8 @@ def main(argv=None) -> int:
         return 0
     from build_authors_kernels import cpu_has_avx512f
 
+    from pigviz._util.threads import cpu_model
+
     if not cpu_has_avx512f():
         print(
             f"{SKIP}: this CPU has no AVX-512 (no avx512f in /proc/cpuinfo). The authors' kernels use "
@@ -340,7 +342,7 @@ def main(argv=None) -> int:
             rows.extend(json.loads(out.read_text(encoding="utf-8")))
     print(
         f"their build: {info['commit'][:12]}, avx512_bf16 {info['avx512bf16']}, OMP_WAIT_POLICY="
-        f"{args.omp_wait_policy}; {os.cpu_count()} CPUs here, load average {os.getloadavg()[0]:.1f}"
+        f"{args.omp_wait_policy}; {os.cpu_count()} CPUs here ({cpu_model()}), load average {os.getloadavg()[0]:.1f}"
     )
     print(table(rows))
     if args.json:
@@ -352,6 +354,7 @@ def main(argv=None) -> int:
                 "format": "pigviz-authors-side-by-side-v1",
                 "authors_build": info,
                 "cpu_count": os.cpu_count(),
+                "cpu_model": cpu_model(),
                 "omp_wait_policy": args.omp_wait_policy,
                 "load_average": list(os.getloadavg()),
                 "command": " ".join(["python benchmarks/bench_authors.py", *(argv or sys.argv[1:])]),

@@ -178,3 +178,11 @@ def test_a_notebook_kernel_runs_numpys_blas_on_one_thread_unless_told(env, want)
         [sys.executable, "-c", SETTLE], env={**clean, **env}, capture_output=True, text=True, check=True
     ).stdout
     assert json.loads(out.strip().splitlines()[-1]) == want
+
+
+def test_cpu_model_reads_the_model_name(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9B14\nflags\t: fpu\n")
+    assert threads.cpu_model(info) == "AMD EPYC 9B14"
+    info.write_text("processor\t: 0\n")  # no model name (some ARM kernels): the platform's name instead
+    assert threads.cpu_model(info) and threads.cpu_model(info) != "AMD EPYC 9B14"

@@ -45,6 +45,18 @@ def visible_cpus() -> set[int]:
     return set(range(os.cpu_count() or 1))
 
 
+def cpu_model(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s first "model name"), else the platform's
+    processor or machine: what a timing was measured on, written beside it."""
+    import platform
+
+    text = _read(Path(cpuinfo)) or ""
+    for line in text.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
 def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="ascii").strip()

@@ -33,6 +33,7 @@ import pigviz
 from pigviz._util.config import DEFAULTS
 from pigviz._util.io import sha256_file, write_json_atomic
 from pigviz._util.stats import wilson_interval  # re-exported: lessons and the report import it from here
+from pigviz._util.threads import cpu_model
 from pigviz._util.validate import check_choice, check_float, check_int
 from pigviz.attention.protocol import estimator_name
 from pigviz.decode import custom
@@ -70,7 +71,7 @@ def environment(model) -> dict:
     hardware = (
         torch.cuda.get_device_name(device)
         if device.type == "cuda"
-        else f"CPU ({threads} torch thread{'s' if threads != 1 else ''})"
+        else f"{cpu_model()} ({threads} torch thread{'s' if threads != 1 else ''})"
     )
     return {
         "model": model_source(model).as_dict(),

@@ -70,7 +70,6 @@ import contextlib
 import json
 import math
 import os
-import platform
 import queue
 import threading
 import time
@@ -81,7 +80,7 @@ import torch
 
 from pigviz._util.config import DEFAULTS
 from pigviz._util.io import cache_root, write_json_atomic
-from pigviz._util.threads import visible_cpus
+from pigviz._util.threads import cpu_model, visible_cpus
 from pigviz._util.validate import check_int
 from pigviz.attention import check_decode_shapes
 from pigviz.lsh import kernels, magicpig
@@ -505,12 +504,7 @@ def work_per_thread() -> int:
 def machine_key() -> str:
     """What a calibration is valid for: the CPU model, the cores this process may use, numba's
     and torch's versions (another machine, or another build of the kernel, measures again)."""
-    model = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+    model = cpu_model()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     numba = kernels.numba_version() or "no numba"
     return f"{model} | {cores} cores | numba {numba} | torch {torch.__version__}"
