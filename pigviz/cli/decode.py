@@ -29,6 +29,7 @@ _METHOD_OPTIONS = (
     "recent",
     "seed",
     "buffer",
+    "recentre",
     "budget",
     "page",
     "dense_layers",
@@ -80,6 +81,12 @@ def _add_method_options(p) -> None:
         "--buffer",
         type=int,
         help=f"MagicPIG: new tokens read exactly before they are hashed into the index (default {DEFAULTS.buffer})",
+    )
+    g.add_argument(
+        "--recentre",
+        type=int,
+        help="MagicPIG: rebuild a layer's index on a fresh mean once it has grown to this many times the tokens "
+        "its mean covers (default 2: at each doubling; 0: never, the prefill's mean throughout)",
     )
     g.add_argument("--budget", type=float, help="TopK/Quest/StreamingLLM: fraction of cached keys read (0.05)")
     g.add_argument("--page", type=int, help="Quest: tokens per page (default 16)")

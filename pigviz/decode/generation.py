@@ -123,12 +123,14 @@ def generate(
 ) -> GenerationResult:
     """Greedy decoding of ``prompt`` (str or token ids, batch 1) with ``attention`` in
     ``METHODS``; ``options`` are that method's settings (see ``_OPTIONS``, e.g. K, L,
-    min_hits, sinks, recent, seed, buffer, dense_layers, kv_dtype, placement and threads for
-    "magicpig"; budget for the baselines). The prompt is prefilled with
+    min_hits, sinks, recent, seed, buffer, recentre, dense_layers, kv_dtype, placement and
+    threads for "magicpig"; budget for the baselines). The prompt is prefilled with
     dense sdpa, then every new token is decoded with the chosen attention. The model's
     attention implementation is restored after. ``extra`` of the result holds the cache's
     bytes (``cache_bytes``) and, with ``placement="cpu_offload"``, what the offload moved
-    (``offload``: the device bytes it freed, the CPU bytes it holds)."""
+    (``offload``: the device bytes it freed, the CPU bytes it holds); with ``recentre``, the
+    re-centrings (``recentres``), the keys they re-hashed (``recentre_tokens``) and their time
+    (``recentre_seconds``)."""
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     from tqdm.auto import tqdm  # heavy: progress bars only for long runs
 
@@ -167,6 +169,10 @@ def generate(
     extra = {"cache_bytes": storage_bytes(cache), "decode_threads": threads}
     if session.offload_report is not None:
         extra["offload"] = session.offload_report
+    if session.options.get("recentre"):  # MagicPIG's re-centrings (part of upkeeps and upkeep_seconds)
+        extra["recentres"] = session.recentres
+        extra["recentre_tokens"] = session.recentre_tokens
+        extra["recentre_seconds"] = session.recentre_seconds
     return GenerationResult(
         attention=attention,
         options=session.options,

@@ -22,13 +22,24 @@ switches it back to whatever it used before, also after an error. Inside:
 Tokens generated after the prefill form that exact **buffer**. When it would grow past
 ``buffer`` tokens, its tokens up to the current row's own are INSERTED into the index
 (:func:`pigviz.lsh.index.insert_tokens`): only those keys are hashed, with the index's own
-hyperplanes and the prefill's mean (the index is never re-centred), and each id is written at
-its bucket's end in tables laid out with room to grow (``prepare`` lays them out right after the
-build), so no decode step re-hashes or re-sorts the cache. What is read exactly at every step:
-the first ``sinks`` tokens, the last ``recent`` INDEXED tokens (the window moves forward as tokens
-are inserted: the tokens it leaves become sampleable) and the buffer (tokens not inserted yet).
-``DecodeSession.upkeeps`` counts the per-layer insertions, ``upkeep_seconds`` their time and
-``rebuilds`` whole-index rebuilds, which ordinary generation no longer makes (0).
+hyperplanes and the mean it was built with (the prefill's, unless re-centred: below), and each id
+is written at its bucket's end in tables laid out with room to grow (``prepare`` lays them out
+right after the build), so no decode step re-hashes or re-sorts the cache. What is read exactly
+at every step: the first ``sinks`` tokens, the last ``recent`` INDEXED tokens (the window moves
+forward as tokens are inserted: the tokens it leaves become sampleable) and the buffer (tokens
+not inserted yet). With ``recentre=r`` (r >= 2, default 2; 0 never re-centres) an insertion
+that would bring the index to at least r times the tokens its mean was taken over rebuilds it
+instead, over every token up to the same one: a fresh mean, the same hyperplanes (the same
+seed). Over a long generation the keys' mean drifts away from the prefill's, and the output
+error with it (benchmarks/bench_upkeep_drift.py: about twice a re-centred index's after a
+256-token prefill and 7,936 generated tokens); as with a growing array the rebuilds are geometric
+(prefill 100, r = 2: at 200, 400, 800, ... tokens), so the keys they re-hash stay below about
+r / (r - 1) times the final index and the cost per generated token stays constant, but the step
+that re-centres pays for a whole build of its layer. ``DecodeSession.upkeeps`` counts the
+per-layer insertions (a re-centring included), ``upkeep_seconds`` their time, ``recentres``,
+``recentre_tokens`` and ``recentre_seconds`` the re-centrings, the keys they hashed and their
+time (within ``upkeep_seconds``), and ``rebuilds`` whole-index rebuilds of a layer that had no
+index yet, which ordinary generation does not make (0).
 
 Joining (a) and (b) needs the normaliser of (a): the compiled path scores both in one list,
 one softmax; without numba (or on a GPU) :func:`pigviz.lsh.magicpig.attend` returns (a)'s
@@ -100,6 +111,12 @@ _OPTIONS = {
         "kv_dtype": "bfloat16",
         "placement": "device",
         "threads": None,
+        # 0: never re-centre; r >= 2: rebuild on a fresh mean once the index holds r times the
+        # tokens its mean covers (see the module docstring). 2 by default: keeping the prefill's
+        # mean doubled the output error after a 256-token prompt and 7,936 generated tokens
+        # (benchmarks/bench_upkeep_drift.py), and a prompt at least as long as the generation never
+        # re-centres. Not a MagicPIG setting of the paper, so not in pigviz._util.config.
+        "recentre": 2,
     },
     "topk": {"budget": 0.05, "dense_layers": (0,)},
     # Quest as its authors run it: current page always read, layers 0 and 1 dense (the paper).
@@ -168,6 +185,12 @@ def _check_options(method: str, options: dict, num_layers: int) -> dict:
         out["placement"] = check_choice("placement", out["placement"], PLACEMENTS)
         if out["threads"] is not None:
             out["threads"] = check_int("threads", out["threads"], 1, 1024)
+        out["recentre"] = check_int("recentre", out["recentre"], 0)
+        if out["recentre"] == 1:
+            raise ValueError(
+                "recentre must be 0 (never re-centre the index) or at least 2 (re-centre when the index has "
+                "grown to that many times the tokens its mean covers), got 1"
+            )
         if out["sinks"] + out["recent"] < 1:
             raise ValueError("sinks + recent must be at least 1: the exact set anchors the sampled estimate")
     if out.get("budget") is not None:
@@ -192,11 +215,13 @@ class _LayerState:
     n: int = 0  # index.n, and the counts the per-step budget needs, as plain ints
     exact: int = 0  # sinks + recent
     sampleable: int = 1  # indexed tokens outside the exact set (at least 1)
+    centred_n: int = 0  # tokens indexed when the index's mean was taken (0: now, a fresh build)
 
     def __post_init__(self):
         self.n = self.index.n
         self.exact = self.index.sinks + self.index.recent
         self.sampleable = max(1, self.n - self.exact)
+        self.centred_n = self.centred_n or self.n
 
 
 class DecodeSession:
@@ -215,6 +240,9 @@ class DecodeSession:
         self.upkeeps = 0  # per-layer insertions of the buffer into the index
         self.upkeep_tokens = 0  # tokens inserted, over all sampled layers
         self.upkeep_seconds = 0.0  # their time (part of attention_seconds)
+        self.recentres = 0  # per-layer re-centrings (option recentre): insertions made as a rebuild
+        self.recentre_tokens = 0  # keys they re-hashed, over all sampled layers
+        self.recentre_seconds = 0.0  # their time (part of upkeep_seconds)
         self.time_attention = False  # True: synchronise the GPU around each attention call
         self.attention_seconds = 0.0  # decode-phase attention time, all layers
         self.attention_cpu_seconds = 0.0  # the same in this thread's CPU time (steady on a busy machine)
@@ -396,20 +424,36 @@ class DecodeSession:
 
     def _insert(self, layer: int, keys, stop: int) -> _LayerState:
         """File the cached tokens index.n .. stop - 1 (keys (Hkv, >= stop, d)) in the layer's
-        index (:func:`pigviz.lsh.index.insert_tokens`, the same routine on both placements)."""
+        index (:func:`pigviz.lsh.index.insert_tokens`, the same routine on both placements), or,
+        with ``recentre=r`` once ``stop`` reaches r times the tokens the index's mean was taken
+        over, rebuild it over tokens 0 .. stop - 1 with a fresh mean (:meth:`_build`: the same
+        seed, so the same hyperplanes; an offloaded layer gets its step for the new index)."""
         from pigviz.lsh.index import insert_tokens  # heavy: imports torch
 
         t0 = time.perf_counter()
         state = self.layers[layer]
         self.upkeep_tokens += stop - state.n
-        insert_tokens(state.index, keys, stop)
+        r = self.options.get("recentre", 0)
+        recentre = bool(r) and stop >= r * state.centred_n
+        if recentre:
+            self._build(layer, keys[:, :stop], None)
+        else:
+            insert_tokens(state.index, keys, stop)
         if keys.is_cuda:  # queued GPU work belongs to the upkeep's time
             import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
             torch.cuda.synchronize(keys.device)
-        self.layers[layer] = state = _LayerState(state.index)
+        if recentre:
+            state = self.layers[layer]
+        else:
+            self.layers[layer] = state = _LayerState(state.index, centred_n=state.centred_n)
+        seconds = time.perf_counter() - t0
+        if recentre:
+            self.recentres += 1
+            self.recentre_tokens += stop
+            self.recentre_seconds += seconds
         self.upkeeps += 1
-        self.upkeep_seconds += time.perf_counter() - t0
+        self.upkeep_seconds += seconds
         return state
 
     # -- the attention function ----------------------------------------------------------
