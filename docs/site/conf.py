@@ -6,6 +6,9 @@ import json
 import re
 from pathlib import Path
 
+from docutils import nodes
+from sphinx.ext import napoleon
+
 from pigviz import __version__, course
 
 HERE = Path(__file__).resolve().parent
@@ -19,6 +22,7 @@ release = version = __version__
 extensions = [
     "myst_nb",  # Markdown and notebooks (myst-nb reads .md through myst-parser too)
     "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
     "sphinx.ext.mathjax",
 ]
@@ -53,9 +57,19 @@ mathjax2_config = {
 myst_update_mathjax = False  # myst would write a MathJax 3 configuration
 
 # --- the API reference ------------------------------------------------------------------------
-# The docstrings are reStructuredText (no Google or NumPy sections, so no napoleon: it would read a
-# property's "Tokens in the largest bucket: ..." as a type). Each page says ":members:" (a default
-# "members" would override a page's own list); the constants a docstring names are autodata.
+# The docstrings are reStructuredText with NumPy-style sections (Parameters, Returns, Raises),
+# read by napoleon on functions and classes only (_napoleon_sections: on a property or constant
+# it would read "Tokens in the largest bucket: ..." as a type). Each page says ":members:" (a
+# default "members" would override a page's own list); the constants a docstring names are autodata.
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+# A section's types are written for the reader ("torch.Tensor, (H, d)", "int in [1, 62]"): shown as
+# emphasised text, never turned into cross-references (nitpicky would fail on each word).
+napoleon_use_param = False
+napoleon_use_rtype = False
+napoleon_preprocess_types = False
+# autodoc_typehints lists each annotation under the description: kept for a docstring without
+# NumPy sections, dropped beside them (_one_list).
 autodoc_default_options = {"show-inheritance": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
@@ -83,6 +97,29 @@ VERBATIM_DOCSTRINGS: tuple[str, ...] = ()
 _INLINE_LITERAL = re.compile(r"(``.*?``)")
 # |x| in a docstring is a norm or a set's size, never a reStructuredText substitution
 _BARS = re.compile(r"(?<![\\\w`|])\|(?=[^\s|])([^|\n]*?[^\s|\\])\|(?![\w|])")
+
+
+def _napoleon_sections(app, what, name, obj, options, lines):
+    """napoleon's NumPy sections on modules, classes and functions. An attribute's, property's or
+    constant's docstring is prose: napoleon would take its first line's "text: more" for "type:
+    description" (and nitpicky then fails on the "type"), so it is left as written."""
+    if what in ("attribute", "data", "property") or name.startswith(VERBATIM_DOCSTRINGS):
+        return
+    napoleon._process_docstring(app, what, name, obj, options, lines)
+
+
+def _one_list(app, domain, objtype, content):
+    """Where a docstring has NumPy sections, they are the one list of its parameters and returns:
+    drop the fields autodoc_typehints adds from the annotations beside them (a second, bare
+    "Parameters" list and a "Return type"). A docstring without sections keeps them."""
+    for field_list in [n for n in content if isinstance(n, nodes.field_list)]:
+        fields = [f for f in field_list if isinstance(f, nodes.field)]
+        names = [f[0].astext().strip() for f in fields]
+        if not {"Parameters", "returns", "Yields"} & set(names):  # the fields napoleon writes
+            continue
+        for field, name in zip(fields, names):
+            if name.split(" ", 1)[0] in ("param", "type", "rtype"):
+                field_list.remove(field)
 
 
 def _docstring_as_text(app, what, name, obj, options, lines):
@@ -165,5 +202,13 @@ def _launch_buttons(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
+    # napoleon (set up by "extensions", before this) reads every docstring: swap its reader for
+    # _napoleon_sections, which leaves attributes, properties and constants alone.
+    ours = [x for x in app.events.listeners["autodoc-process-docstring"] if x.handler is napoleon._process_docstring]
+    if len(ours) != 1:
+        raise RuntimeError(f"expected napoleon's one docstring reader, found {len(ours)}: has Sphinx changed?")
+    app.disconnect(ours[0].id)
+    app.connect("autodoc-process-docstring", _napoleon_sections)
     app.connect("autodoc-process-docstring", _docstring_as_text)
+    app.connect("object-description-transform", _one_list, priority=600)  # after autodoc_typehints' (500)
     app.connect("html-page-context", _launch_buttons, priority=501)  # after the theme fills header_buttons

@@ -19,10 +19,31 @@ _MAX_K = 62
 class MagicPIGConfig:
     """MagicPIG's settings: the authors' defaults unless given.
 
-    ``K`` bits per table, ``L`` tables, a key sampled when it shares the query's bucket in at
-    least ``min_hits`` tables; the first ``sinks`` and the last ``recent`` tokens read exactly;
-    hyperplanes from ``seed``; tokens written after the tables were built read exactly from a
-    buffer of ``buffer`` before they are hashed in."""
+    Parameters
+    ----------
+    K : int in [1, 62]
+        Bits per table (bucket ids are packed into int64 with the top bit clear).
+    L : int >= 1
+        Tables.
+    min_hits : int in [1, L]
+        A key is sampled when it shares the query's bucket in at least this many tables.
+    sinks : int >= 0
+        The first tokens, always read exactly.
+    recent : int >= 0
+        The last tokens (the window), always read exactly.
+    seed : int >= 0
+        Seed of the random hyperplanes.
+    buffer : int >= 1
+        Tokens written after the tables were built are read exactly from a buffer of this many
+        before they are hashed in.
+
+    Raises
+    ------
+    TypeError
+        A setting that is not an int (a bool included).
+    ValueError
+        A setting outside its range above.
+    """
 
     K: int = 10
     L: int = 150
@@ -52,7 +73,13 @@ class MagicPIGConfig:
             raise ValueError(f"min_hits must be at most L = {self.L}, got {self.min_hits}")
 
     def options(self) -> dict:
-        """The settings as keyword arguments (``use_attention``, ``generate``, ``build_index``)."""
+        """The settings as keyword arguments (``use_attention``, ``generate``, ``build_index``).
+
+        Returns
+        -------
+        dict
+            Setting name -> value, one entry per field.
+        """
         return asdict(self)
 
 

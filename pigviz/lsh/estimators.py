@@ -40,7 +40,37 @@ KEPT_TABLES = 8  # sets of tables a MagicPIG estimator keeps (one per prompt it 
 
 
 class MagicPIGEstimator:
-    """MagicPIG at (K, L) as an estimator of the protocol (module docstring)."""
+    """MagicPIG at (K, L) as an estimator of the protocol (module docstring):
+    ``estimator(q, keys, values, budget) -> (output, read)`` on one row. ``last_call`` says what
+    the last call did.
+
+    Parameters
+    ----------
+    K : int in [1, 30]
+        Bits per table.
+    L : int in [1, 4096]
+        Tables.
+    min_hits : int in [1, L]
+        Tables a key must share with the query to be sampled, before the budget raises it.
+    sinks, recent : int >= 0
+        The first and last keys, read exactly; sinks + recent >= 1 (the exact set anchors the
+        sampled estimate).
+    seed : int >= 0
+        Seed of the hyperplanes.
+    heads : int >= 1
+        Query heads sharing the hyperplanes, for :meth:`bytes_read`.
+    top_fraction : float in [0, 1], optional
+        Weight the best ``top_fraction`` of the sample as exact
+        (:func:`pigviz.lsh.affordable.magicpig_exact_top`); None: MagicPIG's own weights.
+    name : str, optional
+        The estimator's name in results (default ``"magicpig"``, or ``"mp_exact_top"`` with
+        ``top_fraction``).
+
+    Raises
+    ------
+    ValueError, TypeError
+        A parameter outside its range.
+    """
 
     torch = True
 
@@ -75,8 +105,19 @@ class MagicPIGEstimator:
         return f"<estimator {self.name!r}: MagicPIG K={self.K} L={self.L} min_hits>={self.min_hits}>"
 
     def tables(self, keys):
-        """The LSH index over ``keys`` (n, d), a torch tensor: kept from an earlier call on the
-        same prompt (at most ``recent`` keys ago), else built now."""
+        """The LSH index over ``keys``: kept from an earlier call on the same prompt (at most
+        ``recent`` keys ago), else built now.
+
+        Parameters
+        ----------
+        keys : torch.Tensor, (n, d)
+            The row's keys.
+
+        Returns
+        -------
+        LSHIndex
+            The tables (grown by :func:`pigviz.lsh.index.grow_index` for a kept prompt).
+        """
         import torch  # heavy: torch loads in ~1 s; only a call needs it
 
         from pigviz.lsh.index import build_index, grow_index  # heavy: imports torch
@@ -137,8 +178,23 @@ class MagicPIGEstimator:
         return out[0], stats["read_mask"][0].nonzero()[:, 0]
 
     def bytes_read(self, n, d, dv, keys_read):
-        """Bytes of the last call (:mod:`pigviz.attention.cost`): planes, table offsets, the
-        ids scanned and their hit counters, the sampled keys' norms, keys and values read."""
+        """Bytes of the last call (:mod:`pigviz.attention.cost`): planes, table offsets, the ids
+        scanned and their hit counters, the sampled keys' norms, keys and values read.
+
+        Parameters
+        ----------
+        n : int
+            Keys in the row.
+        d, dv : int
+            Key and value dimensions.
+        keys_read : int
+            Keys whose values entered the output.
+
+        Returns
+        -------
+        float
+            Bytes; a call that fell back to the exact set alone counts as StreamingLLM's.
+        """
         last = self.last_call
         if not last or last["fallback"]:
             return cost.bytes_read("streaming", n=n, d=d, dv=dv, keys_read=keys_read)
@@ -157,9 +213,21 @@ class MagicPIGEstimator:
 
 
 def magicpig(K: int = DEFAULTS.K, L: int = DEFAULTS.L, **options) -> MagicPIGEstimator:
-    """MagicPIG (:func:`pigviz.lsh.magicpig.attend`) at (K, L), held to the budget (module
-    docstring). Options: ``min_hits`` (2), ``sinks`` (4), ``recent`` (64), ``seed`` (0),
-    ``heads`` (query heads sharing the hyperplanes, for ``bytes_read``), ``name``."""
+    """MagicPIG (:func:`pigviz.lsh.magicpig.attend`) at (K, L), held to the budget (module docstring).
+
+    Parameters
+    ----------
+    K, L : int
+        Bits per table, tables.
+    **options
+        :class:`MagicPIGEstimator`'s others: ``min_hits`` (2), ``sinks`` (4), ``recent`` (64),
+        ``seed`` (0), ``heads`` (query heads sharing the hyperplanes, for ``bytes_read``), ``name``.
+
+    Returns
+    -------
+    MagicPIGEstimator
+        The estimator.
+    """
     return MagicPIGEstimator(K, L, **options)
 
 
@@ -167,7 +235,22 @@ def magicpig_exact_top(
     K: int = DEFAULTS.K, L: int = DEFAULTS.L, *, top_fraction: float = 0.5, **options
 ) -> MagicPIGEstimator:
     """MagicPIG's reads with the best ``top_fraction`` of the sample weighted as exact
-    (:func:`pigviz.lsh.affordable.magicpig_exact_top`)."""
+    (:func:`pigviz.lsh.affordable.magicpig_exact_top`).
+
+    Parameters
+    ----------
+    K, L : int
+        Bits per table, tables.
+    top_fraction : float in [0, 1]
+        The share of the sample, best scores first, weighted as exact.
+    **options
+        As :func:`magicpig`'s.
+
+    Returns
+    -------
+    MagicPIGEstimator
+        The estimator (named ``"mp_exact_top"`` unless ``name`` is given).
+    """
     return MagicPIGEstimator(K, L, top_fraction=top_fraction, **options)
 
 
@@ -189,7 +272,31 @@ class _VAttention(LibraryEstimator):
 def vattention(
     sinks: int = DEFAULTS.sinks, recent: int = DEFAULTS.recent, page: int = 16, seed: int = 0, name: str = "vattention"
 ):
-    """vAttention-style (:func:`pigviz.lsh.affordable.vattention`) at the budget."""
+    """vAttention-style (:func:`pigviz.lsh.affordable.vattention`) at the budget: the exact set and
+    Quest's pages, then a uniform sample; the exact set is cut to the budget when the budget is
+    smaller.
+
+    Parameters
+    ----------
+    sinks, recent : int >= 0
+        The first and last keys, read exactly.
+    page : int >= 1
+        Quest's page size, in keys (cut to the row's length).
+    seed : int >= 0
+        Seed of the uniform sample.
+    name : str
+        The estimator's name in results.
+
+    Returns
+    -------
+    LibraryEstimator
+        The estimator (:class:`pigviz.attention.protocol.LibraryEstimator`).
+
+    Raises
+    ------
+    ValueError, TypeError
+        A parameter outside its range.
+    """
     est = _VAttention(
         name,
         _library("vattention"),
@@ -215,8 +322,26 @@ class _SparQ(LibraryEstimator):
 
 
 def sparq(r: int | None = None, name: str = "sparq"):
-    """SparQ (:func:`pigviz.lsh.affordable.sparq`): the top keys by ``r`` query channels
-    (default d // 8), exact attention over them, mixed with the mean value."""
+    """SparQ (:func:`pigviz.lsh.affordable.sparq`): the top keys by ``r`` query channels, exact
+    attention over them, mixed with the mean value.
+
+    Parameters
+    ----------
+    r : int >= 1, optional
+        Query channels that approximate the scores (default d // 8, at least 1).
+    name : str
+        The estimator's name in results.
+
+    Returns
+    -------
+    LibraryEstimator
+        The estimator (:class:`pigviz.attention.protocol.LibraryEstimator`).
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``r`` not an integer >= 1.
+    """
     return _SparQ(name, _library("sparq"), "sparq", r=None if r is None else check_int("r", r, 1))
 
 

@@ -170,21 +170,49 @@ def attend(
 ):
     """:func:`pigviz.lsh.magicpig.attend` in one compiled pass, plus the log-normaliser.
 
-    ``q`` (R, d): R query rows, row r reading KV head r // (R / Hkv). ``k``, ``v`` (Hkv, N, d[v])
-    with N >= index.n: tokens below ``index.n`` are read through the index (exact set +
-    LSH sample); tokens ``index.n .. buffer_end[r] - 1`` are read exactly (the decode buffer;
-    default: none). ``scale`` multiplies q·k (default 1/sqrt(d), as the reference).
-    ``threads``: at most how many threads share the rows (None: ``torch.get_num_threads()``;
-    :func:`threads_for` starts fewer for a small step); they take the rows one at a time as
-    they become free, and each row is computed by one thread in a fixed order, so every
-    thread count gives the same bits.
-
-    Returns ``(output (R, dv) in q's dtype, stats)``; ``stats`` has the reference's keys
-    (``budget``, ``keys_read``, ``sampled``, ``candidates``, ``exact``, ``n``, optional
-    ``read_mask``; counts over the indexed tokens) plus ``lse`` (R,) float32, the log of the
-    softmax normaliser of the scores actually mixed (-inf for a row that read nothing), and
-    ``buffer`` (R,) int64, the buffer tokens read. Falls back to the torch reference when the
+    Tokens below ``index.n`` are read through the index (exact set + LSH sample); tokens
+    ``index.n .. buffer_end[r] - 1`` are read exactly (the decode buffer). Threads take the rows
+    one at a time as they become free, and each row is computed by one thread in a fixed order,
+    so every thread count gives the same bits. Falls back to the torch reference when the
     compiled path cannot run (no numba, GPU tensors, exotic dtypes).
+
+    Parameters
+    ----------
+    index : LSHIndex
+        Built over the first ``index.n`` tokens of ``k``.
+    q : torch.Tensor, (R, d)
+        R query rows, row r reading KV head r // (R / Hkv).
+    k, v : torch.Tensor, (Hkv, N, d) and (Hkv, N, dv), N >= index.n
+        The cache: float32, float16 or bfloat16, read in its stored dtype.
+    min_hits : int in [1, L]
+        Tables a key must share with the query to be sampled.
+    scale : float, optional
+        Multiplies q·k (default 1/sqrt(d), as the reference).
+    buffer_end : array-like of int, (R,), optional
+        Per row, one past the last buffer token read, in [index.n, N] (default: no buffer).
+    return_read_mask : bool
+        Add ``read_mask`` (R, n) bool to the stats.
+    threads : int in [1, 1024], optional
+        At most how many threads share the rows (None: ``torch.get_num_threads()``;
+        :func:`threads_for` starts fewer for a small step).
+
+    Returns
+    -------
+    output : torch.Tensor, (R, dv), q's dtype
+        The attention output of each row.
+    stats : dict
+        The reference's keys (``budget``, ``keys_read``, ``sampled``, ``candidates``, ``exact``,
+        ``n``, optional ``read_mask``; counts over the indexed tokens) plus ``lse`` (R,) float32,
+        the log of the softmax normaliser of the scores actually mixed (-inf for a row that read
+        nothing), and ``buffer`` (R,) int64, the buffer tokens read.
+
+    Raises
+    ------
+    TypeError
+        ``index`` not an :class:`~pigviz.lsh.index.LSHIndex`, or a tensor of the wrong kind.
+    ValueError
+        Shapes that do not match the index, ``min_hits``, ``threads`` or ``buffer_end`` outside
+        its range, or a non-finite query, key or value read.
     """
     compiled = kernels.kernels()
     if not isinstance(index, LSHIndex):
@@ -254,18 +282,45 @@ def attend(
 def attend_sampled(
     index, q, buckets, k, v, *, min_hits: int = DEFAULTS.min_hits, scale: float, threads: int | None = None, out=None
 ):
-    """Only the LSH sample of each row, for a caller that attends the exact set (sinks and
-    recent window) and the decode buffer itself and merges by log-sum-exp: the CPU half of
-    MagicPIG's own placement, whose GPU half hashes the queries (``buckets``) and attends the
-    exact tokens.
+    """Only the LSH sample of each row, for a caller that attends the exact set (sinks and recent
+    window) and the decode buffer itself and merges by log-sum-exp: the CPU half of MagicPIG's
+    own placement, whose GPU half hashes the queries (``buckets``) and attends the exact tokens.
+    The caller has checked shapes and dtypes (this runs once per layer and token).
 
-    ``q`` (R, d) float32 CPU, ``buckets`` (R, L) integer CPU (each row's bucket per table, as
-    ``index.bucket_ids(q)``), ``k``, ``v`` (Hkv, N >= index.n, d[v]) on the CPU: the indexed
-    tokens are read through the tables only. ``out`` (R, dv) float32: written in place if
-    given (e.g. pinned memory). Returns ``(out, lse (R,) float32, sampled (R,) int64)``
-    (numpy lse and sampled); a row that sampled nothing has output 0 and lse -inf. Needs
-    the compiled path (:func:`available`); raises ValueError if a sampled key or value is
-    not finite. The caller has checked shapes and dtypes (this runs once per layer and token).
+    Parameters
+    ----------
+    index : LSHIndex
+        The tables.
+    q : torch.Tensor, (R, d), CPU
+        The query rows (float32 preferred: another dtype is converted).
+    buckets : torch.Tensor, integer (R, L), CPU
+        Each row's bucket per table, as ``index.bucket_ids(q)``.
+    k, v : torch.Tensor, (Hkv, N, d) and (Hkv, N, dv), N >= index.n, CPU
+        The cache; the indexed tokens are read through the tables only.
+    min_hits : int in [1, min(L, 255)]
+        Tables a key must share with the query to be sampled.
+    scale : float
+        Multiplies q·k.
+    threads : int in [1, 1024], optional
+        As in :func:`attend`.
+    out : torch.Tensor, float32 (R, dv), optional
+        Written in place if given (e.g. pinned memory).
+
+    Returns
+    -------
+    out : torch.Tensor, float32 (R, dv)
+        Each row's output over its sample (0 for a row that sampled nothing).
+    lse : np.ndarray, float32 (R,)
+        Log of each row's softmax normaliser (-inf for a row that sampled nothing).
+    sampled : np.ndarray, int64 (R,)
+        Keys each row sampled.
+
+    Raises
+    ------
+    RuntimeError
+        No compiled path (:func:`available`).
+    ValueError
+        A sampled key or value that is not finite.
     """
     compiled = kernels.kernels()
     if compiled is None:
@@ -476,9 +531,23 @@ MIN_WORK_PER_THREAD: int | None = None
 
 
 def threads_for(rows: int, n: int, threads: int) -> int:
-    """How many threads a step of ``rows`` rows over an ``n``-token index runs on, at most
-    ``threads``: one per :func:`work_per_thread` (row, token) pairs of work, at least one, at
-    most one a row."""
+    """How many threads a step runs on: one per :func:`work_per_thread` (row, token) pairs of work,
+    at least one, at most one a row.
+
+    Parameters
+    ----------
+    rows : int
+        Query rows of the step.
+    n : int
+        Tokens in the index.
+    threads : int
+        The most threads allowed.
+
+    Returns
+    -------
+    int
+        The count, in [1, max(1, min(threads, rows))].
+    """
     if threads <= 1 or rows <= 1:
         return 1
     return max(1, min(threads, rows, (rows * n) // max(1, work_per_thread())))
@@ -487,7 +556,18 @@ def threads_for(rows: int, n: int, threads: int) -> int:
 def work_per_thread() -> int:
     """The (row, indexed token) pairs of work for which one more thread pays on this machine:
     ``$PIGVIZ_THREAD_WORK`` if set, else this machine's stored calibration, else measured now
-    (under a minute, once; :func:`calibrate`) and stored in pigviz's cache folder."""
+    (under a minute, once; :func:`calibrate`) and stored in pigviz's cache folder.
+
+    Returns
+    -------
+    int
+        The work, >= 1 (:data:`NEVER`: one thread always).
+
+    Raises
+    ------
+    ValueError
+        ``PIGVIZ_THREAD_WORK`` not an integer >= 1.
+    """
     global MIN_WORK_PER_THREAD
     if MIN_WORK_PER_THREAD is None:
         raw = os.environ.get("PIGVIZ_THREAD_WORK")
@@ -503,7 +583,13 @@ def work_per_thread() -> int:
 
 def machine_key() -> str:
     """What a calibration is valid for: the CPU model, the cores this process may use, numba's
-    and torch's versions (another machine, or another build of the kernel, measures again)."""
+    and torch's versions (another machine, or another build of the kernel, measures again).
+
+    Returns
+    -------
+    str
+        ``"model | N cores | numba X | torch Y"``.
+    """
     model = cpu_model()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     numba = kernels.numba_version() or "no numba"
@@ -511,9 +597,22 @@ def machine_key() -> str:
 
 
 def stored_calibration(*, measure: bool = False, path=None) -> dict | None:
-    """This machine's calibration from ``path`` (default: ``thread-calibration.json`` in
-    pigviz's cache folder), or, with ``measure``, one measured now and stored there (written
-    atomically; a file that cannot be written is left, and the measurement used)."""
+    """This machine's calibration from ``path``, or, with ``measure``, one measured now and stored
+    there (written atomically; a file that cannot be written is left, and the measurement used).
+
+    Parameters
+    ----------
+    measure : bool
+        Measure (:func:`calibrate`) and store when the file holds none for this machine.
+    path : str or Path, optional
+        The file (default: ``thread-calibration.json`` in pigviz's cache folder).
+
+    Returns
+    -------
+    dict or None
+        The record :func:`calibrate` made, for this machine (:func:`machine_key`); None when
+        there is none and ``measure`` is False.
+    """
     path = Path(path) if path is not None else cache_root() / CALIBRATION_FILE
     key = machine_key()
     stored = {}
@@ -532,10 +631,23 @@ def stored_calibration(*, measure: bool = False, path=None) -> dict | None:
 
 
 def break_even(work, one_ms, two_ms) -> int:
-    """The work at which two threads beat one, from times measured at several ``work`` sizes:
-    each count's times fitted by a line ``t = start + per_pair * work`` (least squares), and
-    the lines crossed. :data:`NEVER` where the second thread does not make a pair cheaper; 1
-    where it is faster at every size."""
+    """The work at which two threads beat one, from times measured at several ``work`` sizes: each
+    count's times fitted by a line ``t = start + per_pair * work`` (least squares), and the lines
+    crossed.
+
+    Parameters
+    ----------
+    work : array-like of float, (m,), m >= 2
+        The work (row, token pairs) of each size timed.
+    one_ms, two_ms : array-like of float, (m,)
+        The times on one and on two threads.
+
+    Returns
+    -------
+    int
+        The work, >= 1: 1 where the second thread is faster at every size, :data:`NEVER` where it
+        does not make a pair cheaper.
+    """
     w = np.asarray(work, dtype=np.float64)
     (b1, a1), (b2, a2) = np.polyfit(w, np.asarray(one_ms, float), 1), np.polyfit(w, np.asarray(two_ms, float), 1)
     if not b2 < b1:
@@ -546,8 +658,23 @@ def break_even(work, one_ms, two_ms) -> int:
 def calibrate(tokens=_CALIBRATION_TOKENS, repeats: int = 15) -> dict:
     """Time SmolLM2-shaped decode steps on one and on two threads at several index lengths,
     interleaved (so a change in the machine's load hits both counts alike), and derive the work
-    per thread at which the second thread pays (:func:`break_even`). Returns the record
-    :func:`stored_calibration` keeps: the sizes, the best times, the threshold and its cost."""
+    per thread at which the second thread pays (:func:`break_even`).
+
+    Parameters
+    ----------
+    tokens : sequence of int
+        The index lengths timed.
+    repeats : int
+        Timings per length and thread count; the best is kept.
+
+    Returns
+    -------
+    dict
+        The record :func:`stored_calibration` keeps: ``machine``, ``rows``, ``tokens``,
+        ``repeats``, ``work``, ``one_ms``, ``two_ms`` (best times), ``work_per_thread`` (the
+        threshold) and ``seconds`` (its cost); with one core or no compiled kernel no times,
+        :data:`NEVER` and ``why``.
+    """
     global MIN_WORK_PER_THREAD
     t_start = time.perf_counter()
     cores = len(visible_cpus())
@@ -591,7 +718,13 @@ def calibrated_up_to() -> int:
     """The most work (row, token pairs) the stored calibration timed. Past it the calibration's
     line is an extrapolation, so a step there that it would keep on one thread is timed on both
     counts instead (:func:`pick_by_trial`). ``PIGVIZ_THREAD_WORK`` (a threshold set by hand)
-    is taken as it is: no trial."""
+    is taken as it is: no trial.
+
+    Returns
+    -------
+    int
+        The work (:data:`NEVER` with ``PIGVIZ_THREAD_WORK`` set, or no timed work).
+    """
     global CALIBRATED_UP_TO
     if CALIBRATED_UP_TO is None:
         if os.environ.get("PIGVIZ_THREAD_WORK") is not None:
@@ -610,9 +743,27 @@ TRIALS: dict[tuple[int, int], int] = {}
 
 
 def pick_by_trial(run, counts, repeats: int = 3, clock=time.perf_counter):
-    """Time ``run(count)`` for each of ``counts``, interleaved, ``repeats`` times; return the
-    count with the least best time and the result of the last run (every count computes the
-    same bits, so any run's result is the answer)."""
+    """Time ``run(count)`` for each of ``counts``, interleaved, ``repeats`` times, and keep the count
+    with the least best time.
+
+    Parameters
+    ----------
+    run : callable
+        ``run(count)`` runs the step on ``count`` threads and returns its result.
+    counts : sequence of int
+        The thread counts to try.
+    repeats : int
+        Runs per count.
+    clock : callable
+        Seconds now (a test passes its own).
+
+    Returns
+    -------
+    count : int
+        The fastest count (the smallest of a tie).
+    result : object
+        The last run's result (every count computes the same bits, so any run's result is the answer).
+    """
     best = dict.fromkeys(counts, math.inf)
     result = None
     for _ in range(repeats):
@@ -624,8 +775,23 @@ def pick_by_trial(run, counts, repeats: int = 3, clock=time.perf_counter):
 
 
 def threads_used(rows: int, n: int, threads: int) -> int:
-    """The threads a step of ``rows`` rows over ``n`` tokens ran on, at most ``threads``:
-    :func:`threads_for`'s count, or the count a trial chose for a step of that size."""
+    """The threads a step ran on: :func:`threads_for`'s count, or the count a trial chose for a
+    step of that size.
+
+    Parameters
+    ----------
+    rows : int
+        Query rows of the step.
+    n : int
+        Tokens in the index.
+    threads : int
+        The most threads allowed.
+
+    Returns
+    -------
+    int
+        The count.
+    """
     count = threads_for(rows, n, threads)
     if count == 1 and threads > 1 and rows > 1:
         return TRIALS.get((rows, (rows * n).bit_length(), threads), 1)
@@ -672,17 +838,34 @@ def _run(kernel, ws: _Workspace, head: tuple, tail: tuple, count: int) -> int:
 
 def decode_step(index, query, key, value, *, min_hits: int, scale: float, threads: int | None = None):
     """The decoding loop's fast path: :func:`attend` for one decode position, every query head
-    seeing every cached token (the index's and the buffer's), in the layout transformers
-    hands an attention function, with none of :func:`attend`'s checks and no per-row stats.
-    For :mod:`pigviz.decode.session`, which has validated the rest: ``query`` (1, H, 1, d),
-    ``key``, ``value`` (1, Hkv, N, d[v]) with N >= index.n, ``1 <= min_hits <= index.L``;
-    ``threads`` as in :func:`attend`.
+    seeing every cached token (the index's and the buffer's), in the layout transformers hands
+    an attention function, with none of :func:`attend`'s checks and no per-row stats. For
+    :mod:`pigviz.decode.session`, which has validated the arguments. Every layer of every token
+    comes through here, so it makes a handful of Python and torch calls and no tensor but the
+    output's.
 
-    Returns ``(output (1, 1, H, dv) float32, keys sampled over all heads)`` (each head also
-    reads the exact set and the buffer in full), or None when the compiled path cannot run
-    or a head read a non-finite number: then call :func:`attend`, which falls back to the
-    reference and names the problem. Every layer of every token comes through here, so it
-    makes a handful of Python and torch calls and no tensor but the output's.
+    Parameters
+    ----------
+    index : LSHIndex
+        The tables.
+    query : torch.Tensor, (1, H, 1, d)
+        The queries.
+    key, value : torch.Tensor, (1, Hkv, N, d) and (1, Hkv, N, dv), N >= index.n
+        The cache.
+    min_hits : int in [1, L]
+        Tables a key must share with the query to be sampled.
+    scale : float
+        Multiplies q·k.
+    threads : int, optional
+        As in :func:`attend`.
+
+    Returns
+    -------
+    tuple or None
+        ``(output (1, 1, H, dv) float32, keys sampled over all heads)`` (each head also reads the
+        exact set and the buffer in full), or None when the compiled path cannot run or a head
+        read a non-finite number: then call :func:`attend`, which falls back to the reference and
+        names the problem.
     """
     plan = index.cache.pop("fused_decode", None)
     if plan is None or not plan.fits(query, key, value, min_hits, scale):

@@ -77,13 +77,28 @@ SHORT_IDS = 2**16
 
 
 def bucket_ids(x: torch.Tensor, planes: torch.Tensor, K: int, L: int) -> torch.Tensor:
-    """Bucket of each row of ``x`` (..., d) in each of the L tables: int64 tensor (..., L).
+    """Bucket of each row of ``x`` in each of the L tables.
 
-    The torch twin of :func:`pigviz.lsh.reference.simhash_codes`, with its layout: ``planes``
-    (d, K*L), table l uses columns l*K .. l*K+K-1, bit j of a bucket id is column l*K+j, and a
-    vector exactly on a plane gets bit 0 (a zero vector: bucket 0 everywhere, never a NaN). Every
-    torch path that hashes calls this one (the index, the offloaded step, the study of real keys);
-    the compiled build packs the same bits in :func:`pigviz.lsh.kernels.pack_buckets`."""
+    The torch twin of :func:`pigviz.lsh.reference.simhash_codes`, with its layout: table l uses
+    columns l*K .. l*K+K-1 of ``planes``, bit j of a bucket id is column l*K+j, and a vector
+    exactly on a plane gets bit 0 (a zero vector: bucket 0 everywhere, never a NaN). Every torch
+    path that hashes calls this one (the index, the offloaded step, the study of real keys); the
+    compiled build packs the same bits in :func:`pigviz.lsh.kernels.pack_buckets`.
+
+    Parameters
+    ----------
+    x : torch.Tensor, (..., d)
+        The vectors to hash, any float dtype (hashed in float32).
+    planes : torch.Tensor, (d, K*L)
+        The hyperplanes (moved to ``x``'s device).
+    K, L : int
+        Bits per table, tables.
+
+    Returns
+    -------
+    torch.Tensor, int64 (..., L)
+        The bucket ids, on ``x``'s device.
+    """
     proj = x.to(torch.float32) @ planes.to(device=x.device, dtype=torch.float32)
     bits = (proj > 0).view(*x.shape[:-1], L, K)
     if K <= _EXACT_FLOAT_BITS:
@@ -98,23 +113,66 @@ def bucket_ids(x: torch.Tensor, planes: torch.Tensor, K: int, L: int) -> torch.T
 
 
 def token_id_dtype(n: int, device="cpu") -> torch.dtype:
-    """How ``entries`` stores the token ids of an n-token index: uint16 on the CPU while they
-    fit (half the bytes a query scans), else int32. On a GPU always int32 (torch's CUDA
-    kernels index with few 16-bit unsigned types)."""
+    """How ``entries`` stores the token ids of an n-token index: uint16 on the CPU while they fit
+    (half the bytes a query scans), else int32. On a GPU always int32 (torch's CUDA kernels
+    index with few 16-bit unsigned types).
+
+    Parameters
+    ----------
+    n : int
+        Tokens in the index.
+    device : torch.device or str
+        Where the index lives.
+
+    Returns
+    -------
+    torch.dtype
+        ``torch.uint16`` or ``torch.int32``.
+    """
     return torch.uint16 if n <= SHORT_IDS and torch.device(device).type == "cpu" else torch.int32
 
 
 def index_bytes(n: int, K: int, L: int, num_kv_heads: int = 1, device="cpu") -> int:
-    """Bytes of token ids plus bucket offsets for ``num_kv_heads`` heads (formula above)."""
+    """Bytes of token ids plus bucket offsets (the module's formula).
+
+    Parameters
+    ----------
+    n : int
+        Tokens in the index.
+    K, L : int
+        Bits per table, tables.
+    num_kv_heads : int
+        KV heads, each with its own tables.
+    device : torch.device or str
+        Where the index lives: it decides the width of a token id (:func:`token_id_dtype`).
+
+    Returns
+    -------
+    int
+        id_bytes · L · n + 4 · L · (2^K + 1), times ``num_kv_heads``.
+    """
     id_bytes = torch.empty((), dtype=token_id_dtype(n, device)).element_size()
     return num_kv_heads * (id_bytes * L * n + 4 * L * (2**K + 1))
 
 
 def build_scratch_bytes(n: int, K: int, L: int) -> int:
-    """Temporaries :func:`build_index` holds on top of the tables (one KV head at a time):
-    the int64 bucket ids (L, n), their sort order (int64, then an int32 copy) or the
-    bincount input (int64): about 20·L·n bytes; plus the hashing buffer of one block of
-    keys against all L·K planes (float32 projections, their sign bits as bool and float32)."""
+    """Temporaries :func:`build_index` holds on top of the tables (one KV head at a time): the
+    int64 bucket ids (L, n), their sort order (int64, then an int32 copy) or the bincount input
+    (int64): about 20·L·n bytes; plus the hashing buffer of one block of keys against all L·K
+    planes (float32 projections, their sign bits as bool and float32).
+
+    Parameters
+    ----------
+    n : int
+        Tokens in the index.
+    K, L : int
+        Bits per table, tables.
+
+    Returns
+    -------
+    int
+        Bytes.
+    """
     return 20 * L * n + 9 * min(n, _BUILD_BLOCK) * L * K
 
 
@@ -143,7 +201,36 @@ def _gib(nbytes: float) -> str:
 @dataclass
 class LSHIndex:
     """Hash tables of one layer. Build with :func:`build_index`; query with
-    :func:`pigviz.lsh.magicpig.attend`. All tensors live on the keys' device."""
+    :func:`pigviz.lsh.magicpig.attend`. All tensors live on the keys' device.
+
+    Parameters
+    ----------
+    K, L : int
+        Bits per table, tables.
+    sinks, recent : int
+        The first and last tokens: read exactly, never sampled.
+    seed : int
+        The seed the hyperplanes were drawn from.
+    centred : bool
+        Whether the keys were centred on ``mean`` before hashing.
+    planes : torch.Tensor, float32 (d, L*K)
+        The hyperplanes: table l uses columns l*K .. l*K+K-1.
+    mean : torch.Tensor, float32 (Hkv, d)
+        What the keys were centred on: the mean of the sampleable keys (zeros if not centred).
+    entries : torch.Tensor, uint16 or int32 (Hkv, L, >= n)
+        Token ids sorted by bucket: uint16 while n <= 65,536 on the CPU, int32 otherwise.
+    offsets : torch.Tensor, int32 (Hkv, L, 2^K + 1)
+        Where bucket b starts in its row of ``entries``; ``offsets[..., 2^K]`` is the row's used length.
+    centred_norms : torch.Tensor, float32 (Hkv, n)
+        |k - mean| of every key: saves a pass per sampled key.
+    ends, limits : torch.Tensor, int32 (Hkv, L, 2^K), optional
+        Tables with room to grow (:func:`insert_tokens`): where each bucket's run ends and where its
+        room ends. None for packed CSR tables, where bucket b ends where b + 1 starts.
+    upkeep_stats : dict
+        Work done by :func:`insert_tokens`, counted (not timed), under the names of ``UPKEEP_COUNTS``.
+    cache : dict
+        Lookup tables and scratch buffers that attend keeps between calls (not in :attr:`nbytes`).
+    """
 
     K: int
     L: int
@@ -197,24 +284,52 @@ class LSHIndex:
         return self.table_bytes + self.planes.nbytes + self.mean.nbytes + self.centred_norms.nbytes
 
     def bucket_ids(self, x: torch.Tensor) -> torch.Tensor:
-        """Bucket of ``x`` (..., d) in each table with this index's planes: int64 (..., L)
-        (:func:`bucket_ids`)."""
+        """Bucket of ``x`` in each table with this index's planes (:func:`bucket_ids`).
+
+        Parameters
+        ----------
+        x : torch.Tensor, (..., d)
+            The vectors to hash.
+
+        Returns
+        -------
+        torch.Tensor, int64 (..., L)
+            The bucket ids.
+        """
         return bucket_ids(x, self.planes, self.K, self.L)
 
     def token_ids(self) -> torch.Tensor:
-        """The token ids of every table, (Hkv, L, n) int64 sorted by bucket (a copy): for code
-        that computes with the ids rather than reading them through the tables."""
+        """The token ids of every table sorted by bucket (a copy): for code that computes with the ids
+        rather than reading them through the tables.
+
+        Returns
+        -------
+        torch.Tensor, int64 (Hkv, L, n)
+            The ids, packed (no spare slots).
+        """
         if self.ends is None:
             return self.entries.to(torch.int64)
         return packed_tables(self)[0].to(torch.int64)
 
     def bucket_ends(self) -> torch.Tensor:
-        """Where each bucket's run of ids ends in ``entries``, (Hkv, L, 2^K): bucket b of table
-        l of KV head g is ``entries[g, l, offsets[g, l, b] : bucket_ends()[g, l, b]]``."""
+        """Where each bucket's run of ids ends in ``entries``: bucket b of table l of KV head g is
+        ``entries[g, l, offsets[g, l, b] : bucket_ends()[g, l, b]]``.
+
+        Returns
+        -------
+        torch.Tensor, int32 (Hkv, L, 2^K)
+            The ends (a view, not a copy).
+        """
         return self.offsets[..., 1:] if self.ends is None else self.ends
 
     def bucket_sizes(self) -> torch.Tensor:
-        """Tokens per bucket, (Hkv, L, 2^K): how evenly the centred keys spread."""
+        """Tokens per bucket: how evenly the centred keys spread.
+
+        Returns
+        -------
+        torch.Tensor, int32 (Hkv, L, 2^K)
+            The sizes.
+        """
         return self.bucket_ends() - self.offsets[..., :-1]
 
     @property
@@ -254,17 +369,43 @@ def build_index(
     max_bytes: int | None = None,
     mean: torch.Tensor | None = None,
 ) -> LSHIndex:
-    """Hash the post-RoPE keys ``k`` (Hkv, n, d) of one layer into L tables of K bits.
+    """Hash the post-RoPE keys ``k`` of one layer into L tables of K bits.
 
-    ``seed`` fixes the hyperplanes: they are drawn on the CPU and moved to ``k``'s device,
-    so CPU and CUDA indexes of the same keys share planes. ``centre=False`` hashes the raw
-    keys (mean set to zero), to show why MagicPIG centres them. ``max_bytes`` caps the peak
-    memory of the build: the tables plus :func:`build_scratch_bytes` of temporaries; by
-    default it is half of the memory free on ``k``'s device. A larger request raises
-    ValueError saying how much the build would need. Keys must be finite (ValueError).
-    ``mean`` (Hkv, d): centre on it instead of the sampleable keys' own mean (an index that
-    :func:`insert_tokens` grew keeps its prefill's mean; a build over the same keys with that
-    mean files every token in the same buckets, in the same order).
+    Parameters
+    ----------
+    k : torch.Tensor, (Hkv, n, d)
+        The keys, finite. The index lives on their device.
+    K : int in [1, 62]
+        Bits per table.
+    L : int >= 1
+        Tables.
+    sinks, recent : int >= 0
+        The first and last tokens, read exactly and never sampled; sinks + recent < n.
+    seed : int >= 0
+        Fixes the hyperplanes: they are drawn on the CPU and moved to ``k``'s device, so CPU and
+        CUDA indexes of the same keys share planes.
+    centre : bool
+        False hashes the raw keys (mean set to zero), to show why MagicPIG centres them.
+    max_bytes : number > 0, optional
+        Cap on the build's peak memory: the tables plus :func:`build_scratch_bytes` of
+        temporaries. Default: half of the memory free on ``k``'s device.
+    mean : torch.Tensor, (Hkv, d), optional
+        Centre on it instead of the sampleable keys' own mean (an index that :func:`insert_tokens`
+        grew keeps its prefill's mean; a build over the same keys with that mean files every token
+        in the same buckets, in the same order).
+
+    Returns
+    -------
+    LSHIndex
+        The tables, packed (CSR), with the planes, the mean and the centred keys' norms.
+
+    Raises
+    ------
+    TypeError
+        ``k`` not a tensor, ``centre`` not a bool, or an integer argument not an integer.
+    ValueError
+        A shape or a range above broken, a key that is not finite, or a build that would take more
+        than ``max_bytes`` (the message says how much it needs).
     """
     if not isinstance(k, torch.Tensor):
         raise TypeError(f"k must be a torch.Tensor of shape (kv_heads, n, d), got {type(k).__name__}")
@@ -352,12 +493,31 @@ _HUGE_PAGE = 2 << 20
 
 
 def grow_index(prompt_index: LSHIndex, k: torch.Tensor, n: int) -> LSHIndex:
-    """The tables of ``prompt_index`` (built over the first n0 keys, as at the end of a
-    prefill) seen by a decode step whose cache ``k`` (Hkv, >= n, d) holds n >= n0 keys.
+    """The tables of ``prompt_index`` seen by a decode step whose cache holds n >= n0 keys.
 
     The n - n0 keys written since are appended after every table's last bucket, so no bucket
     lists them and they are never sampled. That changes nothing while they sit in the exact
     recent window, i.e. while n - n0 <= recent: their table hits would be zeroed anyway.
+
+    Parameters
+    ----------
+    prompt_index : LSHIndex
+        Built over the first n0 keys, as at the end of a prefill.
+    k : torch.Tensor, (Hkv, >= n, d)
+        The cache.
+    n : int in [n0, n0 + recent]
+        The keys the step sees.
+
+    Returns
+    -------
+    LSHIndex
+        ``prompt_index`` itself when n = n0, else a copy that lists the new ids (and shares the
+        planes, the mean and the cache).
+
+    Raises
+    ------
+    ValueError
+        ``n`` outside its range.
     """
     base = prompt_index
     Hkv, L, n0 = base.entries.shape
@@ -429,9 +589,8 @@ UPKEEP_COUNTS = ("tokens", "written", "moved", "relocations", "relayouts", "grow
 
 
 def insert_tokens(index: LSHIndex, k: torch.Tensor, stop: int) -> dict:
-    """File tokens ``index.n .. stop - 1`` of ``k`` (Hkv, >= stop, d), the keys cached after the
-    index was built, in the tables of ``index`` (changed in place); returns
-    ``index.upkeep_stats``.
+    """File the keys cached after the index was built, tokens ``index.n .. stop - 1`` of ``k``, in
+    the tables of ``index`` (changed in place).
 
     Only the new keys are hashed, with the index's own planes and its own ``mean`` (the
     prefill's: the index is not re-centred), by the routine :func:`build_index` uses. The
@@ -452,11 +611,30 @@ def insert_tokens(index: LSHIndex, k: torch.Tensor, stop: int) -> dict:
     insertion merges the new ids in by one stable sort per table: no re-hashing, but a pass
     over the table.
 
-    ``upkeep_stats`` counts, summed over KV heads and tables (token ids unless said):
-    ``tokens`` inserted; ``hashed`` keys hashed (= tokens); ``written`` new ids; ``moved`` ids
-    copied by bucket moves and row layouts; ``relocations`` bucket moves; ``relayouts`` row
-    layouts; ``grown`` ids copied when ``entries`` grew or widened to int32 (and by the first
-    layout); ``merged`` ids rewritten by packed merges.
+    Parameters
+    ----------
+    index : LSHIndex
+        The tables to grow.
+    k : torch.Tensor, (Hkv, >= stop, d)
+        The cache, finite; its first ``index.n`` keys are those the index holds.
+    stop : int in [index.n, k.shape[1]]
+        One past the last token to file.
+
+    Returns
+    -------
+    dict
+        ``index.upkeep_stats``, counts summed over the calls, KV heads and tables (token ids
+        unless said): ``tokens`` inserted; ``hashed`` keys hashed (= tokens); ``written`` new ids;
+        ``moved`` ids copied by bucket moves and row layouts; ``relocations`` bucket moves;
+        ``relayouts`` row layouts; ``grown`` ids copied when ``entries`` grew or widened to int32
+        (and by the first layout); ``merged`` ids rewritten by packed merges.
+
+    Raises
+    ------
+    TypeError
+        ``index`` not an :class:`LSHIndex`.
+    ValueError
+        ``k`` of another shape, ``stop`` outside its range, or a new key that is not finite.
     """
     if not isinstance(index, LSHIndex):
         raise TypeError(f"index must be an LSHIndex, got {type(index).__name__}")
@@ -527,10 +705,21 @@ def _rows_2d(t: torch.Tensor) -> np.ndarray:
 
 
 def make_room(index: LSHIndex) -> int:
-    """Lay the packed tables of a CPU ``index`` out with room to grow (see
-    :func:`insert_tokens`), in place; returns the ids copied. A decoder calls it right after
-    the build, so that the first insertion does not pay for it in a decode step. A no-op
-    (returns 0) where the tables have room already, or stay packed (GPU, no numba)."""
+    """Lay the packed tables of a CPU ``index`` out with room to grow (see :func:`insert_tokens`),
+    in place. A decoder calls it right after the build, so that the first insertion does not pay
+    for it in a decode step. A no-op where the tables have room already, or stay packed (GPU, no
+    numba).
+
+    Parameters
+    ----------
+    index : LSHIndex
+        The tables, changed in place.
+
+    Returns
+    -------
+    int
+        The ids copied (0 for a no-op).
+    """
     if index.ends is not None or index.device.type != "cpu" or index.K > 30 or not kernels.available():
         return 0
     Hkv, L, n = index.num_kv_heads, index.L, index.n
@@ -628,8 +817,20 @@ def _merge_packed(index: LSHIndex, codes: torch.Tensor, n0: int, stop: int, stat
 
 
 def packed_tables(index: LSHIndex) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(entries (Hkv, L, n), offsets (Hkv, L, 2^K + 1))`` of ``index`` as packed CSR tables
-    (copies where the tables have room to grow): what a build of the same tokens holds."""
+    """The tables of ``index`` as packed CSR tables: what a build of the same tokens holds.
+
+    Parameters
+    ----------
+    index : LSHIndex
+        The tables, packed or with room to grow.
+
+    Returns
+    -------
+    entries : torch.Tensor, (Hkv, L, n)
+        Token ids sorted by bucket (a copy where the tables have room to grow).
+    offsets : torch.Tensor, int32 (Hkv, L, 2^K + 1)
+        Where each bucket starts in ``entries``.
+    """
     if index.ends is None:
         return index.entries, index.offsets
     sizes = index.bucket_sizes().to(torch.int64)
@@ -713,5 +914,18 @@ def _stable_argsort_rows(buckets: torch.Tensor, K: int) -> torch.Tensor:
 
 
 def expected_candidates(n: int, K: int, L: int) -> float:
-    """Entries one query scans if every bucket held the same number of keys: L·n / 2^K."""
+    """Entries one query scans if every bucket held the same number of keys: L·n / 2^K.
+
+    Parameters
+    ----------
+    n : int
+        Tokens in the index.
+    K, L : int
+        Bits per table, tables.
+
+    Returns
+    -------
+    float
+        The entries.
+    """
     return L * n / 2.0**K

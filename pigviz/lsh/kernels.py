@@ -30,7 +30,14 @@ _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised dot products; i
 
 
 def available() -> bool:
-    """True if the compiled CPU path can run (numba importable and not switched off)."""
+    """Whether the compiled CPU path can run.
+
+    Returns
+    -------
+    bool
+        True where numba imports and ``PIGVIZ_NO_NUMBA`` is not set; False otherwise (every
+        caller then runs the torch engine, :func:`pigviz.lsh.magicpig.attend`).
+    """
     return kernels() is not None
 
 

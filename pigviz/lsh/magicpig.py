@@ -51,7 +51,22 @@ _LOG_U_FLOOR = -1.0e4
 
 
 def exact_positions(n: int, sinks: int, recent: int, device=None) -> torch.Tensor:
-    """Token ids always read exactly: 0..sinks-1 and n-recent..n-1."""
+    """Token ids always read exactly: 0..sinks-1 and n-recent..n-1.
+
+    Parameters
+    ----------
+    n : int
+        Tokens in the cache.
+    sinks, recent : int >= 0
+        The first and last tokens read exactly.
+    device : torch.device or str, optional
+        Where the ids are made (default: torch's default device).
+
+    Returns
+    -------
+    torch.Tensor, int64 (sinks + recent,)
+        The ids, ascending when sinks + recent <= n.
+    """
     return torch.cat([torch.arange(sinks, device=device), torch.arange(n - recent, n, device=device)])
 
 
@@ -59,8 +74,21 @@ _LOG_U_TABLES: dict = {}
 
 
 def log_inclusion_table(index: LSHIndex, min_hits: int) -> torch.Tensor:
-    """log u on the grid p = j / _GRID, j = 0.._GRID (float64), computed once per
-    (K, L, min_hits, device) and shared by every index (decoding rebuilds indexes often)."""
+    """log u on the grid p = j / 8192, j = 0..8192, computed once per (K, L, min_hits, device) and
+    shared by every index (decoding rebuilds indexes often); :func:`attend` interpolates it.
+
+    Parameters
+    ----------
+    index : LSHIndex
+        Gives K, L and the device.
+    min_hits : int in [1, L]
+        The tables a sampled key shares with the query.
+
+    Returns
+    -------
+    torch.Tensor, float64 (8193,)
+        log P(at least min_hits of L tables collide) at each p, floored at -1e4; on the index's device.
+    """
     key = (index.K, index.L, min_hits, str(index.device))
     if key not in _LOG_U_TABLES:
         grid = torch.linspace(0.0, 1.0, _GRID + 1, dtype=torch.float64)
@@ -183,35 +211,63 @@ def attend(
     u_offset: float = 0.0,
     padded: bool | None = None,
 ):
-    """One decode step: ``q`` (H, d) against the cache ``k``, ``v`` (Hkv, n, d[v]) that
-    ``index`` was built from. Returns ``(output (H, dv) in q's dtype, stats)``.
-
-    ``stats``: ``budget`` (mean over heads of keys read / n), per-head int64 tensors
-    ``keys_read`` (distinct keys whose values enter the output, exact set included),
-    ``sampled`` (|S|), ``candidates`` (table entries scanned), plus ``exact`` (size of the
-    exact set), ``n`` and, if asked, ``read_mask`` (H, n) bool of the keys read and ``lse``
-    (H,) float32, log sum exp of the scores mixed (-inf if nothing was read): the normaliser
-    that lets a caller merge this output with attention over other keys.
+    """One decode step of MagicPIG over the cache that ``index`` was built from.
 
     A non-finite number in a key or value that is read raises ValueError; keys and values
     that are not read are never looked at. On a GPU these checks (each a host sync) run only
     with the environment variable ``PIGVIZ_DEBUG=1``.
 
-    ``u_offset``: the correction becomes - log(u + u_offset). MagicPIG's reference code
-    (evaluations/RULER/pred/cache_ref.py) adds 1e-4, which caps the weight of a key sampled
-    against the odds; the default 0 keeps the plain 1/u importance weight. The two differ by
-    up to ~2e-4 relative in the output on the shipped capture (tests/test_authors_formula.py).
+    Parameters
+    ----------
+    index : LSHIndex
+        Built from ``k`` (:func:`pigviz.lsh.index.build_index`).
+    q : torch.Tensor, (H, d)
+        The queries, one row per query head; H a multiple of Hkv (head h reads KV head h // (H / Hkv)).
+    k, v : torch.Tensor, (Hkv, n, d) and (Hkv, n, dv)
+        The cache, on ``q``'s device.
+    min_hits : int in [1, L]
+        Tables a key must share with the query to be sampled.
+    return_read_mask : bool
+        Add ``read_mask`` to the stats.
+    return_lse : bool
+        Add ``lse`` to the stats.
+    u_offset : float >= 0
+        The correction becomes - log(u + u_offset). MagicPIG's reference code
+        (evaluations/RULER/pred/cache_ref.py) adds 1e-4, which caps the weight of a key sampled
+        against the odds; the default 0 keeps the plain 1/u importance weight. The two differ by
+        up to ~2e-4 relative in the output on the shipped capture (tests/test_authors_formula.py).
+    padded : bool, optional
+        Which formulation runs. False: the readable one (this function's body), which sizes its
+        tensors by the data (how many keys each head sampled), so a GPU must report those sizes to
+        the host before it can go on: a few hundred waits per decoded token over a model's layers. True:
+        :func:`_attend_padded`, the same estimator with every shape fixed by numbers the host
+        knows, so the GPU is never waited for. None (default): padded on a GPU, the readable
+        version on the CPU; the environment variable ``PIGVIZ_PADDED=1`` (or ``0``) overrides
+        that default. Same read set, same outputs (to ~1e-6) and same ``stats`` keys.
 
-    ``padded``: which formulation runs. False: the one below, which sizes its tensors by
-    the data (how many keys each head sampled), so a GPU must report those sizes to the host
-    before it can go on: a few hundred waits per decoded token over a model's layers. True:
-    :func:`_attend_padded`, the same estimator with every shape fixed by numbers the host
-    knows, so the GPU is never waited for. None (default): padded on a GPU, the readable
-    version on the CPU; the environment variable ``PIGVIZ_PADDED=1`` (or ``0``) overrides
-    that default. Same read set, same outputs (to ~1e-6) and same ``stats`` keys, but on a
-    GPU the padded path keeps its stats on the device: ``keys_read``, ``sampled``,
-    ``candidates`` and ``lse`` are device tensors and ``budget`` a 0-d float64 device tensor
-    (``float(stats["budget"])`` waits for the GPU: read it once, when needed).
+    Returns
+    -------
+    output : torch.Tensor, (H, dv), q's dtype
+        The attention output of each head.
+    stats : dict
+        ``budget`` (mean over heads of keys read / n), per-head int64 tensors ``keys_read``
+        (distinct keys whose values enter the output, exact set included), ``sampled`` (|S|),
+        ``candidates`` (table entries scanned), plus ``exact`` (size of the exact set), ``n`` and,
+        if asked, ``read_mask`` (H, n) bool of the keys read and ``lse`` (H,) float32, log sum exp
+        of the scores mixed (-inf if nothing was read): the normaliser that lets a caller merge
+        this output with attention over other keys. On a GPU the padded path keeps its stats on
+        the device: ``keys_read``, ``sampled``, ``candidates`` and ``lse`` are device tensors and
+        ``budget`` a 0-d float64 device tensor (``float(stats["budget"])`` waits for the GPU:
+        read it once, when needed).
+
+    Raises
+    ------
+    TypeError
+        ``index`` not an :class:`~pigviz.lsh.index.LSHIndex`, a tensor of the wrong kind, or
+        ``padded`` not a bool or None.
+    ValueError
+        Shapes that do not match each other or the index, ``min_hits`` or ``u_offset`` outside
+        its range, a non-finite query, key or value read, or a bad ``PIGVIZ_PADDED``.
     """
     H, Hkv, n, d = check_decode_shapes(q, k, v)
     if not isinstance(index, LSHIndex):
@@ -504,7 +560,39 @@ def sampled_attention(
     seed: int = 0,
     return_read_mask: bool = False,
 ):
-    """Build an index of ``k`` and run :func:`attend` once: ``(output (H, dv), stats)``."""
+    """Build an index of ``k`` (:func:`pigviz.lsh.index.build_index`) and run :func:`attend` once.
+
+    Parameters
+    ----------
+    q : torch.Tensor, (H, d)
+        The queries.
+    k, v : torch.Tensor, (Hkv, n, d) and (Hkv, n, dv)
+        The cache.
+    K : int in [1, 62]
+        Bits per table.
+    L : int >= 1
+        Tables.
+    sinks, recent : int >= 0
+        The first and last tokens, read exactly; sinks + recent < n.
+    min_hits : int in [1, L]
+        Tables a key must share with the query to be sampled.
+    seed : int >= 0
+        Seed of the hyperplanes.
+    return_read_mask : bool
+        Add ``read_mask`` to the stats.
+
+    Returns
+    -------
+    output : torch.Tensor, (H, dv)
+        As :func:`attend`'s.
+    stats : dict
+        As :func:`attend`'s.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`attend` and :func:`~pigviz.lsh.index.build_index`.
+    """
     check_decode_shapes(q, k, v)
     check_int("min_hits", min_hits, 1, check_int("L", L, 1))
     index = build_index(k, K=K, L=L, sinks=sinks, recent=recent, seed=seed)
@@ -521,12 +609,41 @@ def synthetic_decode_step(
     seed: int = 0,
     dtype=torch.float32,
 ):
-    """A decode step shaped like a real model's, for tests and benchmarks: ``(q, k, v)``.
+    """A decode step shaped like a real model's, for tests and benchmarks.
 
     Keys of each KV head sit in a narrow cone around a shared mean direction; token 0 is a
     large-norm sink key that every query leans towards (with a short value, as in real
     models); each query head has ``peaks`` keys planted at random positions that point its
     way on top of the cone, so its attention has a head, a sink and a long flat tail.
+
+    Parameters
+    ----------
+    heads : int >= 1
+        Query heads H, a multiple of ``kv_heads``.
+    kv_heads : int >= 1
+        KV heads Hkv.
+    n : int >= 2
+        Tokens.
+    d : int >= 2
+        Head dimension (of keys and values).
+    peaks : int in [0, n - 1]
+        Keys planted per query head.
+    seed : int >= 0
+        Seed of the draw (the same seed gives the same tensors).
+    dtype : torch.dtype
+        Of the tensors returned.
+
+    Returns
+    -------
+    q : torch.Tensor, (heads, d)
+        The queries.
+    k, v : torch.Tensor, (kv_heads, n, d)
+        The keys and values.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range, or ``heads`` not a multiple of ``kv_heads``.
     """
     heads = check_int("heads", heads, 1)
     kv_heads = check_int("kv_heads", kv_heads, 1)

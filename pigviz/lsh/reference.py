@@ -21,10 +21,23 @@ LOG_U_FLOOR = -1.0e4
 
 
 def simhash_codes(x, planes, K: int, L: int) -> np.ndarray:
-    """Bucket of each row of ``x`` (..., d) in each of the L tables: int64 (..., L).
+    """Bucket of each row of ``x`` in each of the L tables. A vector exactly on a plane gets
+    bit 0, as in the engine.
 
-    ``planes`` (d, K*L): table l uses columns l*K .. l*K+K-1, bit j of a bucket id is column
-    l*K+j. A vector exactly on a plane gets bit 0, as in the engine."""
+    Parameters
+    ----------
+    x : array-like, (..., d)
+        The vectors to hash.
+    planes : array-like, (d, K*L)
+        Table l uses columns l*K .. l*K+K-1; bit j of a bucket id is column l*K+j.
+    K, L : int
+        Bits per table, tables.
+
+    Returns
+    -------
+    np.ndarray, int64 (..., L)
+        The bucket ids.
+    """
     bits = (x @ planes).reshape(*np.shape(x)[:-1], L, K) > 0
     return bits @ (np.int64(1) << np.arange(K, dtype=np.int64))
 
@@ -32,37 +45,48 @@ def simhash_codes(x, planes, K: int, L: int) -> np.ndarray:
 def magicpig_reference(q, keys, values, planes, K, L, sinks, recent, min_hits=2, budget=None):
     """MagicPIG's sampled attention for one query head at one decode step.
 
-    Parameters (any array-likes of reals; computed in float64)::
-
-        q       (d,)       the query.
-        keys    (n, d)     the keys it attends to, post-RoPE, oldest first.
-        values  (n, dv)    their values.
-        planes  (d, K*L)   the random hyperplanes: table l uses columns l*K .. l*K+K-1
-                           (the engine's ``LSHIndex.planes``).
-        K       int in [1, 62]        bits per table.
-        L       int in [1, 100000]    tables.
-        sinks   int >= 0   first tokens, always read exactly.
-        recent  int >= 0   last tokens (the window), always read exactly;
-                           1 <= sinks + recent <= n - 1.
-        min_hits  int in [1, L]   tables a key must share with the query to be sampled.
-        budget  None or int >= sinks + recent: the most distinct keys to read. None reads
-                what the tables sample (the engine's ``attend``). An int raises ``min_hits``
-                to the smallest threshold whose read fits, as MagicPIG held to a budget does
-                (:class:`pigviz.lsh.estimators.MagicPIGEstimator`); ValueError if even
-                min_hits = L reads more.
-
-    Returns ``(output (dv,) float64, read)``: ``read`` the sorted int64 positions of every
-    key whose score and value enter the output (exact set and sample), as the estimator
-    protocol's ``read``.
-
     1. Exact set E: the first ``sinks`` and last ``recent`` tokens; the rest can be sampled.
     2. Centre: subtract from every key the mean of the sampleable keys.
     3. Hash the centred keys and the (uncentred) query with the same planes: L buckets each.
     4. Count, per key, the tables where it shares the query's bucket; the sample S is the
-       keys outside E with at least ``min_hits`` hits (the budget may raise min_hits).
+       keys outside E with at least ``min_hits`` hits (a ``budget`` may raise min_hits, as
+       :class:`~pigviz.lsh.estimators.MagicPIGEstimator` does).
     5. Inclusion probability of each sampled key, from its angle to the query:
        p = 1 - angle(q, k - mean) / pi,  u = P(Binomial(L, p^K) >= min_hits).
     6. One softmax over q·k/sqrt(d) on E and q·k/sqrt(d) - log u on S; mix their values.
+
+    Parameters
+    ----------
+    q : array-like, (d,)
+        The query (every array: any array-like of reals, computed in float64).
+    keys : array-like, (n, d)
+        The keys it attends to, post-RoPE, oldest first.
+    values : array-like, (n, dv)
+        Their values.
+    planes : array-like, (d, K*L)
+        The hyperplanes: table l uses columns l*K .. l*K+K-1 (the engine's ``LSHIndex.planes``).
+    K : int in [1, 62]
+        Bits per table.
+    L : int in [1, 100000]
+        Tables.
+    sinks, recent : int >= 0
+        First and last tokens, always read exactly; 1 <= sinks + recent <= n - 1.
+    min_hits : int in [1, L]
+        Tables a key must share with the query to be sampled.
+    budget : None or int >= sinks + recent
+        The most distinct keys to read: ``min_hits`` rises until the read fits. None: what the tables sample.
+
+    Returns
+    -------
+    output : np.ndarray, float64 (dv,)
+        The estimate of the attention output.
+    read : np.ndarray, int64
+        Sorted positions of every key whose score and value enter the output (E and S): the protocol's ``read``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument of the wrong shape, type or range, or a ``budget`` that even min_hits = L exceeds.
     """
     q, keys, values, planes, K, L, sinks, recent, min_hits, budget = _checked(
         q, keys, values, planes, K, L, sinks, recent, min_hits, budget
