@@ -225,7 +225,8 @@ def yardstick(row: dict, kb: torch.Tensor, vb: torch.Tensor, seed: int, bandwidt
     dense kernel on this core reaches the byte floor. MagicPIG per generated token is its bf16
     step plus the incremental upkeep (``upkeep_bf16_ms_per_token_4096``: tokens inserted 256 at
     a time into the bf16 index) plus the bf16 build amortised over 256 or 4,096 generated
-    tokens (``mp_token_256_ms``, ``mp_token_4096_ms``), each over dense's bf16 floor and against
+    tokens, plus the re-centrings at each doubling (``recentre_ms_per_token``: twice the build per
+    token) (``mp_token_256_ms``, ``mp_token_4096_ms``), each over dense's bf16 floor and against
     the fastest measured dense (``fastest_dense``, named)."""
     H, n, d = row["heads"], row["n"], row["d"]
     upkeep = measure_upkeep(build_index(kb, K=row["K"], L=row["L"], sinks=4, recent=64, seed=seed), kb, seed)
@@ -242,8 +243,12 @@ def yardstick(row: dict, kb: torch.Tensor, vb: torch.Tensor, seed: int, bandwidt
     out["fastest_dense"] = min(dense, key=dense.get)
     out["fastest_dense_ms"] = dense[out["fastest_dense"]]
     upkeep_ms = out[f"upkeep_bf16_ms_per_token_{max(UPKEEP_TOKENS)}"]
+    build_ms = 1e3 * (row["build_bf16_s"] + upkeep["room_s"])
+    # The decoder re-centres a layer's index when it has doubled (recentre=2): a rebuild over n
+    # tokens after n/2 generated ones, 2 x the build per token (pigviz.decode.report.recentre_ms_per_token).
+    out["recentre_ms_per_token"] = 2 * build_ms / n
     for t in UPKEEP_TOKENS:
-        token_ms = row["attend_bf16_ms"] + upkeep_ms + 1e3 * (row["build_bf16_s"] + upkeep["room_s"]) / t
+        token_ms = row["attend_bf16_ms"] + upkeep_ms + out["recentre_ms_per_token"] + build_ms / t
         out[f"mp_token_{t}_ms"] = token_ms
         out[f"mp_token_{t}_over_dense_floor"] = token_ms / out["dense_bf16_floor_ms"]
         out[f"fastest_dense_over_mp_token_{t}"] = out["fastest_dense_ms"] / token_ms
@@ -471,9 +476,9 @@ def print_yardstick(rows) -> None:
         "multiply-adds (scores and value mix) at this core's measured float32 matmul rate, which no dense kernel on\n"
         "one core beats either; fp32/bf16/gqa x fl = each dense SDPA over its own dtype's byte floor; fastest dense =\n"
         "the fastest of the three as measured; MP step = MagicPIG's bf16 step, x own = over its own floor; upk/t =\n"
-        "upkeep per generated token (4,096 inserted 256 at a time); MP/t N = step + upkeep + the build (with its\n"
-        "room) amortised over N generated tokens, /floor = over dense's bf16 byte floor; fastest/MP = the fastest\n"
-        "dense's time over MP/t (above 1: MagicPIG ahead).",
+        "upkeep per generated token (4,096 inserted 256 at a time); MP/t N = step + upkeep + re-centring (2 x build\n"
+        "per token) + the build (with its room) amortised over N generated tokens, /floor = over dense's bf16 byte\n"
+        "floor; fastest/MP = the fastest dense's time over MP/t (above 1: MagicPIG ahead).",
         flush=True,
     )
     for r in rows:

@@ -341,7 +341,8 @@ def _add_index_costs(row: dict, upkeep: dict | None) -> None:
     where it could not be measured), the build spread over each generation length of
     ``report.GENERATION_TOKENS`` (``build_ms_per_token_<G>`` from ``index_seconds``,
     ``build_cpu_ms_per_token_<G>`` from ``index_cpu_seconds``), and the attention with both
-    (``attention_with_upkeep_ms_<G>``, ``attention_with_upkeep_cpu_ms_<G>``)."""
+    (``attention_with_upkeep_ms_<G>``, ``attention_with_upkeep_cpu_ms_<G>``), which also carry the
+    re-centrings' estimated share (``recentre_[cpu_]ms_per_token``: report.recentre_ms_per_token)."""
     from pigviz.decode import report
 
     indexed = row["index_seconds"] > 0 or upkeep is not None
@@ -355,6 +356,9 @@ def _add_index_costs(row: dict, upkeep: dict | None) -> None:
         row["upkeep_stats"] = upkeep["stats"]
     else:
         row["upkeep_ms_per_token"] = row["upkeep_cpu_ms_per_token"] = None if indexed else 0.0
+    # The re-centrings (option recentre, default 2) recur while generating: estimated from the build.
+    row["recentre_ms_per_token"] = report.recentre_ms_per_token(row, clock="wall")
+    row["recentre_cpu_ms_per_token"] = report.recentre_ms_per_token(row, clock="cpu")
     for tokens in report.GENERATION_TOKENS:
         row[f"build_ms_per_token_{tokens}"] = 1e3 * row["index_seconds"] / tokens
         row[f"build_cpu_ms_per_token_{tokens}"] = 1e3 * row["index_cpu_seconds"] / tokens

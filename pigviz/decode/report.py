@@ -47,6 +47,7 @@ __all__ = [
     "GENERATION_TOKENS",
     "AT_ITS_BEST_WITHIN",
     "per_token_with_index",
+    "recentre_ms_per_token",
     "dense_yardstick",
     "headline_rows",
     "KERNEL_KL",
@@ -558,7 +559,9 @@ def per_token_with_index(row: dict, tokens: int, *, clock: str = "cpu", what: st
     decoding thread's CPU time, "wall") with its index's cost added: the upkeep per generated token
     (``upkeep_[cpu_]ms_per_token``: every generated token is filed once in each sampled layer's index)
     and the build after the prefill (``index_[cpu_]seconds``) spread over ``tokens`` generated tokens.
-    A row that keeps no index (no build time and no upkeep field: dense) gives its own time; a row with
+    With ``recentre`` in the row's options the re-centrings' share is added too
+    (:func:`recentre_ms_per_token`). A row that keeps no index (no build time and no upkeep field:
+    dense) gives its own time; a row with
     an index whose upkeep was not measured (files before ``bench_decode.py`` timed it) gives None."""
     if clock not in _ATTENTION:
         raise ValueError(f"clock must be 'cpu' or 'wall', got {clock!r}")
@@ -573,7 +576,21 @@ def per_token_with_index(row: dict, tokens: int, *, clock: str = "cpu", what: st
     upkeep = row.get(_UPKEEP[clock])
     if upkeep is None:
         return base if build == 0 else None
-    return base + upkeep + 1e3 * build / tokens
+    return base + upkeep + 1e3 * build / tokens + recentre_ms_per_token(row, clock=clock)
+
+
+def recentre_ms_per_token(row: dict, *, clock: str = "cpu") -> float:
+    """The re-centrings' cost per generated token (ms) of a speed row decoded with ``recentre=r``
+    (its ``options``; 0 or absent: none): a layer is rebuilt when its index reaches r times the
+    tokens its mean covers, so a rebuild over n tokens follows n (1 - 1/r) generated ones, and
+    with the build's time proportional to n (the row's ``index_[cpu_]seconds`` over ``context``
+    tokens) each generated token carries r / (r - 1) times the build's time per token. An
+    estimate from the prefill's build, not a timed re-centring."""
+    r = (row.get("options") or {}).get("recentre") or 0
+    build = row.get(_BUILD[clock]) or 0.0
+    if r < 2 or not build or not row.get("context"):
+        return 0.0
+    return r / (r - 1) * 1e3 * build / row["context"]
 
 
 def dense_yardstick(rows: list[dict], method: str = "magicpig") -> list[dict]:

@@ -418,3 +418,15 @@ def test_the_shipped_speed_file_still_makes_its_table_and_yardsticks():
     for y in report.dense_yardstick(fair):
         assert y["dense_bf16_floor_ms"] > 0 and y["over_fastest_dense"] > 0
         assert y["fastest_dense"] in report.DENSE_FORMS
+
+
+def test_recentring_is_counted_per_token_from_the_build():
+    row = {"context": 1000, "index_cpu_seconds": 1.0, "index_seconds": 1.5, "attention_cpu_ms": 5.0,
+           "upkeep_cpu_ms_per_token": 0.5, "options": {"recentre": 2}}  # fmt: skip
+    # A rebuild over n tokens after n/2 generated ones: twice the build's 1 ms per token.
+    assert report.recentre_ms_per_token(row) == pytest.approx(2.0)
+    assert report.recentre_ms_per_token(row, clock="wall") == pytest.approx(3.0)
+    assert report.recentre_ms_per_token({**row, "options": {"recentre": 4}}) == pytest.approx(4 / 3)
+    assert report.per_token_with_index(row, 256) == pytest.approx(5.0 + 0.5 + 2.0 + 1e3 / 256)
+    for never in ({"recentre": 0}, {}, None):
+        assert report.recentre_ms_per_token({**row, "options": never}) == 0.0
