@@ -26,6 +26,15 @@ DOCUMENTED = (
     "pigviz.lsh.reference",
     "pigviz.lsh.fused",
     "pigviz.lsh.kernels",  # fused.available is kernels.available
+    "pigviz.attention.baselines",  # the functions pigviz.attention re-exports
+    "pigviz.attention.cost",
+    "pigviz.attention.protocol",
+    "pigviz.decode.custom",
+    "pigviz.decode.generation",
+    "pigviz.decode.session",
+    "pigviz.memory.budget",
+    "pigviz.study.estimators",
+    "pigviz.toy.stick_balance",
 )
 
 _DIRECTIVE = re.compile(r"^\.\. (automodule|autoclass|autofunction|py:currentmodule):: *(\S+)")

@@ -54,7 +54,20 @@ __all__ = [
 
 def stable_softmax(scores: np.ndarray, axis: int = -1) -> np.ndarray:
     """Softmax along ``axis`` with the row maximum subtracted first. Rows of -inf stay
-    finite: a row with no finite score gets weights of 0 rather than NaN."""
+    finite: a row with no finite score gets weights of 0 rather than NaN.
+
+    Parameters
+    ----------
+    scores : array-like of float, any shape
+        The scores (read as float64); -inf for a key that gets no weight.
+    axis : int
+        The axis along which the weights sum to 1.
+
+    Returns
+    -------
+    numpy.ndarray, float64, the shape of scores
+        The weights: each row sums to 1, or is all 0 where no score is finite.
+    """
     scores = np.asarray(scores, dtype=np.float64)
     top = np.max(scores, axis=axis, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
@@ -73,9 +86,33 @@ def _check_qkv_shapes(q, k, v):
 
 
 def softmax_attention(q, k, v, scale: float | None = None):
-    """Return ``(output, weights)`` of softmax attention in float64 numpy.
+    """Softmax attention in float64 numpy: softmax(q @ k.T * scale) @ v.
 
     A single query may be passed as a 1-D vector; the output then drops that axis too.
+
+    Parameters
+    ----------
+    q : array-like of float, (..., m, d) or (d,)
+        The queries.
+    k, v : array-like of float, (..., n, d) and (..., n, dv), n >= 1
+        The keys and values; leading axes broadcast with ``q``'s.
+    scale : float, optional
+        Multiplies the scores; default 1 / sqrt(d).
+
+    Returns
+    -------
+    output : numpy.ndarray, float64, (..., m, dv), or (dv,) for a 1-D q
+        The attention output of each query.
+    weights : numpy.ndarray, float64, (..., m, n), or (n,) for a 1-D q
+        The softmax weights.
+
+    Raises
+    ------
+    TypeError
+        An argument that is not an array of numbers.
+    ValueError
+        A NaN or inf in ``q``, ``k`` or ``v``; ``k`` or ``v`` not at least 2-D; ``q`` and ``k``
+        with different last dimensions, or ``k`` and ``v`` with different token counts; no key.
     """
     q = check_array("q", q, ndim=None)
     k = check_array("k", k, ndim=None)
@@ -97,11 +134,36 @@ def softmax_attention(q, k, v, scale: float | None = None):
 
 
 def softmax_attention_torch(q, k, v, scale: float | None = None, mask=None):
-    """Torch version: computes in float32 (or float64 if given), returns in the input dtype.
+    """Torch version of :func:`softmax_attention`: computes in float32 (or float64 if given),
+    returns in the input dtype. ``q``, ``k`` and ``v`` must be floating-point torch tensors
+    (numpy arrays go to :func:`softmax_attention`).
 
-    ``mask`` is a boolean tensor broadcastable to the scores, True where a key is visible.
-    ``q``, ``k`` and ``v`` must be floating-point torch tensors (numpy arrays go to
-    :func:`softmax_attention`).
+    Parameters
+    ----------
+    q : torch.Tensor, floating point, (..., m, d) or (d,)
+        The queries.
+    k, v : torch.Tensor, floating point, (..., n, d) and (..., n, dv), n >= 1
+        The keys and values.
+    scale : float, optional
+        Multiplies the scores; default 1 / sqrt(d).
+    mask : torch.Tensor, bool, optional
+        Broadcastable to the scores (..., m, n): True where a key is visible. A row with no
+        visible key gets weights of 0 (and an output of 0).
+
+    Returns
+    -------
+    output : torch.Tensor, (..., m, dv), q's dtype
+        The attention output of each query.
+    weights : torch.Tensor, (..., m, n), q's dtype
+        The softmax weights.
+
+    Raises
+    ------
+    TypeError
+        ``q``, ``k`` or ``v`` not a floating-point ``torch.Tensor``, or ``mask`` not a boolean one.
+    ValueError
+        ``q`` not at least 1-D or ``k``, ``v`` not at least 2-D; ``q`` and ``k`` with different
+        last dimensions, or ``k`` and ``v`` with different token counts; no key.
     """
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
@@ -140,7 +202,27 @@ def softmax_attention_torch(q, k, v, scale: float | None = None, mask=None):
 
 
 def check_decode_shapes(q, k, v) -> tuple[int, int, int, int]:
-    """Validate one decode step's tensors; return (H, Hkv, n, d)."""
+    """Validate one decode step's tensors (every decode baseline checks its arguments here).
+
+    Parameters
+    ----------
+    q : torch.Tensor, floating point, (H, d)
+        One query per head.
+    k, v : torch.Tensor, floating point, (Hkv, n, d) and (Hkv, n, dv)
+        One layer's cache, on ``q``'s device; n >= 1 and H a multiple of Hkv.
+
+    Returns
+    -------
+    H, Hkv, n, d : int
+        Query heads, KV heads, tokens and head dimension.
+
+    Raises
+    ------
+    TypeError
+        ``q``, ``k`` or ``v`` not a floating-point ``torch.Tensor``.
+    ValueError
+        Shapes that do not match each other, tensors on different devices, no head or no key.
+    """
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -216,7 +298,31 @@ def _masked_softmax(scores, keep):
 
 
 def dense_attention(q, k, v):
-    """Read every key: the reference every approximation is measured against."""
+    """Read every key: the reference every approximation is measured against.
+
+    Parameters
+    ----------
+    q : torch.Tensor, floating point, (H, d)
+        One query per head.
+    k, v : torch.Tensor, floating point, (Hkv, n, d) and (Hkv, n, dv)
+        One layer's cache, on ``q``'s device; n >= 1 and H a multiple of Hkv.
+
+    Returns
+    -------
+    output : torch.Tensor, (H, dv), q's dtype
+        The attention output of each head.
+    stats : dict
+        ``budget`` (float: the mean over heads of keys read / n), ``keys_read`` ((H,) int64, on the
+        CPU), ``n`` and ``read_mask`` ((H, n) bool, on the keys' device: the keys each head read).
+        ``budget`` is 1.0 and ``read_mask`` all True.
+
+    Raises
+    ------
+    TypeError
+        ``q``, ``k`` or ``v`` not a floating-point ``torch.Tensor``.
+    ValueError
+        Shapes that do not match each other (``check_decode_shapes``), tensors on different devices.
+    """
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
@@ -228,7 +334,34 @@ def dense_attention(q, k, v):
 def topk_attention(q, k, v, budget):
     """Exact softmax over the m keys with the highest scores, renormalised (TopK): the
     oracle of Quest's and MagicPIG's papers (MagicPIG's evaluations/RULER/pred/topk_cache.py
-    keeps the top fraction of every query head's scores, as here)."""
+    keeps the top fraction of every query head's scores, as here).
+
+    Parameters
+    ----------
+    q : torch.Tensor, floating point, (H, d)
+        One query per head.
+    k, v : torch.Tensor, floating point, (Hkv, n, d) and (Hkv, n, dv)
+        One layer's cache, on ``q``'s device; n >= 1 and H a multiple of Hkv.
+    budget : float in (0, 1]
+        Fraction of the n keys read: m = max(1, round(budget * n)) distinct keys.
+
+    Returns
+    -------
+    output : torch.Tensor, (H, dv), q's dtype
+        The attention output of each head.
+    stats : dict
+        ``budget`` (float: the mean over heads of keys read / n), ``keys_read`` ((H,) int64, on the
+        CPU), ``n`` and ``read_mask`` ((H, n) bool, on the keys' device: the keys each head read). Every
+        head reads m keys.
+
+    Raises
+    ------
+    TypeError
+        ``q``, ``k`` or ``v`` not a floating-point ``torch.Tensor``.
+    ValueError
+        Shapes that do not match each other (``check_decode_shapes``), tensors on different devices, or
+        ``budget`` outside (0, 1].
+    """
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
@@ -246,7 +379,36 @@ def streaming_attention(q, k, v, sinks: int = DEFAULTS.sinks, recent: int = DEFA
     As in Xiao et al. (ICLR 2024): 4 attention sinks plus a rolling window of recent keys.
     Their cache re-numbers positions inside the cache (so that a model can run past its
     trained length); here the keys keep the positions they were encoded at, which within
-    the trained context isolates what dropping the middle of the cache costs."""
+    the trained context isolates what dropping the middle of the cache costs.
+
+    Parameters
+    ----------
+    q : torch.Tensor, floating point, (H, d)
+        One query per head.
+    k, v : torch.Tensor, floating point, (Hkv, n, d) and (Hkv, n, dv)
+        One layer's cache, on ``q``'s device; n >= 1 and H a multiple of Hkv.
+    sinks : int in [0, n]
+        The first keys read (the attention sinks).
+    recent : int in [0, n]
+        The last keys read (the window); sinks + recent >= 1. Where the two overlap, a key is
+        read once.
+
+    Returns
+    -------
+    output : torch.Tensor, (H, dv), q's dtype
+        The attention output of each head.
+    stats : dict
+        ``budget`` (float: the mean over heads of keys read / n), ``keys_read`` ((H,) int64, on the
+        CPU), ``n`` and ``read_mask`` ((H, n) bool, on the keys' device: the keys each head read).
+
+    Raises
+    ------
+    TypeError
+        ``q``, ``k`` or ``v`` not a floating-point ``torch.Tensor``.
+    ValueError
+        Shapes that do not match each other (``check_decode_shapes``), tensors on different devices,
+        ``sinks`` or ``recent`` outside its range, or sinks + recent = 0.
+    """
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
@@ -324,7 +486,36 @@ def oracle_sampling_attention(q, k, v, budget, seed: int = 0):
     """Sample keys with replacement from the TRUE attention weights and average their
     values (each draw counts once). Drawing goes on while it needs at most m distinct keys;
     the draw that would need an (m+1)-th ends the run unread. Unbiased. If m covers every key
-    of positive weight, nothing ends the run and the output is exact."""
+    of positive weight, nothing ends the run and the output is exact.
+
+    Parameters
+    ----------
+    q : torch.Tensor, floating point, (H, d)
+        One query per head.
+    k, v : torch.Tensor, floating point, (Hkv, n, d) and (Hkv, n, dv)
+        One layer's cache, on ``q``'s device; n >= 1 and H a multiple of Hkv.
+    budget : float in (0, 1]
+        Fraction of the n keys read: m = max(1, round(budget * n)) distinct keys.
+    seed : int >= 0
+        Seed of the draws (a CPU ``torch.Generator``): the same seed draws the same keys.
+
+    Returns
+    -------
+    output : torch.Tensor, (H, dv), q's dtype
+        The attention output of each head.
+    stats : dict
+        ``budget`` (float: the mean over heads of keys read / n), ``keys_read`` ((H,) int64, on the
+        CPU), ``n`` and ``read_mask`` ((H, n) bool, on the keys' device: the keys each head read).
+        ``keys_read`` counts the distinct keys drawn (at most m).
+
+    Raises
+    ------
+    TypeError
+        ``q``, ``k`` or ``v`` not a floating-point ``torch.Tensor``.
+    ValueError
+        Shapes that do not match each other (``check_decode_shapes``), tensors on different devices,
+        ``budget`` outside (0, 1] or ``seed`` < 0.
+    """
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
@@ -342,7 +533,36 @@ def hybrid_attention(q, k, v, budget, seed: int = 0):
     """Read the top half of the budget exactly (floor(m/2) keys) and estimate the rest of
     the weight by oracle sampling from the remaining keys with a budget of m - floor(m/2)
     distinct keys (the stopping rule of :func:`oracle_sampling_attention`), scaled by the
-    remaining weight. Exact for the head, unbiased for the tail."""
+    remaining weight. Exact for the head, unbiased for the tail.
+
+    Parameters
+    ----------
+    q : torch.Tensor, floating point, (H, d)
+        One query per head.
+    k, v : torch.Tensor, floating point, (Hkv, n, d) and (Hkv, n, dv)
+        One layer's cache, on ``q``'s device; n >= 1 and H a multiple of Hkv.
+    budget : float in (0, 1]
+        Fraction of the n keys read: m = max(1, round(budget * n)) distinct keys.
+    seed : int >= 0
+        Seed of the draws (a CPU ``torch.Generator``): the same seed draws the same keys.
+
+    Returns
+    -------
+    output : torch.Tensor, (H, dv), q's dtype
+        The attention output of each head.
+    stats : dict
+        ``budget`` (float: the mean over heads of keys read / n), ``keys_read`` ((H,) int64, on the
+        CPU), ``n`` and ``read_mask`` ((H, n) bool, on the keys' device: the keys each head read).
+        ``keys_read`` counts the keys read exactly and the distinct keys drawn (at most m).
+
+    Raises
+    ------
+    TypeError
+        ``q``, ``k`` or ``v`` not a floating-point ``torch.Tensor``.
+    ValueError
+        Shapes that do not match each other (``check_decode_shapes``), tensors on different devices,
+        ``budget`` outside (0, 1] or ``seed`` < 0.
+    """
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, Hkv, n, d = check_decode_shapes(q, k, v)
@@ -381,6 +601,36 @@ def quest_attention(q, k, v, budget, page: int = 16):
     first two layers densely; that is a per-layer choice made by the caller (the study's
     ``quest_dense_layers``, the decoder's ``dense_layers``). :func:`quest_rank_all_attention`
     ranks every page, the current one included.
+
+    Parameters
+    ----------
+    q : torch.Tensor, floating point, (H, d)
+        One query per head.
+    k, v : torch.Tensor, floating point, (Hkv, n, d) and (Hkv, n, dv)
+        One layer's cache, on ``q``'s device; n >= 1 and H a multiple of Hkv.
+    budget : float in (0, 1]
+        Fraction of the n keys read: pages are added while their tokens fit in
+        m = max(1, round(budget * n)) keys (the current page is read even when it alone does not).
+    page : int in [1, n]
+        Tokens per page; the last page holds the n % page left over, if any.
+
+    Returns
+    -------
+    output : torch.Tensor, (H, dv), q's dtype
+        The attention output of each head.
+    stats : dict
+        ``budget`` (float: the mean over heads of keys read / n), ``keys_read`` ((H,) int64, on the
+        CPU), ``n`` and ``read_mask`` ((H, n) bool, on the keys' device: the keys each head read). Also
+        ``pages_kept`` ((H,) int64, on the CPU: the pages each head read) and ``metadata_vectors`` (int:
+        2 per page, the min and max vectors a query reads).
+
+    Raises
+    ------
+    TypeError
+        ``q``, ``k`` or ``v`` not a floating-point ``torch.Tensor``.
+    ValueError
+        Shapes that do not match each other (``check_decode_shapes``), tensors on different devices,
+        ``budget`` outside (0, 1] or ``page`` outside [1, n].
     """
     return _quest(q, k, v, budget, page, current_page=True)
 
@@ -390,7 +640,34 @@ def quest_rank_all_attention(q, k, v, budget, page: int = 16):
     included, competes on its bound alone; keep the highest-bound pages while their tokens
     fit in the budget (at least one page). pigviz's first Quest, kept to show what the
     current page is worth: the bound is loose and often drops the page whose tokens the
-    query leans on most."""
+    query leans on most.
+
+    Parameters
+    ----------
+    q : torch.Tensor, floating point, (H, d)
+        One query per head.
+    k, v : torch.Tensor, floating point, (Hkv, n, d) and (Hkv, n, dv)
+        One layer's cache, on ``q``'s device; n >= 1 and H a multiple of Hkv.
+    budget : float in (0, 1]
+        Fraction of the n keys read: m = max(1, round(budget * n)) distinct keys.
+    page : int in [1, n]
+        Tokens per page; the last page holds the n % page left over, if any.
+
+    Returns
+    -------
+    output : torch.Tensor, (H, dv), q's dtype
+        As :func:`quest_attention`'s.
+    stats : dict
+        As :func:`quest_attention`'s.
+
+    Raises
+    ------
+    TypeError
+        ``q``, ``k`` or ``v`` not a floating-point ``torch.Tensor``.
+    ValueError
+        Shapes that do not match each other (``check_decode_shapes``), tensors on different devices,
+        ``budget`` outside (0, 1] or ``page`` outside [1, n].
+    """
     return _quest(q, k, v, budget, page, current_page=False)
 
 

@@ -58,7 +58,31 @@ COSTED_METHODS = (
 
 
 def dense_bytes(n: int, d: int, dv: int | None = None, dtype_bytes: int = 2) -> int:
-    """Bytes one query head reads to attend over ``n`` keys and values."""
+    """Bytes one query head reads to attend over ``n`` keys and values: n (d + dv) B.
+
+    Parameters
+    ----------
+    n : int >= 1
+        Keys (and values) visible.
+    d : int >= 1
+        Head dimension of a key.
+    dv : int >= 1, optional
+        Of a value; default ``d``.
+    dtype_bytes : int in [1, 8]
+        B, the bytes of one cache element (2: fp16/bf16).
+
+    Returns
+    -------
+    int
+        The bytes read.
+
+    Raises
+    ------
+    TypeError
+        An argument that is not an integer.
+    ValueError
+        An argument outside its range.
+    """
     n, d = check_int("n", n, 1), check_int("d", d, 1)
     dv = d if dv is None else check_int("dv", dv, 1)
     return n * (d + dv) * check_int("dtype_bytes", dtype_bytes, 1, 8)
@@ -82,9 +106,52 @@ def bytes_read(
     sampled: float = 0.0,
 ) -> float:
     """Bytes one query head reads in one decode step with ``method`` (table in the module
-    docstring). ``keys_read``: keys whose values enter the output (m). MagicPIG also needs
-    ``K``, ``L``, ``heads`` (query heads sharing the hyperplanes), ``candidates`` (table ids
-    scanned) and ``sampled`` (|S|); SparQ needs ``r``; the page-based methods ``page``."""
+    docstring).
+
+    Parameters
+    ----------
+    method : str, one of COSTED_METHODS
+        The method (:data:`COSTED_METHODS`).
+    n : int >= 1
+        Keys visible.
+    d : int >= 1
+        Head dimension of a key.
+    keys_read : float in [0, n]
+        m, the keys whose values enter the output (a mean over heads or steps may be fractional).
+    dv : int >= 1, optional
+        Head dimension of a value; default ``d``.
+    dtype_bytes : int in [1, 8]
+        B, the bytes of one cache element (2: fp16/bf16).
+    id_bytes : int in [1, 8]
+        I, the bytes of one stored token id (4: int32).
+    page : int >= 1
+        Tokens per page, for the page-based methods (quest, rank_all, vattention).
+    r : int in [1, d], optional
+        Query channels SparQ reads of every key; required for sparq.
+    K : int in [1, 64], optional
+        Bits per table; required for magicpig and mp_exact_top.
+    L : int >= 1, optional
+        Tables; required for magicpig and mp_exact_top.
+    heads : int >= 1
+        Query heads sharing the layer's hyperplanes (MagicPIG).
+    candidates : float >= 0
+        Table ids scanned (c, MagicPIG).
+    sampled : float >= 0
+        Keys sampled (s = |S|, MagicPIG).
+
+    Returns
+    -------
+    float
+        The bytes read.
+
+    Raises
+    ------
+    TypeError
+        An integer argument that is not an integer.
+    ValueError
+        An unknown ``method``, an argument outside its range, or ``r`` (sparq), ``K`` or ``L``
+        (magicpig, mp_exact_top) missing.
+    """
     method = check_choice("method", method, COSTED_METHODS)
     n, d = check_int("n", n, 1), check_int("d", d, 1)
     dv = d if dv is None else check_int("dv", dv, 1)

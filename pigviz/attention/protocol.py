@@ -90,13 +90,44 @@ SIGNATURE = "estimator(q, keys, values, budget) -> (output, read)"
 
 
 class OverBudget(ValueError):
-    """An estimator read more distinct keys than its budget."""
+    """An estimator read more distinct keys than its budget.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        As ValueError's: the message (:func:`call` names the estimator, the count and the budget).
+    """
 
 
 def declare(fn=None, *, name: str | None = None, torch: bool | None = None, bytes_read=None):
     """Set an estimator's optional attributes and return it; ``@declare(name="mine")`` works
-    as a decorator. ``torch=True``: it wants float64 torch tensors instead of numpy arrays.
-    ``bytes_read``: ``f(n, d, dv, keys_read) -> bytes`` one step reads (module docstring)."""
+    as a decorator.
+
+    Parameters
+    ----------
+    fn : callable, optional
+        The estimator. Without it, ``declare`` returns a decorator that sets the attributes on
+        the function it decorates.
+    name : str, optional
+        Non-empty: how tables and figures call it (default the function's ``__name__``).
+    torch : bool, optional
+        True: it wants float64 torch tensors instead of numpy arrays.
+    bytes_read : callable, optional
+        ``f(n, d, dv, keys_read) -> bytes`` one step reads (module docstring; :func:`costs_like`
+        makes one).
+
+    Returns
+    -------
+    callable
+        ``fn`` with the attributes set, or without ``fn`` the decorator.
+
+    Raises
+    ------
+    TypeError
+        The estimator or ``bytes_read`` not callable.
+    ValueError
+        ``name`` not a non-empty string.
+    """
 
     def apply(f):
         if not callable(f):
@@ -117,11 +148,33 @@ def declare(fn=None, *, name: str | None = None, torch: bool | None = None, byte
 
 
 def costs_like(method: str, **options):
-    """A ``bytes_read(n, d, dv, keys_read)`` that counts like the library's ``method`` (one of
-    :data:`pigviz.attention.cost.COSTED_METHODS`): ``costs_like("topk")`` for an estimator
-    that scores every key and reads the values of the keys it keeps."""
+    """A ``bytes_read(n, d, dv, keys_read)`` that counts like the library's ``method``:
+    ``costs_like("topk")`` for an estimator that scores every key and reads the values of the
+    keys it keeps.
+
+    Parameters
+    ----------
+    method : str, one of COSTED_METHODS
+        A method of :data:`pigviz.attention.cost.COSTED_METHODS`.
+    **options
+        Passed to :func:`pigviz.attention.cost.bytes_read` at each count (``page``, ``r``, ``K``,
+        ``L``, ...); tried once now, on a small step, so that bad options fail here, not mid-run.
+
+    Returns
+    -------
+    callable
+        ``bytes_read(n, d, dv, keys_read) -> float``, with an attribute ``method``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An unknown ``method``, or options :func:`pigviz.attention.cost.bytes_read` refuses.
+    """
     method = check_choice("method", method, cost.COSTED_METHODS)
-    cost.bytes_read(method, n=16, d=4, keys_read=1, **options)  # bad options fail here, not mid-run
+    # Bad options fail here, not mid-run: tried on a step large enough for any good one (SparQ's r
+    # up to the head size, Quest's page up to the context), so only a bad one is refused.
+    probe_d, probe_n = max(4, _as_int(options.get("r"))), max(16, _as_int(options.get("page")))
+    cost.bytes_read(method, n=probe_n, d=probe_d, keys_read=1, **options)
 
     def bytes_read(n, d, dv, keys_read):
         return cost.bytes_read(method, n=n, d=d, dv=dv, keys_read=keys_read, **options)
@@ -130,8 +183,23 @@ def costs_like(method: str, **options):
     return bytes_read
 
 
+def _as_int(x) -> int:
+    return x if isinstance(x, int) and not isinstance(x, bool) else 0
+
+
 def estimator_name(estimator) -> str:
-    """What tables call ``estimator``: its ``name`` attribute, else its ``__name__``."""
+    """What tables call ``estimator``: its ``name`` attribute, else its ``__name__``.
+
+    Parameters
+    ----------
+    estimator : callable
+        An estimator of the protocol.
+
+    Returns
+    -------
+    str
+        Its name; its type's name if it has neither attribute.
+    """
     name = getattr(estimator, "name", None)
     if isinstance(name, str) and name:
         return name
@@ -139,17 +207,63 @@ def estimator_name(estimator) -> str:
 
 
 def wants_torch(estimator) -> bool:
+    """Does ``estimator`` want float64 torch tensors instead of numpy arrays (an attribute
+    ``torch = True``)?
+
+    Parameters
+    ----------
+    estimator : callable
+        An estimator of the protocol.
+
+    Returns
+    -------
+    bool
+        True if it does.
+    """
     return bool(getattr(estimator, "torch", False))
 
 
 def builds(estimator) -> bool:
-    """Does ``estimator`` keep an index: has it a callable ``build(keys) -> index``?"""
+    """Does ``estimator`` keep an index: has it a callable ``build(keys) -> index``?
+
+    Parameters
+    ----------
+    estimator : callable
+        An estimator of the protocol.
+
+    Returns
+    -------
+    bool
+        True if it has.
+    """
     return callable(getattr(estimator, "build", None))
 
 
 def build(estimator, keys):
-    """``estimator.build(keys)`` on ``keys`` (n, d) in the form it wants (float64 numpy, or
-    torch where it says so), with its error naming the estimator (a note)."""
+    """``estimator.build(keys)`` on ``keys`` in the form it wants (float64 numpy, or torch where
+    it says so), with its error naming the estimator (a note).
+
+    Parameters
+    ----------
+    estimator : callable
+        An estimator with a ``build(keys)`` method.
+    keys : numpy.ndarray or torch.Tensor, (n, d), n >= 1
+        One KV head's keys.
+
+    Returns
+    -------
+    object
+        The index, whatever ``estimator.build`` returns.
+
+    Raises
+    ------
+    TypeError
+        ``estimator`` has no ``build`` method.
+    ValueError
+        ``keys`` not (n, d) with n >= 1.
+    Exception
+        Whatever ``estimator.build`` raises, with a note (:func:`add_row_note`) naming it.
+    """
     if not builds(estimator):
         raise TypeError(f"estimator {estimator_name(estimator)!r} has no build(keys) method")
     keys = _inputs(estimator, keys, keys, keys)[1]
@@ -168,7 +282,18 @@ class Indexes:
     first row it serves, and hands it back while later calls pass the same keys grown: the
     first ``n_indexed`` rows equal to those it was built over (their first and last row and
     their sum, checked at each get). Other keys, a new prompt, build it again. ``builds``
-    counts the builds."""
+    counts the builds.
+
+    Parameters
+    ----------
+    estimator : callable
+        An estimator with a ``build(keys)`` method.
+
+    Raises
+    ------
+    TypeError
+        ``estimator`` has no ``build`` method.
+    """
 
     def __init__(self, estimator):
         if not builds(estimator):
@@ -186,9 +311,30 @@ class Indexes:
         return rows[0].copy(), rows[n - 1].copy(), rows.sum(axis=0)
 
     def get(self, where, keys, n_indexed: int):
-        """``(index, n_indexed)`` for ``where``: the kept index if ``keys`` (n, d), the keys
-        the next row sees, start with the ones it was built over, else one built now over
-        ``keys[:n_indexed]`` (1 <= n_indexed <= n)."""
+        """The kept index of ``where`` if ``keys`` start with the ones it was built over, else
+        one built now over ``keys[:n_indexed]``.
+
+        Parameters
+        ----------
+        where : hashable
+            The place, e.g. (layer, KV head).
+        keys : numpy.ndarray or torch.Tensor, (n, d)
+            The keys the next row sees.
+        n_indexed : int in [1, n]
+            The keys a new index is built over (not read when the kept one serves).
+
+        Returns
+        -------
+        index : object
+            What the estimator's ``build`` returned.
+        n_indexed : int
+            The keys it was built over: the first ``n_indexed`` of ``keys``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            ``n_indexed`` outside [1, n] when an index is built, or as :func:`build`.
+        """
         n = keys.shape[0]
         kept = self._kept.get(where)
         if kept is not None:
@@ -204,7 +350,27 @@ class Indexes:
 
 def keys_for(fraction, n: int) -> int:
     """The budget of a query that sees ``n`` keys at ``fraction`` of them:
-    max(1, round(fraction * n)), at most n."""
+    max(1, round(fraction * n)), at most n.
+
+    Parameters
+    ----------
+    fraction : float in (0, 1]
+        The budget as a fraction of the keys.
+    n : int >= 1
+        The keys the query sees.
+
+    Returns
+    -------
+    int in [1, n]
+        The budget in distinct keys.
+
+    Raises
+    ------
+    TypeError
+        ``fraction`` not a real number or ``n`` not an integer.
+    ValueError
+        ``fraction`` or ``n`` outside its range.
+    """
     fraction = check_float("fraction", fraction, 0.0, 1.0, lo_open=True)
     n = check_int("n", n, 1)
     return min(n, max(1, round(fraction * n)))
@@ -238,14 +404,39 @@ def _inputs(estimator, q, keys, values):
 def call(estimator, q, keys, values, budget, *, index=None):
     """Run ``estimator`` on one row and check what it returns.
 
-    ``q`` (d,), ``keys`` (n, d), ``values`` (n, dv): numpy arrays or torch tensors, handed
-    over as the estimator wants them. An estimator with a ``build`` step gets ``index=index``
-    (with none given, one built now over ``keys[:max(1, n - 1)]``, all but the row's own
-    token); ``index`` is refused for any other. Returns ``(output, read)``: output a float64 numpy
-    array (dv,), read the sorted distinct indices it read (int64). Raises
-    :class:`OverBudget` if it read more than ``budget`` distinct keys, and ValueError or
-    TypeError, naming the estimator, for a result of the wrong shape, NaN or inf in the
-    output, or indices outside 0 .. n-1."""
+    The row is handed over as the estimator wants it. An estimator with a ``build`` step
+    gets ``index=index`` (with none given, one built now over ``keys[:max(1, n - 1)]``, all
+    but the row's own token); ``index`` is refused for any other.
+
+    Parameters
+    ----------
+    estimator : callable
+        ``estimator(q, keys, values, budget) -> (output, read)``, the protocol (module docstring).
+    q : numpy.ndarray or torch.Tensor, (d,)
+        The query.
+    keys, values : numpy.ndarray or torch.Tensor, (n, d) and (n, dv), n >= 1
+        The keys and values it sees.
+    budget : int >= 1
+        Distinct keys it may read.
+    index : object, optional
+        For an estimator with a ``build`` step: its index over the first keys.
+
+    Returns
+    -------
+    output : numpy.ndarray, float64, (dv,)
+        Its estimate.
+    read : numpy.ndarray, int64
+        The sorted distinct indices it read.
+
+    Raises
+    ------
+    OverBudget
+        It read more than ``budget`` distinct keys.
+    ValueError, TypeError
+        Naming the estimator: a result of the wrong shape or kind, NaN or inf in the output,
+        or indices outside 0 .. n-1; also an estimator that is not callable, ``budget`` < 1,
+        inputs of the wrong shape, or an ``index`` for an estimator without ``build``.
+    """
     if not callable(estimator):
         raise TypeError(f"estimator must be callable as {SIGNATURE}, got {type(estimator).__name__}")
     name = estimator_name(estimator)
@@ -282,10 +473,26 @@ def call(estimator, q, keys, values, budget, *, index=None):
 
 
 def add_row_note(exc: BaseException, estimator, where: str, **row) -> BaseException:
-    """Add a PEP 678 note to ``exc`` naming ``estimator`` and the row it was on (``row``: e.g.
-    layer, head, position, budget), so an error raised inside a learner's estimator keeps its
-    own traceback and says where it happened. Returns ``exc`` (re-raise it with ``raise``).
-    On Python 3.10, which has no ``add_note``, the note goes to ``__notes__`` all the same."""
+    """Add a PEP 678 note to ``exc`` naming ``estimator`` and the row it was on, so an error
+    raised inside a learner's estimator keeps its own traceback and says where it happened.
+    On Python 3.10, which has no ``add_note``, the note goes to ``__notes__`` all the same.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The error.
+    estimator : callable
+        The estimator it came from.
+    where : str
+        What was running (``"build"``, a decoding step, ...): the note's first word.
+    **row
+        The row, e.g. layer, head, position, budget; a None value is left out.
+
+    Returns
+    -------
+    BaseException
+        ``exc`` (re-raise it with ``raise``).
+    """
     fields = ", ".join(f"{k} {v}" for k, v in row.items() if v is not None)
     note = f"{where}: estimator {estimator_name(estimator)!r} at {fields}"
     if hasattr(exc, "add_note"):
@@ -316,7 +523,20 @@ def _read_indices(name: str, read: np.ndarray, n: int) -> np.ndarray:
 
 
 def exact_output(q, keys, values) -> np.ndarray:
-    """Exact attention of one row in float64 numpy: softmax(keys @ q / sqrt(d)) @ values."""
+    """Exact attention of one row in float64 numpy: softmax(keys @ q / sqrt(d)) @ values.
+
+    Parameters
+    ----------
+    q : array-like, (d,)
+        The query.
+    keys, values : array-like, (n, d) and (n, dv)
+        The keys and values it sees.
+
+    Returns
+    -------
+    numpy.ndarray, float64, (dv,)
+        The attention output.
+    """
     q = np.asarray(q, dtype=np.float64)
     scores = np.asarray(keys, dtype=np.float64) @ q / math.sqrt(q.shape[0])
     w = np.exp(scores - scores.max())
@@ -330,7 +550,27 @@ class LibraryEstimator:
     """One of the library's decode-step methods as an estimator of the protocol: it runs
     ``function(q[None], keys[None], values[None], budget / n, **options)`` on the row (one
     query head over one KV head) and returns that call's output and read set. Its
-    ``bytes_read`` counts like ``cost_method`` in :mod:`pigviz.attention.cost`."""
+    ``bytes_read`` counts like ``cost_method`` in :mod:`pigviz.attention.cost`.
+
+    Parameters
+    ----------
+    name : str
+        How tables and figures call it.
+    function : callable
+        A decode-step function such as :func:`pigviz.attention.topk_attention`:
+        ``function(q, k, v, budget, **options) -> (output, stats)`` with ``stats["read_mask"]``.
+    cost_method : str, one of COSTED_METHODS
+        How :meth:`bytes_read` counts (:data:`pigviz.attention.cost.COSTED_METHODS`).
+    page : int >= 1, optional
+        For a page-based method: the page size, passed as ``page=`` after :meth:`page_for`.
+    **options
+        Passed to ``function`` at each call (e.g. ``seed``).
+
+    Raises
+    ------
+    ValueError
+        ``cost_method`` not one of them.
+    """
 
     torch = True
 
@@ -346,7 +586,24 @@ class LibraryEstimator:
         return f"<estimator {self.name!r}: {self.function.__name__}({', '.join(f'{k}={v}' for k, v in opts.items())})>"
 
     def run(self, q, keys, values, budget):
-        """The library call on one row: ``(output (1, dv), stats)``."""
+        """The library call on one row.
+
+        Parameters
+        ----------
+        q : torch.Tensor, float64, (d,)
+            The query.
+        keys, values : torch.Tensor, float64, (n, d) and (n, dv)
+            The keys and values it sees.
+        budget : int >= 1
+            Distinct keys it may read (a budget over n reads n).
+
+        Returns
+        -------
+        output : torch.Tensor, (1, dv)
+            The function's output.
+        stats : dict
+            The function's stats, ``read_mask`` (1, n) among them.
+        """
         n = keys.shape[0]
         opts = dict(self.options)
         if self.page is not None:
@@ -355,7 +612,20 @@ class LibraryEstimator:
 
     def page_for(self, n: int, budget: int) -> int:
         """The page size used on a row: ``page``, but no larger than the row or the budget
-        (Quest always reads at least one whole page, which must fit)."""
+        (Quest always reads at least one whole page, which must fit).
+
+        Parameters
+        ----------
+        n : int >= 1
+            Keys of the row.
+        budget : int >= 1
+            Distinct keys it may read.
+
+        Returns
+        -------
+        int >= 1
+            The page size.
+        """
         return max(1, min(self.page, n, budget))
 
     def __call__(self, q, keys, values, budget):
@@ -363,7 +633,20 @@ class LibraryEstimator:
         return out[0], stats["read_mask"][0].nonzero()[:, 0]
 
     def bytes_read(self, n, d, dv, keys_read):
-        """Bytes of the last call (for a page-based method, at the page size it used)."""
+        """Bytes of the last call (for a page-based method, at the page size it used).
+
+        Parameters
+        ----------
+        n, d, dv : int >= 1
+            Keys visible and the head dimensions of a key and a value.
+        keys_read : float in [0, n]
+            Keys whose values entered the output.
+
+        Returns
+        -------
+        float
+            As :func:`pigviz.attention.cost.bytes_read` with ``cost_method``.
+        """
         page = {"page": min(getattr(self, "last_page", self.page), n)} if self.page is not None else {}
         return cost.bytes_read(self.cost_method, n=n, d=d, dv=dv, keys_read=keys_read, **page)
 
@@ -387,40 +670,149 @@ class _Streaming(LibraryEstimator):
 
 def exact() -> LibraryEstimator:
     """Exact attention over every key (:func:`pigviz.attention.dense_attention`): within
-    budget only when the budget is every key (a budget fraction of 1.0)."""
+    budget only when the budget is every key (a budget fraction of 1.0).
+
+    Returns
+    -------
+    LibraryEstimator
+        Named "exact".
+    """
     return _Exact("exact", baselines.dense_attention, "dense")
 
 
 def topk(name: str = "topk") -> LibraryEstimator:
-    """TopK (:func:`pigviz.attention.topk_attention`): the ``budget`` highest scores, exactly."""
+    """TopK (:func:`pigviz.attention.topk_attention`): the ``budget`` highest scores, exactly.
+
+    Parameters
+    ----------
+    name : str
+        How tables call it.
+
+    Returns
+    -------
+    LibraryEstimator
+        The estimator.
+    """
     return LibraryEstimator(name, baselines.topk_attention, "topk")
 
 
 def quest(page: int = 16, name: str = "quest") -> LibraryEstimator:
     """Quest as its authors run it (:func:`pigviz.attention.quest_attention`): the current
     page always read, then pages by their bound while they fit the budget. A budget smaller
-    than a page shrinks the pages to the budget, so that the current page fits."""
+    than a page shrinks the pages to the budget, so that the current page fits.
+
+    Parameters
+    ----------
+    page : int >= 1
+        Tokens per page, shrunk on a row to at most its keys and the budget
+        (:meth:`LibraryEstimator.page_for`).
+    name : str
+        How tables call it.
+
+    Returns
+    -------
+    LibraryEstimator
+        The estimator.
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``page`` not an integer >= 1.
+    """
     page = check_int("page", page, 1)
     return LibraryEstimator(name, baselines.quest_attention, "quest", page=page)
 
 
 def quest_rank_all(page: int = 16, name: str = "quest_rank_all") -> LibraryEstimator:
-    """Quest with every page ranked by its bound (:func:`pigviz.attention.quest_rank_all_attention`)."""
+    """Quest with every page ranked by its bound (:func:`pigviz.attention.quest_rank_all_attention`).
+
+    Parameters
+    ----------
+    page : int >= 1
+        Tokens per page, shrunk on a row to at most its keys and the budget
+        (:meth:`LibraryEstimator.page_for`).
+    name : str
+        How tables call it.
+
+    Returns
+    -------
+    LibraryEstimator
+        The estimator.
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``page`` not an integer >= 1.
+    """
     page = check_int("page", page, 1)
     return LibraryEstimator(name, baselines.quest_rank_all_attention, "rank_all", page=page)
 
 
 def oracle(seed: int = 0, name: str = "oracle") -> LibraryEstimator:
-    """Oracle sampling from the true weights (:func:`pigviz.attention.oracle_sampling_attention`)."""
+    """Oracle sampling from the true weights (:func:`pigviz.attention.oracle_sampling_attention`).
+
+    Parameters
+    ----------
+    seed : int >= 0
+        Seed of the draws (the same at every call).
+    name : str
+        How tables call it.
+
+    Returns
+    -------
+    LibraryEstimator
+        The estimator.
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``seed`` not an integer >= 0.
+    """
     return LibraryEstimator(name, baselines.oracle_sampling_attention, "oracle", seed=check_int("seed", seed, 0))
 
 
 def hybrid(seed: int = 0, name: str = "hybrid") -> LibraryEstimator:
     """The top half of the budget exactly, the rest sampled from the true weights
-    (:func:`pigviz.attention.hybrid_attention`)."""
+    (:func:`pigviz.attention.hybrid_attention`).
+
+    Parameters
+    ----------
+    seed : int >= 0
+        Seed of the draws (the same at every call).
+    name : str
+        How tables call it.
+
+    Returns
+    -------
+    LibraryEstimator
+        The estimator.
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``seed`` not an integer >= 0.
+    """
     return LibraryEstimator(name, baselines.hybrid_attention, "hybrid", seed=check_int("seed", seed, 0))
 
 
 def streaming(sinks: int = DEFAULTS.sinks, name: str = "streaming") -> LibraryEstimator:
-    """StreamingLLM at the budget: ``sinks`` first keys, the rest of the budget the most recent."""
+    """StreamingLLM at the budget: the first keys, the rest of the budget the most recent.
+
+    Parameters
+    ----------
+    sinks : int >= 0
+        The first keys read (fewer if the budget is smaller).
+    name : str
+        How tables call it.
+
+    Returns
+    -------
+    LibraryEstimator
+        The estimator.
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``sinks`` not an integer >= 0.
+    """
     return _Streaming(name, baselines.streaming_attention, "streaming", sinks=check_int("sinks", sinks, 0))

@@ -44,7 +44,23 @@ OPTIONS = {"estimator": None, "budget": 0.05, "dense_layers": (0,)}
 
 
 def check_estimator(estimator):
-    """``estimator`` if it is callable, else TypeError saying what the protocol is."""
+    """``estimator`` if it is callable, else TypeError saying what the protocol is.
+
+    Parameters
+    ----------
+    estimator : object
+        What was passed as the attention.
+
+    Returns
+    -------
+    callable
+        ``estimator`` itself.
+
+    Raises
+    ------
+    TypeError
+        ``estimator`` not callable.
+    """
     if not callable(estimator):
         raise TypeError(
             f"attention must be a method name or an estimator callable as {protocol.SIGNATURE}, "
@@ -59,7 +75,23 @@ _INDEXES_BY_ID: dict = {}  # id -> (estimator, Indexes), for an estimator no wea
 
 def indexes_of(estimator) -> protocol.Indexes:
     """The indexes decoding keeps for ``estimator`` (one with a build step): one per (layer, KV
-    head), as long as the estimator lives (:class:`pigviz.attention.protocol.Indexes`)."""
+    head), as long as the estimator lives (:class:`pigviz.attention.protocol.Indexes`).
+
+    Parameters
+    ----------
+    estimator : callable
+        An estimator with a ``build(keys)`` method.
+
+    Returns
+    -------
+    pigviz.attention.protocol.Indexes
+        The same object at every call for the same estimator.
+
+    Raises
+    ------
+    TypeError
+        ``estimator`` has no ``build`` method.
+    """
     try:
         kept = _INDEXES.get(estimator)
         if kept is None:
@@ -75,15 +107,47 @@ def indexes_of(estimator) -> protocol.Indexes:
 def decode_rows(
     estimator, q, k, v, scaling: float, budget: float, layer: int | None = None, indexes: protocol.Indexes | None = None
 ):
-    """The decode rows of one layer: ``q`` (H, T, d), ``k`` and ``v`` (Hkv, n_total, d) with the
-    T rows' own tokens last. Row t sees the cache up to n_total - T + t. Returns the outputs
-    (T, H, dv) as a float32 tensor on ``q``'s device and the per-row budget used, (T,): keys
-    read / keys visible, mean over heads. ``layer`` names the model layer in the note an error of
-    the estimator gains (:func:`pigviz.attention.protocol.add_row_note`).
+    """The decode rows of one layer, the T rows' own tokens last in the cache: row t sees the
+    cache up to n_total - T + t, and each of its query heads is one call of the estimator
+    (:func:`pigviz.attention.protocol.call`).
 
     An estimator with a build step gets, per KV head, the index of ``(layer, kv head)`` from
     ``indexes`` (default :func:`indexes_of`): built over the cache before these T rows (at
-    least its first token) when none is kept for these keys, and passed to every row."""
+    least its first token) when none is kept for these keys, and passed to every row.
+
+    Parameters
+    ----------
+    estimator : callable
+        An estimator of the protocol (:mod:`pigviz.attention.protocol`).
+    q : torch.Tensor, (H, T, d)
+        The rows' queries, as the model's attention gets them.
+    k, v : torch.Tensor, (Hkv, n_total, d) and (Hkv, n_total, dv)
+        The layer's cache, the T rows' own tokens last; H a multiple of Hkv.
+    scaling : float
+        The model's score scale (score = q·k · scaling): the estimator gets q multiplied by
+        scaling · sqrt(d), so that its own q·k / sqrt(d) is the model's score.
+    budget : float in (0, 1]
+        A row that sees n keys may read max(1, round(budget · n)) of them
+        (:func:`pigviz.attention.protocol.keys_for`).
+    layer : int, optional
+        The model layer: it names the layer in the note an error of the estimator gains
+        (:func:`pigviz.attention.protocol.add_row_note`), and the place of its indexes.
+    indexes : pigviz.attention.protocol.Indexes, optional
+        Where the indexes of an estimator with a build step are kept.
+
+    Returns
+    -------
+    output : torch.Tensor, float32, (T, H, dv)
+        The outputs, on ``q``'s device.
+    used : torch.Tensor, float32, (T,)
+        The per-row budget used: keys read / keys visible, mean over heads.
+
+    Raises
+    ------
+    pigviz.attention.protocol.OverBudget, ValueError, TypeError
+        As :func:`pigviz.attention.protocol.call`, or ``budget`` outside (0, 1]; an error of the
+        estimator (whatever it raises) gains a note naming the layer, the head and the position.
+    """
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     H, T, d = q.shape
@@ -128,13 +192,44 @@ def decode_rows(
 
 
 def is_spec(text) -> bool:
-    """Does ``text`` name an estimator (``module:function``) rather than a method?"""
+    """Does ``text`` name an estimator (``module:function``) rather than a method?
+
+    Parameters
+    ----------
+    text : object
+        What was passed as the attention (a method's name or a spec).
+
+    Returns
+    -------
+    bool
+        True for a str with a colon.
+    """
     return isinstance(text, str) and ":" in text
 
 
 def resolve(spec: str):
     """The estimator named by ``"module:function"`` (the current folder is searched too) or
-    ``"path/to/file.py:function"``. ValueError naming what could not be found."""
+    ``"path/to/file.py:function"``.
+
+    Parameters
+    ----------
+    spec : str
+        ``module:function`` or ``path/to/file.py:function`` (what ``pigviz eval --attention``
+        takes).
+
+    Returns
+    -------
+    callable
+        The estimator.
+
+    Raises
+    ------
+    ValueError
+        Naming what could not be found: a malformed spec, no such file, a module that cannot be
+        imported, or no such attribute.
+    TypeError
+        The attribute is not callable.
+    """
     if not is_spec(spec):
         raise ValueError(f"an estimator is named module:function or file.py:function, got {spec!r}")
     where, _, attr = spec.rpartition(":")

@@ -20,7 +20,29 @@ __all__ = ["GenerationResult", "generate", "prompt_ids"]
 
 
 def prompt_ids(tokenizer, prompt, *, chat: bool = False):
-    """A prompt as a 1-D LongTensor: a str (optionally wrapped in the chat template) or ids."""
+    """A prompt as a 1-D LongTensor: a str (optionally wrapped in the chat template) or ids.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+        Tokenizes a str prompt (and applies its chat template).
+    prompt : str or sequence of int
+        A str, or token ids: 1-D, or 2-D with one row (batch 1).
+    chat : bool
+        Wrap a str prompt in the tokenizer's chat template, as one user turn followed by the
+        generation prompt.
+
+    Returns
+    -------
+    torch.Tensor, int64, (n,)
+        The token ids.
+
+    Raises
+    ------
+    ValueError
+        A batch of prompts (a list of str, or ids of more than one row), or ids that are empty or
+        not 1-D.
+    """
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
     if isinstance(prompt, str):
@@ -44,7 +66,51 @@ def prompt_ids(tokenizer, prompt, *, chat: bool = False):
 @dataclass
 class GenerationResult:
     """One greedy generation. Token 0 comes from the dense prefill: its ``step_seconds`` entry
-    is the prefill (plus index build) time and its budget is 1."""
+    is the prefill (plus index build) time and its budget is 1.
+
+    Parameters
+    ----------
+    attention : str
+        The method decoded with.
+    options : dict
+        Its settings, checked and completed with the defaults.
+    prompt_tokens : int
+        Tokens of the prompt.
+    token_ids : list of int
+        The tokens generated, token 0 included.
+    text : str
+        The tokens decoded together, special tokens skipped.
+    token_texts : list of str
+        Each token decoded on its own, for side-by-side views.
+    step_seconds : list of float
+        Wall time of each token: the prefill (plus index build) for token 0, then each decode step.
+    budgets : list of float
+        Each token's attention budget: keys read / keys visible, mean over sampled layers and
+        heads (1 for token 0).
+    prefill_seconds : float
+        The prefill's time, the index build left out.
+    index_seconds : float
+        The index build's time (MagicPIG; 0 otherwise).
+    attention_seconds : float
+        Decode-phase attention time, all layers.
+    rebuilds : int
+        Whole-index rebuilds (0 in ordinary generation since tokens are inserted).
+    upkeeps : int
+        The index upkeep: per-layer insertions of the exact buffer into the index.
+    upkeep_tokens : int
+        The tokens they inserted, over all sampled layers.
+    upkeep_seconds : float
+        Their time (part of ``attention_seconds``).
+    attention_step_seconds : list of float
+        Each decode step's attention (all layers), beside ``step_seconds[1:]``: medians leave out
+        the first step, which also loads the compiled kernels and fills lookup tables.
+    step_cpu_seconds : list of float
+        Each decode step in this thread's CPU time (one torch thread): steady on a busy machine.
+    attention_cpu_seconds, index_cpu_seconds : float
+        ``attention_seconds`` and ``index_seconds`` in this thread's CPU time.
+    extra : dict
+        What else the run recorded (:func:`generate` says what).
+    """
 
     attention: str
     options: dict
@@ -73,14 +139,35 @@ class GenerationResult:
     extra: dict = field(default_factory=dict)
 
     def decode_ms_per_token(self) -> float:
+        """Mean wall time of a decode step, token 0 (the prefill) left out.
+
+        Returns
+        -------
+        float
+            Milliseconds per token; NaN if only token 0 was made.
+        """
         steps = self.step_seconds[1:]
         return 1e3 * sum(steps) / len(steps) if steps else float("nan")
 
     def mean_budget(self) -> float:
+        """Mean attention budget of the decode steps, token 0 (the dense prefill) left out.
+
+        Returns
+        -------
+        float
+            Keys read / keys visible; 1.0 if only token 0 was made.
+        """
         steps = self.budgets[1:]
         return sum(steps) / len(steps) if steps else 1.0
 
     def as_dict(self) -> dict:
+        """The result as plain data (for JSON): every field, with the tuples of ``options`` as lists.
+
+        Returns
+        -------
+        dict
+            Field name -> value.
+        """
         keys = (
             "attention",
             "options",
@@ -121,16 +208,53 @@ def generate(
     allow_long_context: bool = False,
     **options,
 ) -> GenerationResult:
-    """Greedy decoding of ``prompt`` (str or token ids, batch 1) with ``attention`` in
-    ``METHODS``; ``options`` are that method's settings (see ``_OPTIONS``, e.g. K, L,
-    min_hits, sinks, recent, seed, buffer, recentre, dense_layers, kv_dtype, placement and
-    threads for "magicpig"; budget for the baselines). The prompt is prefilled with
-    dense sdpa, then every new token is decoded with the chosen attention. The model's
-    attention implementation is restored after. ``extra`` of the result holds the cache's
-    bytes (``cache_bytes``) and, with ``placement="cpu_offload"``, what the offload moved
-    (``offload``: the device bytes it freed, the CPU bytes it holds); with ``recentre``, the
-    re-centrings (``recentres``), the keys they re-hashed (``recentre_tokens``) and their time
-    (``recentre_seconds``)."""
+    """Greedy decoding of ``prompt`` with ``attention``. The prompt is prefilled with dense
+    sdpa, then every new token is decoded with the chosen attention. The model's attention
+    implementation is restored after.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        A model whose attention can be swapped (:func:`pigviz.decode.session.use_attention`).
+    tokenizer : transformers tokenizer
+        Its tokenizer.
+    prompt : str or sequence of int
+        A str or token ids, batch 1 (:func:`prompt_ids`).
+    attention : str, one of METHODS
+        The decode attention (``pigviz.decode.session.METHODS``).
+    max_new_tokens : int >= 1
+        Tokens to generate, token 0 (the prefill's) included.
+    chat : bool
+        Wrap a str prompt in the tokenizer's chat template.
+    stop_at_eos : bool
+        Stop after the tokenizer's end-of-sequence token.
+    progress : bool
+        Show a progress bar.
+    allow_long_context : bool
+        Let the prompt plus ``max_new_tokens`` go past the model's trained context.
+    **options
+        That method's settings (see ``_OPTIONS``, e.g. K, L, min_hits, sinks, recent, seed,
+        buffer, recentre, dense_layers, kv_dtype, placement and threads for "magicpig"; budget
+        for the baselines).
+
+    Returns
+    -------
+    GenerationResult
+        ``extra`` holds the cache's bytes (``cache_bytes``), the threads the decode steps ran on
+        (``decode_threads``) and, with ``placement="cpu_offload"``, what the offload moved
+        (``offload``: the device bytes it freed, the CPU bytes it holds); with ``recentre``, the
+        re-centrings (``recentres``), the keys they re-hashed (``recentre_tokens``) and their
+        time (``recentre_seconds``).
+
+    Raises
+    ------
+    TypeError
+        ``model`` not a transformers model, an unknown option, or an option of the wrong type.
+    ValueError
+        A model whose attention cannot be swapped, an unknown ``attention``, an option or
+        ``max_new_tokens`` outside its range, a prompt that is not one non-empty prompt, or a
+        context past the model's trained length without ``allow_long_context``.
+    """
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
     from tqdm.auto import tqdm  # heavy: progress bars only for long runs
 

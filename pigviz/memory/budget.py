@@ -105,24 +105,105 @@ def _dtype(dtype_bytes) -> int:
 
 
 def kv_bytes_per_token(model, dtype_bytes: int = 2) -> int:
-    """2 (K and V) x layers x KV heads x head_dim x bytes per element."""
+    """2 (K and V) x layers x KV heads x head_dim x bytes per element.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+
+    Returns
+    -------
+    int
+        Bytes of one token's K and V over every layer.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     return _shape(model).kv_bytes_per_token(_dtype(dtype_bytes))
 
 
 def kv_bytes(model, context: int, dtype_bytes: int = 2) -> int:
-    """KV cache of one sequence holding ``context`` tokens."""
+    """KV cache of one sequence holding ``context`` tokens.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    context : int in [1, MAX_CONTEXT]
+        Tokens cached (one sequence).
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+
+    Returns
+    -------
+    int
+        Its bytes.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     return _context(context) * kv_bytes_per_token(model, dtype_bytes)
 
 
 def read_time_s(nbytes: float, bandwidth_bytes_per_s: float = 1e12) -> float:
-    """Seconds to stream ``nbytes`` once at a bandwidth (a floor, not a measurement)."""
+    """Seconds to stream ``nbytes`` once at a bandwidth (a floor, not a measurement).
+
+    Parameters
+    ----------
+    nbytes : float >= 0
+        Bytes read.
+    bandwidth_bytes_per_s : float > 0
+        Read bandwidth.
+
+    Returns
+    -------
+    float
+        Seconds.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or not a real number.
+    """
     nbytes = check_float("nbytes", nbytes, 0)
     bandwidth = check_float("bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
     return nbytes / bandwidth
 
 
 def lsh_table_bytes(model, context: int, L: int = DEFAULTS.L, index_bytes: int = 4) -> int:
-    """Every one of the L tables holds one token index per cached token, per layer and KV head."""
+    """Every one of the L tables holds one token index per cached token, per layer and KV head.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    context : int in [1, MAX_CONTEXT]
+        Tokens cached (one sequence).
+    L : int in [1, 100000]
+        Tables.
+    index_bytes : int, one of 2, 4, 8
+        Bytes of one token index in a table.
+
+    Returns
+    -------
+    int
+        Bytes of the tables' entries, every layer and KV head.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     shape = _shape(model)
     L = check_int("L", L, 1, MAX_L)
     index_bytes = int(check_choice("index_bytes", index_bytes, (2, 4, 8)))
@@ -132,7 +213,30 @@ def lsh_table_bytes(model, context: int, L: int = DEFAULTS.L, index_bytes: int =
 def bucket_metadata_bytes(model, K: int = DEFAULTS.K, L: int = DEFAULTS.L, offset_bytes: int = 4) -> int:
     """One offset per bucket: 2**K buckets x L tables x (layer, KV head) x offset size.
 
-    Independent of context: the buckets exist whether or not tokens fill them."""
+    Independent of context: the buckets exist whether or not tokens fill them.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    K : int in [1, 30]
+        Bits per table: 2**K buckets.
+    L : int in [1, 100000]
+        Tables.
+    offset_bytes : int, one of 4, 8
+        Bytes of one bucket offset.
+
+    Returns
+    -------
+    int
+        Bytes of the offsets.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     shape = _shape(model)
     K = check_int("K", K, 1, MAX_K)
     L = check_int("L", L, 1, MAX_L)
@@ -141,7 +245,27 @@ def bucket_metadata_bytes(model, K: int = DEFAULTS.K, L: int = DEFAULTS.L, offse
 
 
 def candidates_per_query(context: int, K: int = DEFAULTS.K, L: int = DEFAULTS.L) -> float:
-    """Entries a query scans in its L buckets if the n tokens spread evenly: L n / 2**K."""
+    """Entries a query scans in its L buckets if the n tokens spread evenly: L n / 2**K.
+
+    Parameters
+    ----------
+    context : int in [1, MAX_CONTEXT]
+        Tokens indexed (n).
+    K : int in [1, 30]
+        Bits per table: 2**K buckets.
+    L : int in [1, 100000]
+        Tables.
+
+    Returns
+    -------
+    float
+        Entries scanned, per query head and layer: a low estimate (module docstring).
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or not an integer.
+    """
     context = _context(context)
     K = check_int("K", K, 1, MAX_K)
     L = check_int("L", L, 1, MAX_L)
@@ -149,7 +273,28 @@ def candidates_per_query(context: int, K: int = DEFAULTS.K, L: int = DEFAULTS.L)
 
 
 def key_bytes_per_head(model, context: int, dtype_bytes: int = 2) -> int:
-    """Key bytes one (layer, KV head) holds: what full attention reads for one query's scores."""
+    """Key bytes one (layer, KV head) holds: what full attention reads for one query's scores.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    context : int in [1, MAX_CONTEXT]
+        Tokens cached (one sequence).
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+
+    Returns
+    -------
+    int
+        Bytes.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     return _context(context) * _shape(model).head_dim * _dtype(dtype_bytes)
 
 
@@ -162,7 +307,38 @@ def index_bill(
     index_bytes: int = 4,
     offset_bytes: int = 4,
 ) -> dict:
-    """KV bytes, table entries and bucket metadata side by side, in bytes."""
+    """KV bytes, table entries and bucket metadata side by side, in bytes.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    context : int in [1, MAX_CONTEXT]
+        Tokens cached (one sequence).
+    K : int in [1, 30]
+        Bits per table: 2**K buckets.
+    L : int in [1, 100000]
+        Tables.
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+    index_bytes : int, one of 2, 4, 8
+        Bytes of one token index in a table.
+    offset_bytes : int, one of 4, 8
+        Bytes of one bucket offset.
+
+    Returns
+    -------
+    dict
+        ``kv_bytes`` (:func:`kv_bytes`), ``table_bytes`` (:func:`lsh_table_bytes`),
+        ``bucket_metadata_bytes`` (:func:`bucket_metadata_bytes`) and ``index_to_kv_ratio``, the
+        last two together over the first.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     kv = kv_bytes(model, context, dtype_bytes)
     tables = lsh_table_bytes(model, context, L, index_bytes)
     meta = bucket_metadata_bytes(model, K, L, offset_bytes)
@@ -185,7 +361,42 @@ def budget_report(
     offset_bytes: int = 4,
     bandwidth_bytes_per_s: float = 1e12,
 ) -> dict:
-    """Everything ``pigviz budget`` prints, as a JSON-ready dict of plain numbers."""
+    """Everything ``pigviz budget`` prints, as a JSON-ready dict of plain numbers.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    context : int in [1, MAX_CONTEXT]
+        Tokens cached (one sequence).
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+    K : int in [1, 30]
+        Bits per table: 2**K buckets.
+    L : int in [1, 100000]
+        Tables.
+    index_bytes : int, one of 2, 4, 8
+        Bytes of one token index in a table.
+    offset_bytes : int, one of 4, 8
+        Bytes of one bucket offset.
+    bandwidth_bytes_per_s : float > 0
+        Read bandwidth, used at 100% of its peak.
+
+    Returns
+    -------
+    dict
+        The model's shape (``model``), the arguments, :func:`index_bill`'s entries, the KV per
+        token and per (head, token), the table bytes per (head, token), the time to read the KV
+        once (``kv_read_time_s``), :func:`candidates_per_query` with the index bytes it scans and
+        their share of one head's key bytes, and ``notes`` (a list of str: the candidates' even
+        buckets, a context past the model's maximum or its sliding window).
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     shape = _shape(model)
     context, dtype_bytes = _context(context), _dtype(dtype_bytes)
     bill = index_bill(shape, context, K, L, dtype_bytes, index_bytes, offset_bytes)
@@ -225,7 +436,18 @@ def budget_report(
 
 
 def format_bytes(nbytes: float) -> str:
-    """Binary units, 3 significant figures: 12.0 GiB, 600 B, 150 MiB."""
+    """Binary units, 3 significant figures: 12.0 GiB, 600 B, 150 MiB.
+
+    Parameters
+    ----------
+    nbytes : float
+        Bytes.
+
+    Returns
+    -------
+    str
+        The size with its unit.
+    """
     for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
         if abs(nbytes) >= size:
             value = nbytes / size
@@ -235,7 +457,28 @@ def format_bytes(nbytes: float) -> str:
 
 def context_note(model, context: int, dtype_bytes: int = 2) -> str:
     """What ``context`` tokens mean for a model beyond the arithmetic: past its maximum context,
-    and, with a sliding window, what a rolling cache would hold instead ("-" when nothing)."""
+    and, with a sliding window, what a rolling cache would hold instead.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    context : int in [1, MAX_CONTEXT]
+        Tokens cached (one sequence).
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+
+    Returns
+    -------
+    str
+        The notes joined by "; ", or "-" when there is nothing to say.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     shape = _shape(model)
     context = _context(context)
     notes = []
@@ -248,9 +491,31 @@ def context_note(model, context: int, dtype_bytes: int = 2) -> str:
 
 
 def model_rows(context: int, dtype_bytes: int = 2, models=None, bandwidth_bytes_per_s: float = 1e12) -> list[dict]:
-    """Per model (every shipped one by default): its shape, KV per token and per sequence at
-    ``context``, the time to read that once at a bandwidth, and what the context hides
-    (:func:`context_note`). Plain numbers; ``pigviz budget --model all`` prints them as text."""
+    """Per model: its shape, KV per token and per sequence at ``context``, the time to read that
+    once at a bandwidth, and what the context hides (:func:`context_note`). Plain numbers;
+    ``pigviz budget --model all`` prints them as text.
+
+    Parameters
+    ----------
+    context : int in [1, MAX_CONTEXT]
+        Tokens cached (one sequence).
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+    models : iterable of str or ModelShape, optional
+        The models (names as for :func:`kv_bytes`'s ``model``); default every shipped one.
+    bandwidth_bytes_per_s : float > 0
+        Read bandwidth, used at 100% of its peak.
+
+    Returns
+    -------
+    list of dict
+        One row per model, keyed by the column titles (``MODEL_ROW_FORMATS`` formats some).
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     context = _context(context)
     bandwidth = check_float("bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
     rows = []
@@ -276,7 +541,25 @@ MODEL_ROW_FORMATS = {"params (B)": "{:.2f}", "KV / token (B)": "{:,}", "max cont
 
 
 def cache_vs_size(model_a, model_b, dtype_bytes: int = 2) -> dict:
-    """Parameter and KV-per-token ratios of two models (a over b), and a sentence saying so."""
+    """Parameter and KV-per-token ratios of two models (a over b), and a sentence saying so.
+
+    Parameters
+    ----------
+    model_a, model_b : str, config or ModelShape
+        The two models, as :func:`kv_bytes`'s ``model``.
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+
+    Returns
+    -------
+    dict
+        ``params_ratio``, ``kv_ratio`` (float, a over b) and ``text``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An unknown model, one without a parameter count, or a bad ``dtype_bytes``.
+    """
     a, b = _shape(model_a), _shape(model_b)
     if not (a.params and b.params):
         raise ValueError(f"cache_vs_size needs parameter counts; {a.name if not a.params else b.name} has none")
@@ -301,7 +584,27 @@ def cache_vs_size(model_a, model_b, dtype_bytes: int = 2) -> dict:
 def recompute_seconds_per_token(n_params: float, flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1) -> float:
     """Weight-matmul time per prefill token at full utilisation: 2N FLOPs over ``tp`` GPUs.
 
-    The short-prefix limit: attention adds to it as the prefix grows (:func:`prefill_flops`)."""
+    The short-prefix limit: attention adds to it as the prefix grows (:func:`prefill_flops`).
+
+    Parameters
+    ----------
+    n_params : float > 0
+        The model's parameter count N.
+    flops_per_gpu : float > 0
+        Peak FLOP/s of one GPU, used at 100% (default: an H100 SXM's dense bf16, 989.5e12).
+    tp : int in [1, 1024]
+        GPUs the prefill is split over (tensor parallelism).
+
+    Returns
+    -------
+    float
+        Seconds per token.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type.
+    """
     n_params = check_float("n_params", n_params, 0, lo_open=True)
     flops_per_gpu = check_float("flops_per_gpu", flops_per_gpu, 0, lo_open=True)
     tp = check_int("tp", tp, 1, 1024)
@@ -320,14 +623,54 @@ def attention_flops(model, tokens: int) -> float:
     """Causal self-attention FLOPs of a prefill of ``tokens``: 2 x layers x q_width x n (n + 1).
 
     Query i (1-based) takes i dot products for its scores and i weighted value rows, each
-    2 x head_dim FLOPs per query head."""
+    2 x head_dim FLOPs per query head.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    tokens : int in [1, MAX_CONTEXT]
+        Tokens prefilled (n).
+
+    Returns
+    -------
+    float
+        FLOPs.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     shape = _shape(model)
     n = _context(tokens)
     return 2.0 * shape.layers * shape.attention_heads * shape.head_dim * n * (n + 1)
 
 
 def prefill_flops(model, tokens: int, n_params: float | None = None) -> float:
-    """FLOPs to prefill ``tokens``: 2 N per token for the weights plus causal attention."""
+    """FLOPs to prefill ``tokens``: 2 N per token for the weights plus causal attention.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    tokens : int in [1, MAX_CONTEXT]
+        Tokens prefilled.
+    n_params : float > 0, optional
+        The model's parameter count N; default its shape's (a model without one raises ValueError).
+
+    Returns
+    -------
+    float
+        FLOPs.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     shape = _shape(model)
     n = _context(tokens)
     return 2.0 * _n_params(shape, n_params) * n + attention_flops(shape, n)
@@ -336,9 +679,34 @@ def prefill_flops(model, tokens: int, n_params: float | None = None) -> float:
 def recompute_seconds(
     model, tokens: int, n_params: float | None = None, flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1
 ) -> float:
-    """Time to prefill ``tokens`` again at full utilisation of ``tp`` GPUs (100% of
-    ``flops_per_gpu``: pass ``flops_per_gpu x MFU`` for a realistic utilisation). Wall time of
-    the ``tp``-GPU replica; GPU-seconds are ``tp`` times this."""
+    """Time to prefill ``tokens`` again at full utilisation of ``tp`` GPUs. Wall time of
+    the ``tp``-GPU replica; GPU-seconds are ``tp`` times this.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    tokens : int in [1, MAX_CONTEXT]
+        Tokens prefilled.
+    n_params : float > 0, optional
+        The model's parameter count N; default its shape's (a model without one raises ValueError).
+    flops_per_gpu : float > 0
+        Peak FLOP/s of one GPU, used at 100%: pass ``flops_per_gpu x MFU`` for a realistic
+        utilisation (default: an H100 SXM's dense bf16, 989.5e12).
+    tp : int in [1, 1024]
+        GPUs the prefill is split over (tensor parallelism).
+
+    Returns
+    -------
+    float
+        Seconds.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     flops_per_gpu = check_float("flops_per_gpu", flops_per_gpu, 0, lo_open=True)
     tp = check_int("tp", tp, 1, 1024)
     return prefill_flops(model, tokens, n_params) / (flops_per_gpu * tp)
@@ -348,7 +716,29 @@ def break_even_bandwidth(
     bytes_per_token: float, n_params: float, flops_per_gpu: float = H100_DENSE_BF16_FLOPS, tp: int = 1
 ) -> float:
     """Bytes/s at which fetching a token's KV takes as long as its 2N weight FLOPs: the
-    short-prefix limit of :func:`break_even_at` (attention left out)."""
+    short-prefix limit of :func:`break_even_at` (attention left out).
+
+    Parameters
+    ----------
+    bytes_per_token : float > 0
+        KV bytes of one token (all layers).
+    n_params : float > 0
+        The model's parameter count N.
+    flops_per_gpu : float > 0
+        Peak FLOP/s of one GPU, used at 100% (default: an H100 SXM's dense bf16, 989.5e12).
+    tp : int in [1, 1024]
+        GPUs the prefill is split over (tensor parallelism).
+
+    Returns
+    -------
+    float
+        Bytes/s.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type.
+    """
     bytes_per_token = check_float("bytes_per_token", bytes_per_token, 0, lo_open=True)
     return bytes_per_token / recompute_seconds_per_token(n_params, flops_per_gpu, tp)
 
@@ -362,7 +752,34 @@ def break_even_at(
     tp: int = 1,
 ) -> float:
     """Bytes/s at which fetching a ``prefix_tokens`` prefix takes as long as prefilling it,
-    attention included: n x bytes_per_token / recompute_seconds(n)."""
+    attention included: n x bytes_per_token / recompute_seconds(n).
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    prefix_tokens : int in [1, MAX_CONTEXT]
+        The prefix (n).
+    n_params : float > 0, optional
+        The model's parameter count N; default its shape's (a model without one raises ValueError).
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+    flops_per_gpu : float > 0
+        Peak FLOP/s of one GPU, used at 100% (default: an H100 SXM's dense bf16, 989.5e12).
+    tp : int in [1, 1024]
+        GPUs the prefill is split over (tensor parallelism).
+
+    Returns
+    -------
+    float
+        Bytes/s.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     n = _context(prefix_tokens)
     return n * kv_bytes_per_token(model, dtype_bytes) / recompute_seconds(model, n, n_params, flops_per_gpu, tp)
 
@@ -376,7 +793,36 @@ def fetch_or_recompute(
     flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
     tp: int = 1,
 ) -> dict:
-    """Time to fetch a cached prefix vs to prefill it again (attention included)."""
+    """Time to fetch a cached prefix vs to prefill it again (attention included).
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    prefix_tokens : int in [1, MAX_CONTEXT]
+        The prefix.
+    bandwidth_bytes_per_s : float > 0
+        The bandwidth it is fetched at.
+    n_params : float > 0, optional
+        The model's parameter count N; default its shape's (a model without one raises ValueError).
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+    flops_per_gpu : float > 0
+        Peak FLOP/s of one GPU, used at 100% (default: an H100 SXM's dense bf16, 989.5e12).
+    tp : int in [1, 1024]
+        GPUs the prefill is split over (tensor parallelism).
+
+    Returns
+    -------
+    dict
+        ``fetch_s``, ``recompute_s`` (seconds) and ``fetch_wins`` (bool: fetching is faster).
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     n = _context(prefix_tokens)
     bandwidth = check_float("bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
     fetch = n * kv_bytes_per_token(model, dtype_bytes) / bandwidth
@@ -395,8 +841,35 @@ def crossover_prefix(
     """The shortest prefix from which fetching at this bandwidth beats recomputing it.
 
     Fetch wins when bandwidth > bytes x F x tp / (2N + 2 layers q_width (n + 1)), i.e. when
-    n + 1 > (bytes x F x tp / bandwidth - 2N) / (2 layers q_width). Returns 1 when it wins
-    for every prefix, None when it loses up to :data:`MAX_CONTEXT`."""
+    n + 1 > (bytes x F x tp / bandwidth - 2N) / (2 layers q_width).
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    bandwidth_bytes_per_s : float > 0
+        The bandwidth it is fetched at.
+    n_params : float > 0, optional
+        The model's parameter count N; default its shape's (a model without one raises ValueError).
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+    flops_per_gpu : float > 0
+        Peak FLOP/s of one GPU, used at 100% (default: an H100 SXM's dense bf16, 989.5e12).
+    tp : int in [1, 1024]
+        GPUs the prefill is split over (tensor parallelism).
+
+    Returns
+    -------
+    int or None
+        The prefix in tokens: 1 when fetching wins for every prefix, None when it loses up to
+        :data:`MAX_CONTEXT`.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     shape = _shape(model)
     bandwidth = check_float("bandwidth_bytes_per_s", bandwidth_bytes_per_s, 0, lo_open=True)
     flops_per_gpu = check_float("flops_per_gpu", flops_per_gpu, 0, lo_open=True)
@@ -428,7 +901,35 @@ def break_even_over_context(
     tps=(4,),
     flops_per_gpu: float = H100_DENSE_BF16_FLOPS,
 ) -> list[dict]:
-    """Per prefix length: attention's share of the prefill FLOPs and the break-even per TP degree."""
+    """Per prefix length: attention's share of the prefill FLOPs and the break-even per TP degree.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    contexts : iterable of int in [1, MAX_CONTEXT]
+        The prefix lengths.
+    n_params : float > 0, optional
+        The model's parameter count N; default its shape's (a model without one raises ValueError).
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+    tps : iterable of int in [1, 1024]
+        The tensor-parallel degrees.
+    flops_per_gpu : float > 0
+        Peak FLOP/s of one GPU, used at 100% (default: an H100 SXM's dense bf16, 989.5e12).
+
+    Returns
+    -------
+    list of dict
+        Per prefix: ``context``, ``attention_share`` (of the prefill FLOPs) and, per degree tp,
+        ``TP{tp}``, the break-even in GB/s (:func:`break_even_at`).
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     shape = _shape(model)
     rows = []
     for n in contexts:
@@ -450,10 +951,36 @@ def decode_step_load(
     weight_bytes_per_param: int = 2,
 ) -> dict:
     """What one decode step of ``batch`` sequences reads and computes: the weights once (shared
-    by the batch), every sequence's own cache (``cached_tokens``, the sum of the sequences'
-    lengths, a shared prefix counted once per sequence that reads it), 2 N FLOPs per sequence for
-    the weights and 4 x layers x q_width FLOPs per cached token for attention. No rate enters:
-    :func:`decode_step_time` turns it into a roofline floor."""
+    by the batch), every sequence's own cache, 2 N FLOPs per sequence for the weights and
+    4 x layers x q_width FLOPs per cached token for attention. No rate enters:
+    :func:`decode_step_time` turns it into a roofline floor.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    batch : int in [1, 10**7]
+        Sequences decoded together.
+    cached_tokens : int in [0, 10**12]
+        The sum of the sequences' lengths, a shared prefix counted once per sequence that reads it.
+    n_params : float > 0, optional
+        The model's parameter count N; default its shape's (a model without one raises ValueError).
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+    weight_bytes_per_param : int, one of 4, 2, 1
+        Bytes of one weight.
+
+    Returns
+    -------
+    dict
+        ``batch``, ``weight_bytes``, ``kv_read_bytes``, ``bytes`` (their sum) and ``flops``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     shape = _shape(model)
     batch = check_int("batch", batch, 1, 10**7)
     cached = check_int("cached_tokens", cached_tokens, 0, 10**12)
@@ -484,7 +1011,42 @@ def decode_step_time(
 ) -> dict:
     """A roofline floor on one decode step of ``batch`` sequences on ``gpus`` GPUs: the
     :func:`decode_step_load` at 100% of both peaks, the larger of bytes / bandwidth and
-    FLOPs / FLOP/s; ``tokens_per_s`` is ``batch`` over that."""
+    FLOPs / FLOP/s.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    batch : int in [1, 10**7]
+        Sequences decoded together.
+    cached_tokens : int in [0, 10**12]
+        The sum of the sequences' lengths (:func:`decode_step_load`).
+    n_params : float > 0, optional
+        The model's parameter count N; default its shape's (a model without one raises ValueError).
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+    gpus : int in [1, 1024]
+        GPUs sharing the bytes and the FLOPs.
+    hbm_bytes_per_s : float > 0
+        Memory bandwidth of one GPU (default an H100 SXM's, 3.35e12).
+    flops_per_gpu : float > 0
+        Peak FLOP/s of one GPU, used at 100% (default: an H100 SXM's dense bf16, 989.5e12).
+    weight_bytes_per_param : int, one of 4, 2, 1
+        Bytes of one weight.
+
+    Returns
+    -------
+    dict
+        The load's ``batch``, ``weight_bytes``, ``kv_read_bytes`` and ``flops``; ``memory_s``,
+        ``compute_s``, ``step_s`` (the larger), ``bound`` ("memory" or "compute") and ``tokens_per_s``, ``batch``
+        over ``step_s``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     gpus = check_int("gpus", gpus, 1, 1024)
     hbm = check_float("hbm_bytes_per_s", hbm_bytes_per_s, 0, lo_open=True)
     flops_per_gpu = check_float("flops_per_gpu", flops_per_gpu, 0, lo_open=True)
@@ -509,7 +1071,30 @@ def decode_step_time(
 def disaggregated_transfer(model, prompt_tokens: int, link_bytes_per_s: float, dtype_bytes: int = 2) -> dict:
     """Disaggregated prefill: the prompt's KV crosses a link from the prefill to the decode
     machine. The prefill itself samples token 1; the decode side can produce token 2 only
-    once the KV has arrived, so the transfer delays token 2, not the first token."""
+    once the KV has arrived, so the transfer delays token 2, not the first token.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    prompt_tokens : int in [1, MAX_CONTEXT]
+        The prompt.
+    link_bytes_per_s : float > 0
+        The link's bandwidth.
+    dtype_bytes : int, one of 4, 2, 1
+        Bytes of one cache element: fp32, fp16/bf16, fp8/int8.
+
+    Returns
+    -------
+    dict
+        ``prompt_tokens``, ``kv_bytes``, ``link_bytes_per_s`` and ``transfer_s`` (seconds).
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     n = _context(prompt_tokens)
     link = check_float("link_bytes_per_s", link_bytes_per_s, 0, lo_open=True)
     nbytes = n * kv_bytes_per_token(model, dtype_bytes)
@@ -519,6 +1104,30 @@ def disaggregated_transfer(model, prompt_tokens: int, link_bytes_per_s: float, d
 def break_even_table(
     bytes_per_token: float, n_params: float, tps=(1, 2, 4, 8), flops_per_gpu: float = H100_DENSE_BF16_FLOPS
 ) -> list[dict]:
+    """Per tensor-parallel degree: the prefill's weight time per token and the bandwidth at
+    which fetching a token's KV takes as long (:func:`break_even_bandwidth`, attention left out).
+
+    Parameters
+    ----------
+    bytes_per_token : float > 0
+        KV bytes of one token (all layers).
+    n_params : float > 0
+        The model's parameter count N.
+    tps : iterable of int in [1, 1024]
+        The tensor-parallel degrees.
+    flops_per_gpu : float > 0
+        Peak FLOP/s of one GPU, used at 100% (default: an H100 SXM's dense bf16, 989.5e12).
+
+    Returns
+    -------
+    list of dict
+        Per degree: ``tp``, ``prefill_us_per_token`` (microseconds) and ``break_even_GBps``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type.
+    """
     return [
         {
             "tp": tp,
@@ -530,7 +1139,25 @@ def break_even_table(
 
 
 def tier_verdicts(break_even_GBps: float, tiers: dict | None = None) -> list[dict]:
-    """Each storage tier's bandwidth against the break-even: above it, fetching wins."""
+    """Each storage tier's bandwidth against the break-even: above it, fetching wins.
+
+    Parameters
+    ----------
+    break_even_GBps : float > 0
+        The break-even bandwidth, in GB/s.
+    tiers : dict, optional
+        Tier name -> read bandwidth in GB/s; default ``STORAGE_TIERS_GBPS``.
+
+    Returns
+    -------
+    list of dict
+        Per tier: ``tier``, ``GBps``, ``vs_break_even`` (the ratio) and ``fetch_wins``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``break_even_GBps`` not a real number > 0.
+    """
     break_even_GBps = check_float("break_even_GBps", break_even_GBps, 0, lo_open=True)
     return [
         {"tier": name, "GBps": bw, "vs_break_even": bw / break_even_GBps, "fetch_wins": bw > break_even_GBps}
@@ -541,7 +1168,29 @@ def tier_verdicts(break_even_GBps: float, tiers: dict | None = None) -> list[dic
 def tier_verdict_changes(
     bytes_per_token: float, n_params: float, tp_from: int, tp_to: int, tiers: dict | None = None
 ) -> list[str]:
-    """Storage tiers whose fetch/recompute verdict differs between two tensor-parallel degrees."""
+    """Storage tiers whose fetch/recompute verdict differs between two tensor-parallel degrees.
+
+    Parameters
+    ----------
+    bytes_per_token : float > 0
+        KV bytes of one token (all layers).
+    n_params : float > 0
+        The model's parameter count N.
+    tp_from, tp_to : int in [1, 1024]
+        The two degrees.
+    tiers : dict, optional
+        Tier name -> read bandwidth in GB/s; default ``STORAGE_TIERS_GBPS``.
+
+    Returns
+    -------
+    list of str
+        The tiers' names.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type.
+    """
     before, after = (
         tier_verdicts(break_even_bandwidth(bytes_per_token, n_params, tp=tp) / 1e9, tiers) for tp in (tp_from, tp_to)
     )
@@ -560,9 +1209,34 @@ def replica_memory(
 ) -> dict:
     """Where a replica's GPU memory goes: the weights, the KV budget, and what is left between.
 
-    ``rest_bytes`` is what the KV budget leaves of the memory after the weights, for the
-    activations and the runtime. Raises ``ValueError`` when the weights and the KV budget
-    together do not fit."""
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        The model served, as :func:`kv_bytes`'s; it needs a parameter count.
+    gpus : int in [1, 1024]
+        GPUs of the replica.
+    gpu_bytes : int >= 1
+        Memory of one GPU (default an H100's 80 GiB).
+    kv_budget_bytes : int >= 0
+        What the cache gets of the replica.
+    weight_bytes_per_param : int, one of 4, 2, 1
+        Bytes of one weight.
+
+    Returns
+    -------
+    dict
+        ``model``, ``params``, ``weight_bytes_per_param``, ``gpus``, ``gpu_bytes``, ``total_bytes``,
+        ``weight_bytes``, ``after_weights_bytes``, ``kv_budget_bytes`` and ``rest_bytes``: what the
+        KV budget leaves of the memory after the weights, for the activations and the runtime.
+
+    Raises
+    ------
+    ValueError
+        The weights and the KV budget together do not fit, a model without a parameter count, or
+        an argument outside its range.
+    TypeError
+        An integer argument that is not an integer.
+    """
     shape = _shape(model)
     gpus = check_int("gpus", gpus, 1, 1024)
     gpu_bytes = check_int("gpu_bytes", gpu_bytes, 1)
@@ -611,8 +1285,35 @@ def layout_rows(
     offsets_per_bucket: int = MAGICPIG_OFFSETS_PER_BUCKET,
 ) -> list[dict]:
     """The LSH index (bytes) under pigviz's layout (tables in every layer, one offset per bucket)
-    and under MagicPIG's released code (no tables in ``dense_layers``, ``offsets_per_bucket``
-    offsets per bucket), each with its ratio to the KV cache it indexes."""
+    and under MagicPIG's released code, each with its ratio to the KV cache it indexes.
+
+    Parameters
+    ----------
+    model : str, config or ModelShape
+        A known model's name (case-insensitive, aliases allowed), a config.json path or folder, a
+        config mapping or ``PretrainedConfig``, or a ``ModelShape``.
+    context : int in [1, MAX_CONTEXT]
+        Tokens cached (one sequence).
+    K : int in [1, 30]
+        Bits per table: 2**K buckets.
+    L : int in [1, 100000]
+        Tables.
+    dense_layers : iterable of int in [0, layers - 1]
+        The layers MagicPIG's code keeps dense, with no tables (default its release's, 0 and 16).
+    offsets_per_bucket : int in [1, 8]
+        Offsets per bucket in MagicPIG's code (its release keeps a start and an end: 2).
+
+    Returns
+    -------
+    list of dict
+        Two rows, pigviz's layout then MagicPIG's: ``layout`` (a description), ``table entries``
+        and ``bucket offsets`` (bytes) and ``index / KV``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type, or a model that is not known.
+    """
     shape = _shape(model)
     dense = sorted({check_int("dense layer", d, 0, shape.layers - 1) for d in dense_layers})
     per_bucket = check_int("offsets_per_bucket", offsets_per_bucket, 1, 8)

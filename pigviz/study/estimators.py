@@ -108,7 +108,27 @@ _BASELINE_ROWS: dict = {}  # (capture key, baseline, budgets, positions) -> rows
 
 
 def library_estimator(name: str, **options):
-    """The library's method ``name`` (a key of :data:`BASELINES`) as an estimator."""
+    """The library's method ``name`` as an estimator.
+
+    Parameters
+    ----------
+    name : str, a key of BASELINES
+        The method (:data:`BASELINES`).
+    **options
+        Its factory's keywords (e.g. ``page`` for quest, ``heads`` for magicpig).
+
+    Returns
+    -------
+    callable
+        The estimator.
+
+    Raises
+    ------
+    ValueError
+        ``name`` not a key of :data:`BASELINES`.
+    TypeError, ValueError
+        Options its factory refuses.
+    """
     if name not in BASELINES:
         raise ValueError(f"baseline must be one of {', '.join(BASELINES)} or an estimator, got {name!r}")
     return BASELINES[name](**options)
@@ -260,15 +280,43 @@ def evaluate_estimator(
     capture=None,
     progress=None,
 ) -> list[dict]:
-    """Run ``estimator`` (or None: the baselines only) and the ``baselines`` on the same rows.
+    """Run ``estimator`` and the ``baselines`` on the same rows.
 
-    ``budgets``: fractions f of the visible keys, ``budget = max(1, round(f * n))``.
-    ``positions``: indices 0..T-1 of the captured queries (default all; the row's
-    ``position`` is the token's own). ``baselines``: names of :data:`BASELINES` or
-    estimators. ``layers``: None for the shipped capture's four heads; a list of layers for a
-    fresh capture of the bundled model (needs it installed); ``capture``: a
-    :class:`pigviz.model.capture.Capture` of your own. ``progress``: a bar (default: only for
-    a fresh capture). Returns the rows (module docstring), the estimator's first."""
+    Parameters
+    ----------
+    estimator : callable or None
+        Your estimator (the protocol's); None runs the baselines only.
+    budgets : float in (0, 1], or a sequence of distinct ones
+        Fractions f of the visible keys: a row of n keys gets ``budget = max(1, round(f * n))``.
+    positions : int or iterable of int in [0, T - 1], optional
+        Indices 0..T-1 of the captured queries (default all); the row's ``position`` is the
+        token's own.
+    baselines : str, callable, or a sequence of them
+        Names of :data:`BASELINES` or estimators; none may share the estimator's name.
+    layers : list of int, optional
+        None for the shipped capture's four heads; a list of layers for a fresh capture of the
+        bundled model (needs it installed).
+    capture : pigviz.model.capture.Capture, optional
+        A capture of your own (``layers`` then picks among its layers).
+    progress : bool, optional
+        A progress bar (default: only for a fresh capture).
+
+    Returns
+    -------
+    list of dict
+        The rows (module docstring; keys :data:`ROW_FIELDS`), the estimator's first.
+
+    Raises
+    ------
+    TypeError
+        ``estimator`` neither callable nor None, or ``layers`` not a list.
+    ValueError
+        A budget, position or layer outside its range; a baseline that is neither a name of
+        :data:`BASELINES` nor an estimator, or one named as the estimator is.
+    Exception
+        What the estimator raises, or the protocol's errors (:func:`pigviz.attention.protocol.call`),
+        with a note naming the row.
+    """
     budgets = _budgets(budgets)
     if estimator is not None and not callable(estimator):
         raise TypeError(f"estimator must be callable as {protocol.SIGNATURE} (or None), got {type(estimator).__name__}")
@@ -346,9 +394,20 @@ def _arrays(cap, units, first, exact: bool = True):
 
 
 def summary(rows) -> list[dict]:
-    """Per estimator and budget fraction, in the rows' order: ``rows`` averaged, ``error``
-    (mean), ``error_median``, ``keys_read`` (mean), ``budget_used`` (mean keys read / n),
-    ``bytes_share`` (mean, or None where the estimator declares no bytes)."""
+    """Per estimator and budget fraction, in the rows' order: ``rows`` averaged.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of :func:`evaluate_estimator`.
+
+    Returns
+    -------
+    list of dict
+        ``estimator``, ``fraction``, ``rows`` (how many), ``error`` (mean), ``error_median``,
+        ``keys_read`` (mean), ``budget_used`` (mean keys read / n), ``bytes_share`` (mean, or None
+        where the estimator declares no bytes).
+    """
     groups: dict = {}
     for r in rows:
         groups.setdefault((r["estimator"], r["fraction"]), []).append(r)
@@ -372,10 +431,23 @@ def summary(rows) -> list[dict]:
 
 
 def ranking(rows, reference: str = "topk") -> list[dict]:
-    """:func:`summary`'s entries ordered by mean error within each budget fraction, each
-    with its ``rank`` (1 = lowest error), ``vs_reference`` (its mean error over
-    ``reference``'s at that budget, None without it) and ``wins`` (the share of rows where it
-    beats ``reference`` on the same row)."""
+    """:func:`summary`'s entries ordered by mean error within each budget fraction.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of :func:`evaluate_estimator`.
+    reference : str
+        The estimator the others are compared with.
+
+    Returns
+    -------
+    list of dict
+        Each of :func:`summary`'s entries with its ``rank`` (1 = lowest error), ``vs_reference``
+        (its mean error over ``reference``'s at that budget, None without it) and ``wins`` (the
+        share of rows where it beats ``reference`` on the same row; None for the reference and
+        without it).
+    """
     entries = summary(rows)
     ref_err = {
         (r["layer"], r["head"], r["position"], r["fraction"]): r["error"] for r in rows if r["estimator"] == reference
@@ -406,10 +478,30 @@ def ranking(rows, reference: str = "topk") -> list[dict]:
 
 
 def shipped_row(row: int = 0, head: int = 0, position: int = 63):
-    """One row of the shipped capture as an estimator sees it: ``(q (d,), keys (n, d),
-    values (n, dv))`` float64 numpy, the keys up to the query's own token. ``row``: the
-    shipped layer (0..3, layers 2, 13, 19, 25); ``head``: its query head (0..2);
-    ``position``: the query (0..63 of the last 64)."""
+    """One row of the shipped capture as an estimator sees it, the keys up to the query's own
+    token.
+
+    Parameters
+    ----------
+    row : int in [0, 3]
+        The shipped layer (0..3: layers 2, 13, 19, 25).
+    head : int in [0, 2]
+        Its query head.
+    position : int in [0, 63]
+        The query (0..63 of the last 64).
+
+    Returns
+    -------
+    q : numpy.ndarray, float64, (d,)
+        The query.
+    keys, values : numpy.ndarray, float64, (n, d) and (n, dv)
+        The keys and values it sees.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or not an integer.
+    """
     cap = shipped.load_shipped_capture()
     row = check_int("row", row, 0, len(cap.layers) - 1)
     head = check_int("head", head, 0, cap.queries.shape[1] - 1)
@@ -422,8 +514,28 @@ def shipped_row(row: int = 0, head: int = 0, position: int = 63):
 
 
 def shipped_queries(row: int = 0, head: int = 0):
-    """All the captured queries of one shipped head with its keys and values: ``(q (T, d),
-    keys (N, d), values (N, dv))`` float64 numpy; query t sees keys 0 .. N - T + t."""
+    """All the captured queries of one shipped head with its keys and values; query t sees keys
+    0 .. N - T + t.
+
+    Parameters
+    ----------
+    row : int in [0, 3]
+        The shipped layer (0..3: layers 2, 13, 19, 25).
+    head : int in [0, 2]
+        Its query head.
+
+    Returns
+    -------
+    q : numpy.ndarray, float64, (T, d)
+        The queries.
+    keys, values : numpy.ndarray, float64, (N, d) and (N, dv)
+        Every captured key and value of its KV head.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or not an integer.
+    """
     cap = shipped.load_shipped_capture()
     row = check_int("row", row, 0, len(cap.layers) - 1)
     head = check_int("head", head, 0, cap.queries.shape[1] - 1)
@@ -437,11 +549,31 @@ def token_reads(
 ) -> dict:
     """For one query of the shipped capture, the keys each method reads at the same budget.
 
-    ``row``: the shipped layer (0..3, layers 2, 13, 19, 25); ``head``: its query head (0..2);
-    ``position``: the query (0..63 of the last 64). ``methods``: names of :data:`BASELINES`
-    or estimators. Returns ``{"layer", "head" (the model's), "position" (the token's), "n",
-    "budget", "weights" (n,) true attention weights, "methods": {name: {"read" (sorted
-    indices), "weight_read" (their share of the true weight), "error"}}}``."""
+    Parameters
+    ----------
+    row : int in [0, 3]
+        The shipped layer (0..3: layers 2, 13, 19, 25).
+    head : int in [0, 2]
+        Its query head.
+    position : int in [0, 63]
+        The query (0..63 of the last 64).
+    fraction : float in (0, 1]
+        The budget as a fraction of the n visible keys.
+    methods : iterable of str or callable
+        Names of :data:`BASELINES` or estimators.
+
+    Returns
+    -------
+    dict
+        ``{"layer", "head" (the model's), "position" (the token's), "n", "budget", "fraction",
+        "weights" (n,) true attention weights, "methods": {name: {"read" (sorted indices),
+        "weight_read" (their share of the true weight), "error"}}}``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range, or as :func:`pigviz.attention.protocol.call`.
+    """
     cap = shipped.load_shipped_capture()
     row = check_int("row", row, 0, len(cap.layers) - 1)
     head = check_int("head", head, 0, cap.queries.shape[1] - 1)

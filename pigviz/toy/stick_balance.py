@@ -83,6 +83,25 @@ _POISSON_CAP = 1e12
 
 @dataclass(frozen=True)
 class Scenario:
+    """One toy attention row: sticks at ``values``, as tall as ``weights``. Made by
+    :func:`make_scenario` or :func:`custom_scenario`; its arrays are read-only.
+
+    Parameters
+    ----------
+    name : str
+        What it is called.
+    description : str
+        One sentence on what it shows.
+    values : numpy.ndarray, float64, (n,)
+        Where each stick stands on the number line.
+    scores : numpy.ndarray, float64, (n,)
+        Scaled query-key scores q.k / sqrt(d).
+    weights : numpy.ndarray, float64, (n,)
+        softmax(scores): stick heights, sum to 1.
+    sink_index : int, optional
+        The sink token's index, if the scenario has one.
+    """
+
     name: str
     description: str
     values: np.ndarray  # where each stick stands on the number line
@@ -92,15 +111,33 @@ class Scenario:
 
     @property
     def n(self) -> int:
+        """Keys (sticks) in the scenario."""
         return int(self.values.size)
 
     @property
     def truth(self) -> float:
+        """The exact attention output: the balance point, weights @ values."""
         return float(self.weights @ self.values)
 
 
 @dataclass(frozen=True)
 class Estimate:
+    """One estimator's answer on one scenario.
+
+    Parameters
+    ----------
+    method : str
+        The estimator ("exact", "topk", "sampling", "importance", "hybrid").
+    value : float
+        The estimated balance point.
+    keys_read : int
+        Distinct keys whose value (and key) was loaded.
+    draws : float
+        Kept draws including repeats; inf = unlimited free draws.
+    read : numpy.ndarray, int64
+        Indices of the keys read.
+    """
+
     method: str
     value: float
     keys_read: int  # distinct keys whose value (and key) was loaded
@@ -110,6 +147,26 @@ class Estimate:
 
 @dataclass(frozen=True)
 class ErrorCurves:
+    """Each method's error against the budget, from :func:`error_curves`.
+
+    Parameters
+    ----------
+    scenario : str
+        The scenario's name.
+    budgets : numpy.ndarray, int, (m,)
+        The budgets B.
+    errors : dict
+        Method -> RMS error per budget, (m,) (topk: its absolute error).
+    reference : numpy.ndarray, float64, (m,)
+        spread / sqrt(budget): the RMS error of B independent draws from the true weights.
+    spread : float
+        sigma_w: weighted standard deviation of the values (:func:`value_spread`).
+    n_seeds : int
+        Runs per budget of each random method.
+    n : int
+        Keys in the scenario.
+    """
+
     scenario: str
     budgets: np.ndarray
     errors: dict  # method -> RMS error per budget (topk: its absolute error)
@@ -130,7 +187,28 @@ def _scenario(name, description, values, scores, sink_index=None) -> Scenario:
 
 
 def make_scenario(name: str = "sink", n: int = DEFAULT_N, seed: int = 0) -> Scenario:
-    """Build one of the toy scenarios (``SCENARIOS``) with ``n`` sticks, reproducibly."""
+    """Build one of the toy scenarios with ``n`` sticks, reproducibly.
+
+    Parameters
+    ----------
+    name : str, one of SCENARIOS
+        "peaked" (a few tall sticks hold most of the weight), "flat" (every stick about equally
+        tall) or "sink" (one token holds half the weight at a value near 0).
+    n : int in [2, 100000]
+        Sticks.
+    seed : int in [0, 2**63 - 1]
+        Seed of the draw: the same seed gives the same scenario.
+
+    Returns
+    -------
+    Scenario
+        The scenario.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type.
+    """
     check_choice("name", name, SCENARIOS)
     n = check_int("n", n, 2, MAX_N)
     seed = check_int("seed", seed, 0, 2**63 - 1)
@@ -157,7 +235,29 @@ def make_scenario(name: str = "sink", n: int = DEFAULT_N, seed: int = 0) -> Scen
 
 
 def custom_scenario(values, scores, name: str = "custom", description: str = "") -> Scenario:
-    """A scenario from your own values and scores (weights = softmax(scores))."""
+    """A scenario from your own values and scores (weights = softmax(scores)).
+
+    Parameters
+    ----------
+    values : array-like of float, (n,)
+        Where each stick stands (copied).
+    scores : array-like of float, (n,)
+        Their scaled query-key scores (copied).
+    name : str
+        What it is called.
+    description : str
+        One sentence on what it shows.
+
+    Returns
+    -------
+    Scenario
+        The scenario.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Values or scores that are not 1-D arrays of finite numbers, or of different lengths.
+    """
     values, _ = _check_values_weights(values, np.ones(np.size(values)))
     scores = check_array("scores", scores, ndim=1)
     if scores.shape != values.shape:
@@ -171,6 +271,23 @@ def rough_proposal(scores, sharpness: float = 0.5) -> np.ndarray:
     With sharpness < 1 it ranks keys like the true weights but spreads the probability out,
     much as an LSH collision probability rises with the score without matching softmax.
     Every key keeps a positive probability, which importance sampling requires.
+
+    Parameters
+    ----------
+    scores : array-like of float, (n,), or Scenario
+        The scores (a scenario's own, for a Scenario).
+    sharpness : float in [0, 10]
+        Multiplies the scores: 1 gives the true weights, 0 the uniform proposal.
+
+    Returns
+    -------
+    numpy.ndarray, float64, (n,)
+        The proposal, summing to 1.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Scores that are not a 1-D array of finite numbers, or ``sharpness`` outside its range.
     """
     if isinstance(scores, Scenario):
         scores = scores.scores
@@ -180,7 +297,26 @@ def rough_proposal(scores, sharpness: float = 0.5) -> np.ndarray:
 
 
 def value_spread(values, weights) -> float:
-    """sigma_w = sqrt(sum_i w_i (v_i - o)^2): how much the values disagree, by weight."""
+    """sigma_w = sqrt(sum_i w_i (v_i - o)^2): how much the values disagree, by weight.
+
+    Parameters
+    ----------
+    values : array-like of float, (n,)
+        Where each stick stands on the number line.
+    weights : array-like of float >= 0, (n,)
+        Stick heights (attention weights), with a positive sum; need not be normalised.
+
+    Returns
+    -------
+    float
+        sigma_w, with the weights normalised.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type: values and weights of different
+        lengths, NaN or inf, negative weights or none positive.
+    """
     values, weights = _check_values_weights(values, weights)
     weights = weights / weights.sum()
     mean = weights @ values
@@ -288,7 +424,26 @@ def _hybrid_batch(values, weights, budget, rng, runs, n_exact=None):
 
 
 def exact(values, weights) -> Estimate:
-    """The true balance point: reads every key."""
+    """The true balance point: reads every key.
+
+    Parameters
+    ----------
+    values : array-like of float, (n,)
+        Where each stick stands on the number line.
+    weights : array-like of float >= 0, (n,)
+        Stick heights (attention weights), with a positive sum; need not be normalised.
+
+    Returns
+    -------
+    Estimate
+        The estimate, with the keys it read.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type: values and weights of different
+        lengths, NaN or inf, negative weights or none positive.
+    """
     values, weights = _check_values_weights(values, weights)
     w = weights / weights.max()  # as in topk: subnormal weights keep their ratios
     value = float(w @ values / w.sum())
@@ -296,7 +451,28 @@ def exact(values, weights) -> Estimate:
 
 
 def topk(values, weights, budget: int) -> Estimate:
-    """Balance point of the ``budget`` tallest sticks, their weights renormalised."""
+    """Balance point of the ``budget`` tallest sticks, their weights renormalised.
+
+    Parameters
+    ----------
+    values : array-like of float, (n,)
+        Where each stick stands on the number line.
+    weights : array-like of float >= 0, (n,)
+        Stick heights (attention weights), with a positive sum; need not be normalised.
+    budget : int in [1, n]
+        Distinct keys it may read.
+
+    Returns
+    -------
+    Estimate
+        The estimate, with the keys it read.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type: values and weights of different
+        lengths, NaN or inf, negative weights or none positive, or ``budget`` outside [1, n].
+    """
     values, weights = _check_values_weights(values, weights)
     budget = check_int("budget", budget, 1, values.size)
     keep = np.sort(np.argsort(-weights, kind="stable")[:budget])
@@ -312,7 +488,30 @@ def _single(method, batch_result):
 
 
 def sampling(values, weights, budget: int, rng=None) -> Estimate:
-    """Oracle sampling: draws from the true weights until a (budget+1)-th key would be needed."""
+    """Oracle sampling: draws from the true weights until a (budget+1)-th key would be needed.
+
+    Parameters
+    ----------
+    values : array-like of float, (n,)
+        Where each stick stands on the number line.
+    weights : array-like of float >= 0, (n,)
+        Stick heights (attention weights), with a positive sum; need not be normalised.
+    budget : int in [1, n]
+        Distinct keys it may read.
+    rng : numpy.random.Generator, int or None
+        The random numbers: a generator, or a seed for a new one (None: fresh entropy).
+
+    Returns
+    -------
+    Estimate
+        The estimate, with the keys it read.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type: values and weights of different
+        lengths, NaN or inf, negative weights or none positive, ``budget`` outside [1, n], or a bad ``rng``.
+    """
     values, weights = _check_values_weights(values, weights)
     budget = check_int("budget", budget, 1, values.size)
     return _single("sampling", _sampling_batch(values, weights / weights.sum(), budget, _as_rng(rng), 1))
@@ -321,7 +520,33 @@ def sampling(values, weights, budget: int, rng=None) -> Estimate:
 def importance_sampling(values, weights, budget: int, proposal, rng=None) -> Estimate:
     """Self-normalised importance sampling: draws from ``proposal``, weighs each by w_i / u_i.
 
-    Only the weights of drawn keys are used, so ``weights`` may be unnormalised exp(scores)."""
+    Parameters
+    ----------
+    values : array-like of float, (n,)
+        Where each stick stands on the number line.
+    weights : array-like of float >= 0, (n,)
+        Stick heights. Only the weights of drawn keys are used, so they may be unnormalised
+        exp(scores).
+    budget : int in [1, n]
+        Distinct keys it may read.
+    proposal : array-like of float >= 0, (n,)
+        The proposal u (normalised here): > 0 wherever a weight is, else that key could never be
+        drawn (:func:`rough_proposal` makes one).
+    rng : numpy.random.Generator, int or None
+        The random numbers: a generator, or a seed for a new one (None: fresh entropy).
+
+    Returns
+    -------
+    Estimate
+        The estimate, with the keys it read.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type: values and weights of different
+        lengths, NaN or inf, negative weights or none positive, ``budget`` outside [1, n], a proposal of another
+        length, negative or 0 where a weight is not, or a bad ``rng``.
+    """
     values, weights = _check_values_weights(values, weights)
     budget = check_int("budget", budget, 1, values.size)
     u = _check_proposal(proposal, weights)
@@ -334,8 +559,34 @@ def _check_n_exact(n_exact, budget):
 
 
 def hybrid(values, weights, budget: int, rng=None, n_exact: int | None = None) -> Estimate:
-    """The ``n_exact`` tallest sticks exactly (default ``budget // 2``), the remaining budget sampled
-    from the rest in proportion to their weights, scaled by the weight the rest holds."""
+    """The ``n_exact`` tallest sticks exactly, the remaining budget sampled from the rest in
+    proportion to their weights, scaled by the weight the rest holds.
+
+    Parameters
+    ----------
+    values : array-like of float, (n,)
+        Where each stick stands on the number line.
+    weights : array-like of float >= 0, (n,)
+        Stick heights (attention weights), with a positive sum; need not be normalised.
+    budget : int in [1, n]
+        Distinct keys it may read.
+    rng : numpy.random.Generator, int or None
+        The random numbers: a generator, or a seed for a new one (None: fresh entropy).
+    n_exact : int in [0, budget - 1], optional
+        Sticks read exactly; default ``budget // 2``.
+
+    Returns
+    -------
+    Estimate
+        The estimate, with the keys it read.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type: values and weights of different
+        lengths, NaN or inf, negative weights or none positive, ``budget`` or ``n_exact`` outside its range, or a
+        bad ``rng``.
+    """
     values, weights = _check_values_weights(values, weights)
     budget = check_int("budget", budget, 1, values.size)
     n_exact = _check_n_exact(n_exact, budget)
@@ -343,7 +594,31 @@ def hybrid(values, weights, budget: int, rng=None, n_exact: int | None = None) -
 
 
 def estimate_all(scenario: Scenario, budget: int, rng=None, proposal=None) -> dict[str, Estimate]:
-    """Every estimator on one scenario: {"exact", "topk", "sampling", "importance", "hybrid"}."""
+    """Every estimator on one scenario.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The scenario.
+    budget : int in [1, n]
+        Distinct keys each may read.
+    rng : numpy.random.Generator, int or None
+        The random numbers: a generator, or a seed for a new one (None: fresh entropy).
+    proposal : array-like of float >= 0, (n,), optional
+        Importance sampling's proposal; default :func:`rough_proposal` of the scenario's scores.
+
+    Returns
+    -------
+    dict
+        "exact", "topk", "sampling", "importance", "hybrid" -> :class:`Estimate`.
+
+    Raises
+    ------
+    TypeError
+        ``scenario`` not a :class:`Scenario`, or a bad ``rng``.
+    ValueError
+        ``budget`` outside [1, n], or a bad ``proposal``.
+    """
     if not isinstance(scenario, Scenario):
         raise TypeError(f"scenario must be a Scenario (see make_scenario), got {type(scenario).__name__}")
     rng = _as_rng(rng)
@@ -393,9 +668,38 @@ def repeat_estimates(
     proposal=None,
     n_exact: int | None = None,
 ) -> dict[str, np.ndarray]:
-    """Many independent runs of each method at one budget: method -> array of estimates.
-    (TopK is deterministic: its array repeats one value.) ``n_exact``: the sticks the hybrid
-    reads exactly (default ``budget // 2``)."""
+    """Many independent runs of each method at one budget. (TopK is deterministic: its array
+    repeats one value.)
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The scenario.
+    budget : int in [1, n]
+        Distinct keys each run may read.
+    runs : int in [1, 1000000]
+        Runs of each method.
+    seed : int in [0, 2**63 - 1]
+        Seed of the runs.
+    methods : iterable of str, each one of METHODS
+        Among "topk", "sampling", "importance", "hybrid".
+    proposal : array-like of float >= 0, (n,), optional
+        Importance sampling's proposal; default :func:`rough_proposal` of the scenario's scores.
+    n_exact : int in [0, budget - 1], optional
+        The sticks the hybrid reads exactly (default ``budget // 2``).
+
+    Returns
+    -------
+    dict
+        Method -> numpy.ndarray, float64, (runs,): the estimates.
+
+    Raises
+    ------
+    TypeError
+        ``scenario`` not a :class:`Scenario`, or an integer argument that is not an integer.
+    ValueError
+        An unknown method, an argument outside its range, or a bad ``proposal``.
+    """
     methods, rng, u = _check_common(scenario, methods, seed, proposal)
     budget = check_int("budget", budget, 1, scenario.n)
     runs = check_int("runs", runs, 1, 1_000_000)
@@ -414,11 +718,41 @@ def error_curves(
 ) -> ErrorCurves:
     """RMS error of each method against the exact output, per budget, over ``n_seeds`` runs.
 
-    TopK is deterministic, so its entry is its absolute error. ``reference`` is
-    sigma_w / sqrt(B), the RMS error of B independent draws from the true weights. ``n_exact``:
-    the sticks the hybrid reads exactly at every budget (default half of each budget; it must be
-    below the smallest budget). With the same seed and methods, a run with another ``n_exact``
-    replays the same random stream up to the hybrid's draws."""
+    TopK is deterministic, so its entry is its absolute error. With the same seed and methods,
+    a run with another ``n_exact`` replays the same random stream up to the hybrid's draws.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The scenario.
+    budgets : array-like of int in [1, n], optional
+        The budgets B; default every one from 1 to n for n <= 64, else 24 on a geometric grid.
+    n_seeds : int in [1, 1000000]
+        Runs per budget of each random method.
+    seed : int in [0, 2**63 - 1]
+        Seed of the runs.
+    proposal : array-like of float >= 0, (n,), optional
+        Importance sampling's proposal; default :func:`rough_proposal` of the scenario's scores.
+    methods : iterable of str, each one of METHODS
+        Among "topk", "sampling", "importance", "hybrid".
+    n_exact : int in [0, min(budgets) - 1], optional
+        The sticks the hybrid reads exactly at every budget (default half of each budget; it
+        must be below the smallest budget).
+
+    Returns
+    -------
+    ErrorCurves
+        ``reference`` is sigma_w / sqrt(B), the RMS error of B independent draws from the true
+        weights.
+
+    Raises
+    ------
+    TypeError
+        ``scenario`` not a :class:`Scenario`, or an integer argument that is not an integer.
+    ValueError
+        An unknown method, budgets that are not integers in [1, n], an argument outside its
+        range, or a bad ``proposal``.
+    """
     methods, rng, u = _check_common(scenario, methods, seed, proposal)
     n = scenario.n
     if budgets is None:
@@ -441,7 +775,25 @@ def error_curves(
 
 
 def loglog_slope(budgets, errors) -> float:
-    """Least-squares slope of log(error) against log(budget); -0.5 means 1/sqrt(B)."""
+    """Least-squares slope of log(error) against log(budget); -0.5 means 1/sqrt(B).
+
+    Parameters
+    ----------
+    budgets : array-like of float > 0, (m,), m >= 2
+        The budgets.
+    errors : array-like of float > 0, (m,)
+        The error at each.
+
+    Returns
+    -------
+    float
+        The slope.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Arrays that are not 1-D, finite, positive, of one length and at least 2 long.
+    """
     budgets = check_array("budgets", budgets, ndim=1, min_len=2)
     errors = check_array("errors", errors, ndim=1, min_len=2)
     if budgets.shape != errors.shape:

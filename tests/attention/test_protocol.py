@@ -164,3 +164,11 @@ def test_declared_bytes_count_like_the_cost_module():
     assert quest.bytes_read(300, 16, 8, 5) == cost.bytes_read("quest", n=300, d=16, dv=8, keys_read=5, page=5)
     assert protocol.costs_like("streaming")(n, d, dv, 20) == 20 * (d + dv) * 2
     assert protocol.estimator_name(protocol.quest()) == "quest" and protocol.estimator_name(greedy) == "greedy"
+
+
+def test_costs_like_takes_any_good_option_and_refuses_a_bad_one():
+    # SparQ's r may be anything up to the head size: a probe on a 4-wide head refused r = 8.
+    assert protocol.costs_like("sparq", r=8)(1024, 64, 64, 32) > 0
+    assert protocol.costs_like("quest", page=64)(4096, 64, 64, 256) > 0
+    with pytest.raises(ValueError, match="r"):
+        protocol.costs_like("sparq", r=0)
