@@ -344,4 +344,6 @@ lessons.folded("Answer 2", """An exact buffer costs a full read of every token i
 generation slowly turns back into dense attention over the generated part, and that part's keys stay in fast memory.
 Inserting the buffer's tokens into the tables costs one hash of each (with the index's own planes and mean) and a
 write at the end of its bucket in each table, once per token; after that each is read only when sampled. The price is
-that the tables keep the prefill's mean, which drifts a little from the true mean as the text moves on.""")
+that the tables hash with the mean they were built with, while the keys' mean drifts as the text moves on: after a
+short prompt and a long generation that doubled the error, so pigviz rebuilds a layer's index on a fresh mean each
+time it has doubled (finding 3 §3 measures both).""")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 import sys
 import time
 from contextlib import contextmanager
@@ -48,8 +49,6 @@ def visible_cpus() -> set[int]:
 def cpu_model(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> str:
     """The CPU's model name (``/proc/cpuinfo``'s first "model name"), else the platform's
     processor or machine: what a timing was measured on, written beside it."""
-    import platform
-
     text = _read(Path(cpuinfo)) or ""
     for line in text.splitlines():
         if line.startswith("model name"):

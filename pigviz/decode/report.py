@@ -52,6 +52,7 @@ __all__ = [
     "headline_rows",
     "KERNEL_KL",
     "kernel_runs",
+    "kernel_yardstick_rows",
     "kernel_rows",
     "authors_rows",
 ]
@@ -176,11 +177,10 @@ def speed_table_rows(rows: list[dict]) -> list[dict]:
 
     Files that time dense in several forms (:data:`DENSE_FORMS`) also set every row against the
     fastest measured dense at its context (by attention time: CPU time where every row has it):
-    ``fastest dense``, ``attn / fastest dense``, ``step / fastest dense``; the older keys ``best
-    dense``, ``attn / best dense`` and ``step / best dense`` hold the same, for readers written
-    before the rename. Where every row has its bandwidth floor (``attention_floor_ms``): ``attn floor
-    ms`` (the row's own K/V and index reads at the run's bandwidth), ``attn x floor`` (its attention
-    time on the table's clock over that floor) and ``attn / bf16 floor``: the time over dense's byte
+    ``fastest dense``, ``attn / fastest dense``, ``step / fastest dense``. Where every row has its
+    bandwidth floor (``attention_floor_ms``): ``attn floor ms`` (the row's own K/V and index reads at
+    the run's bandwidth), ``attn x floor`` (its attention time on the table's clock over that floor)
+    and ``attn / bf16 floor``: the time over dense's byte
     floor in bf16 (the ``dense_grouped_bf16`` row's floor at the context; None without such a row).
     Where a row measured the index's upkeep (``upkeep_ms_per_token``: ``bench_decode.py`` since the
     upkeep was timed), per generation length G of :data:`GENERATION_TOKENS` (``256``, ``4,096``):
@@ -237,14 +237,6 @@ def speed_table_rows(rows: list[dict]) -> list[dict]:
                     "fastest dense": b["method"],
                     "attn / fastest dense": _over(r[clock], b[clock]),
                     "step / fastest dense": _over(r[step], b[step]),
-                }
-            )
-            # The same under the older names, kept while readers written before the rename use them.
-            row.update(
-                {
-                    "best dense": row["fastest dense"],
-                    "attn / best dense": row["attn / fastest dense"],
-                    "step / best dense": row["step / fastest dense"],
                 }
             )
         if floors:
@@ -738,6 +730,39 @@ def kernel_rows(attend: dict) -> list[dict]:
             row["fastest dense"] = r["dense_best_dtype"]
             row["fastest dense / fastest attend"] = r["speedup_best"]
         out.append(row)
+    return out
+
+
+def kernel_yardstick_rows(attend: dict) -> list[dict]:
+    """Per shape and context at ``KERNEL_KL``, ``bench_attend.py``'s yardstick (files measured since it
+    was added; [] before): dense's byte floor in bf16 and its arithmetic floor (its multiply-adds at the
+    run's measured one-thread matmul rate), each dense SDPA over the byte floor of its own dtype, the
+    fastest measured dense (named) and its time, MagicPIG's bf16 step over its own floor, and MagicPIG
+    per generated token with its index (upkeep, re-centring at each doubling, the build spread over
+    256 and 4,096 generated tokens), over dense's bf16 floor and against the fastest dense."""
+    out = []
+    for r in kernel_runs(attend):
+        if "dense_bf16_floor_ms" not in r:
+            return []
+        out.append(
+            {
+                "shape": r["shape"],
+                "tokens": r["n"],
+                "dense bf16 floor ms": r["dense_bf16_floor_ms"],
+                "dense arithmetic floor ms": r["dense_flop_floor_ms"],
+                "SDPA fp32 x floor": r["sdpa_over_floor"],
+                "SDPA bf16 x floor": r["sdpa_bf16_over_floor"],
+                "fastest dense": r["fastest_dense"],
+                "fastest dense ms": r["fastest_dense_ms"],
+                "MagicPIG step ms": r["attend_bf16_ms"],
+                "step x own floor": r["attend_bf16_over_floor"],
+                "MagicPIG per token, 256 ms": r["mp_token_256_ms"],
+                "256: x dense floor": r["mp_token_256_over_dense_floor"],
+                "MagicPIG per token, 4,096 ms": r["mp_token_4096_ms"],
+                "4,096: x dense floor": r["mp_token_4096_over_dense_floor"],
+                "fastest dense / MagicPIG, 4,096": r["fastest_dense_over_mp_token_4096"],
+            }
+        )
     return out
 
 

@@ -99,7 +99,7 @@ METHODS = ("dense", "magicpig", "topk", "quest", "streaming", "quest_rank_all")
 # "cpu_offload": MagicPIG's own placement (pigviz.decode.offload).
 PLACEMENTS = ("device", "cpu_offload")
 # Dense decoding's two forms: "grouped" reads each KV head's K and V once for the query heads
-# that share it (torch's SDPA on the group's rows, in the cache's dtype: dense at its best);
+# that share it (torch's SDPA on the group's rows, in the cache's dtype: the fastest dense pigviz has);
 # "transformers" is transformers' own SDPA, which repeats K and V for every query head and
 # widens a half-size cache to the model's dtype first.
 DENSE_KERNELS = ("grouped", "transformers")
@@ -225,7 +225,26 @@ class _LayerState:
 
 
 class DecodeSession:
-    """What the registered attention function does while ``use_attention`` is active."""
+    """What the registered attention function does while ``use_attention`` is active.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        A model whose attention goes through transformers' ``AttentionInterface``.
+    method : str
+        One of ``METHODS``, or ``"custom"`` for an estimator (:mod:`pigviz.decode.custom`).
+    **options
+        The method's settings, checked and completed with its defaults
+        (``default_options(method)`` lists them); in ``options`` after.
+
+    Raises
+    ------
+    TypeError
+        ``model`` not a transformers model, an unknown option, or an option of the wrong type.
+    ValueError
+        A model whose attention cannot be swapped, an unknown ``method``, or an option outside
+        its range.
+    """
 
     def __init__(self, model, method: str, **options):
         check_swappable(model)
@@ -266,8 +285,8 @@ class DecodeSession:
 
     def take_budgets(self):
         """Per-row attention budget of the last forward: mean over sampled layers and heads of
-        keys read / keys visible (1.0 for dense). Returns ``(rows,)`` float tensor and
-        clears the record; per layer in ``last_layer_budgets``.
+        keys read / keys visible (1.0 for dense). Clears the record; per layer in
+        ``last_layer_budgets``.
 
         Also kept: ``last_all_layer_budget``, the same mean over EVERY layer with the dense
         ones counted as 1 (what the whole model reads), and, for MagicPIG,
@@ -276,7 +295,14 @@ class DecodeSession:
         the share MagicPIG's authors report. Both ``(rows,)`` or None.
 
         On a GPU the layers' records are still there: this is where they come to the CPU, in
-        one copy, so call it once per forward (it waits for the forward to finish)."""
+        one copy, so call it once per forward (it waits for the forward to finish).
+
+        Returns
+        -------
+        torch.Tensor, float, (rows,), or None
+            The budget of each row of the forward; None where no sampled layer recorded one
+            (dense decoding, whose budget is 1.0).
+        """
         import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
         budgets, sampled = _rows(self._budgets, self._sampled)
@@ -319,7 +345,18 @@ class DecodeSession:
     def new_cache(self, model):
         """An empty cache for decoding ``model`` with this session: MagicPIG's sampled layers
         keep their K/V in ``kv_dtype`` (bf16 by default) from the first token on (no float32
-        copy), every other layer in the model's dtype; all written in place (:func:`new_cache`)."""
+        copy), every other layer in the model's dtype; all written in place (:func:`new_cache`).
+
+        Parameters
+        ----------
+        model : transformers.PreTrainedModel
+            The model this session decodes.
+
+        Returns
+        -------
+        transformers.Cache
+            The empty cache.
+        """
 
         dtype = next(model.parameters()).dtype
         return decoding_cache(model, self._half_layers(dtype), self._storage_dtype(dtype))
@@ -328,7 +365,18 @@ class DecodeSession:
         """The cache to decode from, given one a dense prefill filled: ``cache`` itself, or,
         where this session stores the sampled layers otherwise (``kv_dtype``, or the CPU
         offload, which moves them), a copy (:func:`pigviz.decode.cache.half_copy`): ``cache``
-        is then left as it was, for other methods to decode from."""
+        is then left as it was, for other methods to decode from.
+
+        Parameters
+        ----------
+        cache : transformers.Cache
+            Filled by a dense prefill.
+
+        Returns
+        -------
+        transformers.Cache
+            ``cache`` or its copy.
+        """
 
         layers = self._own_storage_layers()
         if not layers or getattr(cache.layers[layers[0]], "keys", None) is None:
@@ -344,7 +392,14 @@ class DecodeSession:
         """Index every sampled layer's cached keys (MagicPIG only; a no-op otherwise). With
         ``placement="cpu_offload"`` each sampled layer's cache is first split: its exact tokens
         stay on the model's device, all its indexed tokens move to the CPU, where the index is
-        built; :attr:`offload_report` then says how many device bytes that freed."""
+        built; :attr:`offload_report` then says how many device bytes that freed.
+
+        Parameters
+        ----------
+        cache : transformers.Cache
+            The prefilled cache decoding goes on with; with ``cpu_offload`` its sampled layers are
+            replaced by offloaded ones.
+        """
         if self.method != "magicpig":
             return
         t0, c0, last = time.perf_counter(), time.thread_time(), None
@@ -780,10 +835,29 @@ def _register() -> None:
 
 @contextlib.contextmanager
 def use_attention(model, attention: str = "magicpig", **options):
-    """Switch ``model`` to the decode attention for the ``with`` block; yields the
-    :class:`DecodeSession`. The previous attention implementation comes back on exit,
-    whatever happens inside. ``attention`` may also be an estimator of the protocol
-    (:mod:`pigviz.decode.custom`): ``use_attention(model, my_estimator, budget=0.05)``."""
+    """Switch ``model`` to the decode attention for the ``with`` block. The previous attention
+    implementation comes back on exit, whatever happens inside.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        A model whose attention goes through transformers' ``AttentionInterface``.
+    attention : str or callable
+        One of ``METHODS``, or an estimator of the protocol (:mod:`pigviz.decode.custom`):
+        ``use_attention(model, my_estimator, budget=0.05)``.
+    **options
+        The method's settings (``default_options(attention)`` lists them with their defaults).
+
+    Yields
+    ------
+    DecodeSession
+        The session the registered attention function runs.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :class:`DecodeSession`.
+    """
     if callable(attention):
         attention, options = custom.CUSTOM, dict(options, estimator=attention)
     session = DecodeSession(model, attention, **options)

@@ -281,6 +281,7 @@ def bill_claims(claim) -> None:
         "4,096-token sliding window would let a rolling cache hold 512 MiB",
         len(past) == 4 and rolling == 512 * 1024 * 1024,
         f"{', '.join(past)}; {format_bytes(rolling)}",
+        quotes=(f"{kv_bytes(mistral, CONTEXT) / GIB:.0f} GiB row",),
     )
     claim(
         "Mistral-7B-v0.1's card states no context: its 32,768 is the config's max_position_embeddings",
@@ -299,7 +300,7 @@ def bill_claims(claim) -> None:
         "the table entries come to about 14.1 GiB, more than the 12 GiB they index",
         near(r["table_bytes"] / GIB, 14.1, 0.01) and r["table_bytes"] > r["kv_bytes"],
         f"{r['table_bytes'] / GIB:.2f} GiB",
-        quotes=(f"{r['table_bytes'] / GIB:.1f} GiB",),
+        quotes=(f"{r['table_bytes'] / GIB:.1f} GiB", f"{r['kv_bytes'] / GIB:.0f} GiB"),
     )
     pig, mp = layout_rows("Llama-3.1-8B", CONTEXT)
     claim(

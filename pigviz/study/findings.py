@@ -30,7 +30,6 @@ __all__ = [
     "wins",
     "curves",
     "load_shipped_results",
-    "speed_table",
     "speed_rows",
     "live_agreement",
     "series_array",
@@ -221,30 +220,6 @@ def speed_rows(path=None) -> list[dict]:
     """The rows of the shipped CPU timing table (``benchmarks/bench_attend.py --json``)."""
     path = path or data_dir() / SPEED_FILE
     return json.loads(Path(path).read_text(encoding="utf-8"))["rows"]
-
-
-def speed_table(path=None) -> str:
-    """The shipped CPU timing table (one decode step of one layer), as text."""
-
-    path = path or data_dir() / SPEED_FILE
-    data = json.loads(open(path, encoding="utf-8").read())
-    head = (
-        f"{'shape':<18}{'n':>7}{'K, L':>9}{'build s':>9}{'attend ms':>11}{'dense ms':>10}{'speed-up':>10}"
-        f"{'budget':>8}{'tables/KV':>10}{'err MP':>8}{'err TopK':>9}"
-    )
-    lines = [
-        f"torch {data['torch']}, {data['threads']} thread(s); command: {SPEED_COMMAND}",
-        "synthetic keys; tables/KV = hash-table bytes / fp16 KV-cache bytes; errors vs dense attention",
-        head,
-        "-" * len(head),
-    ]
-    for r in data["rows"]:
-        lines.append(
-            f"{r['shape']:<18}{r['n']:>7}{r['K']:>5},{r['L']:>3}{r['build_s']:>9.1f}{r['attend_ms']:>11.1f}"
-            f"{r['sdpa_ms']:>10.1f}{r['speedup']:>9.1f}x{100 * r['budget']:>7.2f}%{r['table_vs_kv_fp16']:>9.2f}x"
-            f"{r['err_magicpig']:>8.3f}{r['err_topk']:>9.3f}"
-        )
-    return "\n".join(lines)
 
 
 PAPER = (10, 150)

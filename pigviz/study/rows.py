@@ -16,7 +16,6 @@ from pigviz.study.run import series_id
 
 __all__ = [
     "SERIES_LEGEND",
-    "SPEED_COLUMNS",
     "settings",
     "part1_rows",
     "matched_rows",
@@ -29,7 +28,6 @@ __all__ = [
     "seed_rows",
     "sampled_share_rows",
     "live_rows",
-    "speed_rows",
 ]
 
 SERIES_LEGEND = {
@@ -50,29 +48,8 @@ SERIES_LEGEND = {
     "no_exact": "MagicPIG with no exact set at all, first position only",
 }
 
+
 # field of the benchmark's rows -> (column, format); a field shows when every row has it
-SPEED_COLUMNS = {
-    "shape": ("shape", "{}"),
-    "n": ("keys", "{:,}"),
-    "K": ("K", "{}"),
-    "L": ("L", "{}"),
-    "budget": ("budget", "{:.2%}"),
-    "attend_ms": ("MagicPIG ms", "{:.2f}"),
-    "attend_bf16_ms": ("MagicPIG bf16 ms", "{:.2f}"),
-    "sdpa_ms": ("dense ms", "{:.2f}"),
-    "sdpa_bf16_ms": ("dense bf16 ms", "{:.2f}"),
-    "sdpa_gqa_ms": ("dense, K/V per query head ms", "{:.2f}"),
-    "speedup": ("speed-up", "{:.1f}x"),
-    "speedup_best": ("speed-up, each at its best", "{:.1f}x"),
-    "attend_floor_ms": ("MagicPIG floor ms", "{:.3f}"),
-    "sdpa_floor_ms": ("dense floor ms", "{:.3f}"),
-    "table_vs_kv_fp32": ("tables / KV timed (fp32)", "{:.2f}x"),
-    "table_vs_kv_fp16": ("tables / KV in fp16", "{:.2f}x"),
-    "err_magicpig": ("error MagicPIG", "{:.3f}"),
-    "err_topk": ("error TopK", "{:.3f}"),
-}
-
-
 def _need(d: dict, what: str, *keys) -> None:
     missing = [k for k in keys if k not in d]
     if missing:
@@ -292,12 +269,3 @@ def live_rows(live: dict, results: dict, row: int = 2) -> list[dict]:
         | {"study error": s["error"][i_layer][0][h], "study budget": s["budget"][i_layer][0][h]}
         for i, h in enumerate(heads)
     ]
-
-
-def speed_rows(data: dict) -> tuple[list[dict], dict]:
-    """The shipped CPU benchmark (``benchmarks/bench_attend.py``'s JSON) as rows of the
-    :data:`SPEED_COLUMNS` every row has, and their formats."""
-    _need(data, "the benchmark", "rows")
-    fields = [f for f in SPEED_COLUMNS if all(f in r for r in data["rows"])]
-    rows = [{SPEED_COLUMNS[f][0]: r[f] for f in fields} for r in data["rows"]]
-    return rows, {SPEED_COLUMNS[f][0]: SPEED_COLUMNS[f][1] for f in fields}

@@ -15,6 +15,7 @@ from pigviz.lessons import nb07a_inside_the_model as nb07
 from pigviz.lessons import nb07b_your_magicpig as nb07b
 from pigviz.lessons.exercises import nb03, nb06
 from pigviz.lessons.exercises import nb07 as refs
+from pigviz.lsh import index as lsh_index
 from pigviz.memory.model_shapes import get_model_shape
 from pigviz.study.experiments import decode_step_pieces
 
@@ -108,18 +109,20 @@ def test_without_memory_fields_no_memory_claim_is_made(shipped):
     assert any(c.text.startswith("memory:") for c in f3._speed_claims(shipped["speed"], shipped["generations"]))
 
 
-def test_the_index_outweighs_the_cache_it_held_but_not_the_fp32_one_dense_held(shipped):
-    """07-11: 268 MiB of index against the 191 MiB MagicPIG held (sampled layers bf16, layer 0 fp32: 1.4x),
-    0.7x the 370 MiB fp32 cache dense held (close to the formula's 359 MiB)."""
+def test_the_index_with_room_to_grow_outweighs_both_caches(shipped):
+    """07-11: the caches measure as their formulas say; the index, laid out with room to grow (so that
+    generated tokens are filed without re-sorting), outweighs the cache MagicPIG held and the fp32 one
+    dense held, and is its packed size (index_bytes over the 29 sampled layers) times the room."""
     (m,) = [x for x in report.memory_check(report.speed_pairs(shipped["speed"])) if x["context"] == 8174]
     held = (29 * 8174 * 46_080 / 2 / 30 + 8174 * 46_080 / 30) / 2**20  # bf16 sampled layers, fp32 layer 0
     assert m["kv_cache_mb"] == pytest.approx(held, rel=0.04)  # both caches measure ~3% over the formula
     assert m["dense_kv_cache_mb"] == pytest.approx(8174 * 46_080 / 2**20, rel=0.04)
-    assert m["index_mb"] / m["kv_cache_mb"] == pytest.approx(1.4, abs=0.05)
-    assert m["index_mb"] / m["dense_kv_cache_mb"] == pytest.approx(0.72, abs=0.05)
+    packed = 29 * lsh_index.index_bytes(8174, 10, 150, 3) / 2**20
+    assert m["kv_cache_mb"] < m["dense_kv_cache_mb"] < m["index_mb"]
+    assert 1.2 * packed < m["index_mb"] < 2.5 * packed  # the room: a quarter and more per bucket, spare at the end
 
 
-def test_speed_table_rows_have_one_row_per_method_and_ratios_to_dense_and_the_best_dense(shipped):
+def test_speed_table_rows_have_one_row_per_method_and_ratios_to_dense_and_the_fastest_dense(shipped):
     fair = report.fair_rows(shipped["speed"])
     rows = report.speed_table_rows(fair)
     assert len(rows) == len(fair) and {r["method"] for r in rows} == {*report.DENSE_FORMS, "magicpig"}
@@ -127,7 +130,7 @@ def test_speed_table_rows_have_one_row_per_method_and_ratios_to_dense_and_the_be
     for context in {r["context"] for r in rows}:
         here = [r for r in rows if r["context"] == context]
         best = min((r for r in here if r["method"] in report.DENSE_FORMS), key=lambda r: r["CPU: attn ms"])
-        assert all(r["best dense"] == best["method"] for r in here) and best["attn / best dense"] == 1.0
+        assert all(r["fastest dense"] == best["method"] for r in here) and best["attn / fastest dense"] == 1.0
     assert set(f3.SPEED_COLUMNS) <= set(rows[0])
 
 
@@ -312,3 +315,22 @@ def test_buffered_step_equals_one_softmax_over_its_reads():
         q, keys[sampled], values[sampled], index["mu"], keys[exact], values[exact], index["K"], index["L"]
     )
     np.testing.assert_allclose(out, one, rtol=1e-10)
+
+
+def test_the_yardstick_and_stage_tables_read_the_benchmark_rows():
+    attend, _ = f3.load_kernels()
+    frame = f3.yardstick_table(attend).frame
+    runs = [r for r in report.kernel_runs(attend)]
+    assert list(frame["tokens"]) == [r["n"] for r in runs]
+    for (_, row), r in zip(frame.iterrows(), runs):
+        assert row["dense bf16 floor ms"] == r["dense_bf16_floor_ms"]
+        per_token = row["MagicPIG per token, 4,096 ms"]
+        assert row["4,096: x dense floor"] == pytest.approx(per_token / r["dense_bf16_floor_ms"])
+        assert row["MagicPIG per token, 256 ms"] > row["MagicPIG per token, 4,096 ms"] > row["MagicPIG step ms"]
+    old = copy.deepcopy(attend)
+    for r in old["rows"]:
+        del r["dense_bf16_floor_ms"]  # a file measured before the yardstick has none to show
+    assert report.kernel_yardstick_rows(old) == []
+    stages = f3.stage_table(attend).frame
+    assert list(stages["stage"]) == ["hash", "walk", "hits", "K", "mix"]
+    assert np.allclose(stages["x floor"], stages["ms"] / stages["floor ms"], rtol=1e-12)

@@ -40,9 +40,6 @@ def test_small_row_builders_validate_and_pair_their_inputs():
         rows.kl_sweep_rows([{}], [])
     with pytest.raises(ValueError, match="errors must map"):
         rows.current_page_rows({})
-    data = {"rows": [{"shape": "x", "n": 8, "build_s": 1.0}, {"shape": "y", "n": 16}]}
-    got, formats = rows.speed_rows(data)
-    assert got == [{"shape": "x", "keys": 8}, {"shape": "y", "keys": 16}] and formats["keys"] == "{:,}"
 
 
 def test_sink_rows_check_the_weights_shape(results):
