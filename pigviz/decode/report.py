@@ -725,9 +725,9 @@ def kernel_rows(attend: dict) -> list[dict]:
                 used = r["attend_threads_used"][t]
                 row[f"{t} threads asked: used"] = used
                 row[f"{t} threads: bf16 speed-up"] = speedup if used > 1 else None
-        row["SDPA / attend"] = r["sdpa_ms"] / r["attend_ms"]
+        row["SDPA fp32 / attend fp32"] = r["sdpa_ms"] / r["attend_ms"]
         if "dense_best_ms" in r:  # files measured since dense was also timed in bf16
-            row["fastest dense"] = r["dense_best_dtype"]
+            row["fastest dense"] = {"bfloat16": "sdpa bf16", "float32": "sdpa fp32"}[r["dense_best_dtype"]]
             row["fastest dense / fastest attend"] = r["speedup_best"]
         out.append(row)
     return out

@@ -68,15 +68,16 @@ attend, authors = f3.load_kernels()  # pigviz/data/bench_attend_cpu.json, bench_
 f3.yardstick_table(attend)
 
 # %% [markdown]
-# **What the table says.** No dense path came within 1.3x of its byte floor: the fastest one at
-# each size took 4.4x to 5.7x the floor of its own bytes. One core is part of the reason: at its
+# **What the table says.** No dense path came within 1.3x of its byte floor, the mark we would
+# call dense at its best: the fastest one at each size took 4.4x to 5.7x the floor of its own bytes. One core is part of the reason: at its
 # measured matmul rate (39 G multiply-adds a second) the Llama-like layer's arithmetic at 98,304
 # tokens takes 20.8 ms, more than its 18.6 ms of bf16 bytes, so no dense kernel on one core
 # reaches the byte floor there. MagicPIG's step at that size, its index counted over 4,096
 # generated tokens, cost 10.2 ms a token: 0.55x dense's bf16 floor and 10.3x faster than the
-# fastest measured dense. That misses the target of 0.25x the floor, and the step alone took 5.6x
-# its own floor (the stage table below says where the time goes). Over only 256 generated tokens
-# the build (6.1 s for the layer) dominates: 38.9 ms a token, 2.1x the floor. For SmolLM2's small
+# fastest measured dense. That misses the benchmark's targets (at most 0.25x dense's bf16 floor
+# over 4,096 tokens, the step within 2.5x its own floor): the step alone took 5.6x its own floor
+# (the stage table below says where the time goes). Over only 256 generated tokens the build and
+# the tables' layout (7.8 s for the layer) dominate: 38.9 ms a token, 2.1x the floor. For SmolLM2's small
 # heads MagicPIG per token ranges from 0.82x to 1.95x dense's bf16 floor over 4,096 tokens, above
 # it at the shortest context.
 #
@@ -87,7 +88,7 @@ f3.yardstick_table(attend)
 f3.stage_table(attend)
 
 # %% [markdown]
-# The K gather and the value mix take 71% of it, each within 1.3x of reading the same rows at random.
+# The K gather and the value mix take 71% of the stages' 6.3 ms, each within 1.3x of reading the same rows at random.
 # Rows fetched at random are the cost: that gather floor is 3.1x a sequential read of the same bytes,
 # and the step's own floor counts its bytes at the sequential rate.
 
@@ -122,15 +123,16 @@ lessons.table(report.speed_table_rows(rows), columns=f3.SPEED_COLUMNS, formats=f
 # the 18 tokens the benchmark decodes (16 timed steps and 2 to warm up). At 4,096 and 8,174 tokens
 # the fastest dense was dense_grouped_bf16, at 6.2x and 6.0x the floor of its own bytes: none of
 # the three is dense at its best. Against it MagicPIG's attention costs 0.53x and 0.41x, reading
-# 5.6% and 5.1% of the keys. Its index changes that: over 4,096 generated tokens 0.64x and 0.46x,
-# over only 256 tokens 0.95x and 0.69x, about level at 4,096 tokens (a ratio within 10% of 1 counts
-# as about the same), where the build takes 2.4 s. Against dense's bf16 floor MagicPIG's attention
+# 5.6% and 5.1% of the keys. Its index narrows that: over 4,096 generated tokens 0.64x and 0.46x,
+# over only 256 tokens 0.95x and 0.69x, about level at the 4,096-token context (a ratio within 10%
+# of 1 counts as about the same), where the build takes 2.4 s. Against dense's bf16 floor MagicPIG's attention
 # with its index over 4,096 tokens takes 3.93x and 2.76x: it reads fewer bytes than that floor, but
 # reads them slowly. The whole step costs 0.81x and 0.68x of the fastest dense's without the index:
 # faster than the fastest dense at both contexts. Attention is only 34% and 48% of that dense step,
 # and the rest is the same work for both, so the step gains only attention's share: 1 - share x
-# (1 - ratio) predicts 0.84x and 0.72x. The rest of the step differs between the runs by at most 7%,
-# a gauge of the noise.
+# (1 - ratio) predicts 0.84x and 0.72x for the step without the index (measured: 0.81x and 0.68x).
+# The rest of the step differs between MagicPIG's run and the fastest dense's by at most 7%, a
+# gauge of the noise.
 
 # %%
 decoding_plots.speed_figure([{**r, "attention_ms": r["attention_cpu_ms"], "step_ms": r["step_cpu_ms"]} for r in rows], title="CPU time of the decoding thread per generated token")
@@ -138,10 +140,10 @@ decoding_plots.speed_figure([{**r, "attention_ms": r["attention_cpu_ms"], "step_
 # %% [markdown]
 # **The yardstick moves the ratio.** Against transformers' `sdpa`, the model's default, MagicPIG's
 # attention costs 0.44x and 0.31x, and its step 0.73x and 0.56x. At 8,174 tokens that yardstick
-# makes MagicPIG's attention look 1.3x better than against the fastest measured dense: copying K and
-# V for every query head and reading them in fp32 costs dense time that has nothing to do with
-# reading every key. Dense's attention takes 70.5 ms that way, 71.2 ms grouped and 53.6 ms grouped
-# on a bf16 cache; MagicPIG's takes 21.9 ms. Its sampled layers read bf16 K/V too; its layer 0, kept
+# makes MagicPIG's attention look 1.3x better than against the fastest measured dense, and in this
+# run the whole gap is fp32 against bf16: dense's attention took 70.5 ms as transformers runs it
+# (K and V repeated per query head), 71.2 ms grouped, about the same, and 53.6 ms grouped on a bf16
+# cache; MagicPIG's takes 21.9 ms. Its sampled layers read bf16 K/V too; its layer 0, kept
 # dense, runs transformers' `sdpa`.
 
 # ### The index's mean over a long generation
@@ -163,7 +165,8 @@ f3.drift_table(drift)
 # that run). A prompt as long as the generation (4,096) never re-centres. The authors' exact buffer
 # is nearly exact only because it reads 98% of the keys. The price is one slow step per doubling:
 # a re-centring of one layer and KV head at 8,192 tokens took 35 ms, against 3.1 ms to file a
-# buffer and 0.26 ms for that layer's decode step; it is counted in the per-token figures above.
+# buffer and 0.26 ms for a decode step of that KV head's 3 query heads (the table's caption); its
+# share per generated token is counted in the per-token figures above.
 
 # ### The kernel alone, against its floor and the authors' kernels
 #
@@ -192,7 +195,8 @@ f3.kernel_table(attend)
 # the sample. So pigviz is timed twice: on that same work, and for its whole step, which also
 # hashes the query and reads the exact keys. Their kernels are AVX-512 code, so this ran on another
 # 2-core CPU, one with AVX-512 (the file does not name its model), and its times differ from the
-# table above.
+# table above. Each `x floor` counts the bytes that side reads for the same sampled keys: their
+# 4-byte token ids and a byte per token of hit counts, against pigviz's narrower ids and two bits.
 
 # %%
 f3.authors_table(authors)
