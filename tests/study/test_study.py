@@ -279,7 +279,8 @@ def test_widget_clamps_and_never_raises(tiny_results):
     results, _ = tiny_results
     w = StudyExplorer(results)
     assert "pigviz-study-layer" in w.layer_picker._dom_classes and "pigviz-study-chart" in w.chart._dom_classes
-    assert len(w.chart.data) > 0 and "MagicPIG against TopK" in w.status.value
+    pairs = findings.curves(results, w.selection["layer"], w.selection["head"], ["magicpig", "topk"])
+    assert len(w.chart.data) > 0 and w.status.value.count("<br>") == len(pairs["magicpig"])  # a line per budget
     w.set_selection(layer=1000, head=-7, methods=["topk", "bogus"])
     assert w.selection == {"layer": 1, "head": 0, "methods": ["topk"]}
     w.set_selection(methods=[])
