@@ -360,8 +360,8 @@ class LSHIndex:
 def build_index(
     k: torch.Tensor,
     *,
-    K: int = DEFAULTS.K,
-    L: int = DEFAULTS.L,
+    K: int,
+    L: int,
     sinks: int = DEFAULTS.sinks,
     recent: int = DEFAULTS.recent,
     seed: int = 0,
@@ -376,9 +376,10 @@ def build_index(
     k : torch.Tensor, (Hkv, n, d)
         The keys, finite. The index lives on their device.
     K : int in [1, 62]
-        Bits per table.
+        Bits per table, no default: the entry points (``use_attention``, ``magicpig()``, the CLI)
+        pass :data:`pigviz.DEFAULTS`'s or the caller's.
     L : int >= 1
-        Tables.
+        Tables, no default either.
     sinks, recent : int >= 0
         The first and last tokens, read exactly and never sampled; sinks + recent < n.
     seed : int >= 0

@@ -552,8 +552,8 @@ def sampled_attention(
     k,
     v,
     *,
-    K: int = DEFAULTS.K,
-    L: int = DEFAULTS.L,
+    K: int,
+    L: int,
     sinks: int = DEFAULTS.sinks,
     recent: int = DEFAULTS.recent,
     min_hits: int = DEFAULTS.min_hits,
@@ -569,9 +569,10 @@ def sampled_attention(
     k, v : torch.Tensor, (Hkv, n, d) and (Hkv, n, dv)
         The cache.
     K : int in [1, 62]
-        Bits per table.
+        Bits per table, no default: the entry points (``use_attention``, ``magicpig()``, the CLI)
+        pass :data:`pigviz.DEFAULTS`'s or the caller's.
     L : int >= 1
-        Tables.
+        Tables, no default either.
     sinks, recent : int >= 0
         The first and last tokens, read exactly; sinks + recent < n.
     min_hits : int in [1, L]

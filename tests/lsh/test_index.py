@@ -161,7 +161,7 @@ def test_half_precision_keys_build_like_float32(cone_keys):
 )
 def test_bad_arguments_are_refused(cone_keys, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        build_index(cone_keys, **kwargs)
+        build_index(cone_keys, **{"K": 10, "L": 4, **kwargs})
 
 
 def test_memory_guard_counts_the_build_scratch(cone_keys):
@@ -198,11 +198,13 @@ def test_keys_beyond_float32_are_refused(cone_keys):
 
 def test_bad_keys_are_refused(cone_keys):
     with pytest.raises(TypeError, match="k must be a torch.Tensor"):
-        build_index(cone_keys.numpy())
+        build_index(cone_keys.numpy(), K=10, L=4)
     with pytest.raises(ValueError, match="kv_heads, n, d"):
-        build_index(cone_keys[0])
+        build_index(cone_keys[0], K=10, L=4)
     with pytest.raises(TypeError, match="centre"):
-        build_index(cone_keys, centre="yes")
+        build_index(cone_keys, K=10, L=4, centre="yes")
+    with pytest.raises(TypeError, match="K"):  # below the entry points K and L have no defaults
+        build_index(cone_keys)
 
 
 @pytest.mark.cuda

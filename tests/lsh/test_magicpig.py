@@ -235,17 +235,17 @@ def test_bad_inputs_name_the_parameter(step, index):
     with pytest.raises(ValueError, match="min_hits must be in"):
         attend(index, q, k, v, min_hits=41)
     with pytest.raises(ValueError, match="min_hits must be in"):
-        sampled_attention(q, k, v, L=10, min_hits=11)
+        sampled_attention(q, k, v, K=10, L=10, min_hits=11)
     with pytest.raises(ValueError, match="K must be in"):
-        sampled_attention(q, k, v, K=0)
+        sampled_attention(q, k, v, K=0, L=10)
     with pytest.raises(ValueError, match="L must be in"):
-        sampled_attention(q, k, v, L=0)
+        sampled_attention(q, k, v, K=10, L=0)
     with pytest.raises(ValueError, match="sinks \\+ recent"):
-        sampled_attention(q, k, v, sinks=2000, recent=2000)
+        sampled_attention(q, k, v, K=10, L=10, sinks=2000, recent=2000)
     with pytest.raises(ValueError, match="multiple of the KV heads"):
-        sampled_attention(q[:5], k, v)
+        sampled_attention(q[:5], k, v, K=10, L=10)
     with pytest.raises(ValueError, match="same kv_heads and n"):
-        sampled_attention(q, k, v[:, :100])
+        sampled_attention(q, k, v[:, :100], K=10, L=10)
     with pytest.raises(ValueError, match="index was built for"):
         attend(index, q, k[:, :100], v[:, :100])
     with pytest.raises(ValueError, match="finite"):
