@@ -491,17 +491,14 @@ class DecodeSession:
         r = self.options.get("recentre", 0)
         recentre = bool(r) and stop >= r * state.centred_n
         if recentre:
-            self._build(layer, keys[:, :stop], None)
+            self._build(layer, keys[:, :stop], None)  # a fresh state, centred on these tokens
         else:
             insert_tokens(state.index, keys, stop)
+            self.layers[layer] = _LayerState(state.index, centred_n=state.centred_n)
         if keys.is_cuda:  # queued GPU work belongs to the upkeep's time
             import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
             torch.cuda.synchronize(keys.device)
-        if recentre:
-            state = self.layers[layer]
-        else:
-            self.layers[layer] = state = _LayerState(state.index, centred_n=state.centred_n)
         seconds = time.perf_counter() - t0
         if recentre:
             self.recentres += 1
@@ -509,7 +506,7 @@ class DecodeSession:
             self.recentre_seconds += seconds
         self.upkeeps += 1
         self.upkeep_seconds += seconds
-        return state
+        return self.layers[layer]
 
     # -- the attention function ----------------------------------------------------------
     def __call__(self, module, query, key, value, attention_mask, scaling=None, **kwargs):

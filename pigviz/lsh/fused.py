@@ -774,6 +774,11 @@ def pick_by_trial(run, counts, repeats: int = 3, clock=time.perf_counter):
     return min(counts, key=lambda c: (best[c], c)), result
 
 
+def _trial_key(rows: int, n: int, threads: int) -> tuple[int, int, int]:
+    """A trial's size class: the rows, the work's power of two and the threads asked."""
+    return rows, (rows * n).bit_length(), threads
+
+
 def threads_used(rows: int, n: int, threads: int) -> int:
     """The threads a step ran on: :func:`threads_for`'s count, or the count a trial chose for a
     step of that size.
@@ -794,7 +799,7 @@ def threads_used(rows: int, n: int, threads: int) -> int:
     """
     count = threads_for(rows, n, threads)
     if count == 1 and threads > 1 and rows > 1:
-        return TRIALS.get((rows, (rows * n).bit_length(), threads), 1)
+        return TRIALS.get(_trial_key(rows, n, threads), 1)
     return count
 
 
@@ -808,7 +813,7 @@ def _launch(kernel, ws: _Workspace, head: tuple, tail: tuple, rows: int, threads
     row read a non-finite number."""
     count = threads_for(rows, ws.n, threads)
     if count == 1 and threads > 1 and rows > 1 and rows * ws.n > calibrated_up_to():
-        key = (rows, (rows * ws.n).bit_length(), threads)
+        key = _trial_key(rows, ws.n, threads)
         if key not in TRIALS:
             more = min(threads, rows)
             TRIALS[key], done = pick_by_trial(lambda c: _run(kernel, ws, head, tail, c), (1, more))
