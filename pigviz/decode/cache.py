@@ -22,7 +22,9 @@ model, the query hashing and the exact sink and window tokens on the GPU and kee
 the cache, the hash tables and the sampled attention on the CPU, merging the two parts by
 log-sum-exp. An offloaded layer keeps on the model's device only [sinks | recent window |
 decode buffer]; every indexed token's key and value row sits in CPU memory (pinned when the
-model is on a GPU), in the storage dtype. See :mod:`pigviz.decode.session` for the step.
+model is on a GPU), in the storage dtype. :func:`offload_layers` makes the move; the session
+(:mod:`pigviz.decode.session`) owns the step and only calls down into this storage, which never
+calls back.
 
 Each layer's ``keys`` / ``values`` are views of its storage; their heads lie ``capacity`` rows
 apart, which :func:`pigviz.lsh.fused.attend` reads in place.
@@ -39,6 +41,7 @@ __all__ = [
     "layer_classes",
     "decoding_cache",
     "half_copy",
+    "offload_layers",
     "storage_bytes",
     "resolve_kv_dtype",
     "transformers_cache",
@@ -321,6 +324,65 @@ def half_copy(cache, half_layers, dtype):
             new = copy.copy(layer)
         out.layers.append(new)
     return out
+
+
+def offload_layers(cache, layers, *, sinks: int, recent: int, kv_dtype: str, spare: int) -> dict | None:
+    """Move ``layers`` of a prefilled ``cache`` into MagicPIG's CPU placement: each becomes an
+    :class:`OffloadLayer` (its exact tokens on the model's device, its indexed tokens on the CPU,
+    in ``kv_dtype``). A layer already offloaded, not filled, or holding no more than
+    ``sinks + recent`` tokens (nothing to sample: it stays whole on the device) is left as it is.
+
+    Parameters
+    ----------
+    cache : transformers.Cache
+        Filled by a prefill; its chosen layers are replaced in place.
+    layers : iterable of int
+        The layers the decoder samples.
+    sinks, recent : int >= 0
+        Tokens at the start and at the end of the prefill that stay on the device, read exactly.
+    kv_dtype : str, one of KV_DTYPES
+        The CPU copy's dtype (``"model"``: the keys' own).
+    spare : int >= 1
+        Device rows kept free for the decode buffer.
+
+    Returns
+    -------
+    dict or None
+        None where no layer moved; otherwise what moved: ``layers``, ``device``,
+        ``device_bytes_before`` / ``_after`` / ``_freed``, ``cpu_bytes`` (and, on a GPU, the
+        ``cuda_allocated_*`` figures the allocator reports).
+    """
+    import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
+
+    OffloadLayer = layer_classes()[1]
+    moved, device, report = [], None, None
+    for layer in layers:
+        current = cache.layers[layer]
+        keys = getattr(current, "keys", None)
+        if isinstance(current, OffloadLayer) or keys is None or keys.shape[2] <= sinks + recent:
+            continue
+        device = keys.device
+        if report is None:  # the storage before the first move
+            allocated = torch.cuda.memory_allocated(device) if device.type == "cuda" else None
+            report = {"device_bytes_before": storage_bytes(cache)["device"], "cuda_allocated_before": allocated}
+        dtype = resolve_kv_dtype(kv_dtype, keys.dtype)
+        cache.layers[layer] = OffloadLayer(keys, current.values, sinks=sinks, recent=recent, dtype=dtype, spare=spare)
+        del current, keys  # the device copy goes once the cache no longer holds it
+        moved.append(layer)
+    if report is None:
+        return None
+    after = storage_bytes(cache)
+    report.update(
+        device=str(device),
+        device_bytes_after=after["device"],
+        cpu_bytes=after["cpu"],
+        device_bytes_freed=report["device_bytes_before"] - after["device"],
+        layers=moved,
+    )
+    if device.type == "cuda":
+        report["cuda_allocated_after"] = torch.cuda.memory_allocated(device)
+        report["cuda_allocated_freed"] = report["cuda_allocated_before"] - report["cuda_allocated_after"]
+    return report
 
 
 def storage_bytes(cache) -> dict:

@@ -69,9 +69,8 @@ from pigviz.decode.cache import (
     KV_DTYPES,
     decoding_cache,
     half_copy,
-    layer_classes,
+    offload_layers,
     resolve_kv_dtype,
-    storage_bytes,
     transformers_cache,
 )
 from pigviz.decode.offload import OffloadStep
@@ -421,42 +420,24 @@ class DecodeSession:
         self.index_cpu_seconds += time.thread_time() - c0
 
     def _offload(self, cache) -> None:
-        import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
-
-        OffloadLayer = layer_classes()[1]
+        """The cache moves the sampled layers to the CPU (:func:`offload_layers`); the session
+        keeps its handle on each moved layer, for the step, and the report of the first move."""
         o = self.options
-        device = None
-        for layer in range(self.config.num_hidden_layers):
-            current = cache.layers[layer]
-            keys = getattr(current, "keys", None)
-            if not self.sampled_layer(layer) or isinstance(current, OffloadLayer) or keys is None:
-                continue
-            if keys.shape[2] <= o["sinks"] + o["recent"]:
-                continue  # too short to sample from: stays whole on the device, read exactly
-            device = keys.device
-            if self.offload_report is None:
-                before = storage_bytes(cache)
-                allocated = torch.cuda.memory_allocated(device) if device.type == "cuda" else None
-                self.offload_report = {"device_bytes_before": before["device"], "cuda_allocated_before": allocated}
-            dtype = self._storage_dtype(keys.dtype)
-            cache.layers[layer] = OffloadLayer(
-                keys, current.values, sinks=o["sinks"], recent=o["recent"], dtype=dtype, spare=o["buffer"] + 1
-            )
-            del current, keys
+        sampled = [layer for layer in range(self.config.num_hidden_layers) if self.sampled_layer(layer)]
+        report = offload_layers(
+            cache,
+            sampled,
+            sinks=o["sinks"],
+            recent=o["recent"],
+            kv_dtype=o.get("kv_dtype", "model"),
+            spare=o["buffer"] + 1,
+        )
+        if report is None:
+            return
+        for layer in report["layers"]:
             self._offloaded[layer] = (cache.layers[layer], None)
-        if self.offload_report is not None:
-            after = storage_bytes(cache)
-            report = self.offload_report
-            report.update(
-                device=str(device),
-                device_bytes_after=after["device"],
-                cpu_bytes=after["cpu"],
-                device_bytes_freed=report["device_bytes_before"] - after["device"],
-                layers=sorted(self._offloaded),
-            )
-            if device.type == "cuda":
-                report["cuda_allocated_after"] = torch.cuda.memory_allocated(device)
-                report["cuda_allocated_freed"] = report["cuda_allocated_before"] - report["cuda_allocated_after"]
+        if self.offload_report is None:
+            self.offload_report = report
 
     def _build(self, layer: int, keys, values) -> None:
         from pigviz.lsh.index import build_index, make_room  # heavy: imports torch

@@ -39,6 +39,28 @@ def _reference(index, k, v, rows, ends):
     return out, stats["sampled"]
 
 
+def test_the_cache_moves_only_the_layers_it_can_sample_from():
+    """offload_layers is the storage's own move: a layer too short to sample from, an empty one
+    and one already offloaded stay as they are; the report counts the device bytes it freed."""
+    Growing, Offload = kv_cache.layer_classes()
+    _, k, v = synthetic_decode_step(heads=H, kv_heads=HKV, n=200, d=D, seed=1)
+    cache = type("Cache", (), {})()  # the function reads only .layers
+    cache.layers = [Growing(), Growing(), Growing(), Growing(torch.bfloat16)]
+    cache.layers[0].update(k[None], v[None])
+    cache.layers[1].update(k[None, :, : SINKS + RECENT], v[None, :, : SINKS + RECENT])  # nothing to sample
+    cache.layers[3].update(k[None], v[None])
+    before = kv_cache.storage_bytes(cache)["device"]
+    report = kv_cache.offload_layers(cache, [0, 1, 2, 3], sinks=SINKS, recent=RECENT, kv_dtype="model", spare=9)
+    assert report["layers"] == [0, 3]
+    assert [type(layer) for layer in cache.layers] == [Offload, Growing, Growing, Offload]
+    assert cache.layers[0].cpu_keys.dtype == torch.float32 and cache.layers[3].cpu_keys.dtype == torch.bfloat16
+    assert report["device_bytes_before"] == before
+    assert report["device_bytes_freed"] == before - kv_cache.storage_bytes(cache)["device"] > 0
+    assert torch.equal(cache.layers[0].cpu_keys[:, :200], k)  # every indexed token, on the CPU
+    again = kv_cache.offload_layers(cache, [0, 3], sinks=SINKS, recent=RECENT, kv_dtype="model", spare=9)
+    assert again is None  # nothing left to move
+
+
 @numba_only
 @pytest.mark.parametrize("T", [1, 4])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
