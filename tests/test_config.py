@@ -1,6 +1,8 @@
 """MagicPIG's defaults live in one place, pigviz._util.config, and every default follows it."""
 
 import ast
+import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,20 @@ ROOT = Path(__file__).resolve().parents[1]
 # What the method's parameters default to, as MagicPIG's authors set them.
 AUTHORS = dict(K=10, L=150, min_hits=2, sinks=4, recent=64, seed=0, buffer=256)
 # The one-screen reference and the exercises are read by learners, who see numbers, not DEFAULTS.
-READ_BY_LEARNERS = ("pigviz/lsh/reference.py", "pigviz/lessons/exercises/", "pigviz/lessons/nb07b_your_magicpig.py")
+READ_BY_LEARNERS = ("pigviz/lsh/reference.py", "pigviz/lessons/exercises/")
+# Below the entry points (use_attention, generate, magicpig(), the CLI, the study, the widgets), the
+# functions that compute take K and L from their caller: none of them defaults either.
+BELOW_THE_ENTRY_POINTS = (
+    "pigviz.lsh.simhash",
+    "pigviz.lsh.simhash_checks",
+    "pigviz.lsh.index",
+    "pigviz.lsh.magicpig",
+    "pigviz.memory.budget",
+    "pigviz.decode.report",
+    "pigviz.decode.stats",
+)
+# A report's own choice, not the method's: the (K, L) at which bench_attend.py sweeps its threads.
+OWN_SETTING = {"pigviz.decode.report.kernel_runs"}
 
 
 def test_the_defaults_are_the_authors():
@@ -74,3 +89,19 @@ def test_no_function_writes_the_methods_defaults_again():
         for hit in _literal_defaults(path)
     ]
     assert not found, found
+
+
+def test_below_the_entry_points_K_and_L_have_no_defaults():
+    found, checked = [], 0
+    for name in BELOW_THE_ENTRY_POINTS:
+        module = importlib.import_module(name)
+        for attr, obj in vars(module).items():
+            if getattr(obj, "__module__", None) != name or not callable(obj):
+                continue
+            params = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj).parameters
+            for p in ("K", "L"):
+                if p in params:
+                    checked += 1
+                    if params[p].default is not inspect.Parameter.empty and f"{name}.{attr}" not in OWN_SETTING:
+                        found.append(f"{name}.{attr}({p}={params[p].default})")
+    assert checked > 20 and not found, found

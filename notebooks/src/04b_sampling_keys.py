@@ -352,7 +352,7 @@ lessons.table(rows, formats={"draw": "{:.0f}", "output error": "{:.3f}"})
 # speed; raw, it skips step 2), averaged over the draws:
 
 # %%
-errors = kh.shipped_output_errors()  # the six steps above for every head (minutes, once per session); kh.output_errors(cap): another capture
+errors = kh.shipped_output_errors()  # the six steps above for every head (minutes, once per session); kh.output_errors(cap, K, L): another capture
 err = {c: errors.mean_error(m) for c, m in {"exact set only": "exact only", "raw keys": "raw", "centred keys": "centred"}.items()}
 lessons.table([{"layer": layer} | {c: e[i].mean() for c, e in err.items()}
                | {"heads where centred < exact set": f"{np.sum(err['centred keys'][i] < err['exact set only'][i])} of {len(heads)}",

@@ -45,7 +45,7 @@ import math  # noqa: F401 (the log_inclusion_probability of the shown solutions 
 import numpy as np
 import pandas as pd
 
-from pigviz import decode, lessons
+from pigviz import DEFAULTS, decode, lessons
 from pigviz.lessons import exercises as ex
 
 # %% [markdown]
@@ -133,9 +133,10 @@ lessons.folded("Solution: buffered_step", ex.solution("07.buffered_step"))
 class YourMagicPIG:
     """MagicPIG from your functions: `build` files one KV head's prefill keys, each row runs `step`."""
 
-    def __init__(self, step, tables, name, K=10, L=150, sinks=4, recent=64, seed=0):
+    def __init__(self, step, tables, name, config=DEFAULTS):  # config: a pigviz.MagicPIGConfig
         self.step, self.tables, self.name = step, tables, name  # tables: a build_tables
-        self.K, self.L, self.sinks, self.recent, self.seed = K, L, sinks, recent, seed
+        self.K, self.L, self.seed = config.K, config.L, config.seed
+        self.sinks, self.recent = config.sinks, config.recent  # the keys read exactly
 
     def build(self, keys):  # (n, d): one layer's KV head at the end of the prefill
         n, d = keys.shape

@@ -1,8 +1,8 @@
 """MagicPIG's defaults, held once.
 
-Every function that takes K, L, the exact set (sinks and recent), ``min_hits``, a seed or the
-buffer defaults to these values through :data:`DEFAULTS`; change one here and every default
-follows. A :class:`MagicPIGConfig` also carries a choice of them as one value:
+The entry points (``use_attention``, ``generate``, the estimators' constructors, the study, the
+CLI) default to these values through :data:`DEFAULTS`; the functions below them take K and L from
+their caller, with no default of their own. Change a value here and every entry point follows. A :class:`MagicPIGConfig` also carries a choice of them as one value:
 ``use_attention(model, "magicpig", **MagicPIGConfig(K=12, L=300).options())``."""
 
 from __future__ import annotations

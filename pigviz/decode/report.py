@@ -7,7 +7,6 @@ import json
 import math
 import textwrap
 
-from pigviz._util.config import DEFAULTS
 from pigviz.attention.names import method_label
 from pigviz.memory import budget as kv_budget
 from pigviz.memory.model_shapes import get_model_shape
@@ -323,8 +322,8 @@ def side_by_side(generations: list[dict], width: int = 96) -> str:
     return "\n".join(lines)
 
 
-def headline(data: dict, K: int = DEFAULTS.K, L: int = DEFAULTS.L) -> dict:
-    """The default configuration next to each baseline at its budget (mean KL, top-1)."""
+def headline(data: dict, K: int, L: int) -> dict:
+    """MagicPIG at (K, L) next to each baseline at its budget (mean KL, top-1)."""
     s = next(x for x in magicpig_summary(data) if (x["K"], x["L"]) == (K, L))
     base = {
         r.get("variant", r["method"]): r
@@ -663,7 +662,7 @@ def speed_pairs(speed: dict) -> list[dict]:
     return out
 
 
-def headline_rows(data: dict, K: int = DEFAULTS.K, L: int = DEFAULTS.L) -> list[dict]:
+def headline_rows(data: dict, K: int, L: int) -> list[dict]:
     """At one (K, L): MagicPIG's budget and mean KL with its seeds' range, then each baseline at its
     budget with a verdict against that range: closer to dense, further from dense, or within it."""
     head = headline(data, K, L)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from pigviz._util.config import DEFAULTS
 from pigviz.attention import cost
 from pigviz.attention.names import method_label
 from pigviz.decode.report import headline, magicpig_summary
@@ -96,7 +95,7 @@ def _magicpig(quality: dict, K: int, L: int) -> list[dict]:
     return runs
 
 
-def worst_positions(quality: dict, K: int = DEFAULTS.K, L: int = DEFAULTS.L, worst: int = 5) -> dict[int, list[int]]:
+def worst_positions(quality: dict, K: int, L: int, worst: int = 5) -> dict[int, list[int]]:
     """Per hash seed of MagicPIG at (K, L): the ``worst`` positions of the stretch with the largest KL."""
     return {r["seed"]: sorted(np.argsort(r["kl_per_token"])[-worst:].tolist()) for r in _magicpig(quality, K, L)}
 
@@ -223,9 +222,7 @@ def passkey_totals(passkey: dict) -> dict[str, dict]:
     }
 
 
-def dense_path(
-    pairs: list[dict], attend_rows: list[dict], model: str = "SmolLM2-135M", K: int = DEFAULTS.K, L: int = DEFAULTS.L
-) -> dict:
+def dense_path(pairs: list[dict], attend_rows: list[dict], model: str = "SmolLM2-135M", *, K: int, L: int) -> dict:
     """Which dense the in-model attention time is against, at the longest context of ``pairs`` (dense and
     MagicPIG decode speed rows, ``report.speed_pairs``): dense's attention per layer in the model
     (``dense_layer_ms``, CPU time), MagicPIG's per sampled layer (its dense layers costed at dense's
@@ -290,15 +287,15 @@ def layers_read(run: dict, layers: int, dense_layers: int, also_dense: int = 1) 
     }
 
 
-def quest_bytes(quality: dict, page: int = 4, model: str = "SmolLM2-135M") -> dict:
-    """Quest with pages of ``page`` at (10, 150)'s matched budget, counted in bytes per query head and step
-    of a sparse layer at the quality prefix (``pigviz.attention.cost``): its page bounds alone and its
+def quest_bytes(quality: dict, page: int = 4, model: str = "SmolLM2-135M", *, K: int, L: int) -> dict:
+    """Quest with pages of ``page`` at MagicPIG (K, L)'s matched budget, counted in bytes per query head and
+    step of a sparse layer at the quality prefix (``pigviz.attention.cost``): its page bounds alone and its
     whole read, each as a share of dense attention's bytes, beside its key budget (sparse layers, and
     over all layers)."""
     n, d = quality["settings"]["prefix"], get_model_shape(model).head_dim
-    quest = headline(quality)["baselines"].get(f"quest/{page}")
+    quest = headline(quality, K, L)["baselines"].get(f"quest/{page}")
     if quest is None:
-        raise ValueError(f"the quality file has no Quest run with pages of {page} at (10, 150)")
+        raise ValueError(f"the quality file has no Quest run with pages of {page} at ({K}, {L})")
     dense = cost.dense_bytes(n, d)
     return {
         "bounds_share": cost.bytes_read("quest", n=n, d=d, keys_read=0, page=page) / dense,

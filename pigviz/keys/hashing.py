@@ -248,9 +248,9 @@ class RealSCurve:
 
 def real_scurve(
     view: HeadView,
-    query_index: int = -1,
-    K: int = sh.DEFAULT_K,
-    L: int = sh.DEFAULT_L,
+    query_index: int,
+    K: int,
+    L: int,
     min_hits: int = DEFAULTS.min_hits,
     n_hashings: int = 200,
     n_keys: int = 300,
@@ -324,7 +324,7 @@ class OutputErrors:
         return self.error[method].mean(axis=2)
 
 
-def output_errors(cap, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, seeds=range(5)) -> OutputErrors:
+def output_errors(cap, K: int, L: int, seeds=range(5)) -> OutputErrors:
     """Run ``pigviz.lsh.magicpig.attend`` (min_hits 2, the exact set of ``EXACT_SINKS`` +
     ``EXACT_RECENT`` read exactly) for the last query of each captured head, once per seed, with
     the index built on raw keys (``centre=False``) and on centred keys, and compare each output
@@ -377,5 +377,5 @@ def output_errors(cap, K: int = sh.DEFAULT_K, L: int = sh.DEFAULT_L, seeds=range
 
 @functools.lru_cache(maxsize=1)
 def shipped_output_errors() -> OutputErrors:
-    """``output_errors`` of the shipped capture at its defaults (five seeds), computed once per process."""
-    return output_errors(shipped_capture())
+    """``output_errors`` of the shipped capture at MagicPIG's defaults (five seeds), computed once per process."""
+    return output_errors(shipped_capture(), DEFAULTS.K, DEFAULTS.L)

@@ -245,7 +245,7 @@ def _speed_claims(speed: dict, generations: list[dict]) -> list[Claim]:
     att, step = [s["attention_ratio_cpu"] for s in ss], [s["step_ratio_cpu"] for s in ss]
     # Which dense path the in-model ratio is against: transformers' sdpa expands K/V to every query head
     # (enable_gqa / repeat_kv) and reads fp32; bench_attend times that form and the grouped one alone.
-    dp = stats.dense_path(rows, load_result(report.ATTEND_FILE)["rows"], SMOL)
+    dp = stats.dense_path(rows, load_result(report.ATTEND_FILE)["rows"], SMOL, K=DEFAULTS.K, L=DEFAULTS.L)
     last, short = dp["context"], smol.max_context - dp["context"]
     # Dense at its best: the fastest form at each context (a file without the grouped rows has none to set).
     fair = report.fair_rows(speed)

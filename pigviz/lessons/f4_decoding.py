@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pigviz._util.config import DEFAULTS
 from pigviz.decode import report, stats
 from pigviz.decode.evaluate import wilson_interval
 from pigviz.decode.report import headline, load_result
@@ -73,7 +74,7 @@ def _quality_claims(quality: dict) -> list[Claim]:
     rows = quality["rows"]
     out = [_claim("quality summaries re-derive from their per-token values",
                   all(report.rederives_its_means(r) for r in rows), f"{len(rows)} rows")]  # fmt: skip
-    head = headline(quality)
+    head = headline(quality, DEFAULTS.K, DEFAULTS.L)
     mp, base = head["magicpig"], head["baselines"]
     out.append(_claim(
         "MagicPIG (10, 150) reads a few per cent of the cache per step; its mean KL and dense's distance to "
@@ -197,7 +198,8 @@ def _answer_claims(quality: dict, passkey: dict) -> list[Claim]:
     mp_pk = [r for r in passkey["rows"] if r["method"] == "magicpig"]
     first = next(r for r in quality["rows"] if r["method"] == "magicpig")  # K=10, L=150, seed 0
     lr = stats.layers_read(first, smol.layers, len(st["dense_layers"]))
-    qb, mp_all = stats.quest_bytes(quality, 4, SMOL), headline(quality)["magicpig"]["budget_all_layers"]
+    qb = stats.quest_bytes(quality, 4, SMOL, K=DEFAULTS.K, L=DEFAULTS.L)
+    mp_all = headline(quality, DEFAULTS.K, DEFAULTS.L)["magicpig"]["budget_all_layers"]
     return [
         _claim("answer 2: StreamingLLM's KL moves by under 5% over its budgets, whose extra keys only widen the window",
                max(r["kl_mean"] for r in stream) < 1.05 * min(r["kl_mean"] for r in stream),

@@ -146,7 +146,7 @@ def layout_table(model="Llama-3.1-8B", context: int = CONTEXT, K: int = DEFAULTS
             "table entries": format_bytes(r["table entries"]),
             "bucket offsets": format_bytes(r["bucket offsets"]),
         }
-        for r in layout_rows(model, context, K, L)
+        for r in layout_rows(model, context, K=K, L=L)
     ]
     return table(rows, formats={"index / KV": "{:.2f}x"})
 
@@ -158,7 +158,7 @@ def index_bill_rows(context: int = CONTEXT, mark: str = " †") -> list[dict]:
     for name in known_models():
         shape = get_model_shape(name)
         label = name + (mark if shape.max_context and context > shape.max_context else "")
-        rows.append(dict(label=label, **index_bill(shape, context)))
+        rows.append(dict(label=label, **index_bill(shape, context, DEFAULTS.K, DEFAULTS.L)))
     return rows
 
 
@@ -302,7 +302,7 @@ def bill_claims(claim) -> None:
         f"{r['table_bytes'] / GIB:.2f} GiB",
         quotes=(f"{r['table_bytes'] / GIB:.1f} GiB", f"{r['kv_bytes'] / GIB:.0f} GiB"),
     )
-    pig, mp = layout_rows("Llama-3.1-8B", CONTEXT)
+    pig, mp = layout_rows("Llama-3.1-8B", CONTEXT, K=DEFAULTS.K, L=DEFAULTS.L)
     claim(
         "under MagicPIG's layout as its code fills it (layers 0 and 16 dense, a start and an end per bucket) the "
         "entries are ~13.2 GiB and the offsets ~281 MiB: still more than the KV",

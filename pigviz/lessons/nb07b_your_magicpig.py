@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pigviz._util.config import DEFAULTS
 from pigviz.lessons.verify import Claim
 from pigviz.lsh.reference import simhash_codes
 
@@ -28,9 +29,10 @@ def claims() -> list[Claim]:
 class YourMagicPIG:
     """MagicPIG from your functions: `build` files one KV head's prefill keys, each row runs `step`."""
 
-    def __init__(self, step, tables, name, K=10, L=150, sinks=4, recent=64, seed=0):
+    def __init__(self, step, tables, name, config=DEFAULTS):  # config: a pigviz.MagicPIGConfig
         self.step, self.tables, self.name = step, tables, name  # tables: a build_tables
-        self.K, self.L, self.sinks, self.recent, self.seed = K, L, sinks, recent, seed
+        self.K, self.L, self.seed = config.K, config.L, config.seed
+        self.sinks, self.recent = config.sinks, config.recent  # the keys read exactly
 
     def build(self, keys):  # (n, d): one layer's KV head at the end of the prefill
         n, d = keys.shape

@@ -129,11 +129,31 @@ def _log_binomial_tail(log_p, K: int, L: int, min_hits: int, ops: _Ops):
     return log_tail - xp.logaddexp(log_head, log_tail)
 
 
-def log_inclusion_probability(p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = DEFAULTS.min_hits):
+def log_inclusion_probability(p, K: int, L: int, min_hits: int = DEFAULTS.min_hits):
     """Natural log of :func:`inclusion_probability`, accurate across the whole range.
 
-    ``p`` is the per-bit collision probability in [0, 1] (numpy broadcasting). p = 0 gives
-    -inf (the key can never be sampled) and p = 1 gives 0, both without warnings.
+    Parameters
+    ----------
+    p : float or array of float in [0, 1]
+        Per-bit collision probability (numpy broadcasting).
+    K : int in [1, 62]
+        Bits per table (a method's setting: pass ``pigviz.DEFAULTS.K`` for MagicPIG's).
+    L : int in [1, 100000]
+        Tables (``pigviz.DEFAULTS.L`` for MagicPIG's).
+    min_hits : int in [1, L]
+        Tables a key must share the query's bucket in (``pigviz.DEFAULTS.min_hits``, MagicPIG's rule,
+        unless given).
+
+    Returns
+    -------
+    float or ndarray
+        log u, shaped as ``p``: -inf where p = 0 (the key can never be sampled), 0 where p = 1,
+        both without warnings.
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``p`` outside [0, 1] or NaN, or K, L, min_hits outside their ranges or not integers.
     """
     K, L, min_hits = _check_kl(K, L, min_hits)
     p = check_array("p", p, ndim=None, min_len=0)
@@ -147,23 +167,67 @@ def log_inclusion_probability(p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hit
     return out if out.ndim else float(out)
 
 
-def inclusion_probability(p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = DEFAULTS.min_hits):
+def inclusion_probability(p, K: int, L: int, min_hits: int = DEFAULTS.min_hits):
     """P(a key collides with the query in at least ``min_hits`` of ``L`` tables of ``K``
-    bits), where ``p`` is the per-bit collision probability. With min_hits = 2 this is
-    1 - (1-p^K)^L - L p^K (1-p^K)^(L-1); with min_hits = 1 it is the classic S-curve."""
+    bits). With min_hits = 2 this is 1 - (1-p^K)^L - L p^K (1-p^K)^(L-1); with min_hits = 1 it is
+    the classic S-curve.
+
+    Parameters
+    ----------
+    p : float or array of float in [0, 1]
+        Per-bit collision probability (numpy broadcasting).
+    K : int in [1, 62]
+        Bits per table (a method's setting: pass ``pigviz.DEFAULTS.K`` for MagicPIG's).
+    L : int in [1, 100000]
+        Tables (``pigviz.DEFAULTS.L`` for MagicPIG's).
+    min_hits : int in [1, L]
+        Tables a key must share the query's bucket in (``pigviz.DEFAULTS.min_hits``, MagicPIG's rule,
+        unless given).
+
+    Returns
+    -------
+    float or ndarray
+        u, shaped as ``p`` (exp of :func:`log_inclusion_probability`: a u under float64's least, ~5e-324, is 0).
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`log_inclusion_probability`.
+    """
     out = np.exp(log_inclusion_probability(p, K, L, min_hits))
     return out if np.ndim(out) else float(out)
 
 
-def log_inclusion_probability_torch(
-    p, K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = DEFAULTS.min_hits, *, check: bool = True
-):
+def log_inclusion_probability_torch(p, K: int, L: int, min_hits: int = DEFAULTS.min_hits, *, check: bool = True):
     """Torch twin of :func:`log_inclusion_probability` for a tensor ``p``.
 
-    Runs on ``p``'s device and returns ``p``'s dtype (float32 or float64; half precision
-    comes back as float32, since log u spans more range than float16 holds). The arithmetic is
-    done in float64 (except on Apple MPS, which lacks it) so float32 inputs get a float32-
-    accurate answer. ``check=False`` skips the NaN/range check, which needs a device sync.
+    The arithmetic is done in float64 (except on Apple MPS, which lacks it) so float32 inputs get a
+    float32-accurate answer.
+
+    Parameters
+    ----------
+    p : torch.Tensor of a floating dtype, values in [0, 1]
+        Per-bit collision probability.
+    K : int in [1, 62]
+        Bits per table (a method's setting: pass ``pigviz.DEFAULTS.K`` for MagicPIG's).
+    L : int in [1, 100000]
+        Tables (``pigviz.DEFAULTS.L`` for MagicPIG's).
+    min_hits : int in [1, L]
+        Tables a key must share the query's bucket in (``pigviz.DEFAULTS.min_hits``, MagicPIG's rule,
+        unless given).
+    check : bool
+        Check ``p`` for NaN and values outside [0, 1]; ``False`` skips it (it needs a device sync).
+
+    Returns
+    -------
+    torch.Tensor
+        log u on ``p``'s device, shaped as ``p``, in ``p``'s dtype (float32 or float64; half
+        precision comes back as float32, since log u spans more range than float16 holds).
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``p`` not a floating tensor or (checked) outside [0, 1], or K, L, min_hits out of range.
     """
     import torch  # heavy: torch loads in ~1 s; numpy-only lessons never need it
 
@@ -188,20 +252,61 @@ def log_inclusion_probability_torch(
     return out.to(out_dtype)
 
 
-def expected_candidates(n: int, K: int = DEFAULT_K, L: int = DEFAULT_L) -> float:
+def expected_candidates(n: int, K: int, L: int) -> float:
     """Table entries one query scans, L n / 2^K, assuming the n keys spread evenly over the
-    2^K buckets of each table."""
+    2^K buckets of each table.
+
+    Parameters
+    ----------
+    n : int >= 0
+        Keys indexed.
+    K : int in [1, 62]
+        Bits per table (a method's setting: pass ``pigviz.DEFAULTS.K`` for MagicPIG's).
+    L : int in [1, 100000]
+        Tables (``pigviz.DEFAULTS.L`` for MagicPIG's).
+
+    Returns
+    -------
+    float
+        Entries scanned.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or not an integer.
+    """
     n = check_int("n", n, 0)
     K = check_int("K", K, 1, MAX_K)
     L = check_int("L", L, 1, MAX_L)
     return L * n / 2.0**K
 
 
-def crossing_cos(
-    K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = DEFAULTS.min_hits, level: float = 0.5
-) -> float:
+def crossing_cos(K: int, L: int, min_hits: int = DEFAULTS.min_hits, level: float = 0.5) -> float:
     """The cosine at which the inclusion probability equals ``level``. u rises monotonically
-    with cos (from 0 at cos = -1 to 1 at cos = 1), so bisection finds it to ~1e-12."""
+    with cos (from 0 at cos = -1 to 1 at cos = 1), so bisection finds it to ~1e-12.
+
+    Parameters
+    ----------
+    K : int in [1, 62]
+        Bits per table (a method's setting: pass ``pigviz.DEFAULTS.K`` for MagicPIG's).
+    L : int in [1, 100000]
+        Tables (``pigviz.DEFAULTS.L`` for MagicPIG's).
+    min_hits : int in [1, L]
+        Tables a key must share the query's bucket in (``pigviz.DEFAULTS.min_hits``, MagicPIG's rule,
+        unless given).
+    level : float in (0, 1)
+        The inclusion probability to find.
+
+    Returns
+    -------
+    float
+        The query-key cosine at which u = ``level``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type.
+    """
     K, L, min_hits = _check_kl(K, L, min_hits)
     level = check_float("level", level, 0.0, 1.0, lo_open=True, hi_open=True)
     log_level = math.log(level)
@@ -220,10 +325,33 @@ def cos_to_degrees(cos: float) -> float:
 
 
 def transition_width_deg(
-    K: int = DEFAULT_K, L: int = DEFAULT_L, min_hits: int = DEFAULTS.min_hits, low: float = 0.1, high: float = 0.9
+    K: int, L: int, min_hits: int = DEFAULTS.min_hits, low: float = 0.1, high: float = 0.9
 ) -> float:
     """How many degrees of query-key angle the S-curve takes to climb from ``low`` to
-    ``high``: the smaller, the steeper the cliff."""
+    ``high``: the smaller, the steeper the cliff.
+
+    Parameters
+    ----------
+    K : int in [1, 62]
+        Bits per table (a method's setting: pass ``pigviz.DEFAULTS.K`` for MagicPIG's).
+    L : int in [1, 100000]
+        Tables (``pigviz.DEFAULTS.L`` for MagicPIG's).
+    min_hits : int in [1, L]
+        Tables a key must share the query's bucket in (``pigviz.DEFAULTS.min_hits``, MagicPIG's rule,
+        unless given).
+    low, high : float in (0, 1), low < high
+        The inclusion probabilities the climb starts and ends at.
+
+    Returns
+    -------
+    float
+        Degrees.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An argument outside its range or of the wrong type.
+    """
     if not low < high:
         raise ValueError(f"low must be below high, got low={low}, high={high}")
     return cos_to_degrees(crossing_cos(K, L, min_hits, low)) - cos_to_degrees(crossing_cos(K, L, min_hits, high))

@@ -17,8 +17,6 @@ from pigviz._util.stats import wilson_interval
 from pigviz._util.validate import check_array, check_float, check_int
 from pigviz.lsh.reference import simhash_codes
 from pigviz.lsh.simhash import (
-    DEFAULT_K,
-    DEFAULT_L,
     MAX_K,
     MAX_L,
     _check_kl,
@@ -39,7 +37,7 @@ class SimHash:
     A vector on a hyperplane (dot product exactly 0) gets bit 0, as in the reference.
     """
 
-    def __init__(self, dim: int, K: int = DEFAULT_K, L: int = DEFAULT_L, seed: int = 0):
+    def __init__(self, dim: int, K: int, L: int, seed: int = 0):
         self.dim = check_int("dim", dim, 1)
         self.K = check_int("K", K, 1, MAX_K)
         self.L = check_int("L", L, 1, MAX_L)
@@ -162,8 +160,8 @@ class MonteCarloEstimate:
 
 def monte_carlo_inclusion(
     cos,
-    K: int = DEFAULT_K,
-    L: int = DEFAULT_L,
+    K: int,
+    L: int,
     min_hits: int = DEFAULTS.min_hits,
     n_trials: int = 200,
     seed: int = 0,
@@ -236,8 +234,8 @@ class PlaneDemo:
 
 
 def plane_demo(
-    K: int = 3,
-    L: int = DEFAULT_L,
+    K: int,
+    L: int,
     min_hits: int = DEFAULTS.min_hits,
     seed: int = 0,
     n_keys: int = 30,

@@ -10,7 +10,6 @@ entries per table (Cauchy-Schwarz), so read it as a low estimate.
 
 from __future__ import annotations
 
-from pigviz._util.config import DEFAULTS
 from pigviz._util.validate import check_choice, check_float, check_int
 from pigviz.memory.model_shapes import ModelShape, get_model_shape, known_models
 
@@ -179,7 +178,7 @@ def read_time_s(nbytes: float, bandwidth_bytes_per_s: float = 1e12) -> float:
     return nbytes / bandwidth
 
 
-def lsh_table_bytes(model, context: int, L: int = DEFAULTS.L, index_bytes: int = 4) -> int:
+def lsh_table_bytes(model, context: int, L: int, index_bytes: int = 4) -> int:
     """Every one of the L tables holds one token index per cached token, per layer and KV head.
 
     Parameters
@@ -210,7 +209,7 @@ def lsh_table_bytes(model, context: int, L: int = DEFAULTS.L, index_bytes: int =
     return _context(context) * L * index_bytes * shape.layers * shape.kv_heads
 
 
-def bucket_metadata_bytes(model, K: int = DEFAULTS.K, L: int = DEFAULTS.L, offset_bytes: int = 4) -> int:
+def bucket_metadata_bytes(model, K: int, L: int, offset_bytes: int = 4) -> int:
     """One offset per bucket: 2**K buckets x L tables x (layer, KV head) x offset size.
 
     Independent of context: the buckets exist whether or not tokens fill them.
@@ -244,7 +243,7 @@ def bucket_metadata_bytes(model, K: int = DEFAULTS.K, L: int = DEFAULTS.L, offse
     return (1 << K) * L * shape.layers * shape.kv_heads * offset_bytes
 
 
-def candidates_per_query(context: int, K: int = DEFAULTS.K, L: int = DEFAULTS.L) -> float:
+def candidates_per_query(context: int, K: int, L: int) -> float:
     """Entries a query scans in its L buckets if the n tokens spread evenly: L n / 2**K.
 
     Parameters
@@ -301,8 +300,8 @@ def key_bytes_per_head(model, context: int, dtype_bytes: int = 2) -> int:
 def index_bill(
     model,
     context: int,
-    K: int = DEFAULTS.K,
-    L: int = DEFAULTS.L,
+    K: int,
+    L: int,
     dtype_bytes: int = 2,
     index_bytes: int = 4,
     offset_bytes: int = 4,
@@ -354,9 +353,9 @@ def budget_report(
     model,
     context: int,
     dtype_bytes: int = 2,
-    K: int = DEFAULTS.K,
-    L: int = DEFAULTS.L,
     *,
+    K: int,
+    L: int,
     index_bytes: int = 4,
     offset_bytes: int = 4,
     bandwidth_bytes_per_s: float = 1e12,
@@ -1279,8 +1278,9 @@ MAGICPIG_OFFSETS_PER_BUCKET = 2
 def layout_rows(
     model="Llama-3.1-8B",
     context: int = 96 * 1024,
-    K: int = DEFAULTS.K,
-    L: int = DEFAULTS.L,
+    *,
+    K: int,
+    L: int,
     dense_layers=MAGICPIG_DENSE_LAYERS,
     offsets_per_bucket: int = MAGICPIG_OFFSETS_PER_BUCKET,
 ) -> list[dict]:

@@ -101,7 +101,7 @@ class KVBudgetWidget(widgets.VBox):
                 self.context.value = clamped  # re-enters this callback once with the clamped value
                 return
             self.report = budget.budget_report(
-                self.model_picker.value, clamped, self.dtype.value, self.K.value, self.L.value
+                self.model_picker.value, clamped, self.dtype.value, K=self.K.value, L=self.L.value
             )
             self._render_table(self.report)
             fresh = self._figure_data()

@@ -208,7 +208,7 @@ def test_headline_rows_judge_each_baseline_against_magicpigs_seed_range():
     for name, kl in (("topk", 0.01), ("quest", 0.11), ("streaming", 1.6)):
         rows.append({"method": name, "K": 10, "L": 150, "budget": 0.06, "kl_mean": kl, "top1_agreement": 0.5})
     data = {"settings": {"configs": [[10, 150]]}, "rows": rows}
-    verdict = {r["attention"]: r["against MagicPIG"] for r in report.headline_rows(data)}
+    verdict = {r["attention"]: r["against MagicPIG"] for r in report.headline_rows(data, 10, 150)}
     assert verdict["MagicPIG (10, 150)"] == "its seeds: 0.100 to 0.140"
     assert verdict["TopK (oracle)"] == "closer to dense" and verdict["StreamingLLM"] == "further from dense"
     assert list(verdict.values())[2] == "within MagicPIG's seed range"  # Quest, between the seeds

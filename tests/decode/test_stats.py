@@ -51,18 +51,18 @@ def test_dense_path_costs_the_dense_layers_at_dense_rate():
               "options": {"dense_layers": [0], "kv_dtype": "bfloat16"}}]  # fmt: skip
     attend = [{"shape": "SmolLM2-135M", "K": 10, "L": 150, "n": n, "sdpa_ms": g, "sdpa_gqa_ms": e}
               for n, g, e in ((64, 9.0, 9.0), (128, 2.0, 3.1))]  # fmt: skip
-    dp = stats.dense_path(pairs, attend)
+    dp = stats.dense_path(pairs, attend, K=10, L=150)
     assert dp["alone_n"] == 128 and dp["sampled_layers"] == shape.layers - 1  # the nearest context
     assert dp["dense_layer_ms"] == pytest.approx(3.0) and dp["magicpig_layer_ms"] == pytest.approx(1.0)
     assert dp["vs_grouped"] == pytest.approx(0.5) and dp["nearer_expanded"]
     with pytest.raises(ValueError, match="need dense and MagicPIG"):
-        stats.dense_path(pairs, [])
+        stats.dense_path(pairs, [], K=10, L=150)
 
 
 def test_dense_path_of_the_shipped_files(shipped):
     """In-model dense (transformers' SDPA) costs what the expanded form costs alone; MagicPIG's sampled layer
     is faster than the grouped form timed alone (notebook 07 now times the grouped form in the model too)."""
-    dp = stats.dense_path(report.speed_pairs(shipped["speed"]), shipped["attend"]["rows"])
+    dp = stats.dense_path(report.speed_pairs(shipped["speed"]), shipped["attend"]["rows"], K=10, L=150)
     assert dp["nearer_expanded"] and dp["kv_dtype"] == "bfloat16"
     assert dp["vs_grouped"] == pytest.approx(dp["magicpig_layer_ms"] / dp["grouped_ms"])
     assert report.compare(dp["vs_grouped"]) == "faster than"
@@ -88,7 +88,7 @@ def test_layers_read_counts_a_layer_kept_dense_at_100_percent():
 
 
 def test_quest_bytes_of_the_shipped_file(shipped):
-    qb = stats.quest_bytes(shipped["quality"], 4)
+    qb = stats.quest_bytes(shipped["quality"], 4, K=10, L=150)
     assert 0 < qb["bounds_share"] < qb["bytes_share"] < 1 and qb["bytes_share"] > 2 * qb["budget"]
     with pytest.raises(ValueError, match="pages of 3"):
-        stats.quest_bytes(shipped["quality"], 3)
+        stats.quest_bytes(shipped["quality"], 3, K=10, L=150)

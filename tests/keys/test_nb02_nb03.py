@@ -122,7 +122,7 @@ def test_output_errors_exact_only_reads_the_sinks_and_the_recent_keys(planted):
     with pytest.raises(ValueError, match="method"):
         errors.mean_error("topk")
     with pytest.raises(ValueError, match="seeds"):
-        kh.output_errors(planted, seeds=())
+        kh.output_errors(planted, K=4, L=4, seeds=())
 
 
 def test_output_errors_need_the_last_query_at_the_last_position():

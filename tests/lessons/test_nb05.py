@@ -79,7 +79,7 @@ def test_the_exercise_gives_the_lessons_simulation_and_the_even_figure_for_even_
     for label, keys in (("no cone", noise), ("a cone", cone), ("the cone, centred", cone - cone.mean(axis=0))):
         counts = np.bincount((keys @ planes.T >= 0) @ (1 << np.arange(K)), minlength=2**K)
         assert cands(counts[None]) / even == pytest.approx(sim[label], rel=1e-12), label
-    assert cands(np.full((150, 2**10), nb05a.CONTEXT // 2**10)) == budget.candidates_per_query(nb05a.CONTEXT)
+    assert cands(np.full((150, 2**10), nb05a.CONTEXT // 2**10)) == budget.candidates_per_query(nb05a.CONTEXT, 10, 150)
     assert cands(np.zeros((3, 8), dtype=int)) == 0.0
 
 
@@ -120,7 +120,7 @@ def test_read_floor_adds_the_weights_read_and_the_kv_overtakes_them_where_bytes_
 
 
 def test_magicpig_layout_drops_its_dense_layers_and_doubles_the_offsets():
-    pig, mp = budget.layout_rows()
+    pig, mp = budget.layout_rows(K=10, L=150)
     assert mp["table entries"] * 32 == pig["table entries"] * 30
     assert mp["bucket offsets"] * 32 == 2 * pig["bucket offsets"] * 30
     assert mp["index / KV"] > 1  # still bigger than the cache
@@ -143,7 +143,7 @@ def test_05a_tables_follow_the_library():
     # lesson 05a's section 3 cell: offsets / entries = 2^K / n, two thirds at K = 16
     bill = budget.index_bill("Llama-3.1-8B", nb05a.CONTEXT, K=16, L=150)
     assert bill["bucket_metadata_bytes"] / bill["table_bytes"] == pytest.approx(2**16 / nb05a.CONTEXT) == 2 / 3
-    report = budget.budget_report("Llama-3.1-8B", nb05a.CONTEXT)
+    report = budget.budget_report("Llama-3.1-8B", nb05a.CONTEXT, K=10, L=150)
     assert "14.1 GiB" in repr(f5.report_table(report))
 
 

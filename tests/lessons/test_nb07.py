@@ -8,6 +8,7 @@ import copy
 import numpy as np
 import pytest
 
+from pigviz import DEFAULTS, MagicPIGConfig
 from pigviz.decode import report, stats
 from pigviz.lessons import f3_bill_and_speed as f3
 from pigviz.lessons import f4_decoding as f4
@@ -183,7 +184,7 @@ def test_quality_rows_have_every_run_and_headline_verdicts(shipped):
     q = shipped["quality"]
     blocks = len(q["settings"]["configs"])
     assert len(report.quality_rows(q)) == 1 + blocks * (1 + len(q["settings"]["baselines"]))
-    head = {r["attention"]: r["against MagicPIG"] for r in report.headline_rows(q)}
+    head = {r["attention"]: r["against MagicPIG"] for r in report.headline_rows(q, DEFAULTS.K, DEFAULTS.L)}
     assert head["TopK (oracle)"] == "closer to dense" and head["StreamingLLM"] == "further from dense"
 
 
@@ -289,7 +290,8 @@ def test_your_magicpig_in_the_notebook_is_the_lesson_modules():
 def test_your_magicpig_builds_the_exercises_index_and_runs_its_step():
     rng = np.random.default_rng(7)
     keys, values, q = rng.standard_normal((200, 8)), rng.standard_normal((200, 3)), rng.standard_normal(8)
-    est = nb07b.YourMagicPIG(refs.buffered_step, nb06.build_tables, "yours", K=3, L=12, sinks=2, recent=8, seed=4)
+    config = MagicPIGConfig(K=3, L=12, sinks=2, recent=8, seed=4)
+    est = nb07b.YourMagicPIG(refs.buffered_step, nb06.build_tables, "yours", config)
     index = est.build(keys[:190])
     want = refs.index_prefill(keys[:190], 3, 12, 2, 8, seed=4)
     assert sorted(index) == sorted(want)
@@ -300,6 +302,11 @@ def test_your_magicpig_builds_the_exercises_index_and_runs_its_step():
     out, read = est(q, keys, values, 200, index=index)
     assert set(range(190, 200)) <= set(read.tolist())  # the buffer is read exactly
     np.testing.assert_allclose(out, refs.buffered_step(q, keys, values, want)[0])
+    # Without a config it builds at the method's defaults, all of them from pigviz.DEFAULTS.
+    plain = nb07b.YourMagicPIG(refs.buffered_step, nb06.build_tables, "yours").build(keys[:190])
+    settings = {k: plain[k] for k in ("K", "L", "sinks", "recent")}
+    assert settings == {k: getattr(DEFAULTS, k) for k in settings}
+    assert plain["planes"].shape == (8, DEFAULTS.K * DEFAULTS.L)
 
 
 def test_buffered_step_equals_one_softmax_over_its_reads():

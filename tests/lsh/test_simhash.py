@@ -127,7 +127,7 @@ def test_u_near_one_keeps_its_log_accurate():
     p09 = sh.collision_probability(0.9)
     q = p09**10
     miss = (1 - q) ** 150 + 150 * q * (1 - q) ** 149
-    assert sh.log_inclusion_probability(p09) == pytest.approx(math.log1p(-miss), rel=1e-6)
+    assert sh.log_inclusion_probability(p09, 10, 150) == pytest.approx(math.log1p(-miss), rel=1e-6)
 
 
 # ----------------------------------------------------------------- torch twin
@@ -144,9 +144,9 @@ def test_torch_float64_agrees_with_numpy(K, L, min_hits):
 
 def test_torch_float32_keeps_dtype_shape_and_agrees():
     p = torch.rand(4, 33, generator=torch.Generator().manual_seed(1))
-    got = sh.log_inclusion_probability_torch(p)
+    got = sh.log_inclusion_probability_torch(p, 10, 150)
     assert got.dtype == torch.float32 and got.shape == p.shape and got.device == p.device
-    want = sh.log_inclusion_probability(p.double().numpy())
+    want = sh.log_inclusion_probability(p.double().numpy(), 10, 150)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-30)
 
 
@@ -154,20 +154,21 @@ def test_torch_float32_keeps_dtype_shape_and_agrees():
 @pytest.mark.cuda
 def test_torch_stays_on_cuda():
     p = torch.rand(1000, device="cuda")
-    got = sh.log_inclusion_probability_torch(p)
+    got = sh.log_inclusion_probability_torch(p, 10, 150)
     assert got.device == p.device
-    np.testing.assert_allclose(got.cpu().numpy(), sh.log_inclusion_probability(p.double().cpu().numpy()), rtol=1e-6)
+    want = sh.log_inclusion_probability(p.double().cpu().numpy(), 10, 150)
+    np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-6)
 
 
 def test_torch_rejects_bad_input():
     with pytest.raises(ValueError, match="p must be in"):
-        sh.log_inclusion_probability_torch(torch.tensor([0.5, float("nan")]))
+        sh.log_inclusion_probability_torch(torch.tensor([0.5, float("nan")]), 10, 150)
     with pytest.raises(ValueError, match="p must be in"):
-        sh.log_inclusion_probability_torch(torch.tensor([1.5]))
+        sh.log_inclusion_probability_torch(torch.tensor([1.5]), 10, 150)
     with pytest.raises(TypeError, match="p must be a torch.Tensor"):
-        sh.log_inclusion_probability_torch([0.5])
+        sh.log_inclusion_probability_torch([0.5], 10, 150)
     with pytest.raises(TypeError, match="floating-point"):
-        sh.log_inclusion_probability_torch(torch.tensor([1]))
+        sh.log_inclusion_probability_torch(torch.tensor([1]), 10, 150)
 
 
 # ----------------------------------------------------------------- bad input
@@ -185,18 +186,18 @@ def test_torch_rejects_bad_input():
 )
 def test_bad_parameters_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        sh.inclusion_probability(0.5, **kwargs)
+        sh.inclusion_probability(0.5, **{"K": 10, "L": 150, **kwargs})
 
 
 @pytest.mark.parametrize("p", [-0.1, 1.5, float("nan"), [0.2, float("inf")]])
 def test_bad_p_is_rejected(p):
     with pytest.raises(ValueError, match="p must"):
-        sh.log_inclusion_probability(p)
+        sh.log_inclusion_probability(p, 10, 150)
 
 
 def test_non_integer_k_is_a_type_error():
     with pytest.raises(TypeError, match="K must be an integer"):
-        sh.inclusion_probability(0.5, K=2.5)
+        sh.inclusion_probability(0.5, K=2.5, L=150)
 
 
 # ----------------------------------------------------------------- properties
@@ -367,7 +368,7 @@ def test_p_values_beyond_max_l_trials():
 @pytest.mark.parametrize(
     "call",
     [
-        lambda: simhash_checks.plane_demo(seed=-1),
+        lambda: simhash_checks.plane_demo(3, 4, seed=-1),
         lambda: simhash_checks.monte_carlo_inclusion([0.5], 3, 4, n_trials=2, seed=-1),
         lambda: simhash_checks.pair_at_angle([0.5], dim=4, seed=-1),
         lambda: simhash_checks.SimHash(4, 2, 2, seed=-1),

@@ -24,7 +24,7 @@ def test_llama8b_by_hand():
 
 
 def test_report_has_the_promised_keys_and_is_json():
-    r = budget.budget_report(LLAMA8, 98_304)
+    r = budget.budget_report(LLAMA8, 98_304, K=10, L=150)
     for key in (
         "kv_bytes_per_token",
         "kv_bytes",
@@ -44,11 +44,11 @@ def test_report_has_the_promised_keys_and_is_json():
 
 
 def test_report_notes_long_contexts_and_sliding_windows():
-    assert any("exceeds" in n for n in budget.budget_report("SmolLM2-135M", 100_000)["notes"])
-    assert any("sliding window" in n for n in budget.budget_report("mistral-7b", 10_000)["notes"])
-    assert len(budget.budget_report(LLAMA8, 1000)["notes"]) == 1
+    assert any("exceeds" in n for n in budget.budget_report("SmolLM2-135M", 100_000, K=10, L=150)["notes"])
+    assert any("sliding window" in n for n in budget.budget_report("mistral-7b", 10_000, K=10, L=150)["notes"])
+    assert len(budget.budget_report(LLAMA8, 1000, K=10, L=150)["notes"]) == 1
     no_limit = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}
-    assert len(budget.budget_report(no_limit, 10**8)["notes"]) == 1
+    assert len(budget.budget_report(no_limit, 10**8, K=10, L=150)["notes"]) == 1
 
 
 @settings(max_examples=40, deadline=None)
@@ -83,9 +83,9 @@ def test_candidates_double_per_table_count_and_halve_per_bit(K, L, n):
         (lambda: budget.kv_bytes(LLAMA8, -1), r"context must be in \[1"),
         (lambda: budget.kv_bytes(LLAMA8, 0), "context"),
         (lambda: budget.kv_bytes(LLAMA8, 100, dtype_bytes=3), "dtype_bytes must be one of 4, 2, 1"),
-        (lambda: budget.budget_report(LLAMA8, 1000, K=0), r"K must be in \[1, 30\]"),
-        (lambda: budget.budget_report(LLAMA8, 1000, L=0), r"L must be in \[1"),
-        (lambda: budget.budget_report("nope", 1000), "Known models: Llama-3.1-8B"),
+        (lambda: budget.budget_report(LLAMA8, 1000, K=0, L=150), r"K must be in \[1, 30\]"),
+        (lambda: budget.budget_report(LLAMA8, 1000, K=10, L=0), r"L must be in \[1"),
+        (lambda: budget.budget_report("nope", 1000, K=10, L=150), "Known models: Llama-3.1-8B"),
         (lambda: budget.read_time_s(10, 0), "bandwidth_bytes_per_s"),
         (lambda: budget.recompute_seconds_per_token(70e9, tp=0), "tp"),
     ],
@@ -224,7 +224,7 @@ def _finite(fig):
 def test_budget_figures_have_titles_units_and_no_nan():
     from pigviz.plots import budget as pb
 
-    rows = [dict(label=m, **budget.index_bill(m, 98_304)) for m in known_models()]
+    rows = [dict(label=m, **budget.index_bill(m, 98_304, 10, 150)) for m in known_models()]
     fig = pb.index_bill_figure(rows, highlight=LLAMA8)
     assert "GiB" in fig.layout.yaxis.title.text and fig.layout.title.text
     assert [t.name for t in fig.data[:3]] == ["KV cache (keys + values)", "LSH table entries", "bucket offsets"]
@@ -294,14 +294,14 @@ def test_decode_step_time_is_the_roofline_of_decode_step_load():
 
 
 def test_layout_rows_drop_the_dense_layers_and_count_two_offsets_per_bucket():
-    pig, mp = budget.layout_rows("Llama-3.1-8B", 98_304)
+    pig, mp = budget.layout_rows("Llama-3.1-8B", 98_304, K=10, L=150)
     assert pig["table entries"] == budget.lsh_table_bytes("Llama-3.1-8B", 98_304, 150)
     assert mp["table entries"] == pig["table entries"] * 30 // 32
     assert mp["bucket offsets"] == 2 * pig["bucket offsets"] * 30 // 32 == 281.25 * 2**20
     assert budget.MAGICPIG_DENSE_LAYERS == (0, 16) and len(budget.MAGICPIG_COMMIT) == 40
-    one = budget.layout_rows("Llama-3.1-8B", 98_304, dense_layers=(), offsets_per_bucket=1)
+    one = budget.layout_rows("Llama-3.1-8B", 98_304, K=10, L=150, dense_layers=(), offsets_per_bucket=1)
     assert one[1]["table entries"] == pig["table entries"] and one[1]["bucket offsets"] == pig["bucket offsets"]
     with pytest.raises(ValueError):
-        budget.layout_rows("Llama-3.1-8B", 98_304, dense_layers=(32,))
+        budget.layout_rows("Llama-3.1-8B", 98_304, K=10, L=150, dense_layers=(32,))
     with pytest.raises(ValueError):
-        budget.layout_rows("Llama-3.1-8B", 98_304, offsets_per_bucket=0)
+        budget.layout_rows("Llama-3.1-8B", 98_304, K=10, L=150, offsets_per_bucket=0)

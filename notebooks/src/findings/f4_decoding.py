@@ -27,7 +27,7 @@ import pigviz
 pigviz.setup_notebook()
 
 
-from pigviz import lessons
+from pigviz import DEFAULTS, lessons
 from pigviz.decode import report, stats
 from pigviz.lessons import f4_decoding as f4
 from pigviz.plots import decoding as decoding_plots
@@ -90,7 +90,7 @@ lessons.table(report.quality_rows(quality), formats={"budget": "{:.2%}", "all ly
 # At the default (K, L) = (10, 150), each baseline against the range of MagicPIG's seeds:
 
 # %%
-lessons.table(report.headline_rows(quality), formats={"budget": "{:.2%}", "KL": "{:.4f}"}, highlight={"KL": "min"})
+lessons.table(report.headline_rows(quality, DEFAULTS.K, DEFAULTS.L), formats={"budget": "{:.2%}", "KL": "{:.4f}"}, highlight={"KL": "min"})
 
 # %% [markdown]
 # What the rows say:

@@ -385,7 +385,7 @@ lessons.table(f5.disaggregation_rows(), formats=f5.DISAGGREGATION_FORMATS)
 # 1. **FP8 KV and the tables.** With 1-byte KV, are MagicPIG's tables still bigger than the cache?
 
 # %% jupyter={"source_hidden": true}
-r16, r8 = (budget.budget_report("Llama-3.1-8B", context, dtype_bytes=d) for d in (2, 1))
+r16, r8 = (budget.budget_report("Llama-3.1-8B", context, dtype_bytes=d, K=10, L=150) for d in (2, 1))
 lessons.folded("Answer 1: FP8 KV", f"The KV drops from {budget.format_bytes(r16['kv_bytes'])} to "
                f"{budget.format_bytes(r8['kv_bytes'])}. The tables hold token indices, not numbers, so they stay at "
                f"{budget.format_bytes(r8['table_bytes'])}: index / KV goes from {r16['index_to_kv_ratio']:.2f}x to "
