@@ -2,7 +2,8 @@
 
 The entry points (``use_attention``, ``generate``, the estimators' constructors, the study, the
 CLI) default to these values through :data:`DEFAULTS`; the functions below them take K and L from
-their caller, with no default of their own. Change a value here and every entry point follows. A :class:`MagicPIGConfig` also carries a choice of them as one value:
+their caller, with no default of their own. Change a value here and every entry point follows.
+A :class:`MagicPIGConfig` also carries a choice of them as one value:
 ``use_attention(model, "magicpig", **MagicPIGConfig(K=12, L=300).options())``."""
 
 from __future__ import annotations

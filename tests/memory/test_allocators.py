@@ -285,7 +285,10 @@ def test_allocator_widget_reacts():
     assert w.figure.data[0].y[3] == w.figure.data[0].y[2]
     w.reserve.value = 32768
     assert w.figure.data[0].y[0] == 17
-    assert w.status.value == "" and "held/logical" in w.table.value
+    # the table is redrawn with the rows' current numbers: one line each, its batch and held/logical
+    assert w.status.value == "" and w.table.value.count("<tr>") == len(w.rows)
+    for r in w.rows:
+        assert f"batch {r.batch:,} " in w.table.value and f"{r.held_over_logical:.2f}x" in w.table.value, r.name
     assert AllocatorWidget(page_tokens=-3, reserve_tokens="x").page.value == 1
 
 

@@ -79,7 +79,9 @@ def test_the_hand_made_step_is_drawn_as_its_data_says():
     # u and -log u under each sampled key; one softmax bar per key read.
     assert {"0.90", "0.50", "0.40", "0.05", "+0.1", "+0.7", "+0.9", "+3.0"} <= set(texts(fig))
     assert len(shapes(fig, "weight sampled")) == 4 and len(shapes(fig, "weight exact")) == 3
-    assert any("over 7 of 10 keys" in t and "3 exact + 4 sampled" in t for t in texts(fig))
+    # The keys the output mixes: one weight bar each, the exact set and the sample, 7 of the 10.
+    read = sorted(int(s.x0) for s in shapes(fig, "weight sampled") + shapes(fig, "weight exact"))
+    assert read == [0, *SAMPLED, 8, 9]
 
 
 def test_min_hits_and_optional_data_change_the_picture():
@@ -87,7 +89,9 @@ def test_min_hits_and_optional_data_change_the_picture():
     assert [int(s.x0) for s in shapes(fig, "sampled")] == [1]
     assert not shapes(fig, "weight sampled")  # no scores: no weights drawn, the formula only
     fig = hand(u=None, scores=None)
-    assert len(shapes(fig, "sampled")) == 4 and not any(t == "u" for t in texts(fig))
+    assert len(shapes(fig, "sampled")) == 4
+    # without u, no u and -log u rows under the sampled keys (and without scores, no weights)
+    assert {tr.name for tr in hand().data} - {tr.name for tr in fig.data} == {"u", "\u2212log u", "weights"}
     assert_clean(fig)
 
 
@@ -158,5 +162,10 @@ def test_placement_prints_the_bytes_it_is_given():
     assert_clean(fig)
     shown = " ".join(texts(fig))
     assert "1.5 KiB / step" in shown and "300 B / step" in shown
-    assert "log-sum-exp" in shown and "LSH tables" in shown
-    assert len(shapes(fig, "GPU")) == len(shapes(fig, "CPU")) == 1
+    (gpu,), (cpu,) = shapes(fig, "GPU"), shapes(fig, "CPU")
+    # GPU: weights, hashing, exact attention, merge; CPU: the cache, the tables, the sampled step
+    assert len(shapes(fig, "GPU box")) == 4 and len(shapes(fig, "CPU box")) == 3
+    # Two arrows between the devices: the query down to the CPU, the partial output back up.
+    arrows = [(a.ay, a.y) for a in fig.layout.annotations if a.showarrow]
+    assert sorted(start > end for start, end in arrows) == [False, True]
+    assert all(gpu.y0 > y > cpu.y1 for arrow in arrows for y in arrow)

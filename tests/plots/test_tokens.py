@@ -1,5 +1,7 @@
 """The token view: the read tokens marked, shading on a log scale, a stable text summary."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -32,7 +34,10 @@ def test_the_view_marks_the_read_tokens_and_lists_the_heaviest():
     html = view._repr_html_()
     assert html.count("border-bottom:2px solid") == 6 and "outline:1px dashed" in html
     assert "title='20: 3.0e-01'" in html
-    assert "reads 3 keys holding <b>100%</b>" in html and "holding <b>0%</b>" in html
+    # each panel's head: the keys the method read and the share of the true weight they hold
+    heads = [(int(k), int(w)) for k, w in re.findall(r"(\d+) keys holding <b>(\d+)%</b>", html)]
+    assert heads == [(m["read"].size, round(100 * m["weight_read"])) for m in result()["methods"].values()]
+    assert heads == [(3, 100), (3, 0)]
     assert html.count("✓") == 3  # TopK read the 3 heaviest, Quest none of them
     assert "t0" in html and "t7" not in html  # context of 2 tokens around runs only
     assert "a⏎b" in html  # a line break shows as a mark

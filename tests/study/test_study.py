@@ -250,7 +250,10 @@ def test_figures_have_titles_axes_and_no_nan(tiny_results):
     by_bytes = plots.error_budget_figure(findings.curves(results), findings.METHOD_LABELS, title="t", x="bytes_share")
     topk = next(t for t in by_bytes.data if t.name == findings.METHOD_LABELS["topk"])
     assert min(topk.x) > 50  # percent of dense's bytes: TopK scores every key
-    assert "bytes" in by_bytes.layout.xaxis.title.text
+    # the x axis is each point's bytes share of dense (in %), not its budget
+    points = findings.curves(results)["topk"]
+    assert list(topk.x) == pytest.approx([100 * p["bytes_share"] for p in points])
+    assert list(topk.x) != pytest.approx([100 * p["budget"] for p in points])
     figs.append(by_bytes)
     with pytest.raises(ValueError, match="x must be one of"):
         plots.error_budget_figure(findings.curves(results), findings.METHOD_LABELS, title="t", x="speed")

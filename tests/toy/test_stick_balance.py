@@ -1,6 +1,7 @@
 """Stick-balance toy: scenarios, estimators, error curves, claims and figures."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -384,7 +385,10 @@ def test_spread_figure_names_a_lone_histogram_with_its_runs():
     runs = sb.repeat_estimates(s, 12, runs=300, seed=1, methods=("topk", "sampling"))
     fig = estimate_spread_figure(runs, s.truth, 12, "sink")
     (hist,) = [t for t in fig.data if t.type == "histogram"]
-    assert hist.showlegend is True and hist.name.startswith("sampling (oracle), 300 runs")
+    assert hist.showlegend is True and np.array_equal(hist.x, runs["sampling"])
+    # its legend entry counts the runs drawn and gives their mean
+    ((count, mean),) = re.findall(r"(\d+) runs \(mean ([\d.]+)\)", hist.name)
+    assert int(count) == len(hist.x) == 300 and float(mean) == pytest.approx(runs["sampling"].mean(), abs=5e-4)
 
 
 @pytest.mark.parametrize("weight", [5e-324, 1e-310])

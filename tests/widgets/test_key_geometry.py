@@ -128,7 +128,7 @@ def test_real_scurve_moves_with_k_and_l(scurve):
     scurve.l_slider.value = 60
     x = np.asarray(scurve.fig.data[1].x, float)
     np.testing.assert_allclose(scurve.fig.data[1].y, sh.inclusion_probability(sh.collision_probability(x), 7, 60, 2))
-    assert "K = 7, L = 60" in scurve.fig.layout.title.text and "Could not" not in scurve.status.value
+    assert (scurve.params["K"], scurve.params["L"]) == (7, 60) and "Could not" not in scurve.status.value
 
 
 def test_real_scurve_clamps(scurve):

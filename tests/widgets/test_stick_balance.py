@@ -39,9 +39,11 @@ def test_slider_moves_the_balance_points(widget):
     assert after["TopK"] != before["TopK"]
     assert _random_markers(widget) != _random_markers_of(before)
     assert after["TopK"] == pytest.approx(widget.estimates["topk"].value)
-    assert "budget 3 of" in widget.sticks.layout.title.text
+    # the markers are this budget's runs: TopK reads 3 keys and no method more, out of all n
+    reads = {m: e.keys_read for m, e in widget.estimates.items() if m != "exact"}
+    assert reads["topk"] == max(reads.values()) == 3
+    assert widget.estimates["exact"].keys_read == widget.budget_slider.max == sb.DEFAULT_N
     assert widget.errors.layout.shapes[0].x0 == 3
-    assert "Budget 3 of" in widget.status.value
 
 
 def test_resample_moves_the_sampled_points_only(widget):
@@ -72,7 +74,7 @@ def test_full_budget_shows_exact_sampling():
     w = StickBalanceWidget(scenario="flat", n=16, n_seeds=20)
     w.budget_slider.value = 16
     assert _markers(w)["sampling (oracle)"] == pytest.approx(w.estimates["exact"].value)
-    assert "unlimited free draws" in w.status.value
+    assert w.estimates["sampling"].draws == np.inf  # every key read: unlimited free draws
 
 
 def test_bad_arguments_are_clamped_and_reported():

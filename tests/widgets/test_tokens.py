@@ -2,7 +2,13 @@
 
 import pytest
 
-from pigviz.widgets.tokens import BUDGETS, TokenReader
+from pigviz.plots import tokens as plots
+from pigviz.widgets.tokens import BUDGETS, LABELS, TokenReader
+
+
+def shows_its_result(reader) -> bool:
+    """The view is the reading view of the current selection's result, not an earlier one."""
+    return reader.view.value == plots.reading_view(reader.result(), reader.tokens, LABELS).html
 
 
 @pytest.fixture
@@ -18,24 +24,21 @@ def test_dom_classes_for_browser_tests(reader):
 
 def test_the_default_view_is_layer_2_at_the_last_position(reader):
     assert reader.selection == {"row": 0, "head": 0, "position": 63, "fraction": 0.02}
-    html = reader.view.value
     shown = reader.result()
     assert (shown["layer"], shown["head"], shown["position"]) == (2, 6, 8_191) and reader.status.value == ""
-    assert "8,191" in html
-    for label in ("TopK", "MagicPIG (10, 150)", "Quest (pages of 16)"):
-        assert label in html
+    assert list(shown["methods"]) == ["topk", "magicpig", "quest"] and shows_its_result(reader)
 
 
 def test_controls_redraw_and_bad_values_are_clamped(reader):
     before = reader.view.value
     reader.budget_picker.value = 0.05
-    assert reader.view.value != before and reader.result()["budget"] == 410 and "410" in reader.view.value
+    assert reader.view.value != before and reader.result()["budget"] == 410 and shows_its_result(reader)
     reader.set_selection(row=9, head=-3, position=500, fraction="lots")
     assert reader.selection == {"row": 3, "head": 0, "position": 63, "fraction": 0.02}
     assert (reader.result()["layer"], reader.result()["head"]) == (25, 3)
     reader.set_selection(position=0, fraction=0.5)
     assert reader.selection["position"] == 0 and reader.selection["fraction"] == max(BUDGETS)
-    assert reader.result()["position"] == 8_128 and "8,128" in reader.view.value
+    assert reader.result()["position"] == 8_128 and shows_its_result(reader)
 
 
 def test_a_failure_goes_to_the_status_line(reader, monkeypatch):

@@ -140,7 +140,7 @@ def test_the_widget_draws_the_default_step(explorer):
     want = ti.toy_index_figure(**ti.toy_index_step())
     assert json.loads(explorer.fig.to_json())["data"] == json.loads(want.to_json())["data"]
     assert len(explorer.fig.layout.shapes) == len(want.layout.shapes)
-    assert "Could not" not in explorer.status.value and "K = 3, L = 4" in explorer.status.value
+    assert "Could not" not in explorer.status.value and explorer.params == dict(angle=60, K=3, L=4, min_hits=2)
 
 
 def test_the_sliders_change_the_picture(explorer):
@@ -155,7 +155,7 @@ def test_the_sliders_change_the_picture(explorer):
     assert len([s for s in explorer.fig.layout.shapes if s.name in ("bucket", "q bucket")]) == 4 * 2
     explorer.l_slider.value = 7
     assert len([s for s in explorer.fig.layout.shapes if s.name == "q bucket"]) == 7
-    assert "K = 1, L = 7" in explorer.status.value
+    assert (explorer.params["K"], explorer.params["L"]) == (1, 7)
     explorer.l_slider.value = 1  # one table: a key is sampled at 1 hit
     assert explorer.params["min_hits"] == 1 and "lowered" in explorer.status.value
     explorer.set_params(angle=60, K=3, L=4)
