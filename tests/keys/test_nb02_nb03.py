@@ -4,6 +4,8 @@ output error with raw and centred keys, the side-by-side cloud figure and the le
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,11 @@ from pigviz.keys import projection as kp
 from pigviz.lessons import nb02_key_cone as nb02
 from pigviz.plots import key_geometry as pk
 from tests.keys.test_geometry import planted_capture
+
+
+def _numbers(text: str) -> list[float]:
+    """The numbers a text states, thousands separators dropped."""
+    return [float(x.replace(",", "")) for x in re.findall(r"\d[\d,]*(?:\.\d+)?", text)]
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +97,15 @@ def test_key_cloud_pair_figure_puts_two_panels_on_equal_axes(planted):
     assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis2.scaleanchor == "x2"
     names = [t.name for t in fig.data if t.showlegend]
     assert len(names) == len(set(names))  # one legend entry per kind of trace
-    assert {a.text for a in fig.layout.annotations} >= {"raw keys", "centred keys"}
+    # two panels, raw keys then centred ones: each draws its cloud's keys and mean key, the raw mean
+    # away from the origin, the centred one at it
+    panels = [[t for t in fig.data if t.xaxis == axis] for axis in ("x", "x2")]
+    assert sum(map(len, panels)) == len(fig.data)
+    raw, centred = clouds["raw"], clouds["centred"]
+    assert np.hypot(*raw.mean_xy) > 0.1 * raw.extent and np.allclose(centred.mean_xy, 0)
+    for panel, cloud in zip(panels, (raw, centred)):
+        drawn = {tuple(p) for t in panel if t.mode == "markers" for p in np.c_[t.x, t.y]}
+        assert {tuple(p) for p in cloud.xy} | {tuple(cloud.mean_xy)} <= drawn
     with pytest.raises(ValueError, match="two"):
         pk.key_cloud_pair_figure([clouds["raw"]])
 
@@ -139,12 +154,18 @@ def test_lesson_02_tables_and_shares(planted):
     rows = kg.geometry_table(planted)
     assert len(nb02.query_table(rows)) == len(rows) == len(nb02.sink_key_table(rows))
     view = kg.head_view(planted, 3, 0)
-    assert "crosses" in repr(nb02.plane_table(kp.plane_splits(view)))
+    splits = kp.plane_splits(view)
+    shown = nb02.plane_table(splits).frame  # one row per hyperplane: its shares in the picture and in d dims
+    assert list(shown["query's side, picture"]) == list(splits.picture)
+    assert list(shown["query's side, 64-d"]) == list(splits.real)
     fill = nb02._bucket_fill(view, n_planes=3)  # what notebook 02's cell counts, for its claim
     assert 1 <= fill["filled"] <= fill["buckets"] == 8 and 0 < fill["top_share"] <= 1
     shares = nb02.one_plane_shares(planted, n_planes=3, query_stride=4)
     assert shares["raw"].shape == (len(kg.head_pairs(planted)), 3, 2)
-    assert "synthetic" in nb02.capture_summary(planted)
+    # the summary names the capture's model and states its context and its queries
+    summary = nb02.capture_summary(planted)
+    assert planted.metadata["model_name"] in summary
+    assert {planted.n_tokens, len(planted.query_positions)} <= set(_numbers(summary))
 
 
 # --------------------------------------------------------------------------- one table for every query

@@ -3,6 +3,7 @@ lessons run in their cells, checked against numbers worked out here another way,
 each states."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -23,6 +24,11 @@ from pigviz.memory.model_shapes import get_model_shape, known_models
 @pytest.fixture(scope="module")
 def mix():
     return al.request_mix()
+
+
+def _numbers(text: str) -> list[float]:
+    """The numbers a sentence states, thousands separators dropped."""
+    return [float(x.replace(",", "")) for x in re.findall(r"\d[\d,]*(?:\.\d+)?", text)]
 
 
 def test_both_notebooks_state_at_least_their_claims_and_all_pass():
@@ -94,9 +100,12 @@ def test_05a_model_rows_mark_what_the_context_hides():
     assert get_model_shape("Qwen2.5-1.5B").max_context == 32_768  # the model card's context (finding 05a-1)
     # Mistral's sliding window: the rolling cache of its last 4,096 tokens, 512 MiB at 2 bytes a value
     mistral = get_model_shape("Mistral-7B-v0.1")
-    assert budget.kv_bytes_per_token(mistral) * mistral.sliding_window == 512 * 2**20
-    assert f"{mistral.sliding_window:,}" in notes["Mistral-7B-v0.1"] and "512 MiB" in notes["Mistral-7B-v0.1"]
-    assert all(";" not in notes[m] for m in marked - {"Mistral-7B-v0.1"})  # the window note is Mistral's alone
+    rolling = budget.kv_bytes_per_token(mistral) * mistral.sliding_window
+    assert rolling == 512 * 2**20
+    assert mistral.sliding_window in _numbers(notes["Mistral-7B-v0.1"])
+    assert budget.format_bytes(rolling) in notes["Mistral-7B-v0.1"]
+    # the window note is Mistral's alone: every other marked note states its maximum context and nothing else
+    assert all(_numbers(notes[m]) == [get_model_shape(m).max_context] for m in marked - {"Mistral-7B-v0.1"})
     # within its context and its window, a model needs no note
     assert budget.context_note(get_model_shape("Mistral-7B-v0.1"), 4_096) == "-"
 
@@ -129,11 +138,18 @@ def test_magicpig_layout_drops_its_dense_layers_and_doubles_the_offsets():
 
 
 def test_index_bill_rows_mark_models_past_their_context():
-    labels = [r["label"] for r in f5.index_bill_rows()]
-    assert "Llama-3.1-8B" in labels and "SmolLM2-135M †" in labels and "Mistral-7B-v0.1 †" in labels
-    assert "Qwen2.5-1.5B †" in labels
-    assert [r["label"] for r in f5.index_bill_rows(4_096)] == known_models()
+    rows = f5.index_bill_rows()
     note = f5.past_context_note()  # the footnote names the one windowed model and its window
+    # one row per model, in order, its label the model's name and, past its context, the footnote's mark
+    assert all(r["label"].startswith(m) for m, r in zip(known_models(), rows))
+    context = {m: r["kv_bytes"] // budget.kv_bytes_per_token(m) for m, r in zip(known_models(), rows)}
+    assert set(context.values()) == {f5.CONTEXT}
+    past = {m for m in context if context[m] > (get_model_shape(m).max_context or math.inf)}
+    assert {"SmolLM2-135M", "Qwen2.5-1.5B", "Mistral-7B-v0.1"} <= past and "Llama-3.1-8B" not in past
+    marks = {m: r["label"].removeprefix(m).strip() for m, r in zip(known_models(), rows)}
+    assert {m for m, mark in marks.items() if mark} == past
+    assert {marks[m] for m in past} == {note.split()[0]}
+    assert [r["label"] for r in f5.index_bill_rows(4_096)] == known_models()
     assert "Mistral-7B-v0.1" in note and "4,096" in note and "Qwen2.5-1.5B" not in note
 
 
@@ -241,8 +257,12 @@ def test_utilisation_moves_every_break_even_in_proportion():
     below = budget.crossover_prefix(big, 7e9, 70e9, tp=4, flops_per_gpu=0.999 * t * budget.H100_DENSE_BF16_FLOPS)
     above = budget.crossover_prefix(big, 7e9, 70e9, tp=4, flops_per_gpu=1.001 * t * budget.H100_DENSE_BF16_FLOPS)
     assert below == 1 and above > 1
-    assert rows[0.75]["local NVMe (7 GB/s) wins"] == "every length"
-    assert rows[1.0]["local NVMe (7 GB/s) wins"] == "from 34,545 tokens"
+    # each row's verdict states the crossover prefix (none where NVMe wins from the first token)
+    peak = budget.H100_DENSE_BF16_FLOPS
+    n = {mfu: budget.crossover_prefix(big, 7e9, 70e9, tp=4, flops_per_gpu=mfu * peak) for mfu in rows}
+    assert n[0.75] == 1 and n[1.0] == 34_545
+    for mfu, r in rows.items():
+        assert _numbers(r["local NVMe (7 GB/s) wins"]) == ([] if n[mfu] == 1 else [n[mfu]]), mfu
 
 
 def test_reprefill_time_is_replica_seconds():
@@ -260,17 +280,32 @@ def test_05b_tables_hold_the_library_numbers(mix):
     def render(name, rows):
         return lessons.table(rows, formats=sv.FORMATS[name])
 
-    assert "172.5" in repr(render("replica", sv.replica_rows()))
-    assert "23.2%" in repr(render("context_share", sv.context_share_rows()))
+    m = budget.replica_memory()
+    replica = sv.replica_rows(m)
+    parts = ("total_bytes", "weight_bytes", "after_weights_bytes", "kv_budget_bytes", "rest_bytes")
+    assert [r["GiB"] for r in replica] == [m[k] / GIB for k in parts] and replica[3]["GiB"] == 172.5
+    assert len(render("replica", replica)) == 5
+    shares = sv.context_share_rows()
+    per = al.replica_bytes_per_token()
+    assert [list(r.values())[-1] for r in shares] == pytest.approx([r["context"] * per / (172.5 * GIB) for r in shares])
+    assert round(list(shares[-1].values())[-1], 3) == 0.232  # one 131,072-token sequence: 23.2% of the budget
+    assert len(render("context_share", shares)) == 4
     assert list(render("mix", sv.mix_rows(mix)).text["max"]) == ["16,782", "4,000", "17,301"]
     assert [r["rejected"] for r in sv.contiguous_rows(mix)] == [32, 6, 1, 0]
     assert len(render("paged", sv.paged_rows(mix))) == 5
     assert len(render("sharing", sv.sharing_rows([al.prefix_sharing(p) for p in (0, 1_000)]))) == 2
     assert "9.26" in repr(render("break_even_tp", sv.break_even_tp_rows(al.replica_bytes_per_token())))
-    assert "recompute" in repr(render("tiers", sv.tier_rows(al.replica_bytes_per_token())))
-    assert {r["local NVMe (7 GB/s), FP8"] for r in sv.fp8_rows()} == {"fetch"} and len(
-        render("fp8", sv.fp8_rows())
-    ) == 4
+    # a tier fetches where its bandwidth beats the TP4 break-even; the slower ones recompute
+    tiers = sv.tier_rows(per)
+    be = budget.break_even_bandwidth(per, sv.N_PARAMS_70B, tp=4) / 1e9
+    fast = [r["GB/s"] > be for r in tiers]
+    assert [r["verdict"] == "fetch" for r in tiers] == fast and any(fast) and not all(fast)
+    assert len(render("tiers", tiers)) == len(budget.STORAGE_TIERS_GBPS)
+    # FP8 halves every break-even, and each falls below local NVMe's 7 GB/s: fetch at every length
+    fp8 = sv.fp8_rows()
+    assert all(r["FP8 KV (GB/s)"] == pytest.approx(r["16-bit KV (GB/s)"] / 2) for r in fp8)
+    assert all(r["FP8 KV (GB/s)"] < sv.NVME_GBPS and r["local NVMe (7 GB/s), FP8"] == "fetch" for r in fp8)
+    assert len(render("fp8", fp8)) == 4
     d = render("disaggregation", sv.disaggregation_rows())
     assert d.frame["token 2 by, at most (200 GbE, s)"].iloc[-1] == pytest.approx(12.04, abs=0.01)
     assert list(d.text["token 2 by / 2 s budget"]) == ["0.10x", "0.97x", "6.02x"]
@@ -294,7 +329,7 @@ def test_a_pcie5_drive_beats_every_break_even_and_tiers_say_what_they_stand_for(
     assert sv.PCIE5_NVME_GBPS * 1e9 > budget.break_even_at(big, 1, 70e9, tp=4)
     assert budget.crossover_prefix(big, sv.PCIE5_NVME_GBPS * 1e9, 70e9, tp=4) == 1
     assert set(sv.TIER_FIGURES) == set(budget.STORAGE_TIERS_GBPS)
-    assert "one PCIe 4.0 drive" in {r["the figure (assumed)"] for r in sv.tier_rows(al.replica_bytes_per_token())}
+    assert {r["tier"]: r["the figure (assumed)"] for r in sv.tier_rows(al.replica_bytes_per_token())} == sv.TIER_FIGURES
 
 
 def test_transfer_delays_token_2_not_token_1():

@@ -439,4 +439,6 @@ def test_figures_have_titles_axis_units_and_no_nan():
                 raw = getattr(trace, axis)
                 values = np.asarray([v for v in (() if raw is None else raw) if v is not None], dtype=float)
                 assert not np.any(np.isnan(values))
-    assert "degrees" in figs[2].layout.xaxis.title.text
+    # the S-curves run over the angle in degrees, 0 to 180; the counted markers sit at their angles
+    assert tuple(figs[2].layout.xaxis.range) == (0, 180)
+    assert list(figs[2].data[0].x) == list(angles) and list(figs[2].data[1].x) == pytest.approx([0, 60, 120])

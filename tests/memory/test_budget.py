@@ -1,4 +1,6 @@
 import json
+import math
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +13,12 @@ from pigviz.memory.budget import GIB
 from pigviz.memory.model_shapes import ModelShape, get_model_shape, known_models
 
 LLAMA8 = "Llama-3.1-8B"
+
+
+def _numbers(text: str) -> list[float]:
+    """The numbers a text states (thousands separators dropped), HTML tags skipped."""
+    plain = re.sub(r"<[^>]+>", " ", text)
+    return [float(x.replace(",", "")) for x in re.findall(r"\d[\d,]*(?:\.\d+)?", plain)]
 
 
 def test_llama8b_by_hand():
@@ -38,9 +46,13 @@ def test_report_has_the_promised_keys_and_is_json():
         assert key in r
     assert r["candidate_share_of_key_bytes"] == pytest.approx(57_600 / 25_165_824)
     assert r["index_to_kv_ratio"] == pytest.approx((15_099_494_400 + 150 * 2**20) / (12 * 2**30))
+    assert r["kv_bytes_per_token"] == budget.kv_bytes_per_token(LLAMA8)
+    assert r["candidates_per_query"] == budget.candidates_per_query(98_304, 10, 150)
     json.dumps(r, allow_nan=False)
-    text = budget_report_text(r)
-    assert "128 KiB" in text and "14,400" in text and "0.23%" in text
+    # `pigviz budget` prints the report: its lines state r's numbers
+    shown = _numbers(budget_report_text(r))
+    assert r["kv_bytes_per_token"] in shown and r["candidates_per_query"] in shown
+    assert round(100 * r["candidate_share_of_key_bytes"], 2) in shown
 
 
 def test_report_notes_long_contexts_and_sliding_windows():
@@ -226,8 +238,11 @@ def test_budget_figures_have_titles_units_and_no_nan():
 
     rows = [dict(label=m, **budget.index_bill(m, 98_304, 10, 150)) for m in known_models()]
     fig = pb.index_bill_figure(rows, highlight=LLAMA8)
-    assert "GiB" in fig.layout.yaxis.title.text and fig.layout.title.text
-    assert [t.name for t in fig.data[:3]] == ["KV cache (keys + values)", "LSH table entries", "bucket offsets"]
+    # three stacked bars in GiB: KV, table entries, bucket offsets; together each row's index bill
+    parts = ("kv_bytes", "table_bytes", "bucket_metadata_bytes")
+    assert fig.layout.barmode == "stack" and [t.type for t in fig.data[:3]] == ["bar"] * 3
+    assert [list(t.y) for t in fig.data[:3]] == [[r[k] / GIB for r in rows] for k in parts]
+    assert list(fig.data[3].y) == pytest.approx([sum(r[k] for k in parts) / GIB for r in rows])  # the totals on top
     assert any("<b>" in x for x in fig.data[0].x)
     _finite(fig)
     noted = pb.index_bill_figure(rows, title="T", note="† a footnote")
@@ -236,14 +251,24 @@ def test_budget_figures_have_titles_units_and_no_nan():
     ctx = np.array([1_000, 10_000, 100_000])
     curves = {m: (ctx, [budget.kv_bytes(m, int(c)) for c in ctx]) for m in known_models()}
     fig = pb.kv_vs_context_figure(curves, reference_gib={"80 GB": 74.5})
-    assert fig.layout.xaxis.type == "log" and "tokens" in fig.layout.xaxis.title.text
-    # Llama-3.1-8B and Mistral-7B share a KV shape: one line, both names
-    assert any("Llama-3.1-8B = Mistral-7B-v0.1" == t.name for t in fig.data)
+    assert fig.layout.xaxis.type == "log"
+    *lines, reference = fig.data
+    assert all(list(t.x) == list(ctx) for t in lines) and list(reference.y) == [74.5, 74.5]
+    # models of one KV shape (Llama-3.1-8B and Mistral-7B) share a line: one trace per distinct curve
+    distinct = {tuple(nbytes) for _, nbytes in curves.values()}
+    assert len(lines) == len(distinct) < len(curves)
+    assert sorted(tuple(t.y) for t in lines) == sorted(tuple(np.asarray(b) / GIB) for b in distinct)
     _finite(fig)
     rows = budget.break_even_over_context("Llama-3.1-70B", (128, 4096, 131_072), 70e9, tps=(4, 8))
     fig = pb.break_even_context_figure(rows, {"local NVMe": 7.0})
-    assert fig.layout.xaxis.type == "log" and "GB/s" in fig.layout.yaxis.title.text
-    assert [t.name for t in fig.data] == ["break-even, TP4", "break-even, TP8", "local NVMe: 7 GB/s"]
+    assert fig.layout.xaxis.type == "log"
+    # one line per TP degree, in GB/s, then one per tier
+    assert len(fig.data) == 2 + 1
+    for trace, tp in zip(fig.data, (4, 8)):
+        assert list(trace.x) == [128, 4096, 131_072]
+        want = [budget.break_even_at("Llama-3.1-70B", n, 70e9, tp=tp) / 1e9 for n in trace.x]
+        assert list(trace.y) == pytest.approx(want)
+    assert list(fig.data[2].y) == [7.0, 7.0]
     _finite(fig)
 
 
@@ -267,9 +292,13 @@ def test_kv_widget_reacts_and_clamps():
     w.context.value = 10**9
     assert w.context.value == 10**7 and "exceeds" in w.status.value
     assert "could not update" not in w.status.value
-    assert "14,400" not in w.table.value
+    # the table shows the report of the current settings, and follows it back
+    assert round(w.report["candidates_per_query"]) in _numbers(w.table.value)
     w.context.value, w.L.value, w.K.value, w.model_picker.value, w.dtype.value = 98_304, 150, 10, LLAMA8, 2
-    assert "14,400" in w.table.value and "12 GiB" in w.table.value
+    assert w.report["candidates_per_query"] == budget.candidates_per_query(98_304, 10, 150)
+    assert w.report["kv_bytes"] == budget.kv_bytes(LLAMA8, 98_304)
+    shown = _numbers(w.table.value)
+    assert w.report["candidates_per_query"] in shown and w.report["kv_bytes"] / GIB in shown
 
 
 def test_model_rows_are_the_one_row_builder_of_the_model_table():
@@ -278,10 +307,18 @@ def test_model_rows_are_the_one_row_builder_of_the_model_table():
     llama = rows[0]
     assert llama["KV / token (B)"] == 131_072 and llama["KV at 98,304"] == "12 GiB"
     assert llama["read at 1 TB/s (ms)"] == pytest.approx(12 * 2**30 / 1e12 * 1e3)
-    past = [r["model"] for r in rows if "past its" in r["at 98,304 tokens"]]
-    assert past == ["Qwen2.5-0.5B", "Qwen2.5-1.5B", "SmolLM2-135M", "Mistral-7B-v0.1"]
+    # a note ("-": none) on exactly the models whose maximum context is below 98,304, naming it
+    past = [m for m in known_models() if (get_model_shape(m).max_context or math.inf) < 98_304]
+    assert past and LLAMA8 not in past
+    assert [r["model"] for r in rows if r["at 98,304 tokens"] != "-"] == past
+    assert all(
+        get_model_shape(r["model"]).max_context in _numbers(r["at 98,304 tokens"]) for r in rows if r["model"] in past
+    )
     text = model_table(98_304)
-    assert all(r["model"] in text for r in rows) and "512 MiB" in text
+    # the CLI's table: every model, and Mistral's rolling cache (its window's KV)
+    mistral = get_model_shape("Mistral-7B-v0.1")
+    rolling = budget.format_bytes(mistral.sliding_window * budget.kv_bytes_per_token(mistral))
+    assert all(r["model"] in text for r in rows) and rolling in text
 
 
 def test_decode_step_time_is_the_roofline_of_decode_step_load():
