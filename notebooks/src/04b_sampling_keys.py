@@ -278,8 +278,8 @@ lessons.table(rows, formats={c: "{:.3%}" for c in (">= 1 counted", ">= 1 formula
 # while centred keys reach them by the thousand. With so few pairs, the raw rates of the sink
 # layers are rough.
 #
-# Counted and formula differ in every row: for centred keys by less than a fifth, for raw keys by up
-# to about twice (the ">= 2" columns of layers 2 and 25). The formula averages over draws of
+# Counted and formula differ in every row: for centred keys the count stays within a fifth of the
+# formula, for raw keys it is off by up to about twice (the ">= 2" columns of layers 2 and 25). The formula averages over draws of
 # hyperplanes, while the table counts one draw. Going further counts many draws, finds the formula
 # right on average, and measures how far one draw strays, raw and centred.
 #
@@ -364,7 +364,8 @@ lessons.table([{"layer": layer} | {c: e[i].mean() for c, e in err.items()}
 # %% [markdown]
 # The sink layers differ: in layers 13 and 19 raw hashing about doubles the exact set's error, in
 # layer 25 it leaves it about where it was, and it reads barely more keys than the exact set. In
-# layer 2, without a sink, raw hashing already helps; centred hashing helps more, in every head. Why
+# layer 2, without a sink, raw hashing already helps; centred hashing helps more, and beats the exact set in every
+# head. Why
 # does so little raw sampling hurt? Back to the draws of layer 19, head 6, and the weight of the keys
 # each one sampled, true and in the estimate:
 
@@ -638,11 +639,9 @@ lessons.table(rows, formats={c: "{:.2%}" for c in ("formula", "mean of draws", "
 
 # %% [markdown]
 # The mean over the draws lands within a few standard errors of the formula in every layer, raw
-# and centred, for one table and two (the gap columns): the formula is right on average. Raw
-# keys' draws are skewed (a few draws count far more than the rest), so thirty of them pin the
-# standard error only roughly: with another seed a raw layer can land further out. What differs is
-# how far a single draw strays: raw keys' single draws spread far more (the spread column) than
-# centred keys'.
+# and centred, for one table and two (the gap columns): the formula is right on average. What
+# differs is how far a single draw strays: raw keys' single draws spread far more (the spread
+# column) than centred keys', so thirty of them pin the raw layers' standard error only roughly.
 #
 # Are the pairs at least independent? If every pair collided on its own, with the formula's mean
 # probability $f$, one draw's rate over $N$ pairs would be a binomial share, whose spread is

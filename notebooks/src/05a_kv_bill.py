@@ -290,7 +290,7 @@ print(f"L n / 2^K = {L} x {context:,} / {2**K:,} = {scanned:,.0f} entries per qu
 print(f"{group} x {scanned:,.0f} x 4 B = {index_bytes:,.0f} B of {key_bytes:,} B of keys: {index_bytes / key_bytes:.2%}")
 
 # %% [markdown]
-# Finding 5 shows what the shipped CPU benchmark measured on keys shaped like real ones: more than
+# [Finding 5](findings/f5_serving.ipynb) shows what the shipped CPU benchmark measured on keys shaped like real ones: more than
 # even, and still a sliver of the keys.
 #
 # That is MagicPIG's bargain: a large index that is cheap to consult. The tables and most of the

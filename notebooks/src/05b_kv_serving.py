@@ -235,7 +235,7 @@ lessons.table(rows, formats={"system prompt": "{:,}", "unshared slots": "{:,}", 
                              "saved": "{:.1%}"})
 
 # %% [markdown]
-# This saves *memory* (more in Finding 5, whose private parts are shorter). Whether it saves
+# This saves *memory* (more in [Finding 5](findings/f5_serving.ipynb), whose private parts are shorter). Whether it saves
 # *reading* depends on the kernel: the original PagedAttention
 # kernel reads the shared pages once per sequence at every step, while cascade attention (FlashInfer,
 # and vLLM's newer engine when the batch shares a prefix) reads them once. Saving the prefill
@@ -328,13 +328,13 @@ lessons.table(rows, formats={"prefix": "{:,}", "attention share": "{:.1%}", "TP4
 # %% [markdown]
 # Recomputing gets dearer per token as the prefix grows, so long prefixes favour fetching. Every
 # figure assumes 100% of the dense peak, a floor on the time; a real prefill reaches only a share of
-# it, and the break-even shrinks in proportion. Finding 5 walks through the utilisations and the
+# it, and the break-even shrinks in proportion. [Finding 5](findings/f5_serving.ipynb) walks through the utilisations and the
 # storage tiers.
 #
 # **Bottom line:** fetch when the bandwidth beats bytes per token over the recompute time per token.
 # The prefix length, the number format, the GPUs and their utilisation all move that line.
 #
-# ## 7. Preemption is a cliff
+# ## 7. How full to run the pool
 #
 # When the cache fills, the scheduler evicts a running sequence and later prefills it again: its
 # prompt and the tokens it had generated. How full can the pool run before this bites? The function
@@ -390,15 +390,14 @@ lessons.table([{"": label, "your guess": "not written" if g is None else spec.fo
 
 # %% [markdown]
 # Nothing happens, then a lot does, for a small gain. Below some target the completions free pages
-# faster than the running sequences grow into them; at 100% there is no margin, and an evicted
-# sequence is re-admitted as soon as its pages fit, only for the next fresh page to evict the newest
-# one again. The edge is set by how much the running sequences still grow, not by a fixed share: admit
-# on KV occupancy, with a margin for growth. GPU utilisation would not warn: a full pool keeps the GPU
-# busy whether or not it thrashes.
+# faster than the running sequences grow into them; at 100% there is no margin left for that
+# growth, and sequences are evicted and must be prefilled again (the preemptions). GPU utilisation
+# would not warn: a full pool keeps the GPU busy whether or not it thrashes.
 #
-# **Bottom line:** keep a margin for the growth of the running sequences. Finding 5 runs the
-# library's simulation over more targets, with the re-prefill time; it settles pages token by token,
-# not once per step, so its counts differ.
+# **Bottom line:** keep a margin for the growth of the running sequences.
+# [Finding 5](findings/f5_serving.ipynb) §9 runs the library's simulation over more targets, with
+# the re-prefill time, and with longer answers, where the edge moves; it settles pages token by
+# token, not once per step, so its counts differ.
 #
 # ## Where MagicPIG comes in
 #

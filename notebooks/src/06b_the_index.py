@@ -92,7 +92,7 @@ print(f"your magicpig_estimate reads {len(read)} of {len(keys):,} keys, hashing 
 # <details><summary>Hint 2: where to look</summary>
 #
 # numpy has a sort that returns positions rather than values, a count of how often each integer
-# occurs and a running total; each works on one table's row, or on all rows with axis. Check
+# occurs and a running total; the sort and the running total take an axis, the count one row. Check
 # their arguments for ties and for buckets no key reached.
 #
 # </details>
@@ -207,7 +207,7 @@ print(f"the query read {entries:,} table entries, {entries / (150 * n_keys):.1%}
 # and values of the first 8,192 tokens of the Python Language Reference's help topics, every
 # method at each of the last 64 positions, three hash seeds ([finding 1](findings/f1_every_head.ipynb)
 # §1 gives the set-up). TopK, an oracle that scores every key to choose the highest, ran at
-# MagicPIG's measured budget, layer by layer. The file keeps each method's mean error per (layer, head), which is
+# MagicPIG's measured budget, layer by layer. The file keeps each method's mean error per (layer, seed, head), which is
 # all you need here.
 #
 # ### Predict first
@@ -307,5 +307,7 @@ often than in a sparse one, so it scans the sum of the squared bucket sizes over
 # %% jupyter={"source_hidden": true}
 lessons.folded("Answer 2", """Once: hash every key with the planes and the mean the tables are built with, and file it
 in its bucket of every table. Per generated token: hash the query alone and read one bucket per table; the new
-token waits in a small buffer that is read exactly, and when the buffer fills its tokens are hashed (same planes,
-same mean) and inserted into their buckets. Notebook 07b runs this inside the model.""")
+token waits in a small buffer that is read exactly. When the buffer fills, the library's decoder hashes its tokens
+with the same planes and the index's mean and inserts them into their buckets; once a layer has doubled since its
+mean was taken it rebuilds that layer's index on a fresh mean (notebook 07a's options, finding 3 measures why).
+Notebook 07b runs your tables inside the model, built once, with a buffer that only grows.""")

@@ -102,7 +102,10 @@ print(f"logits through the counting function and through sdpa {lessons.agree(aft
 # * **Decode.** Each new query reads the `sinks` first and the `recent` last tokens exactly, plus
 #   a sample from the tables, each score corrected by `log u` (notebook 06a). Tokens generated since
 #   the index was last updated, the *buffer*, are read exactly too; when the buffer fills, its
-#   tokens are hashed with the index's own planes and mean and inserted into the tables.
+#   tokens are hashed with the index's own planes and mean and inserted into the tables. Keys
+#   drift as the text moves on, so once a layer has doubled since its mean was taken, its index is
+#   rebuilt on a fresh mean with the same planes (the option `recentre` in the table below;
+#   [finding 3](findings/f3_bill_and_speed.ipynb) §3 measures why).
 #
 # The compiled engine scores all of these in one list and takes one softmax. Without numba, or on
 # a GPU, decoding takes two softmaxes instead: one over the index part, one over the buffer. Each
@@ -347,8 +350,8 @@ lessons.table(two_token, formats=dict.fromkeys(["perplexity: yours", "shipped", 
 # %% [markdown]
 # Now read the shipped runs with your functions' ideas. At the paper's (K, L) = (10, 150), each
 # run's mean KL and top-1 agreement come from its per-position arrays; every baseline read as
-# many keys as MagicPIG (its `budget`, the share of keys read in the sparse layers). Look at the
-# two ends first: StreamingLLM reads the sinks and a recent window widened to the same budget;
+# many keys as MagicPIG (its `budget`, the share of keys read in the sparse layers). Look at two
+# reference points first: StreamingLLM reads the sinks and a recent window widened to the same budget;
 # TopK is an oracle that scores every key. Quest (notebook 08 races it) picks whole pages of keys
 # by a bound on their scores; its rows differ in the page size and in how pages are ranked.
 
@@ -368,7 +371,7 @@ lessons.table(runs.sort_values("mean KL (nats)"), formats={"keys read": "{:.1%}"
                                                            "top-1 agreement": "{:.1%}", "perplexity": "{:.2f}"})
 
 # %% [markdown]
-# MagicPIG sits between the two ends, far closer to dense than a window of the same size; two
+# MagicPIG sits between those two, far closer to dense than a window of the same size; two
 # of its three hash seeds agree closely and the third lands well above them. Quest with small pages lands closer to dense than MagicPIG
 # here. [Finding 4](findings/f4_decoding.ipynb) holds every budget
 # and baseline, why the seeds differ so much here while they barely moved finding 1's error,

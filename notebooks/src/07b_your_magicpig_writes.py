@@ -240,11 +240,13 @@ diagrams.placement_diagram()
 # (fp32) and one bucket id per table (int64), and gets back its partial output and `lse`:
 
 # %%
-heads, kv_heads, d, sampled_layers, L = 9, 3, 64, 29, 150  # SmolLM2-135M; layer 0 stays dense
+heads, kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads  # SmolLM2-135M's, loaded above
+d, L = cfg.hidden_size // heads, DEFAULTS.L
+sampled_layers = cfg.num_hidden_layers - 1  # layer 0 stays dense
 down = heads * (d * 4 + L * 8)  # per sampled layer: the queries and their bucket ids
 up = heads * (d * 4 + 4)  # the partial outputs and their lse
 per_token = sampled_layers * (down + up)
-crossing = pd.DataFrame({"context": [1_024, 4_096, 8_192]})  # up to SmolLM2-135M's context
+crossing = pd.DataFrame({"context": [1_024, 4_096, cfg.max_position_embeddings]})  # up to SmolLM2-135M's context
 crossing["bytes that cross per token"] = per_token
 crossing["sampled layers' cache (bf16)"] = crossing["context"] * sampled_layers * kv_heads * d * 2 * 2
 crossing["cache / crossing"] = crossing["sampled layers' cache (bf16)"] / crossing["bytes that cross per token"]
@@ -256,8 +258,9 @@ lessons.table(crossing, formats={"context": "{:,}", "bytes that cross per token"
 # with every token written, what crosses does not. `decode.generate(..., "magicpig",
 # placement="cpu_offload")` runs this placement; without a GPU both halves run on the CPU, the
 # same steps without the copies, and a test holds them to the single-device path (the same keys
-# read, the same outputs within 1e-5). The live cell below runs it both ways; what this
-# placement costs in time on the CPU is [finding 3](findings/f3_bill_and_speed.ipynb)'s.
+# read, the same outputs within 1e-5). The live cell below runs it both ways. No timing of this
+# placement ships: on a machine without a GPU both halves share the same cores, so its time would
+# say nothing about the GPU case it is built for.
 #
 # **Bottom line.** The step splits into an exact half where the model lives and a sampled half
 # where the cache lives, joined by log-sum-exp; only queries, bucket ids and two small results
@@ -329,11 +332,13 @@ if RUN_LIVE:
 #    cost as many bytes as reading its weights?
 
 # %% jupyter={"source_hidden": true}
-per_token = 2 * 30 * 3 * 64 * 4  # K and V, 30 layers, 3 KV heads, head_dim 64, fp32
-weights = 134_515_008 * 4
-lessons.folded("Answer 1", f"Weights: {weights / 2**20:.0f} MiB; KV: {per_token:,} B per token, so they match at "
-               f"{weights / per_token:,.0f} tokens, beyond the model's 8,192-token context, where the cache is "
-               f"{8192 * per_token / weights:.0%} of the weights.")
+per_token = 2 * cfg.num_hidden_layers * kv_heads * d * 4  # K and V, every layer, fp32
+weights = sum(p.numel() for p in model.parameters()) * 4  # the tied embedding counted once, as it is read once
+context = cfg.max_position_embeddings
+lessons.folded("Answer 1", f"Weights: {weights / 2**20:.0f} MiB (SmolLM2 ties its output layer to its embedding, so "
+               f"that matrix is read once); KV: {per_token:,} B per token, so they match at "
+               f"{weights / per_token:,.0f} tokens, beyond the model's {context:,}-token context, where the cache is "
+               f"{context * per_token / weights:.0%} of the weights.")
 
 # %% [markdown]
 # 2. The buffer is read exactly, so why not keep every generated token in it forever, as
@@ -346,5 +351,5 @@ generation slowly turns back into dense attention over the generated part, and t
 Inserting the buffer's tokens into the tables costs one hash of each (with the index's own planes and mean) and a
 write at the end of its bucket in each table, once per token; after that each is read only when sampled. The price is
 that the tables hash with the mean they were built with, while the keys' mean drifts as the text moves on: after a
-short prompt and a long generation that doubled the error, so pigviz rebuilds a layer's index on a fresh mean each
+short prompt and a long generation that nearly doubled the error, so pigviz rebuilds a layer's index on a fresh mean each
 time it has doubled (finding 3 §3 measures both).""")

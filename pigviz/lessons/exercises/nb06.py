@@ -893,7 +893,7 @@ EXERCISES = [
         "sizes. Two keys in the same bucket must keep their token order, and a bucket no key landed in still "
         "needs its start.",
         hint="numpy has a sort that returns positions rather than values, a count of how often each integer occurs"
-        " and a running total; each works on one table's row, or on all rows with axis. Check their arguments"
+        " and a running total; the sort and the running total take an axis, the count one row. Check their arguments"
         " for ties and for buckets no key reached.",
         wrong=(
             Wrong(
