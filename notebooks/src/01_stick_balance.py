@@ -283,8 +283,8 @@ print(f"sigma_w = {sigma_w:.4f}; fitted log-log slope: {np.polyfit(np.log(ms), n
 lessons.table(rows, formats={c: "{:.4f}" for c in rows[0] if c != "draws m"}, caption=f"{flat.n} flat keys")
 
 # %% [markdown]
-# **Bottom line.** The error is set by how much the **values disagree** ($\sigma_w$), not by
-# how peaked the weights are.
+# **Bottom line.** With the weights held fixed, the error is set by how much the **values
+# disagree** ($\sigma_w$): squeeze them together and it shrinks with them.
 #
 # ## 5. The catch: you cannot sample without looking
 #
@@ -363,9 +363,10 @@ lessons.table(rows, formats={"mean of 2000 runs": "{:.3f}", "RMS error": "{:.3f}
 # ## 7. MagicPIG's rule: each key read at most once
 #
 # MagicPIG does not draw from $u$ as from a distribution. Its index gives each key its own
-# probability $u_i$ of being read (notebooks 04a, 04b and 06a), and reads it at most once,
-# independently of the others: $\sum_i u_i$ keys on average. A key with $u_i = 1$ is always
-# read, as MagicPIG reads the sink.
+# probability $u_i$ of being read (notebooks 04a, 04b and 06a) and reads it at most once:
+# $\sum_i u_i$ keys on average. A key with $u_i = 1$ is always read, as MagicPIG reads the sink.
+# This toy tosses one coin per key, independently; in a real index keys that point alike tend to
+# be read together (notebook 04b measures how much), which leaves each key's $u_i$ as it is.
 #
 # ### Your turn: the inclusion sampler
 #
@@ -523,7 +524,7 @@ topk_miss = np.array([abs(topk_estimate(sink.weights, sink.values, b) - truth) f
 first = int(b_all[topk_miss < sink_sigma / np.sqrt(b_all)][0])
 lessons.folded("Answer 1", f"Against $\\sigma_w/\\sqrt B$, the RMS miss of $B$ independent draws, and leaving out "
                f"B = 1 (one key either way), TopK first misses less at **B = {first}** of {sink.n} keys, "
-               f"**{first / sink.n:.0%}** of them. By then TopK has read almost everything, so it saves little.")
+               f"**{first / sink.n:.0%}** of them. By then TopK has read most of the keys, so it saves little.")
 
 # %% [markdown]
 # **2.** Build your own sink with `sb.custom_scenario`: give the sink a value of 1 instead of

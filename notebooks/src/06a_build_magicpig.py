@@ -165,7 +165,7 @@ lessons.folded("Solution: sampled_estimate", ex.solution("06.sampled_estimate"))
 
 # %% [markdown]
 # Yours on the real head, beside full attention and the engine (which tabulates `log u` on a
-# grid of `p`, in float32, hence the small difference):
+# grid of `p`, in float32, so the two agree closely rather than exactly; the line below says how closely):
 
 # %%
 o_hat = sampled_estimate(q, K_S, V_S, mu, step["K_exact"], step["V_exact"], step["K"], step["L"])

@@ -78,7 +78,7 @@ def _quality_claims(quality: dict) -> list[Claim]:
     mp, base = head["magicpig"], head["baselines"]
     out.append(_claim(
         "MagicPIG (10, 150) reads a few per cent of the cache per step; its mean KL and dense's distance to "
-        "StreamingLLM's and TopK's at the same budget (section 3's bottom line)",
+        "StreamingLLM's and TopK's at the same budget (section 2's bottom line)",
         0 < mp["budget"] < 0.1 and base["topk"]["kl_mean"] < mp["kl_mean"] < base["streaming"]["kl_mean"],
         _pct(mp["budget"], 2),
         f"{mp['kl_mean']:.3f}", f"{base['streaming']['kl_mean']:.2f}", f"{base['topk']['kl_mean']:.3f}",

@@ -513,7 +513,7 @@ def decode_step_diagram(
     y -= 6
 
     # 4. One softmax over the exact set and the sample, then the values mixed.
-    heading(4, "one softmax: q\u00b7k/\u221ad, and \u2212log u added for the sampled")
+    heading(4, "one softmax over q\u00b7k/\u221ad, each sampled key's score corrected for its u")
     read = np.r_[exact, sampled]
     bar_h = 70
     if scores is not None:

@@ -145,11 +145,11 @@ print(f"lesson 06a §1's step: the best-scoring half of S has a median u of {np.
 # attention's and TopK's bytes too, though, since a group's heads read the same keys. In time
 # the tables are not free, and they cost memory ([finding 3](f3_bill_and_speed.ipynb)).
 #
-# **Bottom line:** on this model the exact set is worth keeping. MagicPIG's tables buy a
-# cheaper proposal than TopK's, not a better one than SparQ's. A
-# hypothesis these measurements suggest but do not test: a hash whose proposal follows the
-# score rather than the angle would narrow the gap to TopK, since sampling from the true
-# weights beats it.
+# **Bottom line:** MagicPIG's tables buy a cheaper proposal than TopK's, not a better one than
+# SparQ's. (That its exact set is worth keeping is [finding 1](f1_every_head.ipynb)'s §4, which
+# takes the sinks out of it.) A hypothesis these measurements suggest but do not test: a hash
+# whose proposal follows the score rather than the angle would narrow the gap to TopK, since
+# sampling from the true weights (oracle sampling, in finding 1) beats it.
 #
 # ## The numbers, re-derived
 #

@@ -67,7 +67,8 @@ decoding_plots.generation_figure(generations)
 # %% [markdown]
 # ## 2. Quality at matched budgets, teacher-forced
 #
-# MagicPIG runs at several (K, L), each with 3 hash seeds. Its budget is what the tables sample.
+# MagicPIG runs at several (K, L), each with 3 hash seeds. Its budget is not set but comes out of
+# the sampling: the exact set, the buffer and what the tables sample (the `sampled` column).
 # Each baseline then runs once at MagicPIG's mean budget for that setting, so the rows of a block
 # read about the same share of keys in the layers they make sparse. TopK is an oracle: it scores
 # every key to pick the best, which a real system cannot afford. Quest (Tang et al., ICML 2024),
@@ -182,7 +183,7 @@ decoding_plots.passkey_figure(passkey["rows"])
 #   would all five be right?
 
 # %%
-top1 = report.headline(quality, ps["K"], ps["L"])["magicpig"]["top1_agreement"]  # section 3, at (10, 150)
+top1 = report.headline(quality, ps["K"], ps["L"])["magicpig"]["top1_agreement"]  # section 2, at (10, 150)
 found = [r for r in passkey["rows"] if r["method"] == "magicpig"]
 print(f"five independent digits at {top1:.1%} each: {top1**5:.0%} of trials; "
       f"MagicPIG retrieved {sum(r['correct'] for r in found) / sum(r['n'] for r in found):.0%}")
