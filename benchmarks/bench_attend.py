@@ -57,7 +57,9 @@ The main table keeps float32 K/V, one torch thread and one kernel thread, as bef
 stages (query hashing, the table walk, hit counting, the K gather, the softmax and value mix) run
 one after another and each is set against its own floor measured in the same run (the gather
 floor: random rows of the same size and count, read in ascending order); see
-``benchmarks/attend_stages.py``.
+``benchmarks/attend_stages.py``. With them the targets' line adds what this machine's floors
+allow (``reach_bf16``, :func:`reach`): the K and V rows at the rate random rows arrive, and per
+token those plus the index's hashing at the matmul rate, each against its target.
 
 Bytes counted for attend: the K and V rows it gathers (per query head; a sampled key's
 |k - mean| is computed from its K row) in their stored dtype, the token ids scanned in the
@@ -400,6 +402,7 @@ def run_row(
         row["stages_bf16"] = attend_stages.measure(
             index_b, kb, vb, queries, H, clock, bandwidth, gemm, row["attend_bf16_ms"]
         )
+        row["reach_bf16"] = reach(row)
     return row
 
 
@@ -521,6 +524,52 @@ def print_yardstick(rows) -> None:
                 f"(target <= {TARGET_STEP_OVER_FLOOR}: {met[own <= TARGET_STEP_OVER_FLOOR]})",
                 flush=True,
             )
+            if "stages_bf16" in r:
+                print(reach_text(r), flush=True)
+
+
+def reach(row: dict) -> dict:
+    """What this machine's measured floors allow MagicPIG's bf16 step and its per-token cost
+    (``--stages`` rows). The step reads its sampled K and V rows at random places, and a core
+    has only so many reads from memory in flight, so those rows arrive no faster than the
+    gather floor (random rows of the same size and count) however the loop around them is
+    written; the other stages' floors add to that unless they overlap it. The index costs at
+    least its hashing: every key against L*K planes at the one-thread matmul rate, for the
+    build, for each re-centring (two builds per token over n, as in the yardstick) and for each
+    inserted token. The verdicts use the gathers alone, the bound no interleaving beats: a
+    target out of reach here needs fewer bytes read or more cores, not a better loop."""
+    st = row["stages_bf16"]
+    step = sum(x["floor_ms"] for x in st["stages"].values())
+    gather = st["stages"]["K"]["floor_ms"] + st["stages"]["mix"]["floor_ms"]
+    macs_per_key = row["kv_heads"] * row["L"] * row["K"] * row["d"]
+    build = 1e3 * row["n"] * macs_per_key / row["gemm_macs_per_s"]
+    hashing = 1e3 * macs_per_key / row["gemm_macs_per_s"] + 2 * build / row["n"] + build / max(UPKEEP_TOKENS)
+    return {
+        "step_floors_ms": step,
+        "step_floors_over_own_floor": step / row["attend_bf16_floor_ms"],
+        "gather_floors_ms": gather,
+        "gather_floors_over_own_floor": gather / row["attend_bf16_floor_ms"],
+        "build_hashing_ms": build,
+        "token_4096_bound_ms": gather + hashing,
+        "token_4096_bound_over_dense_floor": (gather + hashing) / row["dense_bf16_floor_ms"],
+    }
+
+
+def reach_text(row: dict) -> str:
+    x = row["reach_bf16"]
+
+    def verdict(ratio, target):
+        return f"target {target}x: {'within reach' if ratio <= target else 'out of reach'}"
+
+    return (
+        f"  at this machine's floors: the step's K and V rows alone, at the rate random rows arrive, take "
+        f"{x['gather_floors_ms']:.2f} ms = {x['gather_floors_over_own_floor']:.1f}x its own floor "
+        f"({verdict(x['gather_floors_over_own_floor'], TARGET_STEP_OVER_FLOOR)}); all its stages' floors "
+        f"{x['step_floors_ms']:.2f} ms = {x['step_floors_over_own_floor']:.1f}x. Per token over 4,096, those rows "
+        f"plus the index's hashing at the matmul rate (build {x['build_hashing_ms'] / 1e3:.2f} s, re-centrings, "
+        f"insertions): {x['token_4096_bound_ms']:.2f} ms = {x['token_4096_bound_over_dense_floor']:.2f}x dense's "
+        f"bf16 floor ({verdict(x['token_4096_bound_over_dense_floor'], TARGET_SHARE_OF_DENSE_FLOOR)})"
+    )
 
 
 def main(argv=None) -> list[dict]:

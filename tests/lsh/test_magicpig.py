@@ -319,5 +319,23 @@ def test_benchmark_script_runs_and_reports_consistent_rows(capsys):
             build / 256
         )
         assert r["mp_token_256_over_dense_floor"] == pytest.approx(r["mp_token_256_ms"] / r["dense_bf16_floor_ms"])
+        # What the floors allow: the step no less than its K and V gathers, and per token no
+        # less than those plus the index's hashing; each verdict follows its ratio and target.
+        reach, st = r["reach_bf16"], r["stages_bf16"]["stages"]
+        assert reach["step_floors_ms"] == pytest.approx(sum(x["floor_ms"] for x in st.values()))
+        assert reach["gather_floors_ms"] == pytest.approx(st["K"]["floor_ms"] + st["mix"]["floor_ms"])
+        assert 0 < reach["gather_floors_ms"] < reach["step_floors_ms"]
+        assert reach["gather_floors_ms"] < reach["token_4096_bound_ms"]
+        assert reach["build_hashing_ms"] == pytest.approx(
+            1e3 * r["n"] * r["kv_heads"] * r["L"] * r["K"] * r["d"] / r["gemm_macs_per_s"]
+        )
+        assert reach["token_4096_bound_over_dense_floor"] == pytest.approx(
+            reach["token_4096_bound_ms"] / r["dense_bf16_floor_ms"]
+        )
+        text = bench.reach_text(r)
+        step_ok = reach["gather_floors_over_own_floor"] <= bench.TARGET_STEP_OVER_FLOOR
+        token_ok = reach["token_4096_bound_over_dense_floor"] <= bench.TARGET_SHARE_OF_DENSE_FLOOR
+        verdicts = [part for part in text.split("target ")[1:]]
+        assert [("within reach" in v) for v in verdicts] == [step_ok, token_ok]
     out = capsys.readouterr().out
     assert "SDPA/att" in out and "x floor" in out and "fused step" in out
