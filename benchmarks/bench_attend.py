@@ -58,8 +58,9 @@ stages (query hashing, the table walk, hit counting, the K gather, the softmax a
 one after another and each is set against its own floor measured in the same run (the gather
 floor: random rows of the same size and count, read in ascending order); see
 ``benchmarks/attend_stages.py``. With them the targets' line adds what this machine's floors
-allow (``reach_bf16``, :func:`reach`): the K and V rows at the rate random rows arrive, and per
-token those plus the index's hashing at the matmul rate, each against its target.
+allow (``reach_bf16``, ``pigviz.decode.report.kernel_reach``): the K and V rows at the rate
+random rows arrive, and per token those plus the index's hashing at the matmul rate, each
+against its target.
 
 Bytes counted for attend: the K and V rows it gathers (per query head; a sampled key's
 |k - mean| is computed from its K row) in their stored dtype, the token ids scanned in the
@@ -94,6 +95,7 @@ from pigviz._util.threads import cpu_model  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pigviz._util.io import write_json_atomic  # noqa: E402
 from pigviz.attention import topk_attention  # noqa: E402
+from pigviz.decode import report  # noqa: E402
 from pigviz.lsh import fused  # noqa: E402
 from pigviz.lsh.index import build_index, insert_tokens, make_room  # noqa: E402
 from pigviz.lsh.magicpig import attend as attend_torch  # noqa: E402
@@ -215,11 +217,9 @@ def measure_upkeep(index, k: torch.Tensor, seed: int, chunk: int = 256) -> dict:
     return out
 
 
-# Issue 39's targets for the Llama-like step at 98k tokens: MagicPIG per token, with its upkeep and
-# the build amortised over 4,096 generated tokens, at most this share of dense's bf16 byte floor;
-# and the step alone within this many times its own floor.
-TARGET_SHARE_OF_DENSE_FLOOR = 0.25
-TARGET_STEP_OVER_FLOOR = 2.5
+# The targets for the Llama-like step at 98k tokens (held in pigviz.decode.report, which finding 3 reads).
+TARGET_SHARE_OF_DENSE_FLOOR = report.TARGET_SHARE_OF_DENSE_FLOOR
+TARGET_STEP_OVER_FLOOR = report.TARGET_STEP_OVER_FLOOR
 
 
 def yardstick(row: dict, kb: torch.Tensor, vb: torch.Tensor, seed: int, bandwidth: float, gemm: float) -> dict:
@@ -402,7 +402,7 @@ def run_row(
         row["stages_bf16"] = attend_stages.measure(
             index_b, kb, vb, queries, H, clock, bandwidth, gemm, row["attend_bf16_ms"]
         )
-        row["reach_bf16"] = reach(row)
+        row["reach_bf16"] = report.kernel_reach(row)
     return row
 
 
@@ -526,33 +526,6 @@ def print_yardstick(rows) -> None:
             )
             if "stages_bf16" in r:
                 print(reach_text(r), flush=True)
-
-
-def reach(row: dict) -> dict:
-    """What this machine's measured floors allow MagicPIG's bf16 step and its per-token cost
-    (``--stages`` rows). The step reads its sampled K and V rows at random places, and a core
-    has only so many reads from memory in flight, so those rows arrive no faster than the
-    gather floor (random rows of the same size and count) however the loop around them is
-    written; the other stages' floors add to that unless they overlap it. The index costs at
-    least its hashing: every key against L*K planes at the one-thread matmul rate, for the
-    build, for each re-centring (two builds per token over n, as in the yardstick) and for each
-    inserted token. The verdicts use the gathers alone, the bound no interleaving beats: a
-    target out of reach here needs fewer bytes read or more cores, not a better loop."""
-    st = row["stages_bf16"]
-    step = sum(x["floor_ms"] for x in st["stages"].values())
-    gather = st["stages"]["K"]["floor_ms"] + st["stages"]["mix"]["floor_ms"]
-    macs_per_key = row["kv_heads"] * row["L"] * row["K"] * row["d"]
-    build = 1e3 * row["n"] * macs_per_key / row["gemm_macs_per_s"]
-    hashing = 1e3 * macs_per_key / row["gemm_macs_per_s"] + 2 * build / row["n"] + build / max(UPKEEP_TOKENS)
-    return {
-        "step_floors_ms": step,
-        "step_floors_over_own_floor": step / row["attend_bf16_floor_ms"],
-        "gather_floors_ms": gather,
-        "gather_floors_over_own_floor": gather / row["attend_bf16_floor_ms"],
-        "build_hashing_ms": build,
-        "token_4096_bound_ms": gather + hashing,
-        "token_4096_bound_over_dense_floor": (gather + hashing) / row["dense_bf16_floor_ms"],
-    }
 
 
 def reach_text(row: dict) -> str:

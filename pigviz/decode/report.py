@@ -765,6 +765,51 @@ def kernel_yardstick_rows(attend: dict) -> list[dict]:
     return out
 
 
+# The speed targets set for the Llama-like layer at its largest size (bench_attend.py prints them, finding 3
+# quotes them): MagicPIG per generated token, its index counted over 4,096 tokens, at most this share of
+# dense's bf16 byte floor; its step at most this many times its own byte floor.
+TARGET_SHARE_OF_DENSE_FLOOR = 0.25
+TARGET_STEP_OVER_FLOOR = 2.5
+
+
+def kernel_reach(row: dict) -> dict:
+    """What the measured floors of the machine that ran ``bench_attend.py --stages`` allow MagicPIG's
+    bf16 step and its cost per generated token, for one of its rows.
+
+    The step reads its sampled K and V rows at random places. A core has only so many reads from
+    memory in flight, so those rows arrive no faster than the gather floor (random rows of the
+    same size and count, timed in the same run) however the loop around them is written; the
+    other stages' floors add to that unless they overlap it. The index costs at least its
+    hashing: every key against L*K planes at the run's one-thread matmul rate, for the build,
+    for the re-centrings (twice the build per token over n, as the yardstick counts them) and
+    for each inserted token. The bounds use the gathers alone, which no interleaving beats.
+
+    Returns
+    -------
+    dict
+        ``step_floors_ms`` (all stages' floors added up) and ``gather_floors_ms`` (the K and V
+        gathers'), each also over the step's own byte floor (``*_over_own_floor``);
+        ``build_hashing_ms``; ``token_4096_bound_ms``, the gathers plus the index's hashing with
+        the build spread over 4,096 generated tokens, and ``token_4096_bound_over_dense_floor``.
+    """
+    st = row["stages_bf16"]["stages"]
+    step = sum(x["floor_ms"] for x in st.values())
+    gather = st["K"]["floor_ms"] + st["mix"]["floor_ms"]
+    macs_per_key = row["kv_heads"] * row["L"] * row["K"] * row["d"]
+    build = 1e3 * row["n"] * macs_per_key / row["gemm_macs_per_s"]
+    tokens = max(GENERATION_TOKENS)
+    hashing = 1e3 * macs_per_key / row["gemm_macs_per_s"] + 2 * build / row["n"] + build / tokens
+    return {
+        "step_floors_ms": step,
+        "step_floors_over_own_floor": step / row["attend_bf16_floor_ms"],
+        "gather_floors_ms": gather,
+        "gather_floors_over_own_floor": gather / row["attend_bf16_floor_ms"],
+        "build_hashing_ms": build,
+        "token_4096_bound_ms": gather + hashing,
+        "token_4096_bound_over_dense_floor": (gather + hashing) / row["dense_bf16_floor_ms"],
+    }
+
+
 def authors_rows(authors: dict) -> list[dict]:
     """``bench_authors.py``'s rows by shape, context and thread count (asked, and used by pigviz): the
     authors' kernels and pigviz on the same data and hash codes (the same sampled sets). pigviz is timed

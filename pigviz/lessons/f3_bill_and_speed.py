@@ -403,6 +403,7 @@ def yardstick_claims(attend: dict) -> list[Claim]:
                f"{big['256: x dense floor']:.1f}x", f"{step_x:.1f}x", f"{TARGET_STEP_X}x",
                f"{run['build_bf16_s'] + run['upkeep_bf16_room_s']:.1f} s"),
         _stage_claim(attend),
+        _reach_claim(attend),
         _claim("section 2: for SmolLM2's small heads MagicPIG per token over 4,096 generated tokens, against dense's "
                "bf16 floor: the span over sizes, above the floor at the shortest context",
                smol[0] > 1, _span("{:.2f}x", smol), _span("{:.2f}x", smol)),
@@ -428,9 +429,27 @@ def _stage_claim(attend: dict) -> Claim:
     )
 
 
-# Issue 39's targets for the Llama-like layer at its largest size (benchmarks/bench_attend.py checks them too).
-TARGET_SHARE = 0.25
-TARGET_STEP_X = 2.5
+def _reach_claim(attend: dict) -> Claim:
+    r = _largest_llama(attend)
+    x = report.kernel_reach(r)
+    gather_x, token_x = x["gather_floors_over_own_floor"], x["token_4096_bound_over_dense_floor"]
+    return _claim(
+        "section 2: even with the K and V rows read at the gather floor and the index's hashing at the matmul "
+        "rate (the build spread over 4,096 tokens, its re-centrings and insertions), both targets are missed on "
+        "the benchmark's machine, narrowly",
+        TARGET_STEP_X < gather_x < 1.2 * TARGET_STEP_X and TARGET_SHARE < token_x < 1.2 * TARGET_SHARE,
+        f"gathers {x['gather_floors_ms']:.2f} ms = {gather_x:.2f}x own floor; per token {x['token_4096_bound_ms']:.2f} "
+        f"ms = {token_x:.3f}x dense's bf16 floor",
+        f"{x['gather_floors_ms']:.1f} ms",
+        f"{gather_x:.1f}x",
+        f"{x['build_hashing_ms'] / 1e3:.1f} s",
+        f"{x['token_4096_bound_ms']:.1f} ms",
+        f"{token_x:.2f}x",
+    )
+
+
+TARGET_SHARE = report.TARGET_SHARE_OF_DENSE_FLOOR
+TARGET_STEP_X = report.TARGET_STEP_OVER_FLOOR
 
 
 def kernel_claims(attend: dict, authors: dict) -> list[Claim]:

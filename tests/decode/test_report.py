@@ -428,3 +428,18 @@ def test_recentring_is_counted_per_token_from_the_build():
     assert report.per_token_with_index(row, 256) == pytest.approx(5.0 + 0.5 + 2.0 + 1e3 / 256)
     for never in ({"recentre": 0}, {}, None):
         assert report.recentre_ms_per_token({**row, "options": never}) == 0.0
+
+
+def test_kernel_reach_bounds_the_step_by_its_gathers_and_the_token_by_the_hashing_too():
+    # A hand-made row: 1,000 keys in 2 KV heads, (K, L) = (2, 5), d = 10, matmul 1e9 MACs/s.
+    stages = {s: {"floor_ms": f} for s, f in zip(("hash", "walk", "hits", "K", "mix"), (0.1, 0.2, 0.3, 1.0, 1.5))}
+    row = {"stages_bf16": {"stages": stages}, "n": 1000, "kv_heads": 2, "K": 2, "L": 5, "d": 10}
+    row |= {"gemm_macs_per_s": 1e9, "attend_bf16_floor_ms": 0.5, "dense_bf16_floor_ms": 20.0}
+    x = report.kernel_reach(row)
+    assert x["step_floors_ms"] == pytest.approx(3.1) and x["gather_floors_ms"] == pytest.approx(2.5)
+    assert x["gather_floors_over_own_floor"] == pytest.approx(5.0)
+    # 200 MACs a key: 0.2 ms for the build's 1,000 keys; per token one insertion (2e-4 ms), two
+    # builds over n for the re-centrings (4e-4 ms) and the build over 4,096 tokens.
+    assert x["build_hashing_ms"] == pytest.approx(0.2)
+    assert x["token_4096_bound_ms"] == pytest.approx(2.5 + 2e-4 + 4e-4 + 0.2 / 4096)
+    assert x["token_4096_bound_over_dense_floor"] == pytest.approx(x["token_4096_bound_ms"] / 20.0)

@@ -91,6 +91,14 @@ f3.stage_table(attend)
 # The K gather and the value mix take 71% of the stages' 6.3 ms, each within 1.3x of reading the same rows at random.
 # Rows fetched at random are the cost: that gather floor is 3.1x a sequential read of the same bytes,
 # and the step's own floor counts its bytes at the sequential rate.
+#
+# Could a better kernel meet the targets on this machine? Give it every stage for free except two
+# costs. First, the K and V rows, read at the gather floor: 3.7 ms, already 2.6x the step's own
+# floor. Second, the index's hashing at the matmul rate: 3.9 s of multiply-adds for the build,
+# spread over 4,096 tokens, plus its re-centrings and insertions. A token then costs at least
+# 4.8 ms, 0.26x dense's bf16 floor. Both bounds sit just above their targets. Meeting them takes
+# fewer bytes per token or more cores, not a better loop; `bench_attend.py --stages` prints the
+# same bounds for the machine it runs on.
 
 # %% [markdown]
 # ## 3. In the model: decoding speed on the benchmark's CPU
