@@ -205,11 +205,31 @@ if numba is not None:
 
     ahead = 16  # rows prefetched ahead of the one being read
 
-    @njit(cache=True, nogil=True)
+    def _line_elems(a):
+        raise NotImplementedError
+
+    @overload(_line_elems, inline="always")
+    def _line_elems_of(a):
+        """Elements of ``a``'s dtype in a 64-byte cache line, as a compile-time constant (``a.itemsize``
+        is read from the array at run time, which leaves the hint loop below a loop)."""
+        n = 64 // (a.dtype.bitwidth // 8)
+        return lambda a: n
+
+    @njit(cache=True, nogil=True, inline="always")
     def _prefetch_row(a, g, t, d):
-        step = 64 // a.itemsize  # one hint per 64-byte cache line
-        for j in range(0, d, step):
-            prefetch(a, g, t, j)
+        """One hint per 64-byte cache line of row a[g, t, :d]. The head sizes of the course's models
+        get loops of constant length, which compile to straight hints: measured here, a gather of
+        random rows runs about 1/6 faster than with a counted loop between its loads."""
+        step = _line_elems(a)
+        if d == 128:
+            for j in range(0, 128, step):
+                prefetch(a, g, t, j)
+        elif d == 64:
+            for j in range(0, 64, step):
+                prefetch(a, g, t, j)
+        else:
+            for j in range(0, d, step):
+                prefetch(a, g, t, j)
 
     @njit(cache=True, fastmath=_FASTMATH, nogil=True)
     def _row_dot(q, r, k, g, t, d):
@@ -433,7 +453,7 @@ if numba is not None:
         ``ends`` is ``offsets[..., 1:]`` for packed tables, else where each bucket's run ends
         (tables with room to grow)."""
         cand = 0
-        per_line = 64 // entries.itemsize  # 16 int32 or 32 uint16 ids per 64-byte line
+        per_line = _line_elems(entries)  # 16 int32 or 32 uint16 ids per 64-byte line
         for l in range(L):
             b = slot[l, 0]
             s = np.int64(offsets[g, l, b])
