@@ -285,12 +285,14 @@ def _speed_claims(speed: dict, generations: list[dict]) -> list[Claim]:
         _claim("section 3: against transformers' SDPA, the model's own attention (K/V repeated per query head, fp32), "
                "MagicPIG's ratios are smaller than against the fastest measured dense at every context: the expanded "
                "path flatters it; the fastest dense was a grouped form at every context; at the longer context "
-               "the fp32 grouped form was about as fast as transformers' (the gap is the dtype)",
+               "reading each KV head once was faster than transformers' form beyond the noise band, and the bf16 "
+               "cache slower than the fp32 one (a gain from grouping, not from the dtype, in this run)",
                all(a < b for a, b in zip(att, att_b)) and all(f != "dense" for f in best)
-               and compare(by_form["dense_grouped"] / by_form["dense"], within=band_b) == "about as fast as",
+               and compare(by_form["dense_grouped"] / by_form["dense"], within=band_b) == "faster than"
+               and by_form["dense_grouped_bf16"] > by_form["dense_grouped"],
                ", ".join(f"{c:,}: {a:.2f}x vs {b:.2f}x" for c, a, b in zip(ctx, att, att_b)),
                _joined("{:.2f}x", att), _joined("{:.2f}x", step), f"{att_b[-1] / att[-1]:.1f}x better",
-               *_each("{:.1f} ms", [r["attention_cpu_ms"] for r in fair if r["context"] == last]), "about the same"),
+               *_each("{:.1f} ms", [r["attention_cpu_ms"] for r in fair if r["context"] == last])),
     ]  # fmt: skip
     yard = {y["context"]: y for y in report.dense_yardstick(fair)}
     ys = [yard[c] for c in ctx]
@@ -417,10 +419,10 @@ def _stage_claim(attend: dict) -> Claim:
     share = sum(x["ms"] for x in gather.values()) / st["stages_ms"]
     worst = max(x["x_floor"] for x in gather.values())
     return _claim(
-        "section 2's stage table: the K gather and the value mix take most of the step and each is within 1.3x of "
+        "section 2's stage table: the K gather and the value mix take most of the step and each is within 1.5x of "
         "a random-row gather of the same rows; that gather floor is several times the sequential read of the same "
         "bytes, which is why the step is far above a floor that counts its bytes at sequential bandwidth",
-        share > 0.5 and worst <= 1.3 and st["gather_over_stream"] > 2,
+        share > 0.5 and worst < 1.45 and st["gather_over_stream"] > 2,
         f"K + mix {share:.0%} of {st['stages_ms']:.1f} ms, worst {worst:.2f}x; gather {st['gather_over_stream']:.1f}x",
         f"{share:.0%}",
         f"{worst:.1f}x",

@@ -69,16 +69,16 @@ f3.yardstick_table(attend)
 
 # %% [markdown]
 # **What the table says.** No dense path came within 1.3x of its byte floor, the mark we would
-# call dense at its best: the fastest one at each size took 4.4x to 5.7x the floor of its own bytes. One core is part of the reason: at its
-# measured matmul rate (39 G multiply-adds a second) the Llama-like layer's arithmetic at 98,304
-# tokens takes 20.8 ms, more than its 18.6 ms of bf16 bytes, so no dense kernel on one core
-# reaches the byte floor there. MagicPIG's step at that size, its index counted over 4,096
-# generated tokens, cost 10.2 ms a token: 0.55x dense's bf16 floor and 10.3x faster than the
+# call dense at its best: the fastest one at each size took 4.1x to 5.9x the floor of its own bytes. One core is part of the reason: at its
+# measured matmul rate (43 G multiply-adds a second) the Llama-like layer's arithmetic at 98,304
+# tokens takes 18.6 ms, a shade more than its 18.5 ms of bf16 bytes, so no dense kernel on one core
+# beats the byte floor there. MagicPIG's step at that size, its index counted over 4,096
+# generated tokens, cost 9.8 ms a token: 0.53x dense's bf16 floor and 7.7x faster than the
 # fastest measured dense. That misses the benchmark's targets (at most 0.25x dense's bf16 floor
-# over 4,096 tokens, the step within 2.5x its own floor): the step alone took 5.6x its own floor
+# over 4,096 tokens, the step within 2.5x its own floor): the step alone took 5.4x its own floor
 # (the stage table below says where the time goes). Over only 256 generated tokens the build and
-# the tables' layout (7.8 s for the layer) dominate: 38.9 ms a token, 2.1x the floor. For SmolLM2's small
-# heads MagicPIG per token ranges from 0.82x to 1.95x dense's bf16 floor over 4,096 tokens, above
+# the tables' layout (7.5 s for the layer) dominate: 37.1 ms a token, 2.0x the floor. For SmolLM2's small
+# heads MagicPIG per token ranges from 0.65x to 1.94x dense's bf16 floor over 4,096 tokens, above
 # it at the shortest context.
 #
 # Where the step's time goes, at 98,304 tokens (`--stages`: each stage run alone, against a floor
@@ -88,15 +88,15 @@ f3.yardstick_table(attend)
 f3.stage_table(attend)
 
 # %% [markdown]
-# The K gather and the value mix take 71% of the stages' 6.3 ms, each within 1.3x of reading the same rows at random.
-# Rows fetched at random are the cost: that gather floor is 3.1x a sequential read of the same bytes,
+# The K gather and the value mix take 69% of the stages' 6.7 ms, each within 1.4x of reading the same rows at random.
+# Rows fetched at random are the cost: that gather floor is 3.3x a sequential read of the same bytes,
 # and the step's own floor counts its bytes at the sequential rate.
 #
 # Could a better kernel meet the targets on this machine? Give it every stage for free except two
-# costs. First, the K and V rows, read at the gather floor: 3.7 ms, already 2.6x the step's own
-# floor. Second, the index's hashing at the matmul rate: 3.9 s of multiply-adds for the build,
+# costs. First, the K and V rows, read at the gather floor: 4.0 ms, already 2.8x the step's own
+# floor. Second, the index's hashing at the matmul rate: 3.5 s of multiply-adds for the build,
 # spread over 4,096 tokens, plus its re-centrings and insertions. A token then costs at least
-# 4.8 ms, 0.26x dense's bf16 floor. Both bounds sit just above their targets. Meeting them takes
+# 4.9 ms, 0.27x dense's bf16 floor. Both bounds sit just above their targets. Meeting them takes
 # fewer bytes per token or more cores, not a better loop; `bench_attend.py --stages` prints the
 # same bounds for the machine it runs on.
 
@@ -128,31 +128,31 @@ lessons.table(report.speed_table_rows(rows), columns=f3.SPEED_COLUMNS, formats=f
 
 # %% [markdown]
 # **What the table says.** The longer context is 8,174 tokens: the model's 8,192-token limit less
-# the 18 tokens the benchmark decodes (16 timed steps and 2 to warm up). At 4,096 and 8,174 tokens
-# the fastest dense was dense_grouped_bf16, at 6.2x and 6.0x the floor of its own bytes: none of
-# the three is dense at its best. Against it MagicPIG's attention costs 0.53x and 0.41x, reading
-# 5.6% and 5.1% of the keys. Its index narrows that: over 4,096 generated tokens 0.64x and 0.46x,
-# over only 256 tokens 0.95x and 0.69x, about level at the 4,096-token context (a ratio within 10%
-# of 1 counts as about the same), where the build takes 2.4 s. Against dense's bf16 floor MagicPIG's attention
-# with its index over 4,096 tokens takes 3.93x and 2.76x: it reads fewer bytes than that floor, but
-# reads them slowly. The whole step costs 0.81x and 0.68x of the fastest dense's without the index:
-# faster than the fastest dense at both contexts. Attention is only 34% and 48% of that dense step,
-# and the rest is the same work for both, so the step gains only attention's share: 1 - share x
-# (1 - ratio) predicts 0.84x and 0.72x for the step without the index (measured: 0.81x and 0.68x).
-# The rest of the step differs between MagicPIG's run and the fastest dense's by at most 7%, a
-# gauge of the noise.
+# the 18 tokens the benchmark decodes (16 timed steps and 2 to warm up). The fastest dense was
+# dense_grouped_bf16 at 4,096 tokens and dense_grouped at 8,174, at 5.7x and 3.2x the floor of its
+# own bytes: none of the three is dense at its best. Against it MagicPIG's attention costs 0.52x
+# and 0.40x, reading 5.6% and 5.1% of the keys. Its index narrows that: over 4,096 generated tokens
+# 0.64x and 0.46x, over only 256 tokens 0.99x and 0.69x, about level at the 4,096-token context (a
+# ratio within 10% of 1 counts as about the same), where the build takes 2.6 s. Against dense's
+# bf16 floor MagicPIG's attention with its index over 4,096 tokens takes 3.64x and 2.89x: it reads
+# fewer bytes than that floor, but reads them slowly. The whole step costs 0.81x and 0.78x of the
+# fastest dense's without the index: faster than the fastest dense at both contexts. Attention is
+# only 32% and 49% of that dense step, and the rest is the same work for both, so the step gains
+# only attention's share: 1 - share x (1 - ratio) predicts 0.85x and 0.71x for the step without the
+# index (measured: 0.81x and 0.78x). The rest of the step differs between MagicPIG's run and the
+# fastest dense's by at most 14%, a gauge of the noise.
 
 # %%
 decoding_plots.speed_figure([{**r, "attention_ms": r["attention_cpu_ms"], "step_ms": r["step_cpu_ms"]} for r in rows], title="CPU time of the decoding thread per generated token")
 
 # %% [markdown]
 # **The yardstick moves the ratio.** Against transformers' `sdpa`, the model's default, MagicPIG's
-# attention costs 0.44x and 0.31x, and its step 0.73x and 0.56x. At 8,174 tokens that yardstick
-# makes MagicPIG's attention look 1.3x better than against the fastest measured dense, and in this
-# run the whole gap is fp32 against bf16: dense's attention took 70.5 ms as transformers runs it
-# (K and V repeated per query head), 71.2 ms grouped, about the same, and 53.6 ms grouped on a bf16
-# cache; MagicPIG's takes 21.9 ms. Its sampled layers read bf16 K/V too; its layer 0, kept
-# dense, runs transformers' `sdpa`.
+# attention costs 0.41x and 0.28x, and its step 0.72x and 0.57x. At 8,174 tokens that yardstick
+# makes MagicPIG's attention look 1.4x better than against the fastest measured dense. There
+# dense's attention took 87.7 ms as transformers runs it (K and V repeated per query head), 60.9 ms
+# grouped and 71.8 ms grouped on a bf16 cache: in this run reading each KV head once was the gain,
+# and the bf16 cache, half the bytes, was slower. MagicPIG's attention took 24.6 ms. Its sampled
+# layers read bf16 K/V too; its layer 0, kept dense, runs transformers' `sdpa`.
 
 # ### The index's mean over a long generation
 #
@@ -189,12 +189,12 @@ f3.drift_table(drift)
 f3.kernel_table(attend)
 
 # %% [markdown]
-# At 98,304 tokens one thread's step took 7.2x its floor in fp32 and 7.3x in bf16 for SmolLM2's
+# At 98,304 tokens one thread's step took 6.8x its floor in fp32 and 5.0x in bf16 for SmolLM2's
 # shape: it reads scattered rows and walks buckets, which a core fetches at a fraction of its
-# sequential bandwidth (21.6 GB/s here; section 2's stage table). The step split onto 2 threads in
-# every one of the 6 rows, timed interleaved with one thread; 2 threads ran the bf16 step 1.6x
-# (SmolLM2, 98,304) and 1.3x to 1.7x (Llama-like) as fast as one. A speed-up above 2 in the first
-# timing of 1 row was timed again on three times the queries and fell back within 2. A test
+# sequential bandwidth (21.7 GB/s here; section 2's stage table). The step split onto 2 threads in
+# every one of the 6 rows, timed interleaved with one thread; 2 threads ran the bf16 step 1.5x
+# (SmolLM2, 98,304) and 1.3x to 1.6x (Llama-like) as fast as one. A speed-up above 2 in a first
+# timing would be timed again on three times the queries; 0 rows needed it. A test
 # (`tests/lsh/test_fused.py`) holds the output to the same bits at every thread count.
 #
 # `benchmarks/bench_authors.py` times pigviz beside the MagicPIG authors' CPU kernels, built
@@ -237,10 +237,10 @@ if gpu is not None:
 # %% [markdown]
 # **Bottom line.** On the benchmark's CPU no dense path comes near the floor of its bytes, so the
 # fastest measured dense is the yardstick, and the floor beside it says how far both stand from the
-# hardware. Against the fastest dense MagicPIG's attention costs 0.53x and 0.41x, 0.64x and 0.46x
-# with its index over 4,096 generated tokens, and its whole step 0.81x and 0.68x: it saves in
-# attention what it does not read, and attention is only 34% to 48% of that dense step on this
-# small model. Against transformers' own `sdpa` the same attention costs 0.44x and 0.31x. A GPU
+# hardware. Against the fastest dense MagicPIG's attention costs 0.52x and 0.40x, 0.64x and 0.46x
+# with its index over 4,096 generated tokens, and its whole step 0.81x and 0.78x: it saves in
+# attention what it does not read, and attention is only 32% to 49% of that dense step on this
+# small model. Against transformers' own `sdpa` the same attention costs 0.41x and 0.28x. A GPU
 # timing of this small model in eager PyTorch would mostly measure kernel launches.
 
 # %% [markdown]
@@ -257,26 +257,26 @@ lessons.table(report.memory_check(rows), columns=["context", "dense_mb", "index_
 
 # %% [markdown]
 # At 8,174 tokens MagicPIG's peak was 1,731 MiB against dense's 1,375 MiB, plus its index of 499
-# MiB, less the 179 MiB saved: 36 MiB over that sum, within the 64 MiB of allocator noise
+# MiB, less the 179 MiB saved: 35 MiB over that sum, within the 64 MiB of allocator noise
 # tolerated. So decoding keeps no second copy of the cache. The index outweighs the 191 MiB cache
 # MagicPIG held by 2.6x, and now even the 370 MiB fp32 cache dense held: its tables are laid out
 # with room to grow, so that generated tokens are filed without re-sorting. Per key and KV head of
 # a sampled layer it takes 736 bytes: 375 of token ids and bucket offsets, as notebook 05a's bill
 # gives with 16-bit ids, then that room, the hyperplanes and the norms.
 #
-# **The index is not free.** In the benchmark, building it after the prefill took 2.4 s at 4,096
-# tokens and 3.3 s at 8,174, and filing generated tokens into it cost 1.28 and 1.35 ms a token
+# **The index is not free.** In the benchmark, building it after the prefill took 2.7 s at 4,096
+# tokens and 3.9 s at 8,174, and filing generated tokens into it cost 1.33 and 1.48 ms a token
 # (CPU time over all sampled layers, 15 buffers of real keys filed at the longer context). Section
 # 3's `+ index` columns count both per generated token.
 
 # %% [markdown]
 # **Two runs, two step ratios.** Lesson 07a §2's run at 4,096 tokens had a median step of 105 ms for
-# MagicPIG and 71 ms for dense: 1.48x on the wall clock, where the benchmark measured 0.73x. Both
+# MagicPIG and 71 ms for dense: 1.48x on the wall clock, where the benchmark measured 0.72x. Both
 # set MagicPIG against transformers' `sdpa`. The run recorded 57 ms of MagicPIG attention per step,
 # including the first step's one-off table fill (51 ms without its extra time), against 16 ms for
 # dense. So that run lost its time in attention; these files do not say why. Its MagicPIG options
 # record no `kv_dtype`, the setting that now keeps the sampled layers in bf16. Its dense step,
-# 71 ms, was also faster than the benchmark's 90 ms at that context. It is one pass of 39 steps on
+# 71 ms, was also faster than the benchmark's 97 ms at that context. It is one pass of 39 steps on
 # a shared machine, with no load average recorded.
 
 # %% [markdown]
