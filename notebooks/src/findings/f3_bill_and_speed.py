@@ -69,10 +69,10 @@ f3.yardstick_table(attend)
 
 # %% [markdown]
 # **What the table says.** No dense path came within 1.3x of its byte floor, the mark we would
-# call dense at its best: the fastest one at each size took 4.1x to 5.9x the floor of its own bytes. One core is part of the reason: at its
-# measured matmul rate (43 G multiply-adds a second) the Llama-like layer's arithmetic at 98,304
-# tokens takes 18.6 ms, a shade more than its 18.5 ms of bf16 bytes, so no dense kernel on one core
-# beats the byte floor there. MagicPIG's step at that size, its index counted over 4,096
+# call dense at its best: the fastest one at each size took 4.1x to 5.9x the floor of its own bytes. One core is part of the reason,
+# not all of it: at its measured matmul rate (43 G multiply-adds a second) the Llama-like layer's
+# arithmetic at 98,304 tokens takes 18.6 ms, as long as reading its bf16 bytes (18.5 ms), so a dense
+# kernel on one core spends as long multiplying as reading. MagicPIG's step at that size, its index counted over 4,096
 # generated tokens, cost 9.8 ms a token: 0.53x dense's bf16 floor and 7.7x faster than the
 # fastest measured dense. That misses the benchmark's targets (at most 0.25x dense's bf16 floor
 # over 4,096 tokens, the step within 2.5x its own floor): the step alone took 5.4x its own floor
@@ -89,7 +89,7 @@ f3.stage_table(attend)
 
 # %% [markdown]
 # The K gather and the value mix take 69% of the stages' 6.7 ms, each within 1.4x of reading the same rows at random.
-# Rows fetched at random are the cost: that gather floor is 3.3x a sequential read of the same bytes,
+# Rows fetched at random are the cost: the K gather's floor is 3.3x a sequential read of the same bytes,
 # and the step's own floor counts its bytes at the sequential rate.
 #
 # Could a better kernel meet the targets on this machine? Give it every stage for free except two
@@ -97,7 +97,7 @@ f3.stage_table(attend)
 # floor. Second, the index's hashing at the matmul rate: 3.5 s of multiply-adds for the build,
 # spread over 4,096 tokens, plus its re-centrings and insertions. A token then costs at least
 # 4.9 ms, 0.27x dense's bf16 floor. Both bounds sit just above their targets. Meeting them takes
-# fewer bytes per token or more cores, not a better loop; `bench_attend.py --stages` prints the
+# fewer rows read or less hashing per token, or more cores, not a better loop; `bench_attend.py --stages` prints the
 # same bounds for the machine it runs on.
 
 # %% [markdown]
@@ -106,7 +106,8 @@ f3.stage_table(attend)
 # Is MagicPIG's decoding faster, and than what? The timings are stored, measured on the 2-core CPU
 # that made this notebook's data. `benchmarks/bench_decode.py` prefills one prompt per context, then
 # decodes a few tokens per method from the same cache. It times each step and, apart, the attention
-# calls of all layers, in the decoding thread's CPU time (which leaves out other jobs). The rest of
+# calls of all layers, in the decoding thread's CPU time (which leaves out other jobs' CPU, though not
+# their contention for memory). The rest of
 # a step is the weights, norms, MLPs and the cache append.
 #
 # Dense is timed three ways, because "dense" can be slow for reasons that have nothing to do with
@@ -117,7 +118,7 @@ f3.stage_table(attend)
 # row against the **fastest measured dense** at its context (`/ fastest dense`) and against dense's
 # byte floor in bf16 (`/ bf16 floor`); `attn x floor` is each row's time over the floor of its own
 # bytes. MagicPIG's rows also count its index per generated token: the upkeep, measured by filing
-# 15 buffers of real keys into each layer's index, the re-centring at each doubling, and the build
+# buffers of real keys into each layer's index (15 buffers at the longer context), the re-centring at each doubling, and the build
 # after the prefill spread over 256 or over 4,096 generated tokens (`+ index`).
 
 # %%
@@ -133,14 +134,15 @@ lessons.table(report.speed_table_rows(rows), columns=f3.SPEED_COLUMNS, formats=f
 # own bytes: none of the three is dense at its best. Against it MagicPIG's attention costs 0.52x
 # and 0.40x, reading 5.6% and 5.1% of the keys. Its index narrows that: over 4,096 generated tokens
 # 0.64x and 0.46x, over only 256 tokens 0.99x and 0.69x, about level at the 4,096-token context (a
-# ratio within 10% of 1 counts as about the same), where the build takes 2.6 s. Against dense's
+# ratio within 10% of 1 counts as about the same), where the build takes 2.6 s of CPU time. Against dense's
 # bf16 floor MagicPIG's attention with its index over 4,096 tokens takes 3.64x and 2.89x: it reads
 # fewer bytes than that floor, but reads them slowly. The whole step costs 0.81x and 0.78x of the
 # fastest dense's without the index: faster than the fastest dense at both contexts. Attention is
 # only 32% and 49% of that dense step, and the rest is the same work for both, so the step gains
 # only attention's share: 1 - share x (1 - ratio) predicts 0.85x and 0.71x for the step without the
 # index (measured: 0.81x and 0.78x). The rest of the step differs between MagicPIG's run and the
-# fastest dense's by at most 14%, a gauge of the noise.
+# fastest dense's by at most 14%, the band these verdicts use; over all four methods at one context it
+# spreads up to 30%, so the step's gain is less sure than attention's.
 
 # %%
 decoding_plots.speed_figure([{**r, "attention_ms": r["attention_cpu_ms"], "step_ms": r["step_cpu_ms"]} for r in rows], title="CPU time of the decoding thread per generated token")
@@ -150,8 +152,10 @@ decoding_plots.speed_figure([{**r, "attention_ms": r["attention_cpu_ms"], "step_
 # attention costs 0.41x and 0.28x, and its step 0.72x and 0.57x. At 8,174 tokens that yardstick
 # makes MagicPIG's attention look 1.4x better than against the fastest measured dense. There
 # dense's attention took 87.7 ms as transformers runs it (K and V repeated per query head), 60.9 ms
-# grouped and 71.8 ms grouped on a bf16 cache: in this run reading each KV head once was the gain,
-# and the bf16 cache, half the bytes, was slower. MagicPIG's attention took 24.6 ms. Its sampled
+# grouped and 71.8 ms grouped on a bf16 cache: reading each KV head once was the gain. The bf16
+# cache, half the bytes, was slower there but faster at 4,096 tokens (27.6 ms against 30.8 ms
+# grouped in fp32): in this run the dtype's effect is within the noise. MagicPIG's attention took
+# 24.6 ms. Its sampled
 # layers read bf16 K/V too; its layer 0, kept dense, runs transformers' `sdpa`.
 
 # ### The index's mean over a long generation
@@ -171,7 +175,7 @@ f3.drift_table(drift)
 # layer's index on a fresh mean once it holds twice the tokens its mean covers) stays within 10% of
 # an index rebuilt on every key, and it is the decoder's default (`recentre=2`; 4 re-centrings over
 # that run). A prompt as long as the generation (4,096) never re-centres. The authors' exact buffer
-# is nearly exact only because it reads 98% of the keys. The price is one slow step per doubling:
+# is nearly exact because it reads most keys exactly: 98% after the 256-token prompt. The price is one slow step per doubling:
 # a re-centring of one layer and KV head at 8,192 tokens took 35 ms, against 3.1 ms to file a
 # buffer and 0.26 ms for a decode step of that KV head's 3 query heads (the table's caption); its
 # share per generated token is counted in the per-token figures above.
@@ -191,9 +195,10 @@ f3.kernel_table(attend)
 # %% [markdown]
 # At 98,304 tokens one thread's step took 6.8x its floor in fp32 and 5.0x in bf16 for SmolLM2's
 # shape: it reads scattered rows and walks buckets, which a core fetches at a fraction of its
-# sequential bandwidth (21.7 GB/s here; section 2's stage table). The step split onto 2 threads in
-# every one of the 6 rows, timed interleaved with one thread; 2 threads ran the bf16 step 1.5x
-# (SmolLM2, 98,304) and 1.3x to 1.6x (Llama-like) as fast as one. A speed-up above 2 in a first
+# sequential bandwidth (21.7 GB/s here; section 2's stage table shows it for the Llama-like layer). The step split onto 2 threads in
+# every one of the 6 rows, timed interleaved with one thread (wall clock, not the table's
+# one-thread column); 2 threads ran the bf16 step 1.1x to 1.5x (SmolLM2's shape, least at the
+# shortest context) and 1.3x to 1.6x (Llama-like) as fast as one. A speed-up above 2 in a first
 # timing would be timed again on three times the queries; 0 rows needed it. A test
 # (`tests/lsh/test_fused.py`) holds the output to the same bits at every thread count.
 #
@@ -238,9 +243,9 @@ if gpu is not None:
 # **Bottom line.** On the benchmark's CPU no dense path comes near the floor of its bytes, so the
 # fastest measured dense is the yardstick, and the floor beside it says how far both stand from the
 # hardware. Against the fastest dense MagicPIG's attention costs 0.52x and 0.40x, 0.64x and 0.46x
-# with its index over 4,096 generated tokens, and its whole step 0.81x and 0.78x: it saves in
-# attention what it does not read, and attention is only 32% to 49% of that dense step on this
-# small model. Against transformers' own `sdpa` the same attention costs 0.41x and 0.28x. A GPU
+# with its index over 4,096 generated tokens, and its whole step 0.81x and 0.78x without the index.
+# It reads 5.6% and 5.1% of the keys but reads them slowly, so it saves about half of attention's
+# time, and attention is only 32% to 49% of that dense step on this small model. Against transformers' own `sdpa` the same attention costs 0.41x and 0.28x. A GPU
 # timing of this small model in eager PyTorch would mostly measure kernel launches.
 
 # %% [markdown]
@@ -265,14 +270,14 @@ lessons.table(report.memory_check(rows), columns=["context", "dense_mb", "index_
 # gives with 16-bit ids, then that room, the hyperplanes and the norms.
 #
 # **The index is not free.** In the benchmark, building it after the prefill took 2.7 s at 4,096
-# tokens and 3.9 s at 8,174, and filing generated tokens into it cost 1.33 and 1.48 ms a token
+# tokens and 3.9 s at 8,174 (wall clock), and filing generated tokens into it cost 1.33 and 1.48 ms a token
 # (CPU time over all sampled layers, 15 buffers of real keys filed at the longer context). Section
-# 3's `+ index` columns count both per generated token.
+# 3's `+ index` columns count both per generated token, with the re-centring at each doubling.
 
 # %% [markdown]
 # **Two runs, two step ratios.** Lesson 07a §2's run at 4,096 tokens had a median step of 105 ms for
-# MagicPIG and 71 ms for dense: 1.48x on the wall clock, where the benchmark measured 0.72x. Both
-# set MagicPIG against transformers' `sdpa`. The run recorded 57 ms of MagicPIG attention per step,
+# MagicPIG and 71 ms for dense: 1.48x on the wall clock, where the benchmark measured 0.72x
+# against transformers' `sdpa` (the run's dense options name no kernel). The run recorded 57 ms of MagicPIG attention per step,
 # including the first step's one-off table fill (51 ms without its extra time), against 16 ms for
 # dense. So that run lost its time in attention; these files do not say why. Its MagicPIG options
 # record no `kv_dtype`, the setting that now keeps the sampled layers in bf16. Its dense step,
